@@ -1,0 +1,40 @@
+/*
+ * digest.h - SHA-256 (OpenSSL EVP) and CRC-32/IEEE (zlib) helpers.
+ *
+ * The CRC is the IEEE polynomial (zlib's crc32, the same as Rust's crc32fast), not Castagnoli;
+ * Dragonfly formats piece digests as "crc32:<unsigned decimal>".
+ */
+#ifndef DFC_DIGEST_H
+#define DFC_DIGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DFC_SHA256_HEX_LEN   64
+#define DFC_CRC32_DIGEST_MAX 17 /* "crc32:" + 10 digits + NUL */
+
+struct evp_md_ctx_st;
+
+/* An incremental SHA-256. Embedded by the caller: dfc_sha256_init() then dfc_sha256_done(). */
+struct dfc_sha256 {
+    struct evp_md_ctx_st *ctx;
+};
+
+/* -ENOMEM when OpenSSL cannot allocate its context. */
+int dfc_sha256_init(struct dfc_sha256 *h);
+void dfc_sha256_update(struct dfc_sha256 *h, const void *data, size_t len);
+/* Writes 64 lowercase hex digits and a NUL to out. The context may not be updated after. */
+void dfc_sha256_final_hex(struct dfc_sha256 *h, char out[DFC_SHA256_HEX_LEN + 1]);
+/* Frees the context; safe on a zeroed or already-done struct. */
+void dfc_sha256_done(struct dfc_sha256 *h);
+
+/* One-shot SHA-256 of a buffer as lowercase hex. */
+int dfc_sha256_hex(const void *data, size_t len, char out[DFC_SHA256_HEX_LEN + 1]);
+
+/* Extends crc (start with 0) over data; any length. */
+uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len);
+
+/* Formats "crc32:<decimal>". */
+void dfc_crc32_format(uint32_t crc, char out[DFC_CRC32_DIGEST_MAX]);
+
+#endif /* DFC_DIGEST_H */

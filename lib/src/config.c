@@ -1,0 +1,437 @@
+/*
+ * config.c - schema-driven configuration over libyaml's document API.
+ *
+ * DESIGN: the YAML file is loaded into a libyaml document tree and walked depth first; nested
+ * mapping keys are joined with '.' into the schema's dotted keys, so the table stays flat and
+ * the file keeps Dragonfly's nesting. Each scalar is parsed by its row's type straight into
+ * the struct at the row's offset. The first error stops the walk and carries the libyaml mark.
+ */
+#include "dfc/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include "dfc/cleanup.h"
+#include "dfc/units.h"
+
+#define KEY_MAX 256
+
+const struct dfc_config_row *dfc_config_find(const struct dfc_config_schema *s, const char *key) {
+    for (size_t i = 0; i < s->n_rows; i++) {
+        if (strcmp(s->rows[i].key, key) == 0) {
+            return &s->rows[i];
+        }
+    }
+    return NULL;
+}
+
+/* True when some row's key starts with "<prefix>." (prefix names a section). */
+static bool is_section(const struct dfc_config_schema *s, const char *prefix) {
+    size_t n = strlen(prefix);
+    for (size_t i = 0; i < s->n_rows; i++) {
+        if (strncmp(s->rows[i].key, prefix, n) == 0 && s->rows[i].key[n] == '.') {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int parse_bool(const char *v, bool *ret) {
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *ret = true;
+            return 0;
+        }
+        if (strcasecmp(v, no[i]) == 0) {
+            *ret = false;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static int parse_mode(const char *v, uint32_t *ret) {
+    if (*v == '\0' || strlen(v) > 5) {
+        return -EINVAL;
+    }
+    uint32_t m = 0;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '7') {
+            return -EINVAL;
+        }
+        m = m * 8 + (uint32_t)(*p - '0');
+    }
+    if (m > 07777) {
+        return -ERANGE;
+    }
+    *ret = m;
+    return 0;
+}
+
+static const char *type_hint(enum dfc_config_type t) {
+    switch (t) {
+    case DFC_CFG_STRING:
+        return "a string";
+    case DFC_CFG_PATH:
+        return "an absolute path";
+    case DFC_CFG_BOOL:
+        return "true or false";
+    case DFC_CFG_INT:
+        return "an integer";
+    case DFC_CFG_UINT:
+        return "a non-negative integer";
+    case DFC_CFG_SIZE:
+        return "a size such as 4MiB";
+    case DFC_CFG_DURATION:
+        return "a duration such as 1h30m";
+    case DFC_CFG_MODE:
+        return "an octal file mode such as 0660";
+    }
+    return "a value";
+}
+
+/* Parses text into the row's field. where is "" or "file:line:col: " for messages. */
+static int set_row(const struct dfc_config_row *row, void *cfg, const char *v, const char *where,
+                   struct dfc_error *err) {
+    char *field = (char *)cfg + row->offset;
+    int r = 0;
+    if (strlen(v) > DFC_CONFIG_VALUE_MAX) {
+        return dfc_error_set(err, -EINVAL, "%s%s: value longer than %d bytes", where, row->key,
+                             DFC_CONFIG_VALUE_MAX);
+    }
+    switch (row->type) {
+    case DFC_CFG_PATH:
+        if (*v != '\0' && *v != '/') {
+            return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, row->key, v,
+                                 type_hint(row->type));
+        }
+        /* fall through */
+    case DFC_CFG_STRING: {
+        char *copy = strdup(v);
+        if (copy == NULL) {
+            return dfc_error_set(err, -ENOMEM, "%s%s: out of memory", where, row->key);
+        }
+        free(*(char **)field);
+        *(char **)field = copy;
+        return 0;
+    }
+    case DFC_CFG_BOOL:
+        r = parse_bool(v, (bool *)field);
+        break;
+    case DFC_CFG_INT:
+        r = dfc_parse_i64(v, (int64_t *)field);
+        break;
+    case DFC_CFG_UINT:
+        r = dfc_parse_u64(v, (uint64_t *)field);
+        break;
+    case DFC_CFG_SIZE:
+        r = dfc_parse_size(v, (uint64_t *)field);
+        break;
+    case DFC_CFG_DURATION:
+        r = dfc_parse_duration(v, (int64_t *)field);
+        break;
+    case DFC_CFG_MODE:
+        r = parse_mode(v, (uint32_t *)field);
+        break;
+    }
+    if (r < 0) {
+        return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, row->key, v,
+                             type_hint(row->type));
+    }
+    return 0;
+}
+
+int dfc_config_defaults(const struct dfc_config_schema *s, void *cfg, struct dfc_error *err) {
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const struct dfc_config_row *row = &s->rows[i];
+        const char *def = row->def;
+        if (def == NULL) {
+            def = row->type == DFC_CFG_STRING || row->type == DFC_CFG_PATH ? "" : "0";
+        }
+        if (row->type == DFC_CFG_BOOL && row->def == NULL) {
+            def = "false";
+        }
+        int r = set_row(row, cfg, def, "default ", err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+int dfc_config_set(const struct dfc_config_schema *s, void *cfg, const char *key, const char *value,
+                   struct dfc_error *err) {
+    const struct dfc_config_row *row = dfc_config_find(s, key);
+    if (row == NULL) {
+        return dfc_error_set(err, -ENOENT, "unknown %s config key `%s`", s->name, key);
+    }
+    return set_row(row, cfg, value, "", err);
+}
+
+int dfc_config_load_env(const struct dfc_config_schema *s, void *cfg, struct dfc_error *err) {
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const struct dfc_config_row *row = &s->rows[i];
+        const char *v = row->env != NULL ? getenv(row->env) : NULL;
+        if (v == NULL) {
+            continue;
+        }
+        char where[KEY_MAX];
+        snprintf(where, sizeof(where), "env %s: ", row->env);
+        int r = set_row(row, cfg, v, where, err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* ---- YAML walk ---- */
+
+struct walk {
+    const struct dfc_config_schema *schema;
+    void *cfg;
+    const char *name;
+    yaml_document_t *doc;
+    struct dfc_error *err;
+};
+
+static int mark_error(struct walk *w, int code, const yaml_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int mark_error(struct walk *w, int code, const yaml_node_t *n, const char *fmt, ...) {
+    char msg[DFC_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return dfc_error_set(w->err, code, "%s:%zu:%zu: %s", w->name, n->start_mark.line + 1,
+                         n->start_mark.column + 1, msg);
+}
+
+static int walk_mapping(struct walk *w, yaml_node_t *map, const char *prefix) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+        if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE) {
+            return mark_error(w, -EINVAL, k != NULL ? k : map, "%s", "keys must be plain strings");
+        }
+        char key[KEY_MAX];
+        int n = snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "",
+                         (const char *)k->data.scalar.value);
+        if (n < 0 || (size_t)n >= sizeof(key)) {
+            return mark_error(w, -EINVAL, k, "%s", "key too long");
+        }
+        const struct dfc_config_row *row = dfc_config_find(w->schema, key);
+        if (v->type == YAML_MAPPING_NODE) {
+            if (!is_section(w->schema, key)) {
+                if (row != NULL) {
+                    return mark_error(w, -EINVAL, k, "`%s` takes a value, not a mapping", key);
+                }
+                return mark_error(w, -EINVAL, k, "unknown key `%s`", key);
+            }
+            int r = walk_mapping(w, v, key);
+            if (r < 0) {
+                return r;
+            }
+            continue;
+        }
+        if (v->type != YAML_SCALAR_NODE) {
+            return mark_error(w, -EINVAL, k, "`%s`: lists are not supported here", key);
+        }
+        const char *text = (const char *)v->data.scalar.value;
+        bool null_value = v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+                          (*text == '\0' || strcmp(text, "~") == 0 || strcmp(text, "null") == 0);
+        if (row == NULL) {
+            if (is_section(w->schema, key) && null_value) {
+                continue; /* an empty section such as "gc:" keeps the defaults */
+            }
+            return mark_error(w, -EINVAL, k, "unknown key `%s`", key);
+        }
+        if (null_value && row->type != DFC_CFG_STRING && row->type != DFC_CFG_PATH) {
+            continue; /* "key:" with no value keeps the default */
+        }
+        char where[KEY_MAX + 64];
+        snprintf(where, sizeof(where), "%s:%zu:%zu: ", w->name, v->start_mark.line + 1,
+                 v->start_mark.column + 1);
+        int r = set_row(row, w->cfg, null_value ? "" : text, where, w->err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+int dfc_config_load_string(const struct dfc_config_schema *s, void *cfg, const char *name,
+                           const char *yaml, size_t len, struct dfc_error *err) {
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (len > DFC_CONFIG_FILE_MAX) {
+        return dfc_error_set(err, -EFBIG, "%s: larger than %d bytes", name, DFC_CONFIG_FILE_MAX);
+    }
+    if (!yaml_parser_initialize(&parser)) {
+        return dfc_error_set(err, -ENOMEM, "%s: cannot initialize the YAML parser", name);
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        int r = dfc_error_set(err, -EINVAL, "%s:%zu:%zu: %s", name, parser.problem_mark.line + 1,
+                              parser.problem_mark.column + 1,
+                              parser.problem != NULL ? parser.problem : "invalid YAML");
+        yaml_parser_delete(&parser);
+        return r;
+    }
+    int r = 0;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root != NULL) {
+        struct walk w = {s, cfg, name, &doc, err};
+        if (root->type == YAML_MAPPING_NODE) {
+            r = walk_mapping(&w, root, "");
+        } else if (!(root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
+            r = mark_error(&w, -EINVAL, root, "%s", "the document must be a mapping");
+        }
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    return r;
+}
+
+int dfc_config_load_file(const struct dfc_config_schema *s, void *cfg, const char *path,
+                         struct dfc_error *err) {
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        return dfc_error_errno(err, -errno, "open config `%s`", path);
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) < 0) {
+        return dfc_error_errno(err, -errno, "stat config `%s`", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return dfc_error_set(err, -EINVAL, "config `%s` is not a regular file", path);
+    }
+    if (st.st_size > DFC_CONFIG_FILE_MAX) {
+        return dfc_error_set(err, -EFBIG, "config `%s` is larger than %d bytes", path,
+                             DFC_CONFIG_FILE_MAX);
+    }
+    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+    if (buf == NULL) {
+        return dfc_error_set(err, -ENOMEM, "config `%s`: out of memory", path);
+    }
+    size_t n = fread(buf, 1, (size_t)st.st_size, f);
+    if (ferror(f)) {
+        return dfc_error_errno(err, -EIO, "read config `%s`", path);
+    }
+    return dfc_config_load_string(s, cfg, path, buf, n, err);
+}
+
+int dfc_config_validate(const struct dfc_config_schema *s, const void *cfg, struct dfc_error *err) {
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const struct dfc_config_row *row = &s->rows[i];
+        if (row->validate == NULL) {
+            continue;
+        }
+        int r = row->validate(row, (const char *)cfg + row->offset, err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* ---- printing ---- */
+
+static void print_string(FILE *out, const char *v) {
+    fputc('"', out);
+    for (const char *p = v; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\') {
+            fprintf(out, "\\%c", c);
+        } else if (c < 0x20) {
+            fprintf(out, "\\x%02x", c);
+        } else {
+            fputc(c, out);
+        }
+    }
+    fputc('"', out);
+}
+
+static void print_value(FILE *out, const struct dfc_config_row *row, const void *cfg) {
+    const char *field = (const char *)cfg + row->offset;
+    char buf[64];
+    switch (row->type) {
+    case DFC_CFG_STRING:
+    case DFC_CFG_PATH:
+        print_string(out, *(char *const *)field ? *(char *const *)field : "");
+        break;
+    case DFC_CFG_BOOL:
+        fputs(*(const bool *)field ? "true" : "false", out);
+        break;
+    case DFC_CFG_INT:
+        fprintf(out, "%lld", (long long)*(const int64_t *)field);
+        break;
+    case DFC_CFG_UINT:
+        fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)field);
+        break;
+    case DFC_CFG_SIZE:
+        dfc_format_size(*(const uint64_t *)field, buf, sizeof(buf));
+        fputs(buf, out);
+        break;
+    case DFC_CFG_DURATION:
+        dfc_format_duration(*(const int64_t *)field, buf, sizeof(buf));
+        fputs(buf, out);
+        break;
+    case DFC_CFG_MODE:
+        fprintf(out, "\"%04o\"", *(const uint32_t *)field);
+        break;
+    }
+}
+
+int dfc_config_print(const struct dfc_config_schema *s, const void *cfg, FILE *out) {
+    const char *prev = "";
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const char *key = s->rows[i].key;
+        /* Find the shared leading components with the previous key. */
+        size_t common = 0, depth = 0;
+        for (size_t j = 0; key[j] && prev[j] == key[j]; j++) {
+            if (key[j] == '.') {
+                common = j + 1;
+                depth++;
+            }
+        }
+        const char *p = key + common;
+        for (;;) {
+            const char *dot = strchr(p, '.');
+            size_t len = dot != NULL ? (size_t)(dot - p) : strlen(p);
+            fprintf(out, "%*s%.*s:", (int)(depth * 2), "", (int)len, p);
+            if (dot == NULL) {
+                fputc(' ', out);
+                print_value(out, &s->rows[i], cfg);
+                fputc('\n', out);
+                break;
+            }
+            fputc('\n', out);
+            depth++;
+            p = dot + 1;
+        }
+        prev = key;
+    }
+    return ferror(out) ? -EIO : 0;
+}
+
+void dfc_config_free(const struct dfc_config_schema *s, void *cfg) {
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const struct dfc_config_row *row = &s->rows[i];
+        if (row->type == DFC_CFG_STRING || row->type == DFC_CFG_PATH) {
+            char **field = (char **)((char *)cfg + row->offset);
+            free(*field);
+            *field = NULL;
+        }
+    }
+}

@@ -1,0 +1,64 @@
+/*
+ * digest.c - thin wrappers over OpenSSL's EVP SHA-256 and zlib's crc32_z.
+ */
+#include "dfc/digest.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <zlib.h>
+
+int dfc_sha256_init(struct dfc_sha256 *h) {
+    h->ctx = EVP_MD_CTX_new();
+    if (h->ctx == NULL) {
+        return -ENOMEM;
+    }
+    if (EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1) {
+        dfc_sha256_done(h);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void dfc_sha256_update(struct dfc_sha256 *h, const void *data, size_t len) {
+    if (len > 0) {
+        EVP_DigestUpdate(h->ctx, data, len);
+    }
+}
+
+void dfc_sha256_final_hex(struct dfc_sha256 *h, char out[DFC_SHA256_HEX_LEN + 1]) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(h->ctx, md, &n);
+    for (unsigned i = 0; i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[DFC_SHA256_HEX_LEN] = '\0';
+}
+
+void dfc_sha256_done(struct dfc_sha256 *h) {
+    EVP_MD_CTX_free(h->ctx);
+    h->ctx = NULL;
+}
+
+int dfc_sha256_hex(const void *data, size_t len, char out[DFC_SHA256_HEX_LEN + 1]) {
+    struct dfc_sha256 h;
+    int r = dfc_sha256_init(&h);
+    if (r < 0) {
+        return r;
+    }
+    dfc_sha256_update(&h, data, len);
+    dfc_sha256_final_hex(&h, out);
+    dfc_sha256_done(&h);
+    return 0;
+}
+
+uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len) {
+    return (uint32_t)crc32_z(crc, data, len);
+}
+
+void dfc_crc32_format(uint32_t crc, char out[DFC_CRC32_DIGEST_MAX]) {
+    snprintf(out, DFC_CRC32_DIGEST_MAX, "crc32:%u", crc);
+}

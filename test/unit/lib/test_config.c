@@ -1,0 +1,227 @@
+/* Tests for lib/src/config.c: defaults -> YAML -> env -> set, errors with line:column, print. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfc/config.h"
+#include "dfc/units.h"
+#include "test_support.h"
+
+struct cfg {
+    char *socket_path;
+    uint32_t socket_mode;
+    char *storage_dir;
+    bool keep;
+    int64_t gc_interval;
+    int64_t ttl;
+    uint64_t high;
+    uint64_t piece;
+    int64_t offset;
+};
+
+static int validate_percent(const struct dfc_config_row *row, const void *field,
+                            struct dfc_error *err) {
+    uint64_t v = *(const uint64_t *)field;
+    return v <= 100 ? 0
+                    : dfc_error_set(err, -EINVAL, "%s: %llu is over 100", row->key,
+                                    (unsigned long long)v);
+}
+
+static const struct dfc_config_row rows[] = {
+    {"download.server.socketPath", DFC_CFG_PATH, offsetof(struct cfg, socket_path),
+     "/var/run/dragonfly/dfdaemon.sock", "TEST_SOCKET_PATH", NULL},
+    {"download.server.socketMode", DFC_CFG_MODE, offsetof(struct cfg, socket_mode), "0777", NULL,
+     NULL},
+    {"storage.dir", DFC_CFG_PATH, offsetof(struct cfg, storage_dir), "/var/lib/dragonfly", NULL,
+     NULL},
+    {"storage.keep", DFC_CFG_BOOL, offsetof(struct cfg, keep), "true", NULL, NULL},
+    {"storage.pieceLength", DFC_CFG_SIZE, offsetof(struct cfg, piece), "4MiB", NULL, NULL},
+    {"gc.interval", DFC_CFG_DURATION, offsetof(struct cfg, gc_interval), "15m", "TEST_GC_INTERVAL",
+     NULL},
+    {"gc.policy.persistentCacheTaskTTL", DFC_CFG_DURATION, offsetof(struct cfg, ttl), "24h", NULL,
+     NULL},
+    {"gc.policy.diskHighThresholdPercent", DFC_CFG_UINT, offsetof(struct cfg, high), "80", NULL,
+     validate_percent},
+    {"misc.offset", DFC_CFG_INT, offsetof(struct cfg, offset), NULL, NULL, NULL},
+};
+static const struct dfc_config_schema schema = {"test", rows, sizeof(rows) / sizeof(rows[0])};
+
+static int setup(void **state) {
+    struct cfg *c = calloc(1, sizeof(*c));
+    struct dfc_error err;
+    assert_int_equal(dfc_config_defaults(&schema, c, &err), 0);
+    *state = c;
+    return 0;
+}
+
+static int teardown(void **state) {
+    dfc_config_free(&schema, *state);
+    free(*state);
+    unsetenv("TEST_SOCKET_PATH");
+    unsetenv("TEST_GC_INTERVAL");
+    return 0;
+}
+
+static int load(struct cfg *c, const char *yaml, struct dfc_error *err) {
+    return dfc_config_load_string(&schema, c, "test.yaml", yaml, strlen(yaml), err);
+}
+
+static void test_defaults(void **state) {
+    struct cfg *c = *state;
+    assert_string_equal(c->socket_path, "/var/run/dragonfly/dfdaemon.sock");
+    assert_int_equal(c->socket_mode, 0777);
+    assert_true(c->keep);
+    assert_true(c->gc_interval == 900 * DFC_NS_PER_SEC);
+    assert_true(c->ttl == 86400 * DFC_NS_PER_SEC);
+    assert_true(c->piece == 4u << 20);
+    assert_true(c->high == 80);
+    assert_true(c->offset == 0);
+}
+
+static void test_nested_yaml(void **state) {
+    struct cfg *c = *state;
+    struct dfc_error err;
+    const char *y = "download:\n"
+                    "  server:\n"
+                    "    socketPath: /tmp/x.sock\n"
+                    "    socketMode: '0660'\n"
+                    "gc:\n"
+                    "  interval: 30s\n"
+                    "  policy:\n"
+                    "    persistentCacheTaskTTL: 1h30m\n"
+                    "storage:\n"
+                    "  keep: false\n"
+                    "  pieceLength: 8MiB\n"
+                    "misc: {offset: -5}\n";
+    assert_int_equal(load(c, y, &err), 0);
+    assert_string_equal(c->socket_path, "/tmp/x.sock");
+    assert_int_equal(c->socket_mode, 0660);
+    assert_true(c->gc_interval == 30 * DFC_NS_PER_SEC);
+    assert_true(c->ttl == 5400 * DFC_NS_PER_SEC);
+    assert_false(c->keep);
+    assert_true(c->piece == 8u << 20);
+    assert_true(c->offset == -5);
+    /* Untouched keys keep their defaults. */
+    assert_string_equal(c->storage_dir, "/var/lib/dragonfly");
+}
+
+static void test_unknown_key_names_line_and_column(void **state) {
+    struct dfc_error err;
+    const char *y = "gc:\n  interval: 30s\n  intervall: 40s\n";
+    assert_int_equal(load(*state, y, &err), -EINVAL);
+    assert_string_equal(err.msg, "test.yaml:3:3: unknown key `gc.intervall`");
+}
+
+static void test_bad_values(void **state) {
+    struct dfc_error err;
+    assert_int_equal(load(*state, "gc:\n  interval: soon\n", &err), -EINVAL);
+    assert_string_equal(err.msg,
+                        "test.yaml:2:13: gc.interval: `soon` is not a duration such as 1h30m");
+    assert_int_equal(load(*state, "storage:\n  dir: relative/dir\n", &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "is not an absolute path"));
+    assert_int_equal(load(*state, "storage:\n  keep: maybe\n", &err), -EINVAL);
+    assert_int_equal(load(*state, "download:\n  server:\n    socketMode: '0999'\n", &err), -EINVAL);
+    assert_int_equal(load(*state, "storage: [1, 2]\n", &err), -EINVAL);
+    assert_int_equal(load(*state, "storage:\n  keep:\n    deeper: 1\n", &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "takes a value, not a mapping"));
+    assert_int_equal(load(*state, "- a\n- b\n", &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "must be a mapping"));
+    assert_int_equal(load(*state, "gc: {interval: 5s\n", &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "test.yaml:"));
+}
+
+static void test_empty_document_and_sections(void **state) {
+    struct cfg *c = *state;
+    struct dfc_error err;
+    assert_int_equal(load(c, "", &err), 0);
+    assert_int_equal(load(c, "gc:\nstorage:\n  keep:\n", &err), 0);
+    assert_true(c->keep);
+}
+
+static void test_env_and_set_override(void **state) {
+    struct cfg *c = *state;
+    struct dfc_error err;
+    assert_int_equal(load(c, "gc:\n  interval: 30s\n", &err), 0);
+    setenv("TEST_GC_INTERVAL", "45s", 1);
+    setenv("TEST_SOCKET_PATH", "/run/env.sock", 1);
+    assert_int_equal(dfc_config_load_env(&schema, c, &err), 0);
+    assert_true(c->gc_interval == 45 * DFC_NS_PER_SEC);
+    assert_string_equal(c->socket_path, "/run/env.sock");
+    assert_int_equal(dfc_config_set(&schema, c, "gc.interval", "1m", &err), 0);
+    assert_true(c->gc_interval == 60 * DFC_NS_PER_SEC);
+    assert_int_equal(dfc_config_set(&schema, c, "gc.nope", "1m", &err), -ENOENT);
+    setenv("TEST_GC_INTERVAL", "never", 1);
+    assert_int_equal(dfc_config_load_env(&schema, c, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "env TEST_GC_INTERVAL"));
+}
+
+static void test_validate(void **state) {
+    struct cfg *c = *state;
+    struct dfc_error err;
+    assert_int_equal(dfc_config_validate(&schema, c, &err), 0);
+    assert_int_equal(dfc_config_set(&schema, c, "gc.policy.diskHighThresholdPercent", "101", &err),
+                     0);
+    assert_int_equal(dfc_config_validate(&schema, c, &err), -EINVAL);
+    assert_string_equal(err.msg, "gc.policy.diskHighThresholdPercent: 101 is over 100");
+}
+
+static void test_print_round_trips(void **state) {
+    struct cfg *c = *state;
+    struct dfc_error err;
+    assert_int_equal(load(c, "gc:\n  interval: 90s\nstorage:\n  dir: \"/data/d f\"\n", &err), 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(dfc_config_print(&schema, c, f), 0);
+    fclose(f);
+    assert_non_null(strstr(text,
+                           "download:\n  server:\n    socketPath: "
+                           "\"/var/run/dragonfly/dfdaemon.sock\"\n    socketMode: \"0777\"\n"));
+    assert_non_null(strstr(text, "gc:\n  interval: 1m30s\n  policy:\n"));
+    /* Loading the printed text into fresh defaults gives the same values. */
+    struct cfg d = {0};
+    assert_int_equal(dfc_config_defaults(&schema, &d, &err), 0);
+    assert_int_equal(dfc_config_load_string(&schema, &d, "printed", text, len, &err), 0);
+    assert_string_equal(d.storage_dir, "/data/d f");
+    assert_true(d.gc_interval == c->gc_interval);
+    assert_int_equal(d.socket_mode, c->socket_mode);
+    assert_true(d.keep == c->keep && d.ttl == c->ttl && d.piece == c->piece);
+    dfc_config_free(&schema, &d);
+    free(text);
+}
+
+static void test_file_errors(void **state) {
+    struct cfg *c = *state;
+    struct dfc_error err;
+    char dir[256], path[300];
+    test_mkdtemp(dir, sizeof(dir), "config");
+    assert_int_equal(dfc_config_load_file(&schema, c, "/nonexistent/x.yaml", &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "/nonexistent/x.yaml"));
+    assert_int_equal(dfc_config_load_file(&schema, c, dir, &err), -EINVAL);
+    snprintf(path, sizeof(path), "%s/c.yaml", dir);
+    FILE *f = fopen(path, "w");
+    fputs("storage:\n  dir: /srv/df\n", f);
+    fclose(f);
+    assert_int_equal(dfc_config_load_file(&schema, c, path, &err), 0);
+    assert_string_equal(c->storage_dir, "/srv/df");
+    test_rmtree(dir);
+}
+
+int main(void) {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_defaults),
+        T(test_nested_yaml),
+        T(test_unknown_key_names_line_and_column),
+        T(test_bad_values),
+        T(test_empty_document_and_sections),
+        T(test_env_and_set_override),
+        T(test_validate),
+        T(test_print_round_trips),
+        T(test_file_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
