@@ -1,0 +1,73 @@
+/*
+ * rpc_client.h - blocking gRPC client calls of all four kinds, with deadlines.
+ *
+ * A client holds one channel to a target ("unix:/path", "unix:///path", "host:port"). Calls are
+ * blocking and thread-safe: each call has its own completion queue, driven by the thread that
+ * waits on it. A stream may be sent on by one thread while another receives.
+ *
+ *   unary             dfc_rpc_unary()
+ *   server streaming  open, send(req), close_send, recv until 0
+ *   client streaming  open, send..., close_send, recv(resp), finish
+ *   bidi streaming    open, send/recv in any order, close_send, recv until 0
+ *
+ * Errors are negative codes mapped back from the gRPC status through DFC_ERRNO_MAP (NOT_FOUND
+ * -> -ENOENT, ...), with the server's status message in err->msg.
+ * Messages returned to the caller are owned by it: free them with dfc_rpc_msg_free().
+ */
+#ifndef DFC_RPC_CLIENT_H
+#define DFC_RPC_CLIENT_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfc/error.h"
+
+struct dfc_rpc_client;
+struct dfc_rpc_stream;
+
+struct dfc_rpc_client_opts {
+    size_t max_recv_msg; /* 0 = DFC_RPC_DEFAULT_MAX_MSG */
+    bool wait_for_ready; /* queue calls until the server is up instead of failing UNAVAILABLE */
+};
+
+/* Creates a client for target (copied). opts may be NULL. Free with dfc_rpc_client_free(). */
+int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opts,
+                       struct dfc_rpc_client **ret, struct dfc_error *err);
+
+/* Frees the client; every stream opened on it must be freed first. NULL is fine. */
+void dfc_rpc_client_free(struct dfc_rpc_client *c);
+
+/* One request, one response. method is "/package.Service/Method". timeout_ms <= 0: none. */
+int dfc_rpc_unary(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
+                  const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                  ProtobufCMessage **ret_resp, struct dfc_error *err);
+
+/* Opens a call; the deadline covers the whole stream. Free with dfc_rpc_stream_free(). */
+int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
+                        struct dfc_rpc_stream **ret, struct dfc_error *err);
+
+/* Sends one message, pipelined one deep (returns once the previous one has gone). */
+int dfc_rpc_stream_send(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
+                        struct dfc_error *err);
+
+/* Half-closes: tells the server no more messages follow. Idempotent. */
+int dfc_rpc_stream_close_send(struct dfc_rpc_stream *st, struct dfc_error *err);
+
+/* Receives the next message: 1 with *ret_msg set, 0 when the server ended the stream with OK,
+ * or the negative code of the server's status (or of a local failure). */
+int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
+                        ProtobufCMessage **ret_msg, struct dfc_error *err);
+
+/* Half-closes if needed and waits for the call's status; returns 0 or its negative code.
+ * Messages the server still had in flight are discarded. */
+int dfc_rpc_stream_finish(struct dfc_rpc_stream *st, struct dfc_error *err);
+
+/* Cancels the call (thread-safe; any thread may call it while another is blocked on it). */
+void dfc_rpc_stream_cancel(struct dfc_rpc_stream *st);
+
+/* Cancels the call if it is still running and frees it. NULL is fine. */
+void dfc_rpc_stream_free(struct dfc_rpc_stream *st);
+
+#endif /* DFC_RPC_CLIENT_H */

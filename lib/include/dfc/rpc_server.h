@@ -1,0 +1,137 @@
+/*
+ * rpc_server.h - a gRPC server whose services are tables of methods with thin handlers.
+ *
+ * Every gRPC core call of the project lives in rpc_server.c and rpc_client.c: the core C API
+ * changes between minor versions, so nothing else includes <grpc/grpc.h>.
+ *
+ * A service is a table of struct dfc_rpc_method rows. dfc_rpc_server_add_service() checks each
+ * row against the protobuf-c service descriptor (method name, request and response types), so
+ * a table that drifts from the .proto fails at start-up, not on the wire.
+ *
+ * Handlers run on a worker pool, never on the completion-queue thread, so they may block on
+ * file I/O. They have one signature for all four call kinds:
+ *
+ *   kind            req                          resp                        stream ops
+ *   UNARY           the request (borrowed)       to fill                     -
+ *   SERVER_STREAM   the request (borrowed)       NULL                        dfc_rpc_call_send
+ *   CLIENT_STREAM   NULL                         to fill                     dfc_rpc_call_recv
+ *   BIDI_STREAM     NULL                         NULL                        recv and send
+ *
+ * A handler returns 0 for OK or a negative code (error.h) with err->msg set; the code is mapped
+ * to a gRPC status through DFC_ERRNO_MAP and err->msg becomes the status message.
+ *
+ * Memory: the response struct and anything a handler hangs off it should come from the call's
+ * arena (dfc_rpc_call_alloc / dfc_rpc_call_strdup), which is freed when the call ends; static
+ * data is fine too. Messages returned by dfc_rpc_call_recv are the handler's to free with
+ * dfc_rpc_msg_free(). Messages passed to dfc_rpc_call_send are borrowed for the call only.
+ */
+#ifndef DFC_RPC_SERVER_H
+#define DFC_RPC_SERVER_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfc/error.h"
+
+/* 64 MiB (the largest piece) plus room for the message around it. */
+#define DFC_RPC_DEFAULT_MAX_MSG ((size_t)(64 + 1) << 20)
+
+enum dfc_rpc_kind {
+    DFC_RPC_UNARY,
+    DFC_RPC_CLIENT_STREAM,
+    DFC_RPC_SERVER_STREAM,
+    DFC_RPC_BIDI_STREAM,
+};
+
+struct dfc_rpc_call;
+struct dfc_rpc_server;
+
+typedef int (*dfc_rpc_handler_fn)(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                                  ProtobufCMessage *resp, struct dfc_error *err);
+
+struct dfc_rpc_method {
+    const char *name; /* as in the .proto: "UploadPersistentCacheTask" */
+    enum dfc_rpc_kind kind;
+    const ProtobufCMessageDescriptor *req;
+    const ProtobufCMessageDescriptor *resp;
+    dfc_rpc_handler_fn handler;
+};
+
+struct dfc_rpc_server_opts {
+    size_t max_recv_msg;  /* largest accepted message; 0 = DFC_RPC_DEFAULT_MAX_MSG */
+    unsigned max_workers; /* handler threads, started on demand; 0 = 32 */
+    unsigned max_calls;   /* calls in flight; more get RESOURCE_EXHAUSTED; 0 = 1024 */
+    int log_level_ok;     /* level of the per-call log line for OK calls (DFC_LOG_DEBUG) */
+    const char *name;     /* server name in log lines; borrowed; NULL = "rpc" */
+};
+
+/* Creates a server (calls grpc_init). opts may be NULL. Free with dfc_rpc_server_free(). */
+int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_server **ret,
+                       struct dfc_error *err);
+
+/* Registers every row of methods under desc's service name. Before dfc_rpc_server_start().
+ * methods and svc are borrowed and must outlive the server. -EINVAL when a row does not match
+ * the descriptor (err names the row). */
+int dfc_rpc_server_add_service(struct dfc_rpc_server *s, const ProtobufCServiceDescriptor *desc,
+                               const struct dfc_rpc_method *methods, size_t n_methods, void *svc,
+                               struct dfc_error *err);
+
+/* Adds a listening address: "unix:/abs/path", "unix:///abs/path", "host:port". For unix
+ * addresses a stale socket file is unlinked first. Before dfc_rpc_server_start(). */
+int dfc_rpc_server_listen(struct dfc_rpc_server *s, const char *addr, struct dfc_error *err);
+
+/* Starts serving (spawns the completion-queue thread). */
+int dfc_rpc_server_start(struct dfc_rpc_server *s, struct dfc_error *err);
+
+/* Stops accepting calls, lets calls in flight finish for up to grace_ms, then cancels the rest
+ * and waits for their handlers to return. Idempotent. */
+void dfc_rpc_server_shutdown(struct dfc_rpc_server *s, int64_t grace_ms);
+
+/* Shuts down (with a 5 s grace) if needed, frees everything and calls grpc_shutdown. */
+void dfc_rpc_server_free(struct dfc_rpc_server *s);
+
+/* ---- inside a handler ---- */
+
+/* Receives the next message of a client or bidi stream. Returns 1 with *ret_msg set (free it
+ * with dfc_rpc_msg_free), 0 at the end of the stream, or a negative code: -ECANCELED when the
+ * client cancelled, -ETIMEDOUT past the deadline, -EBADMSG for an undecodable message.
+ * CAUTION: gRPC core reports a client that vanishes mid-stream as a clean end of stream, and
+ * the cancellation may only be known later. A stream that commits work must carry its own
+ * completion proof (a length or digest in the first message, or a final message) and commit
+ * only when it matches. */
+int dfc_rpc_call_recv(struct dfc_rpc_call *call, ProtobufCMessage **ret_msg, struct dfc_error *err);
+
+/* Sends one message of a server or bidi stream. The message is packed before this returns,
+ * and the send is pipelined one deep: it returns once the previous message has gone, so the
+ * handler prepares the next one while this one is on the wire. -ECANCELED when the client is
+ * gone. */
+int dfc_rpc_call_send(struct dfc_rpc_call *call, const ProtobufCMessage *msg,
+                      struct dfc_error *err);
+
+/* True once the client cancelled, the deadline passed, or a shutdown's grace period ran out
+ * (calls in flight during the grace period are left to finish). Long handlers poll it between
+ * units of work. */
+bool dfc_rpc_call_cancelled(struct dfc_rpc_call *call);
+
+/* Milliseconds left before the call's deadline, or INT64_MAX without one. */
+int64_t dfc_rpc_call_remaining_ms(struct dfc_rpc_call *call);
+
+/* "/package.Service/Method"; borrowed for the call's lifetime. */
+const char *dfc_rpc_call_method(struct dfc_rpc_call *call);
+
+/* Zeroed memory that lives until the call ends. NULL only when out of memory. */
+void *dfc_rpc_call_alloc(struct dfc_rpc_call *call, size_t size);
+
+/* A copy of s in the call's arena. */
+char *dfc_rpc_call_strdup(struct dfc_rpc_call *call, const char *s);
+
+/* Allocates and initializes a message of type desc in the call's arena. */
+ProtobufCMessage *dfc_rpc_call_new_msg(struct dfc_rpc_call *call,
+                                       const ProtobufCMessageDescriptor *desc);
+
+/* Frees a message returned by dfc_rpc_call_recv or the client calls. NULL is fine. */
+void dfc_rpc_msg_free(ProtobufCMessage *msg);
+
+#endif /* DFC_RPC_SERVER_H */

@@ -1,0 +1,327 @@
+/*
+ * rpc_client.c - the client half of the RPC layer: blocking calls of all four kinds.
+ *
+ * DESIGN: each call gets its own pluck completion queue, so the thread that waits for an
+ * operation also drives that call's I/O and no client-side thread is needed. Operations are
+ * posted as separate batches with their own tags so a send and a receive can be outstanding at
+ * once (on different threads): initial metadata is received in a batch of its own, apart from
+ * RECV_MESSAGE (with both in one batch, neither completed after a cancel on 1.51), and
+ * RECV_STATUS_ON_CLIENT is posted when the call opens so a server abort is always seen.
+ * Every posted tag is plucked before the queue is destroyed.
+ */
+#include "dfc/rpc_client.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "dfc/rpc_server.h" /* DFC_RPC_DEFAULT_MAX_MSG, dfc_rpc_msg_free */
+#include "rpc_internal.h"
+
+struct dfc_rpc_client {
+    grpc_channel *channel;
+    bool wait_for_ready;
+};
+
+/* Tags are just distinct addresses inside the stream. */
+struct dfc_rpc_stream {
+    grpc_completion_queue *cq;
+    grpc_call *call;
+
+    char tag_md, tag_send, tag_recv, tag_status, tag_close;
+    bool md_pending, send_pending, status_pending, close_pending;
+    bool send_failed, closed_send, status_done, got_eos;
+
+    grpc_metadata_array md;
+    grpc_metadata_array trailing;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string;
+    grpc_byte_buffer *send_bb;
+};
+
+int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opts,
+                       struct dfc_rpc_client **ret, struct dfc_error *err) {
+    struct dfc_rpc_client *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    size_t max = opts != NULL && opts->max_recv_msg ? opts->max_recv_msg : DFC_RPC_DEFAULT_MAX_MSG;
+    c->wait_for_ready = opts != NULL && opts->wait_for_ready;
+    dfc__rpc_init();
+    grpc_arg args[1];
+    memset(args, 0, sizeof(args));
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = max > INT32_MAX ? INT32_MAX : (int)max;
+    grpc_channel_args chargs = {1, args};
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    c->channel = grpc_channel_create(target, creds, &chargs);
+    grpc_channel_credentials_release(creds);
+    if (c->channel == NULL) {
+        free(c);
+        grpc_shutdown();
+        return dfc_error_set(err, -EINVAL, "cannot create a channel to %s", target);
+    }
+    *ret = c;
+    return 0;
+}
+
+void dfc_rpc_client_free(struct dfc_rpc_client *c) {
+    if (c == NULL) {
+        return;
+    }
+    grpc_channel_destroy(c->channel);
+    free(c);
+    grpc_shutdown();
+}
+
+static bool pluck(struct dfc_rpc_stream *st, void *tag) {
+    grpc_event ev =
+        grpc_completion_queue_pluck(st->cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
+static bool start(struct dfc_rpc_stream *st, const grpc_op *ops, size_t n, void *tag) {
+    return grpc_call_start_batch(st->call, ops, n, tag, NULL) == GRPC_CALL_OK;
+}
+
+/* Waits for the final status and turns it into a code and message. */
+static int wait_status(struct dfc_rpc_stream *st, struct dfc_error *err) {
+    if (st->status_pending) {
+        (void)pluck(st, &st->tag_status);
+        st->status_pending = false;
+        st->status_done = true;
+    }
+    if (st->status == GRPC_STATUS_OK) {
+        return 0;
+    }
+    int code = dfc_error_from_grpc((int)st->status);
+    size_t n = GRPC_SLICE_LENGTH(st->details);
+    if (n > 0) {
+        return dfc_error_set(err, code, "%.*s", (int)(n > 400 ? 400 : n),
+                             (const char *)GRPC_SLICE_START_PTR(st->details));
+    }
+    return dfc_error_set(err, code, "%s", dfc_strerror(code));
+}
+
+int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
+                        struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    struct dfc_rpc_stream *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    st->cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_metadata_array_init(&st->md);
+    grpc_metadata_array_init(&st->trailing);
+    st->details = grpc_empty_slice();
+    st->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq,
+                                        grpc_slice_from_static_string(method), NULL,
+                                        dfc__rpc_deadline(timeout_ms), NULL);
+    if (st->call == NULL) {
+        dfc_rpc_stream_free(st);
+        return dfc_error_set(err, -ENOMEM, "cannot create a call to %s", method);
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_INITIAL_METADATA;
+    op.flags = c->wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
+    st->send_pending = start(st, &op, 1, &st->tag_send);
+
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_INITIAL_METADATA;
+    op.data.recv_initial_metadata.recv_initial_metadata = &st->md;
+    st->md_pending = start(st, &op, 1, &st->tag_md);
+
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    op.data.recv_status_on_client.trailing_metadata = &st->trailing;
+    op.data.recv_status_on_client.status = &st->status;
+    op.data.recv_status_on_client.status_details = &st->details;
+    op.data.recv_status_on_client.error_string = &st->error_string;
+    st->status_pending = start(st, &op, 1, &st->tag_status);
+    if (!st->send_pending || !st->md_pending || !st->status_pending) {
+        dfc_rpc_stream_free(st);
+        return dfc_error_set(err, -EIO, "cannot start a call to %s", method);
+    }
+    *ret = st;
+    return 0;
+}
+
+/* Waits for the previous send; false once the call can take no more messages. */
+static bool send_drain(struct dfc_rpc_stream *st) {
+    if (st->send_pending) {
+        if (!pluck(st, &st->tag_send)) {
+            st->send_failed = true;
+        }
+        st->send_pending = false;
+        if (st->send_bb != NULL) {
+            grpc_byte_buffer_destroy(st->send_bb);
+            st->send_bb = NULL;
+        }
+    }
+    return !st->send_failed;
+}
+
+int dfc_rpc_stream_send(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
+                        struct dfc_error *err) {
+    if (st->closed_send) {
+        return dfc_error_set(err, -EPIPE, "send after close_send");
+    }
+    grpc_byte_buffer *bb = dfc__rpc_pack(msg);
+    if (bb == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory packing a message");
+    }
+    if (!send_drain(st)) {
+        grpc_byte_buffer_destroy(bb);
+        /* The server ended the call: its status says why. */
+        int r = wait_status(st, err);
+        return r < 0 ? r : dfc_error_set(err, -EPIPE, "the server closed the stream");
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_MESSAGE;
+    op.data.send_message.send_message = bb;
+    st->send_bb = bb;
+    st->send_pending = start(st, &op, 1, &st->tag_send);
+    if (!st->send_pending) {
+        grpc_byte_buffer_destroy(bb);
+        st->send_bb = NULL;
+        st->send_failed = true;
+        return dfc_error_set(err, -EIO, "cannot start a send");
+    }
+    return 0;
+}
+
+int dfc_rpc_stream_close_send(struct dfc_rpc_stream *st, struct dfc_error *err) {
+    if (st->closed_send) {
+        return 0;
+    }
+    st->closed_send = true;
+    if (!send_drain(st)) {
+        return 0; /* the call is over; its status will tell */
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    st->close_pending = start(st, &op, 1, &st->tag_close);
+    if (!st->close_pending) {
+        return dfc_error_set(err, -EIO, "cannot half-close the call");
+    }
+    return 0;
+}
+
+int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
+                        ProtobufCMessage **ret_msg, struct dfc_error *err) {
+    if (st->got_eos) {
+        return wait_status(st, err);
+    }
+    if (st->md_pending) {
+        (void)pluck(st, &st->tag_md);
+        st->md_pending = false;
+    }
+    grpc_byte_buffer *bb = NULL;
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &bb;
+    bool ok = start(st, &op, 1, &st->tag_recv) && pluck(st, &st->tag_recv);
+    if (!ok || bb == NULL) {
+        if (bb != NULL) {
+            grpc_byte_buffer_destroy(bb);
+        }
+        st->got_eos = true;
+        return wait_status(st, err);
+    }
+    int r = dfc__rpc_unpack(bb, desc, ret_msg);
+    grpc_byte_buffer_destroy(bb);
+    if (r < 0) {
+        dfc_rpc_stream_cancel(st);
+        return dfc_error_set(err, -EBADMSG, "malformed response: cannot decode %s", desc->name);
+    }
+    return 1;
+}
+
+int dfc_rpc_stream_finish(struct dfc_rpc_stream *st, struct dfc_error *err) {
+    int r = dfc_rpc_stream_close_send(st, err);
+    if (r < 0) {
+        return r;
+    }
+    return wait_status(st, err);
+}
+
+void dfc_rpc_stream_cancel(struct dfc_rpc_stream *st) {
+    grpc_call_cancel(st->call, NULL);
+}
+
+void dfc_rpc_stream_free(struct dfc_rpc_stream *st) {
+    if (st == NULL) {
+        return;
+    }
+    if (st->call != NULL) {
+        if (!st->status_done) {
+            grpc_call_cancel(st->call, NULL);
+        }
+        if (st->send_pending) {
+            (void)pluck(st, &st->tag_send);
+        }
+        if (st->close_pending) {
+            (void)pluck(st, &st->tag_close);
+        }
+        if (st->md_pending) {
+            (void)pluck(st, &st->tag_md);
+        }
+        if (st->status_pending) {
+            (void)pluck(st, &st->tag_status);
+        }
+        grpc_call_unref(st->call);
+    }
+    if (st->send_bb != NULL) {
+        grpc_byte_buffer_destroy(st->send_bb);
+    }
+    grpc_metadata_array_destroy(&st->md);
+    grpc_metadata_array_destroy(&st->trailing);
+    grpc_slice_unref(st->details);
+    if (st->error_string != NULL) {
+        gpr_free((void *)st->error_string);
+    }
+    grpc_completion_queue_shutdown(st->cq);
+    grpc_completion_queue_pluck(st->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_completion_queue_destroy(st->cq);
+    free(st);
+}
+
+int dfc_rpc_unary(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
+                  const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                  ProtobufCMessage **ret_resp, struct dfc_error *err) {
+    struct dfc_rpc_stream *st = NULL;
+    int r = dfc_rpc_stream_open(c, method, timeout_ms, &st, err);
+    if (r < 0) {
+        return r;
+    }
+    ProtobufCMessage *resp = NULL;
+    r = dfc_rpc_stream_send(st, req, err);
+    if (r == 0) {
+        r = dfc_rpc_stream_close_send(st, err);
+    }
+    if (r == 0) {
+        r = dfc_rpc_stream_recv(st, resp_desc, &resp, err);
+        if (r == 0) { /* OK status but no message */
+            r = dfc_error_set(err, -EBADMSG, "%s returned no response message", method);
+        }
+    }
+    if (r > 0) {
+        r = wait_status(st, err);
+    }
+    dfc_rpc_stream_free(st);
+    if (r < 0) {
+        dfc_rpc_msg_free(resp);
+        return r;
+    }
+    *ret_resp = resp;
+    return 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * rpc_internal.h - what rpc_server.c and rpc_client.c share: gRPC start-up, message
+ * encoding to and from byte buffers, and deadlines. Private to lib/.
+ */
+#ifndef DFC_RPC_INTERNAL_H
+#define DFC_RPC_INTERNAL_H
+
+#include <grpc/grpc.h>
+#include <protobuf-c/protobuf-c.h>
+#include <stdint.h>
+
+/* grpc_init(), once per process preceded by the malloc tuning below. Pair with grpc_shutdown().
+ *
+ * glibc's default mmap threshold makes every MiB-sized slice an mmap/munmap pair, and slices
+ * are allocated on one thread and freed on another: ~100k page faults per GiB streamed.
+ * Raising the mmap and trim thresholds keeps them in the heap (measured +15-30% throughput,
+ * shared/reference/grpc-core-notes.md). */
+void dfc__rpc_init(void);
+
+/* Packs msg into a new byte buffer (one copy). NULL when out of memory. */
+grpc_byte_buffer *dfc__rpc_pack(const ProtobufCMessage *msg);
+
+/* Unpacks bb into a new message of type desc; -EBADMSG when it does not decode. */
+int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                    ProtobufCMessage **ret_msg);
+
+/* An absolute monotonic deadline timeout_ms from now; infinite when timeout_ms <= 0. */
+gpr_timespec dfc__rpc_deadline(int64_t timeout_ms);
+
+/* Milliseconds from now until deadline (INT64_MAX when infinite, <= 0 when past). */
+int64_t dfc__rpc_remaining_ms(gpr_timespec deadline);
+
+/* Copies a slice into a NUL-terminated heap string; NULL when out of memory. */
+char *dfc__rpc_slice_strdup(grpc_slice s);
+
+#endif /* DFC_RPC_INTERNAL_H */

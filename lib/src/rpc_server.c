@@ -1,0 +1,939 @@
+/*
+ * rpc_server.c - the server half of the RPC layer: method tables, one generic call state
+ * machine, a completion-queue thread and a worker pool.
+ *
+ * DESIGN
+ *
+ * Threads. One completion-queue (CQ) thread runs grpc_completion_queue_next() and nothing
+ * else: every tag is a struct tag whose fn runs on that thread and only flips state, signals
+ * or starts non-blocking batches. Handlers run on worker threads (started on demand up to
+ * max_workers), so they may block on disk I/O without stalling the server. A handler talks to
+ * its call through blocking helpers (recv, send) that start a batch and wait on a per-call
+ * condition variable that the CQ thread signals.
+ *
+ * A call's life. Each registered method keeps one grpc_server_request_registered_call()
+ * outstanding; unary and server-streaming methods have the request payload read by core.
+ * When a call arrives the CQ thread re-posts the request, posts RECV_CLOSE_ON_SERVER (whose
+ * completion tells us about cancellation) and queues the call for a worker. The worker
+ * decodes the request, runs the handler, and sends response + status in one batch. The call
+ * is freed when both the worker and the close batch are done (refcount 2).
+ *
+ * Calls to methods no table declares arrive through grpc_server_request_call() and are
+ * answered UNIMPLEMENTED on the CQ thread (a non-blocking batch).
+ *
+ * Shutdown: stop re-posting, grpc_server_shutdown_and_notify(), wait up to the grace period,
+ * then grpc_server_cancel_all_calls() and wait for the rest; join workers; destroy the server;
+ * shut the CQ down and let the CQ thread drain it; grpc_shutdown().
+ */
+#include "dfc/rpc_server.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "dfc/log.h"
+#include "rpc_internal.h"
+
+#define DEFAULT_MAX_WORKERS 32
+#define DEFAULT_MAX_CALLS   1024
+#define MAX_LISTENERS       8
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- tags and waiters ---- */
+
+struct tag {
+    void (*fn)(struct tag *t, bool ok);
+};
+
+/* One outstanding batch that a worker waits for. */
+struct waiter {
+    struct tag tag;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool pending;
+    bool ok;
+};
+
+static void waiter_done(struct tag *t, bool ok) {
+    struct waiter *w = container_of(t, struct waiter, tag);
+    pthread_mutex_lock(&w->mu);
+    w->pending = false;
+    w->ok = ok;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void waiter_init(struct waiter *w) {
+    w->tag.fn = waiter_done;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->pending = false;
+    w->ok = false;
+}
+
+static void waiter_destroy(struct waiter *w) {
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+/* Starts ops on call with w as the tag. Returns false when core refused the batch. */
+static bool waiter_start(struct waiter *w, grpc_call *call, const grpc_op *ops, size_t n) {
+    w->pending = true;
+    grpc_call_error e = grpc_call_start_batch(call, ops, n, &w->tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        w->pending = false;
+        w->ok = false;
+        return false;
+    }
+    return true;
+}
+
+static bool waiter_wait(struct waiter *w) {
+    pthread_mutex_lock(&w->mu);
+    while (w->pending) {
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+    bool ok = w->ok;
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+/* ---- per-call arena ---- */
+
+struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    max_align_t data[];
+};
+
+static void *arena_alloc(struct arena_block **head, size_t size) {
+    size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    struct arena_block *b = *head;
+    if (b == NULL || b->cap - b->used < size) {
+        size_t cap = size > 4096 ? size : 4096;
+        b = calloc(1, sizeof(*b) + cap);
+        if (b == NULL) {
+            return NULL;
+        }
+        b->cap = cap;
+        b->next = *head;
+        *head = b;
+    }
+    void *p = (char *)b->data + b->used;
+    b->used += size;
+    return p;
+}
+
+static void arena_free(struct arena_block *b) {
+    while (b != NULL) {
+        struct arena_block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+/* ---- server and call state ---- */
+
+struct registered {
+    struct dfc_rpc_method row;
+    void *svc;
+    char *path;
+    void *handle;
+    struct dfc_rpc_server *server;
+};
+
+struct dfc_rpc_call {
+    struct dfc_rpc_server *server;
+    struct registered *method;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *payload;
+
+    struct tag new_tag;   /* the call arrived */
+    struct tag close_tag; /* RECV_CLOSE_ON_SERVER completed */
+    struct tag aux_tag;   /* the busy-rejection batch completed */
+    int close_cancelled;  /* written by core for the close batch */
+    atomic_bool cancelled;
+    atomic_int refs;
+
+    struct waiter send_w;
+    struct waiter recv_w;
+    grpc_byte_buffer *send_bb; /* in flight while send_w is pending */
+    bool send_pending;
+    bool send_failed;
+    bool sent_md;
+    bool recv_eos;
+    grpc_slice status_details;
+    bool has_status_details;
+
+    struct arena_block *arena;
+    struct timespec started;
+    struct dfc_rpc_call *next; /* worker queue */
+};
+
+struct unknown_call {
+    struct tag new_tag;
+    struct tag done_tag;
+    struct dfc_rpc_server *server;
+    grpc_call *call;
+    grpc_call_details details;
+    grpc_metadata_array md;
+    grpc_slice status_details;
+    int cancelled;
+};
+
+struct dfc_rpc_server {
+    grpc_server *server;
+    grpc_completion_queue *cq;
+    pthread_t cq_thread;
+    bool cq_running;
+    bool started;
+    bool shut;
+
+    size_t max_recv_msg;
+    unsigned max_workers;
+    unsigned max_calls;
+    int log_level_ok;
+    char name[32];
+
+    struct registered *methods;
+    size_t n_methods;
+
+    char *unix_paths[MAX_LISTENERS];
+    size_t n_unix_paths;
+
+    atomic_bool shutting_down;
+    atomic_uint in_flight;
+
+    struct tag shutdown_tag;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool shutdown_done;
+
+    /* Worker pool, guarded by mu; work_cv wakes idle workers. */
+    pthread_cond_t work_cv;
+    struct dfc_rpc_call *queue_head, *queue_tail;
+    pthread_t *workers;
+    unsigned n_workers, idle_workers;
+    bool stop_workers;
+};
+
+static void call_unref(struct dfc_rpc_call *c) {
+    if (atomic_fetch_sub(&c->refs, 1) != 1) {
+        return;
+    }
+    struct dfc_rpc_server *s = c->server;
+    if (c->call != NULL) {
+        grpc_call_unref(c->call);
+    }
+    if (c->payload != NULL) {
+        grpc_byte_buffer_destroy(c->payload);
+    }
+    if (c->has_status_details) {
+        grpc_slice_unref(c->status_details);
+    }
+    grpc_metadata_array_destroy(&c->md);
+    waiter_destroy(&c->send_w);
+    waiter_destroy(&c->recv_w);
+    arena_free(c->arena);
+    free(c);
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+/* ---- worker pool ---- */
+
+static void run_call(struct dfc_rpc_call *c);
+
+static void *worker_main(void *arg) {
+    struct dfc_rpc_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        struct dfc_rpc_call *c = s->queue_head;
+        if (c == NULL) {
+            if (s->stop_workers) {
+                break;
+            }
+            s->idle_workers++;
+            pthread_cond_wait(&s->work_cv, &s->mu);
+            s->idle_workers--;
+            continue;
+        }
+        s->queue_head = c->next;
+        if (s->queue_head == NULL) {
+            s->queue_tail = NULL;
+        }
+        pthread_mutex_unlock(&s->mu);
+        run_call(c);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Queues c for a worker, starting one when none is idle and the pool may grow. */
+static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
+    pthread_mutex_lock(&s->mu);
+    c->next = NULL;
+    if (s->queue_tail != NULL) {
+        s->queue_tail->next = c;
+    } else {
+        s->queue_head = c;
+    }
+    s->queue_tail = c;
+    if (s->idle_workers == 0 && s->n_workers < s->max_workers) {
+        if (pthread_create(&s->workers[s->n_workers], NULL, worker_main, s) == 0) {
+            s->n_workers++;
+        } else if (s->n_workers == 0) {
+            DFC_LOG(DFC_LOG_ERROR, "rpc.worker_spawn_failed", "server=%s", s->name);
+        }
+    } else {
+        pthread_cond_signal(&s->work_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- call arrival (CQ thread) ---- */
+
+static void on_new_call(struct tag *t, bool ok);
+static void on_close(struct tag *t, bool ok);
+
+static int post_request(struct registered *m) {
+    struct dfc_rpc_server *s = m->server;
+    struct dfc_rpc_call *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    c->server = s;
+    c->method = m;
+    c->new_tag.fn = on_new_call;
+    c->close_tag.fn = on_close;
+    waiter_init(&c->send_w);
+    waiter_init(&c->recv_w);
+    grpc_metadata_array_init(&c->md);
+    bool payload = m->row.kind == DFC_RPC_UNARY || m->row.kind == DFC_RPC_SERVER_STREAM;
+    grpc_call_error e = grpc_server_request_registered_call(
+        s->server, m->handle, &c->call, &c->deadline, &c->md, payload ? &c->payload : NULL, s->cq,
+        s->cq, &c->new_tag);
+    if (e != GRPC_CALL_OK) {
+        grpc_metadata_array_destroy(&c->md);
+        waiter_destroy(&c->send_w);
+        waiter_destroy(&c->recv_w);
+        free(c);
+        return -EIO;
+    }
+    return 0;
+}
+
+static void on_rejected(struct tag *t, bool ok) {
+    call_unref(container_of(t, struct dfc_rpc_call, aux_tag));
+}
+
+/* Answers RESOURCE_EXHAUSTED without running a handler (CQ thread, non-blocking). */
+static void reject_busy(struct dfc_rpc_call *c) {
+    c->status_details = grpc_slice_from_static_string("server busy: too many calls in flight");
+    c->has_status_details = true;
+    c->aux_tag.fn = on_rejected;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[1].data.send_status_from_server.status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+    ops[1].data.send_status_from_server.status_details = &c->status_details;
+    if (grpc_call_start_batch(c->call, ops, 2, &c->aux_tag, NULL) != GRPC_CALL_OK) {
+        call_unref(c);
+    }
+}
+
+static void on_new_call(struct tag *t, bool ok) {
+    struct dfc_rpc_call *c = container_of(t, struct dfc_rpc_call, new_tag);
+    struct dfc_rpc_server *s = c->server;
+    if (!ok) { /* the server is shutting down: the request was never matched */
+        grpc_metadata_array_destroy(&c->md);
+        waiter_destroy(&c->send_w);
+        waiter_destroy(&c->recv_w);
+        free(c);
+        return;
+    }
+    if (!atomic_load(&s->shutting_down) && post_request(c->method) < 0) {
+        DFC_LOG(DFC_LOG_ERROR, "rpc.request_failed", "server=%s method=%s", s->name,
+                c->method->path);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &c->started);
+    unsigned n = atomic_fetch_add(&s->in_flight, 1) + 1;
+    atomic_store(&c->refs, 2);
+
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &c->close_cancelled;
+    if (grpc_call_start_batch(c->call, &op, 1, &c->close_tag, NULL) != GRPC_CALL_OK) {
+        atomic_store(&c->cancelled, true);
+        call_unref(c); /* the close ref: no completion will come */
+    }
+    if (n > s->max_calls) {
+        reject_busy(c);
+        return;
+    }
+    enqueue_call(s, c);
+}
+
+static void on_close(struct tag *t, bool ok) {
+    struct dfc_rpc_call *c = container_of(t, struct dfc_rpc_call, close_tag);
+    if (c->close_cancelled) {
+        atomic_store(&c->cancelled, true);
+    }
+    call_unref(c);
+}
+
+/* ---- unknown methods (CQ thread) ---- */
+
+static void on_unknown_call(struct tag *t, bool ok);
+
+static void unknown_free(struct unknown_call *u) {
+    if (u->call != NULL) {
+        grpc_call_unref(u->call);
+    }
+    grpc_call_details_destroy(&u->details);
+    grpc_metadata_array_destroy(&u->md);
+    grpc_slice_unref(u->status_details);
+    free(u);
+}
+
+static void on_unknown_done(struct tag *t, bool ok) {
+    unknown_free(container_of(t, struct unknown_call, done_tag));
+}
+
+static int post_unknown(struct dfc_rpc_server *s) {
+    struct unknown_call *u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        return -ENOMEM;
+    }
+    u->server = s;
+    u->new_tag.fn = on_unknown_call;
+    u->done_tag.fn = on_unknown_done;
+    u->status_details = grpc_empty_slice();
+    grpc_call_details_init(&u->details);
+    grpc_metadata_array_init(&u->md);
+    if (grpc_server_request_call(s->server, &u->call, &u->details, &u->md, s->cq, s->cq,
+                                 &u->new_tag) != GRPC_CALL_OK) {
+        unknown_free(u);
+        return -EIO;
+    }
+    return 0;
+}
+
+static void on_unknown_call(struct tag *t, bool ok) {
+    struct unknown_call *u = container_of(t, struct unknown_call, new_tag);
+    struct dfc_rpc_server *s = u->server;
+    if (!ok) {
+        unknown_free(u);
+        return;
+    }
+    if (!atomic_load(&s->shutting_down)) {
+        (void)post_unknown(s);
+    }
+    char msg[300];
+    int len = (int)GRPC_SLICE_LENGTH(u->details.method);
+    snprintf(msg, sizeof(msg), "unknown method %.*s", len > 256 ? 256 : len,
+             (const char *)GRPC_SLICE_START_PTR(u->details.method));
+    DFC_LOG(DFC_LOG_WARN, "rpc.unimplemented", "server=%s method=%.*s", s->name,
+            len > 256 ? 256 : len, (const char *)GRPC_SLICE_START_PTR(u->details.method));
+    u->status_details = grpc_slice_from_copied_string(msg);
+    grpc_op ops[3];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+    ops[1].data.send_status_from_server.status_details = &u->status_details;
+    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[2].data.recv_close_on_server.cancelled = &u->cancelled;
+    if (grpc_call_start_batch(u->call, ops, 3, &u->done_tag, NULL) != GRPC_CALL_OK) {
+        unknown_free(u);
+    }
+}
+
+/* ---- handler-side operations (worker threads) ---- */
+
+/* Waits for the previous pipelined send; reports whether the call is still writable. */
+static int send_drain(struct dfc_rpc_call *c) {
+    if (c->send_pending) {
+        if (!waiter_wait(&c->send_w)) {
+            c->send_failed = true;
+        }
+        grpc_byte_buffer_destroy(c->send_bb);
+        c->send_bb = NULL;
+        c->send_pending = false;
+    }
+    return c->send_failed ? -ECANCELED : 0;
+}
+
+int dfc_rpc_call_send(struct dfc_rpc_call *c, const ProtobufCMessage *msg, struct dfc_error *err) {
+    grpc_byte_buffer *bb = dfc__rpc_pack(msg);
+    if (bb == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory packing a message");
+    }
+    if (send_drain(c) < 0) {
+        grpc_byte_buffer_destroy(bb);
+        return dfc_error_set(err, -ECANCELED, "the client went away");
+    }
+    grpc_op ops[2];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    if (!c->sent_md) {
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        c->sent_md = true;
+    }
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = bb;
+    c->send_bb = bb;
+    c->send_pending = waiter_start(&c->send_w, c->call, ops, n);
+    if (!c->send_pending) {
+        grpc_byte_buffer_destroy(bb);
+        c->send_bb = NULL;
+        c->send_failed = true;
+        return dfc_error_set(err, -ECANCELED, "the call is closed");
+    }
+    return 0;
+}
+
+int dfc_rpc_call_recv(struct dfc_rpc_call *c, ProtobufCMessage **ret_msg, struct dfc_error *err) {
+    if (c->recv_eos) {
+        return 0;
+    }
+    grpc_byte_buffer *bb = NULL;
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &bb;
+    bool ok = waiter_start(&c->recv_w, c->call, &op, 1) && waiter_wait(&c->recv_w);
+    if (!ok || bb == NULL) {
+        if (bb != NULL) {
+            grpc_byte_buffer_destroy(bb);
+        }
+        c->recv_eos = true;
+        if (dfc__rpc_remaining_ms(c->deadline) <= 0) {
+            return dfc_error_set(err, -ETIMEDOUT, "deadline exceeded");
+        }
+        if (!ok || atomic_load(&c->cancelled)) {
+            return dfc_error_set(err, -ECANCELED, "the client cancelled the call");
+        }
+        return 0;
+    }
+    int r = dfc__rpc_unpack(bb, c->method->row.req, ret_msg);
+    grpc_byte_buffer_destroy(bb);
+    if (r < 0) {
+        return dfc_error_set(err, -EBADMSG, "malformed message: cannot decode %s",
+                             c->method->row.req->name);
+    }
+    return 1;
+}
+
+bool dfc_rpc_call_cancelled(struct dfc_rpc_call *c) {
+    return atomic_load(&c->cancelled) || dfc__rpc_remaining_ms(c->deadline) <= 0;
+}
+
+int64_t dfc_rpc_call_remaining_ms(struct dfc_rpc_call *c) {
+    return dfc__rpc_remaining_ms(c->deadline);
+}
+
+const char *dfc_rpc_call_method(struct dfc_rpc_call *c) {
+    return c->method->path;
+}
+
+void *dfc_rpc_call_alloc(struct dfc_rpc_call *c, size_t size) {
+    return arena_alloc(&c->arena, size);
+}
+
+char *dfc_rpc_call_strdup(struct dfc_rpc_call *c, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = arena_alloc(&c->arena, n);
+    if (p != NULL) {
+        memcpy(p, s, n);
+    }
+    return p;
+}
+
+ProtobufCMessage *dfc_rpc_call_new_msg(struct dfc_rpc_call *c,
+                                       const ProtobufCMessageDescriptor *desc) {
+    ProtobufCMessage *m = arena_alloc(&c->arena, desc->sizeof_message);
+    if (m != NULL) {
+        desc->message_init(m);
+    }
+    return m;
+}
+
+void dfc_rpc_msg_free(ProtobufCMessage *msg) {
+    if (msg != NULL) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+    }
+}
+
+/* Sends the response (when OK and there is one) and the status in one batch, then waits. */
+static void finish_call(struct dfc_rpc_call *c, int code, ProtobufCMessage *resp,
+                        const struct dfc_error *err) {
+    (void)send_drain(c);
+    grpc_op ops[3];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    grpc_byte_buffer *bb = NULL;
+    if (!c->sent_md) {
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        c->sent_md = true;
+    }
+    if (code == 0 && resp != NULL) {
+        bb = dfc__rpc_pack(resp);
+        if (bb == NULL) {
+            code = -ENOMEM;
+        } else {
+            ops[n].op = GRPC_OP_SEND_MESSAGE;
+            ops[n++].data.send_message.send_message = bb;
+        }
+    }
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = (grpc_status_code)dfc_error_to_grpc(code);
+    if (code < 0) {
+        c->status_details = grpc_slice_from_copied_string(err->code == code ? dfc_error_msg(err)
+                                                                            : dfc_strerror(code));
+        c->has_status_details = true;
+        ops[n].data.send_status_from_server.status_details = &c->status_details;
+    }
+    n++;
+    if (waiter_start(&c->send_w, c->call, ops, n)) {
+        (void)waiter_wait(&c->send_w);
+    }
+    if (bb != NULL) {
+        grpc_byte_buffer_destroy(bb);
+    }
+}
+
+static void log_call(struct dfc_rpc_call *c, int code, const struct dfc_error *err) {
+    struct dfc_rpc_server *s = c->server;
+    int level = code == 0 ? s->log_level_ok : DFC_LOG_WARN;
+    if (level < dfc_log_threshold) {
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double ms = (double)(now.tv_sec - c->started.tv_sec) * 1e3 +
+                (double)(now.tv_nsec - c->started.tv_nsec) / 1e6;
+    if (code == 0) {
+        dfc_log_write(level, "rpc.done", "server=%s method=%s code=OK ms=%.3f", s->name,
+                      c->method->path, ms);
+    } else {
+        dfc_log_write(level, "rpc.done", "server=%s method=%s code=%d error=%s ms=%.3f msg=\"%s\"",
+                      s->name, c->method->path, dfc_error_to_grpc(code), dfc_error_name(code), ms,
+                      err->code == code ? dfc_error_msg(err) : dfc_strerror(code));
+    }
+}
+
+static void run_call(struct dfc_rpc_call *c) {
+    const struct dfc_rpc_method *row = &c->method->row;
+    struct dfc_error err;
+    ProtobufCMessage *req = NULL, *resp = NULL;
+    int r = 0;
+    dfc_error_clear(&err);
+
+    if (row->kind == DFC_RPC_UNARY || row->kind == DFC_RPC_SERVER_STREAM) {
+        if (c->payload == NULL) {
+            r = dfc_error_set(&err, -EINVAL, "missing request message");
+        } else if (dfc__rpc_unpack(c->payload, row->req, &req) < 0) {
+            r = dfc_error_set(&err, -EINVAL, "malformed request: cannot decode %s", row->req->name);
+        }
+        if (c->payload != NULL) {
+            grpc_byte_buffer_destroy(c->payload);
+            c->payload = NULL;
+        }
+    }
+    if (r == 0 && (row->kind == DFC_RPC_UNARY || row->kind == DFC_RPC_CLIENT_STREAM)) {
+        resp = dfc_rpc_call_new_msg(c, row->resp);
+        if (resp == NULL) {
+            r = dfc_error_set(&err, -ENOMEM, "out of memory");
+        }
+    }
+    if (r == 0) {
+        r = row->handler(c->method->svc, c, req, resp, &err);
+        if (r > 0) {
+            r = 0;
+        }
+        if (r < 0 && err.code != r) {
+            dfc_error_set(&err, r, "%s", dfc_strerror(r));
+        }
+    }
+    finish_call(c, r, resp, &err);
+    log_call(c, r, &err);
+    dfc_rpc_msg_free(req);
+    call_unref(c);
+}
+
+/* ---- CQ thread ---- */
+
+static void *cq_main(void *arg) {
+    struct dfc_rpc_server *s = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) {
+            break;
+        }
+        if (ev.type == GRPC_OP_COMPLETE) {
+            struct tag *t = ev.tag;
+            t->fn(t, ev.success != 0);
+        }
+    }
+    return NULL;
+}
+
+static void on_shutdown(struct tag *t, bool ok) {
+    struct dfc_rpc_server *s = container_of(t, struct dfc_rpc_server, shutdown_tag);
+    pthread_mutex_lock(&s->mu);
+    s->shutdown_done = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- public server API ---- */
+
+int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_server **ret,
+                       struct dfc_error *err) {
+    struct dfc_rpc_server_opts o = {0};
+    if (opts != NULL) {
+        o = *opts;
+    }
+    struct dfc_rpc_server *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    s->max_recv_msg = o.max_recv_msg ? o.max_recv_msg : DFC_RPC_DEFAULT_MAX_MSG;
+    s->max_workers = o.max_workers ? o.max_workers : DEFAULT_MAX_WORKERS;
+    s->max_calls = o.max_calls ? o.max_calls : DEFAULT_MAX_CALLS;
+    s->log_level_ok = opts != NULL ? o.log_level_ok : DFC_LOG_DEBUG;
+    snprintf(s->name, sizeof(s->name), "%s", o.name ? o.name : "rpc");
+    s->workers = calloc(s->max_workers, sizeof(*s->workers));
+    if (s->workers == NULL) {
+        free(s);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    s->shutdown_tag.fn = on_shutdown;
+
+    dfc__rpc_init();
+    grpc_arg args[2];
+    memset(args, 0, sizeof(args));
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = s->max_recv_msg > INT32_MAX ? INT32_MAX : (int)s->max_recv_msg;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+    args[1].value.integer = 0;
+    grpc_channel_args chargs = {2, args};
+    s->server = grpc_server_create(&chargs, NULL);
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_server_register_completion_queue(s->server, s->cq, NULL);
+    *ret = s;
+    return 0;
+}
+
+int dfc_rpc_server_add_service(struct dfc_rpc_server *s, const ProtobufCServiceDescriptor *desc,
+                               const struct dfc_rpc_method *methods, size_t n_methods, void *svc,
+                               struct dfc_error *err) {
+    if (s->started) {
+        return dfc_error_set(err, -EBUSY, "%s: the server is already started", desc->name);
+    }
+    for (size_t i = 0; i < n_methods; i++) {
+        const struct dfc_rpc_method *row = &methods[i];
+        const ProtobufCMethodDescriptor *md =
+            protobuf_c_service_descriptor_get_method_by_name(desc, row->name);
+        if (md == NULL) {
+            return dfc_error_set(err, -EINVAL, "%s has no method `%s`", desc->name, row->name);
+        }
+        if (md->input != row->req || md->output != row->resp) {
+            return dfc_error_set(err, -EINVAL,
+                                 "%s/%s: table row types (%s -> %s) differ from the .proto "
+                                 "(%s -> %s)",
+                                 desc->name, row->name, row->req ? row->req->name : "NULL",
+                                 row->resp ? row->resp->name : "NULL", md->input->name,
+                                 md->output->name);
+        }
+        if (row->handler == NULL) {
+            return dfc_error_set(err, -EINVAL, "%s/%s: no handler", desc->name, row->name);
+        }
+    }
+    struct registered *grown =
+        realloc(s->methods, (s->n_methods + n_methods) * sizeof(*s->methods));
+    if (grown == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    s->methods = grown;
+    for (size_t i = 0; i < n_methods; i++) {
+        struct registered *m = &s->methods[s->n_methods];
+        memset(m, 0, sizeof(*m));
+        m->row = methods[i];
+        m->svc = svc;
+        m->server = s;
+        size_t len = strlen(desc->name) + strlen(methods[i].name) + 3;
+        m->path = malloc(len);
+        if (m->path == NULL) {
+            return dfc_error_set(err, -ENOMEM, "out of memory");
+        }
+        snprintf(m->path, len, "/%s/%s", desc->name, methods[i].name);
+        bool payload = m->row.kind == DFC_RPC_UNARY || m->row.kind == DFC_RPC_SERVER_STREAM;
+        m->handle = grpc_server_register_method(
+            s->server, m->path, NULL,
+            payload ? GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER : GRPC_SRM_PAYLOAD_NONE, 0);
+        if (m->handle == NULL) {
+            int r = dfc_error_set(err, -EEXIST, "method %s is registered twice", m->path);
+            free(m->path);
+            return r;
+        }
+        s->n_methods++;
+    }
+    return 0;
+}
+
+int dfc_rpc_server_listen(struct dfc_rpc_server *s, const char *addr, struct dfc_error *err) {
+    if (s->started) {
+        return dfc_error_set(err, -EBUSY, "listen %s: the server is already started", addr);
+    }
+    if (s->n_unix_paths >= MAX_LISTENERS) {
+        return dfc_error_set(err, -ERANGE, "listen %s: too many listeners", addr);
+    }
+    char *unix_path = NULL;
+    if (strncmp(addr, "unix:", 5) == 0) {
+        const char *p = addr + 5;
+        if (strncmp(p, "//", 2) == 0) {
+            p += 2;
+        }
+        struct stat st;
+        if (lstat(p, &st) == 0) {
+            if (!S_ISSOCK(st.st_mode)) {
+                return dfc_error_set(err, -EEXIST, "listen %s: `%s` exists and is not a socket",
+                                     addr, p);
+            }
+            (void)unlink(p); /* a stale socket left by an earlier run */
+        }
+        unix_path = strdup(p);
+        if (unix_path == NULL) {
+            return dfc_error_set(err, -ENOMEM, "out of memory");
+        }
+    }
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(s->server, addr, creds);
+    grpc_server_credentials_release(creds);
+    if (port <= 0) {
+        free(unix_path);
+        return dfc_error_set(err, -EADDRINUSE, "cannot listen on %s", addr);
+    }
+    if (unix_path != NULL) {
+        s->unix_paths[s->n_unix_paths++] = unix_path;
+        return 0;
+    }
+    return port;
+}
+
+int dfc_rpc_server_start(struct dfc_rpc_server *s, struct dfc_error *err) {
+    if (s->started) {
+        return dfc_error_set(err, -EBUSY, "the server is already started");
+    }
+    grpc_server_start(s->server);
+    s->started = true;
+    for (size_t i = 0; i < s->n_methods; i++) {
+        if (post_request(&s->methods[i]) < 0) {
+            return dfc_error_set(err, -EIO, "cannot request calls for %s", s->methods[i].path);
+        }
+    }
+    if (post_unknown(s) < 0) {
+        return dfc_error_set(err, -EIO, "cannot request calls for unknown methods");
+    }
+    if (pthread_create(&s->cq_thread, NULL, cq_main, s) != 0) {
+        return dfc_error_set(err, -EAGAIN, "cannot start the completion-queue thread");
+    }
+    s->cq_running = true;
+    return 0;
+}
+
+void dfc_rpc_server_shutdown(struct dfc_rpc_server *s, int64_t grace_ms) {
+    if (!s->started || s->shut) {
+        return;
+    }
+    s->shut = true;
+    atomic_store(&s->shutting_down, true);
+    grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += grace_ms / 1000;
+    until.tv_nsec += (grace_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (!s->shutdown_done) {
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &until) != 0) {
+            break;
+        }
+    }
+    bool done = s->shutdown_done;
+    pthread_mutex_unlock(&s->mu);
+    if (!done) {
+        DFC_LOG(DFC_LOG_WARN, "rpc.shutdown_cancel", "server=%s in_flight=%u", s->name,
+                atomic_load(&s->in_flight));
+        grpc_server_cancel_all_calls(s->server);
+        pthread_mutex_lock(&s->mu);
+        while (!s->shutdown_done) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+
+    pthread_mutex_lock(&s->mu);
+    s->stop_workers = true;
+    pthread_cond_broadcast(&s->work_cv);
+    unsigned n = s->n_workers;
+    pthread_mutex_unlock(&s->mu);
+    for (unsigned i = 0; i < n; i++) {
+        pthread_join(s->workers[i], NULL);
+    }
+}
+
+void dfc_rpc_server_free(struct dfc_rpc_server *s) {
+    if (s == NULL) {
+        return;
+    }
+    dfc_rpc_server_shutdown(s, 5000);
+    grpc_server_destroy(s->server);
+    grpc_completion_queue_shutdown(s->cq);
+    if (s->cq_running) {
+        pthread_join(s->cq_thread, NULL);
+    } else {
+        cq_main(s); /* never started: drain the queue here */
+    }
+    grpc_completion_queue_destroy(s->cq);
+    for (size_t i = 0; i < s->n_unix_paths; i++) {
+        (void)unlink(s->unix_paths[i]);
+        free(s->unix_paths[i]);
+    }
+    for (size_t i = 0; i < s->n_methods; i++) {
+        free(s->methods[i].path);
+    }
+    free(s->methods);
+    free(s->workers);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->work_cv);
+    free(s);
+    grpc_shutdown();
+}

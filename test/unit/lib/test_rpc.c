@@ -1,0 +1,638 @@
+/*
+ * Tests for lib/src/rpc_server.c and rpc_client.c: a real server on a temp Unix socket and a
+ * real client, covering the four call kinds, deadlines, client cancellation, an unknown method,
+ * an oversized and a malformed message, table validation and graceful shutdown.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dfc/digest.h"
+#include "dfc/rpc_client.h"
+#include "dfc/rpc_server.h"
+#include "test/rpc_test.pb-c.h"
+#include "test_support.h"
+
+#define ECHO "/dfc.test.v1.RpcTest/Echo"
+#define PUT  "/dfc.test.v1.RpcTest/Put"
+#define GET  "/dfc.test.v1.RpcTest/Get"
+#define CHAT "/dfc.test.v1.RpcTest/Chat"
+
+enum put_outcome { PUT_NONE, PUT_COMPLETE, PUT_TRUNCATED, PUT_CANCELLED };
+
+/* What the handlers observed, for the tests to assert on. */
+struct observed {
+    atomic_int echo_saw_cancel;
+    atomic_int put_outcome;
+    atomic_int get_send_failed;
+    atomic_int handlers_done;
+};
+
+static struct observed obs;
+
+/* ---- the test service ---- */
+
+static int echo(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                ProtobufCMessage *resp, struct dfc_error *err) {
+    const Dfc__Test__V1__Chunk *in = (const Dfc__Test__V1__Chunk *)req;
+    Dfc__Test__V1__Chunk *out = (Dfc__Test__V1__Chunk *)resp;
+    for (uint32_t waited = 0; waited < in->sleep_ms; waited += 5) {
+        if (dfc_rpc_call_cancelled(call)) {
+            atomic_store(&obs.echo_saw_cancel, 1);
+            atomic_fetch_add(&obs.handlers_done, 1);
+            return dfc_error_set(err, -ECANCELED, "gave up");
+        }
+        usleep(5000);
+    }
+    atomic_fetch_add(&obs.handlers_done, 1);
+    if (in->fail_code != 0) {
+        return dfc_error_set(err, dfc_error_from_grpc((int)in->fail_code), "failing as asked (%u)",
+                             in->fail_code);
+    }
+    out->seq = in->seq + 1;
+    out->data.data = dfc_rpc_call_alloc(call, in->data.len + 1);
+    if (in->data.len > 0) {
+        memcpy(out->data.data, in->data.data, in->data.len);
+    }
+    out->data.len = in->data.len;
+    return 0;
+}
+
+/* Client stream: the first chunk carries the total length; committing needs it to match. */
+static int put(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+               ProtobufCMessage *resp, struct dfc_error *err) {
+    Dfc__Test__V1__Summary *out = (Dfc__Test__V1__Summary *)resp;
+    uint64_t total = 0, bytes = 0, count = 0;
+    uint32_t crc = 0;
+    ProtobufCMessage *m;
+    int r;
+    while ((r = dfc_rpc_call_recv(call, &m, err)) > 0) {
+        Dfc__Test__V1__Chunk *c = (Dfc__Test__V1__Chunk *)m;
+        if (count == 0) {
+            total = c->total;
+        }
+        bytes += c->data.len;
+        crc = dfc_crc32_update(crc, c->data.data, c->data.len);
+        count++;
+        dfc_rpc_msg_free(m);
+    }
+    if (r < 0) {
+        atomic_store(&obs.put_outcome, PUT_CANCELLED);
+        return r;
+    }
+    if (bytes != total) {
+        atomic_store(&obs.put_outcome, PUT_TRUNCATED);
+        return dfc_error_set(err, -EINVAL, "stream ended after %llu of %llu bytes",
+                             (unsigned long long)bytes, (unsigned long long)total);
+    }
+    atomic_store(&obs.put_outcome, PUT_COMPLETE);
+    out->count = count;
+    out->bytes = bytes;
+    out->crc = crc;
+    return 0;
+}
+
+/* Server stream: req.seq messages of req.total bytes each. */
+static int get(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+               ProtobufCMessage *resp, struct dfc_error *err) {
+    const Dfc__Test__V1__Chunk *in = (const Dfc__Test__V1__Chunk *)req;
+    uint8_t *buf = malloc(in->total ? in->total : 1);
+    for (uint64_t i = 0; i < in->total; i++) {
+        buf[i] = (uint8_t)(i * 7);
+    }
+    int r = 0;
+    for (uint64_t i = 0; i < in->seq; i++) {
+        Dfc__Test__V1__Chunk out = DFC__TEST__V1__CHUNK__INIT;
+        out.seq = i;
+        out.data.data = buf;
+        out.data.len = in->total;
+        r = dfc_rpc_call_send(call, &out.base, err);
+        if (r < 0) {
+            atomic_store(&obs.get_send_failed, 1);
+            break;
+        }
+        if (in->sleep_ms) {
+            usleep(in->sleep_ms * 1000);
+        }
+    }
+    free(buf);
+    return r;
+}
+
+/* Bidi: echoes every message with seq + 1000. */
+static int chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                ProtobufCMessage *resp, struct dfc_error *err) {
+    ProtobufCMessage *m;
+    int r;
+    while ((r = dfc_rpc_call_recv(call, &m, err)) > 0) {
+        Dfc__Test__V1__Chunk *c = (Dfc__Test__V1__Chunk *)m;
+        c->seq += 1000;
+        r = dfc_rpc_call_send(call, m, err);
+        dfc_rpc_msg_free(m);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return r;
+}
+
+static const struct dfc_rpc_method methods[] = {
+    {"Echo", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
+     echo},
+    {"Put", DFC_RPC_CLIENT_STREAM, &dfc__test__v1__chunk__descriptor,
+     &dfc__test__v1__summary__descriptor, put},
+    {"Get", DFC_RPC_SERVER_STREAM, &dfc__test__v1__chunk__descriptor,
+     &dfc__test__v1__chunk__descriptor, get},
+    {"Chat", DFC_RPC_BIDI_STREAM, &dfc__test__v1__chunk__descriptor,
+     &dfc__test__v1__chunk__descriptor, chat},
+};
+
+/* ---- fixture ---- */
+
+struct fx {
+    char dir[256];
+    char addr[300];
+    struct dfc_rpc_server *server;
+    struct dfc_rpc_client *client;
+};
+
+static struct fx *fx_start(size_t max_recv) {
+    struct fx *f = calloc(1, sizeof(*f));
+    struct dfc_error err;
+    memset(&obs, 0, sizeof(obs));
+    test_mkdtemp(f->dir, sizeof(f->dir), "rpc");
+    snprintf(f->addr, sizeof(f->addr), "unix:%s/t.sock", f->dir);
+    struct dfc_rpc_server_opts o = {.max_recv_msg = max_recv, .name = "test"};
+    assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
+    assert_int_equal(dfc_rpc_server_add_service(f->server, &dfc__test__v1__rpc_test__descriptor,
+                                                methods, 4, NULL, &err),
+                     0);
+    assert_int_equal(dfc_rpc_server_listen(f->server, f->addr, &err), 0);
+    assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
+    assert_int_equal(dfc_rpc_client_new(f->addr, NULL, &f->client, &err), 0);
+    return f;
+}
+
+static int setup(void **state) {
+    *state = fx_start(0);
+    return 0;
+}
+
+static int teardown(void **state) {
+    struct fx *f = *state;
+    char sock[300];
+    snprintf(sock, sizeof(sock), "%s/t.sock", f->dir);
+    dfc_rpc_client_free(f->client);
+    dfc_rpc_server_free(f->server);
+    struct stat st;
+    assert_int_equal(stat(sock, &st), -1); /* the socket is removed on shutdown */
+    test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static Dfc__Test__V1__Chunk *echo_call(struct fx *f, Dfc__Test__V1__Chunk *in, int64_t timeout,
+                                       int *ret, struct dfc_error *err) {
+    ProtobufCMessage *out = NULL;
+    *ret = dfc_rpc_unary(f->client, ECHO, &in->base, &dfc__test__v1__chunk__descriptor, timeout,
+                         &out, err);
+    return (Dfc__Test__V1__Chunk *)out;
+}
+
+/* ---- tests ---- */
+
+static void test_unary(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.seq = 41;
+    in.data.data = (uint8_t *)"hello";
+    in.data.len = 5;
+    int r;
+    Dfc__Test__V1__Chunk *out = echo_call(f, &in, 5000, &r, &err);
+    assert_int_equal(r, 0);
+    assert_true(out->seq == 42);
+    assert_int_equal(out->data.len, 5);
+    assert_memory_equal(out->data.data, "hello", 5);
+    dfc_rpc_msg_free(&out->base);
+
+    /* An empty request message is valid proto3 (all defaults). */
+    Dfc__Test__V1__Chunk empty = DFC__TEST__V1__CHUNK__INIT;
+    out = echo_call(f, &empty, 5000, &r, &err);
+    assert_int_equal(r, 0);
+    assert_true(out->seq == 1);
+    dfc_rpc_msg_free(&out->base);
+}
+
+static void test_handler_error_maps_to_status(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    int r;
+    for (uint32_t code = 1; code <= 16; code++) {
+        in.fail_code = code;
+        assert_null(echo_call(f, &in, 5000, &r, &err));
+        assert_int_equal(dfc_error_to_grpc(r), (int)code);
+        char want[64];
+        snprintf(want, sizeof(want), "failing as asked (%u)", code);
+        assert_string_equal(err.msg, want);
+    }
+}
+
+static void test_client_stream(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    enum { N = 10, SZ = 1 << 20 };
+    uint8_t *buf = malloc(SZ);
+    uint32_t crc = 0;
+    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    for (int i = 0; i < N; i++) {
+        memset(buf, i, SZ);
+        crc = dfc_crc32_update(crc, buf, SZ);
+        Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+        c.seq = (uint64_t)i;
+        c.total = (uint64_t)N * SZ;
+        c.data.data = buf;
+        c.data.len = SZ;
+        assert_int_equal(dfc_rpc_stream_send(st, &c.base, &err), 0);
+    }
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err), 1);
+    Dfc__Test__V1__Summary *s = (Dfc__Test__V1__Summary *)m;
+    assert_true(s->count == N);
+    assert_true(s->bytes == (uint64_t)N * SZ);
+    assert_int_equal(s->crc, crc);
+    assert_int_equal(dfc_rpc_stream_finish(st, &err), 0);
+    dfc_rpc_msg_free(m);
+    dfc_rpc_stream_free(st);
+    free(buf);
+    assert_int_equal(atomic_load(&obs.put_outcome), PUT_COMPLETE);
+}
+
+static void test_client_stream_error_status(void **state) {
+    /* The handler refuses a stream that ends short of its announced length. */
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+    c.total = 100;
+    c.data.data = (uint8_t *)"abc";
+    c.data.len = 3;
+    assert_int_equal(dfc_rpc_stream_send(st, &c.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err),
+                     -EINVAL);
+    assert_string_equal(err.msg, "stream ended after 3 of 100 bytes");
+    dfc_rpc_stream_free(st);
+}
+
+static void test_server_stream(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
+    req.seq = 6;            /* messages */
+    req.total = 300 * 1024; /* bytes each */
+    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m;
+    int r;
+    uint64_t n = 0;
+    while ((r = dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err)) > 0) {
+        Dfc__Test__V1__Chunk *c = (Dfc__Test__V1__Chunk *)m;
+        assert_true(c->seq == n);
+        assert_int_equal(c->data.len, 300 * 1024);
+        assert_int_equal(c->data.data[1000], (uint8_t)(1000 * 7));
+        n++;
+        dfc_rpc_msg_free(m);
+    }
+    assert_int_equal(r, 0);
+    assert_true(n == 6);
+    dfc_rpc_stream_free(st);
+}
+
+static void test_bidi_stream(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    assert_int_equal(dfc_rpc_stream_open(f->client, CHAT, 10000, &st, &err), 0);
+    for (uint64_t i = 0; i < 20; i++) {
+        Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+        c.seq = i;
+        assert_int_equal(dfc_rpc_stream_send(st, &c.base, &err), 0);
+        ProtobufCMessage *m;
+        assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err), 1);
+        assert_true(((Dfc__Test__V1__Chunk *)m)->seq == i + 1000);
+        dfc_rpc_msg_free(m);
+    }
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m;
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err), 0);
+    assert_int_equal(dfc_rpc_stream_finish(st, &err), 0);
+    dfc_rpc_stream_free(st);
+}
+
+static bool echo_cancel_seen(void *arg) {
+    return atomic_load(&obs.echo_saw_cancel) == 1;
+}
+
+static void test_deadline_exceeded(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.sleep_ms = 5000;
+    int r;
+    double t0 = test_now_ms();
+    assert_null(echo_call(f, &in, 100, &r, &err));
+    assert_int_equal(r, -ETIMEDOUT);
+    assert_int_equal(dfc_error_to_grpc(r), 4);
+    assert_true(test_now_ms() - t0 < 4000);
+    /* The deadline reaches the handler, which stops early. */
+    assert_true(test_wait_for(echo_cancel_seen, NULL, 4000));
+}
+
+static bool put_finished(void *arg) {
+    return atomic_load(&obs.put_outcome) != PUT_NONE;
+}
+
+static void test_client_cancels_mid_stream(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    uint8_t buf[4096] = {0};
+    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    for (int i = 0; i < 3; i++) {
+        Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+        c.total = 1 << 20;
+        c.data.data = buf;
+        c.data.len = sizeof(buf);
+        assert_int_equal(dfc_rpc_stream_send(st, &c.base, &err), 0);
+    }
+    usleep(50000);
+    dfc_rpc_stream_cancel(st);
+    assert_int_equal(dfc_rpc_stream_finish(st, &err), -ECANCELED);
+    dfc_rpc_stream_free(st);
+    /* The handler learns the stream did not complete and does not commit it. */
+    assert_true(test_wait_for(put_finished, NULL, 5000));
+    assert_int_not_equal(atomic_load(&obs.put_outcome), PUT_COMPLETE);
+}
+
+static bool get_failed(void *arg) {
+    return atomic_load(&obs.get_send_failed) == 1;
+}
+
+static void test_client_stops_reading_server_stream(void **state) {
+    /* A client that goes away mid-download makes the handler's sends fail. */
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
+    req.seq = 100000;
+    req.total = 64 * 1024;
+    req.sleep_ms = 1;
+    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m;
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err), 1);
+    dfc_rpc_msg_free(m);
+    dfc_rpc_stream_free(st); /* cancels */
+    assert_true(test_wait_for(get_failed, NULL, 5000));
+}
+
+static void test_unknown_method(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    int r = dfc_rpc_unary(f->client, "/dfc.test.v1.RpcTest/Nope", &in.base,
+                          &dfc__test__v1__chunk__descriptor, 5000, &out, &err);
+    assert_int_equal(r, -ENOSYS);
+    assert_int_equal(dfc_error_to_grpc(r), 12);
+    assert_string_equal(err.msg, "unknown method /dfc.test.v1.RpcTest/Nope");
+    r = dfc_rpc_unary(f->client, "/no.Such/Service", &in.base, &dfc__test__v1__chunk__descriptor,
+                      5000, &out, &err);
+    assert_int_equal(dfc_error_to_grpc(r), 12);
+}
+
+static void test_malformed_request(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    Dfc__Test__V1__WrongShape bad = DFC__TEST__V1__WRONG_SHAPE__INIT;
+    bad.seq.data = (uint8_t *)"xyz";
+    bad.seq.len = 3;
+    ProtobufCMessage *out = NULL;
+    int r = dfc_rpc_unary(f->client, ECHO, &bad.base, &dfc__test__v1__chunk__descriptor, 5000, &out,
+                          &err);
+    assert_int_equal(dfc_error_to_grpc(r), 3);
+    assert_string_equal(err.msg, "malformed request: cannot decode dfc.test.v1.Chunk");
+
+    /* The same in a stream: the handler's recv reports it. */
+    struct dfc_rpc_stream *st;
+    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 5000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &bad.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    r = dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err);
+    assert_int_equal(dfc_error_to_grpc(r), 3);
+    assert_string_equal(err.msg, "malformed message: cannot decode dfc.test.v1.Chunk");
+    dfc_rpc_stream_free(st);
+}
+
+static void test_oversized_message(void **state) {
+    struct fx *f = fx_start(1 << 20); /* a 1 MiB limit */
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    uint8_t *big = calloc(1, 2 << 20);
+    in.data.data = big;
+    in.data.len = 2 << 20;
+    int r;
+    assert_null(echo_call(f, &in, 5000, &r, &err));
+    assert_int_equal(dfc_error_to_grpc(r), 8);
+    /* The server still serves normal calls. */
+    in.data.len = 1000;
+    Dfc__Test__V1__Chunk *out = echo_call(f, &in, 5000, &r, &err);
+    assert_int_equal(r, 0);
+    dfc_rpc_msg_free(&out->base);
+    free(big);
+    void *st = f;
+    teardown(&st);
+}
+
+static void test_unavailable_without_server(void **state) {
+    struct dfc_error err;
+    struct dfc_rpc_client *c;
+    assert_int_equal(dfc_rpc_client_new("unix:/nonexistent/dir/x.sock", NULL, &c, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    int r = dfc_rpc_unary(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, 5000, &out, &err);
+    assert_int_equal(dfc_error_to_grpc(r), 14);
+    dfc_rpc_client_free(c);
+}
+
+static int never_called(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                        ProtobufCMessage *resp, struct dfc_error *err) {
+    return 0;
+}
+
+static void test_table_is_checked_against_descriptor(void **state) {
+    struct dfc_error err;
+    struct dfc_rpc_server *s;
+    assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
+    const struct dfc_rpc_method wrong_type[] = {
+        {"Put", DFC_RPC_CLIENT_STREAM, &dfc__test__v1__chunk__descriptor,
+         &dfc__test__v1__chunk__descriptor, never_called},
+    };
+    assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, wrong_type,
+                                                1, NULL, &err),
+                     -EINVAL);
+    assert_non_null(strstr(err.msg, "dfc.test.v1.RpcTest/Put"));
+    const struct dfc_rpc_method wrong_name[] = {
+        {"Pub", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
+         never_called},
+    };
+    assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, wrong_name,
+                                                1, NULL, &err),
+                     -EINVAL);
+    assert_string_equal(err.msg, "dfc.test.v1.RpcTest has no method `Pub`");
+    assert_int_equal(dfc_rpc_server_listen(s, "unix:/proc/nope/x.sock", &err), -EADDRINUSE);
+    dfc_rpc_server_free(s);
+}
+
+static void test_listen_refuses_non_socket(void **state) {
+    struct dfc_error err;
+    struct dfc_rpc_server *s;
+    char dir[256], addr[320], path[300];
+    test_mkdtemp(dir, sizeof(dir), "rpc-file");
+    snprintf(path, sizeof(path), "%s/regular", dir);
+    snprintf(addr, sizeof(addr), "unix://%s", path);
+    FILE *fp = fopen(path, "w");
+    fclose(fp);
+    assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
+    assert_int_equal(dfc_rpc_server_listen(s, addr, &err), -EEXIST);
+    dfc_rpc_server_free(s);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0); /* not unlinked */
+    test_rmtree(dir);
+}
+
+static void test_tcp_listener(void **state) {
+    struct dfc_error err;
+    struct dfc_rpc_server *s;
+    struct dfc_rpc_client *c;
+    assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
+    assert_int_equal(
+        dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods, 4, NULL, &err),
+        0);
+    int port = dfc_rpc_server_listen(s, "127.0.0.1:0", &err);
+    assert_true(port > 0);
+    assert_int_equal(dfc_rpc_server_start(s, &err), 0);
+    char target[64];
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &c, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.seq = 9;
+    ProtobufCMessage *out = NULL;
+    assert_int_equal(
+        dfc_rpc_unary(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, 5000, &out, &err), 0);
+    assert_true(((Dfc__Test__V1__Chunk *)out)->seq == 10);
+    dfc_rpc_msg_free(out);
+    dfc_rpc_client_free(c);
+    dfc_rpc_server_free(s);
+}
+
+struct bg_call {
+    struct fx *f;
+    uint32_t sleep_ms;
+    int r;
+    pthread_t th;
+};
+
+static void *bg_echo(void *arg) {
+    struct bg_call *b = arg;
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.sleep_ms = b->sleep_ms;
+    Dfc__Test__V1__Chunk *out = echo_call(b->f, &in, 30000, &b->r, &err);
+    dfc_rpc_msg_free(out ? &out->base : NULL);
+    return NULL;
+}
+
+static void test_shutdown_drains_in_flight_calls(void **state) {
+    struct fx *f = *state;
+    struct bg_call b = {.f = f, .sleep_ms = 300};
+    pthread_create(&b.th, NULL, bg_echo, &b);
+    usleep(100000); /* the call is in its handler */
+    double t0 = test_now_ms();
+    dfc_rpc_server_shutdown(f->server, 10000);
+    pthread_join(b.th, NULL);
+    assert_int_equal(b.r, 0); /* finished normally within the grace period */
+    assert_int_equal(atomic_load(&obs.handlers_done), 1);
+    assert_true(test_now_ms() - t0 < 5000);
+}
+
+static void test_shutdown_cancels_after_grace(void **state) {
+    struct fx *f = *state;
+    struct bg_call b = {.f = f, .sleep_ms = 20000};
+    pthread_create(&b.th, NULL, bg_echo, &b);
+    usleep(100000);
+    double t0 = test_now_ms();
+    dfc_rpc_server_shutdown(f->server, 200);
+    pthread_join(b.th, NULL);
+    assert_true(b.r < 0);
+    assert_int_equal(atomic_load(&obs.echo_saw_cancel), 1);
+    assert_true(test_now_ms() - t0 < 5000);
+}
+
+static void test_concurrent_unary_calls(void **state) {
+    struct fx *f = *state;
+    enum { N = 16 };
+    struct bg_call b[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = (struct bg_call){.f = f, .sleep_ms = 50};
+        pthread_create(&b[i].th, NULL, bg_echo, &b[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(b[i].th, NULL);
+        assert_int_equal(b[i].r, 0);
+    }
+    assert_int_equal(atomic_load(&obs.handlers_done), N);
+}
+
+int main(void) {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_unary),
+        T(test_handler_error_maps_to_status),
+        T(test_client_stream),
+        T(test_client_stream_error_status),
+        T(test_server_stream),
+        T(test_bidi_stream),
+        T(test_deadline_exceeded),
+        T(test_client_cancels_mid_stream),
+        T(test_client_stops_reading_server_stream),
+        T(test_unknown_method),
+        T(test_malformed_request),
+        cmocka_unit_test(test_oversized_message),
+        cmocka_unit_test(test_unavailable_without_server),
+        cmocka_unit_test(test_table_is_checked_against_descriptor),
+        cmocka_unit_test(test_listen_refuses_non_socket),
+        cmocka_unit_test(test_tcp_listener),
+        T(test_shutdown_drains_in_flight_calls),
+        T(test_shutdown_cancels_after_grace),
+        T(test_concurrent_unary_calls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
