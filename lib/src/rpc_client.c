@@ -167,14 +167,14 @@ static bool send_drain(struct dfc_rpc_stream *st) {
     return !st->send_failed;
 }
 
-int dfc_rpc_stream_send(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
-                        struct dfc_error *err) {
-    if (st->closed_send) {
-        return dfc_error_set(err, -EPIPE, "send after close_send");
-    }
-    grpc_byte_buffer *bb = dfc__rpc_pack(msg);
+/* Sends bb (taking it over) after the previous pipelined send has gone. */
+static int send_bb(struct dfc_rpc_stream *st, grpc_byte_buffer *bb, struct dfc_error *err) {
     if (bb == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory packing a message");
+    }
+    if (st->closed_send) {
+        grpc_byte_buffer_destroy(bb);
+        return dfc_error_set(err, -EPIPE, "send after close_send");
     }
     if (!send_drain(st)) {
         grpc_byte_buffer_destroy(bb);
@@ -195,6 +195,16 @@ int dfc_rpc_stream_send(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
         return dfc_error_set(err, -EIO, "cannot start a send");
     }
     return 0;
+}
+
+int dfc_rpc_stream_send(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
+                        struct dfc_error *err) {
+    return send_bb(st, dfc__rpc_pack(msg), err);
+}
+
+int dfc_rpc_stream_send_bulk(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
+                             struct dfc_rpc_bulk *bulk, struct dfc_error *err) {
+    return send_bb(st, dfc__rpc_pack_bulk(msg, bulk), err);
 }
 
 int dfc_rpc_stream_close_send(struct dfc_rpc_stream *st, struct dfc_error *err) {

@@ -5,14 +5,17 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
+#include <grpc/slice_buffer.h>
 #include <grpc/support/time.h>
 
+#include "dfc/rpc_bulk.h"
 #include "rpc_internal.h"
 
 static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
@@ -36,8 +39,287 @@ grpc_byte_buffer *dfc__rpc_pack(const ProtobufCMessage *msg) {
     return bb;
 }
 
+/* ---- zero-copy packing ----
+ *
+ * protobuf_c_message_pack_to_buffer() hands every bytes field to the buffer's append() as the
+ * caller's own pointer. The packer below references appends that fall inside the bulk slice
+ * (grpc_slice_sub) and copies the rest, the small header bytes, into one small slice that is
+ * cut around the references. A first pass with a counting append sizes that small slice.
+ */
+
+struct dfc_rpc_bulk {
+    grpc_slice slice;
+};
+
+struct dfc_rpc_bulk *dfc_rpc_bulk_new(size_t cap) {
+    struct dfc_rpc_bulk *b = malloc(sizeof(*b));
+    if (b != NULL) {
+        b->slice = grpc_slice_malloc(cap);
+    }
+    return b;
+}
+
+uint8_t *dfc_rpc_bulk_data(struct dfc_rpc_bulk *b) {
+    return GRPC_SLICE_START_PTR(b->slice);
+}
+
+size_t dfc_rpc_bulk_cap(const struct dfc_rpc_bulk *b) {
+    return GRPC_SLICE_LENGTH(b->slice);
+}
+
+void dfc_rpc_bulk_free(struct dfc_rpc_bulk *b) {
+    if (b != NULL) {
+        grpc_slice_unref(b->slice);
+        free(b);
+    }
+}
+
+struct bulk_packer {
+    ProtobufCBuffer base;
+    const uint8_t *lo, *hi; /* the bulk memory */
+    grpc_slice bulk;
+    size_t head_len; /* bytes outside the bulk (the counting pass) */
+    grpc_slice head; /* they are copied here (the second pass) */
+    size_t head_used, head_cut;
+    grpc_slice_buffer out;
+};
+
+static bool in_bulk(const struct bulk_packer *p, const uint8_t *data, size_t len) {
+    uintptr_t d = (uintptr_t)data, lo = (uintptr_t)p->lo, hi = (uintptr_t)p->hi;
+    return len > 0 && d >= lo && d <= hi && len <= hi - d;
+}
+
+static void count_append(ProtobufCBuffer *buf, size_t len, const uint8_t *data) {
+    struct bulk_packer *p = (struct bulk_packer *)buf;
+    if (!in_bulk(p, data, len)) {
+        p->head_len += len;
+    }
+}
+
+static void cut_head(struct bulk_packer *p) {
+    if (p->head_used > p->head_cut) {
+        grpc_slice_buffer_add(&p->out, grpc_slice_sub(p->head, p->head_cut, p->head_used));
+        p->head_cut = p->head_used;
+    }
+}
+
+static void slice_append(ProtobufCBuffer *buf, size_t len, const uint8_t *data) {
+    struct bulk_packer *p = (struct bulk_packer *)buf;
+    if (in_bulk(p, data, len)) {
+        cut_head(p);
+        size_t at = (size_t)(data - p->lo);
+        grpc_slice_buffer_add(&p->out, grpc_slice_sub(p->bulk, at, at + len));
+        return;
+    }
+    /* The counting pass sized head exactly, so this always fits. */
+    memcpy(GRPC_SLICE_START_PTR(p->head) + p->head_used, data, len);
+    p->head_used += len;
+}
+
+grpc_byte_buffer *dfc__rpc_pack_bulk(const ProtobufCMessage *msg, struct dfc_rpc_bulk *bulk) {
+    struct bulk_packer p = {.base = {count_append}};
+    p.lo = GRPC_SLICE_START_PTR(bulk->slice);
+    p.hi = p.lo + GRPC_SLICE_LENGTH(bulk->slice);
+    p.bulk = bulk->slice;
+    protobuf_c_message_pack_to_buffer(msg, &p.base);
+
+    p.base.append = slice_append;
+    p.head = grpc_slice_malloc(p.head_len);
+    grpc_slice_buffer_init(&p.out);
+    protobuf_c_message_pack_to_buffer(msg, &p.base);
+    cut_head(&p);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(p.out.slices, p.out.count);
+    grpc_slice_buffer_destroy(&p.out);
+    grpc_slice_unref(p.head);
+    return bb;
+}
+
+/* ---- unpacking ----
+ *
+ * protobuf-c decodes from one contiguous buffer and copies every bytes field out of it, so a
+ * 4 MiB piece arriving in ~540 gRPC slices would be copied twice (gather, then unpack). For
+ * messages of BULK_MIN or more, the top-level fields are walked across the slices instead: the
+ * first large bytes field is copied once, straight into the malloc'd buffer that the message
+ * will own, and everything else (a few bytes) is gathered and decoded by protobuf-c as usual.
+ * The result is the same message, freed the same way (the default allocator is malloc/free).
+ */
+
+#define BULK_MIN ((size_t)256 << 10)
+
+/* A read position across a byte buffer's slices; pos counts bytes consumed. */
+struct cursor {
+    const grpc_slice *slices;
+    size_t n, i, off, pos;
+};
+
+static bool cur_byte(struct cursor *c, uint8_t *ret) {
+    while (c->i < c->n && c->off >= GRPC_SLICE_LENGTH(c->slices[c->i])) {
+        c->i++;
+        c->off = 0;
+    }
+    if (c->i >= c->n) {
+        return false;
+    }
+    *ret = GRPC_SLICE_START_PTR(c->slices[c->i])[c->off++];
+    c->pos++;
+    return true;
+}
+
+/* Copies len bytes to dst (or skips them when dst is NULL). */
+static bool cur_copy(struct cursor *c, uint8_t *dst, size_t len) {
+    while (len > 0) {
+        if (c->i >= c->n) {
+            return false;
+        }
+        size_t avail = GRPC_SLICE_LENGTH(c->slices[c->i]) - c->off;
+        size_t k = avail < len ? avail : len;
+        if (dst != NULL) {
+            memcpy(dst, GRPC_SLICE_START_PTR(c->slices[c->i]) + c->off, k);
+            dst += k;
+        }
+        len -= k;
+        c->off += k;
+        c->pos += k;
+        if (c->off == GRPC_SLICE_LENGTH(c->slices[c->i])) {
+            c->i++;
+            c->off = 0;
+        }
+    }
+    return true;
+}
+
+static bool cur_varint(struct cursor *c, uint64_t *ret) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        uint8_t b;
+        if (!cur_byte(c, &b)) {
+            return false;
+        }
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *ret = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Where the bulk field sits: its key starts at key_at, its payload spans [data_at, data_end). */
+struct bulk_span {
+    const ProtobufCFieldDescriptor *field;
+    size_t key_at, data_at, data_end;
+};
+
+/* Pass 1: walks the top-level fields without copying. Returns 1 with *ret_span set when the
+ * message has exactly one occurrence of a large, non-repeated bytes field; 0 when it has none
+ * (or it repeats: protobuf-c's merge rules then apply); -EBADMSG when the wire is broken. */
+static int find_bulk(struct cursor c, size_t total, const ProtobufCMessageDescriptor *desc,
+                     struct bulk_span *ret_span) {
+    struct bulk_span span = {0};
+    while (c.pos < total) {
+        size_t key_at = c.pos;
+        uint64_t key, len;
+        if (!cur_varint(&c, &key)) {
+            return -EBADMSG;
+        }
+        switch (key & 7) {
+        case 0:
+            if (!cur_varint(&c, &len)) {
+                return -EBADMSG;
+            }
+            break;
+        case 1:
+        case 5:
+            if (!cur_copy(&c, NULL, (key & 7) == 1 ? 8 : 4)) {
+                return -EBADMSG;
+            }
+            break;
+        case 2: {
+            if (!cur_varint(&c, &len) || len > total - c.pos) {
+                return -EBADMSG;
+            }
+            uint64_t number = key >> 3;
+            const ProtobufCFieldDescriptor *f =
+                number <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)
+                    : NULL;
+            if (f != NULL && f == span.field) {
+                return 0;
+            }
+            if (f != NULL && span.field == NULL && f->type == PROTOBUF_C_TYPE_BYTES &&
+                f->label != PROTOBUF_C_LABEL_REPEATED && len >= BULK_MIN) {
+                span = (struct bulk_span){f, key_at, c.pos, c.pos + len};
+            }
+            if (!cur_copy(&c, NULL, len)) {
+                return -EBADMSG;
+            }
+            break;
+        }
+        default: /* groups do not exist in proto3 */
+            return -EBADMSG;
+        }
+    }
+    if (c.pos != total) {
+        return -EBADMSG;
+    }
+    if (span.field == NULL) {
+        return 0;
+    }
+    *ret_span = span;
+    return 1;
+}
+
+/* Returns 1 when decoded, 0 to fall back to the plain path, or a negative code. */
+static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessageDescriptor *desc,
+                       ProtobufCMessage **ret_msg) {
+    struct cursor c = {bb->data.raw.slice_buffer.slices, bb->data.raw.slice_buffer.count, 0, 0, 0};
+    struct bulk_span span;
+    int r = find_bulk(c, total, desc, &span);
+    if (r <= 0) {
+        return r;
+    }
+    /* Pass 2: the bytes before the bulk field's key and after its payload form the rest. */
+    size_t data_len = span.data_end - span.data_at;
+    size_t rest_len = total - (span.data_end - span.key_at);
+    uint8_t *rest = malloc(rest_len ? rest_len : 1);
+    uint8_t *data = malloc(data_len);
+    if (rest == NULL || data == NULL) {
+        free(rest);
+        free(data);
+        return -ENOMEM;
+    }
+    bool ok = cur_copy(&c, rest, span.key_at) && cur_copy(&c, NULL, span.data_at - span.key_at) &&
+              cur_copy(&c, data, data_len) &&
+              cur_copy(&c, rest + span.key_at, total - span.data_end);
+    ProtobufCMessage *m = ok ? protobuf_c_message_unpack(desc, NULL, rest_len, rest) : NULL;
+    free(rest);
+    if (m == NULL) {
+        free(data);
+        return -EBADMSG;
+    }
+    const ProtobufCFieldDescriptor *f = span.field;
+    ProtobufCBinaryData *bd = (ProtobufCBinaryData *)((char *)m + f->offset);
+    bd->data = data;
+    bd->len = data_len;
+    if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+        *(uint32_t *)((char *)m + f->quantifier_offset) = f->id;
+    } else if (f->label == PROTOBUF_C_LABEL_OPTIONAL) {
+        *(protobuf_c_boolean *)((char *)m + f->quantifier_offset) = 1;
+    }
+    *ret_msg = m;
+    return 1;
+}
+
 int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                     ProtobufCMessage **ret_msg) {
+    size_t total = grpc_byte_buffer_length(bb);
+    if (total >= BULK_MIN && bb->type == GRPC_BB_RAW &&
+        bb->data.raw.compression == GRPC_COMPRESS_NONE) {
+        int r = unpack_bulk(bb, total, desc, ret_msg);
+        if (r != 0) {
+            return r < 0 ? r : 0;
+        }
+    }
     grpc_byte_buffer_reader reader;
     if (!grpc_byte_buffer_reader_init(&reader, bb)) {
         return -EBADMSG;

@@ -20,6 +20,12 @@ void dfc__rpc_init(void);
 /* Packs msg into a new byte buffer (one copy). NULL when out of memory. */
 grpc_byte_buffer *dfc__rpc_pack(const ProtobufCMessage *msg);
 
+struct dfc_rpc_bulk;
+
+/* Packs msg so that bytes fields lying inside bulk are referenced, not copied. NULL when out
+ * of memory. */
+grpc_byte_buffer *dfc__rpc_pack_bulk(const ProtobufCMessage *msg, struct dfc_rpc_bulk *bulk);
+
 /* Unpacks bb into a new message of type desc; -EBADMSG when it does not decode. */
 int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                     ProtobufCMessage **ret_msg);

@@ -479,8 +479,8 @@ static int send_drain(struct dfc_rpc_call *c) {
     return c->send_failed ? -ECANCELED : 0;
 }
 
-int dfc_rpc_call_send(struct dfc_rpc_call *c, const ProtobufCMessage *msg, struct dfc_error *err) {
-    grpc_byte_buffer *bb = dfc__rpc_pack(msg);
+/* Sends bb (taking it over) after the previous pipelined send has gone. */
+static int send_bb(struct dfc_rpc_call *c, grpc_byte_buffer *bb, struct dfc_error *err) {
     if (bb == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory packing a message");
     }
@@ -506,6 +506,15 @@ int dfc_rpc_call_send(struct dfc_rpc_call *c, const ProtobufCMessage *msg, struc
         return dfc_error_set(err, -ECANCELED, "the call is closed");
     }
     return 0;
+}
+
+int dfc_rpc_call_send(struct dfc_rpc_call *c, const ProtobufCMessage *msg, struct dfc_error *err) {
+    return send_bb(c, dfc__rpc_pack(msg), err);
+}
+
+int dfc_rpc_call_send_bulk(struct dfc_rpc_call *c, const ProtobufCMessage *msg,
+                           struct dfc_rpc_bulk *bulk, struct dfc_error *err) {
+    return send_bb(c, dfc__rpc_pack_bulk(msg, bulk), err);
 }
 
 int dfc_rpc_call_recv(struct dfc_rpc_call *c, ProtobufCMessage **ret_msg, struct dfc_error *err) {

@@ -24,6 +24,7 @@
 
 #include "dfc/error.h"
 
+struct dfc_rpc_bulk;
 struct dfc_rpc_client;
 struct dfc_rpc_stream;
 
@@ -51,6 +52,11 @@ int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t ti
 /* Sends one message, pipelined one deep (returns once the previous one has gone). */
 int dfc_rpc_stream_send(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
                         struct dfc_error *err);
+
+/* Like dfc_rpc_stream_send(), but bytes fields of msg that point into bulk are sent without
+ * copying (rpc_bulk.h). bulk is borrowed; its bytes must not change after this call. */
+int dfc_rpc_stream_send_bulk(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,
+                             struct dfc_rpc_bulk *bulk, struct dfc_error *err);
 
 /* Half-closes: tells the server no more messages follow. Idempotent. */
 int dfc_rpc_stream_close_send(struct dfc_rpc_stream *st, struct dfc_error *err);

@@ -45,6 +45,7 @@ enum dfc_rpc_kind {
     DFC_RPC_BIDI_STREAM,
 };
 
+struct dfc_rpc_bulk;
 struct dfc_rpc_call;
 struct dfc_rpc_server;
 
@@ -109,6 +110,11 @@ int dfc_rpc_call_recv(struct dfc_rpc_call *call, ProtobufCMessage **ret_msg, str
  * gone. */
 int dfc_rpc_call_send(struct dfc_rpc_call *call, const ProtobufCMessage *msg,
                       struct dfc_error *err);
+
+/* Like dfc_rpc_call_send(), but bytes fields of msg that point into bulk are sent without
+ * copying (rpc_bulk.h). bulk is borrowed; its bytes must not change after this call. */
+int dfc_rpc_call_send_bulk(struct dfc_rpc_call *call, const ProtobufCMessage *msg,
+                           struct dfc_rpc_bulk *bulk, struct dfc_error *err);
 
 /* True once the client cancelled, the deadline passed, or a shutdown's grace period ran out
  * (calls in flight during the grace period are left to finish). Long handlers poll it between

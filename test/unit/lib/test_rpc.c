@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dfc/digest.h"
+#include "dfc/rpc_bulk.h"
 #include "dfc/rpc_client.h"
 #include "dfc/rpc_server.h"
 #include "test/rpc_test.pb-c.h"
@@ -103,6 +104,7 @@ static int put(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req
 static int get(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
                ProtobufCMessage *resp, struct dfc_error *err) {
     const Dfc__Test__V1__Chunk *in = (const Dfc__Test__V1__Chunk *)req;
+    /* With in->bulk every message gets a fresh bulk buffer (as a piece read would). */
     uint8_t *buf = malloc(in->total ? in->total : 1);
     for (uint64_t i = 0; i < in->total; i++) {
         buf[i] = (uint8_t)(i * 7);
@@ -113,7 +115,16 @@ static int get(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req
         out.seq = i;
         out.data.data = buf;
         out.data.len = in->total;
-        r = dfc_rpc_call_send(call, &out.base, err);
+        if (in->bulk) {
+            struct dfc_rpc_bulk *b = dfc_rpc_bulk_new(in->total + 16);
+            memcpy(dfc_rpc_bulk_data(b) + 16, buf, in->total);
+            dfc_rpc_bulk_data(b)[16] ^= (uint8_t)i; /* each message differs */
+            out.data.data = dfc_rpc_bulk_data(b) + 16;
+            r = dfc_rpc_call_send_bulk(call, &out.base, b, err);
+            dfc_rpc_bulk_free(b); /* gRPC keeps the memory until it is written */
+        } else {
+            r = dfc_rpc_call_send(call, &out.base, err);
+        }
         if (r < 0) {
             atomic_store(&obs.get_send_failed, 1);
             break;
@@ -412,6 +423,67 @@ static void test_client_stops_reading_server_stream(void **state) {
     assert_true(test_wait_for(get_failed, NULL, 5000));
 }
 
+static void test_bulk_client_stream(void **state) {
+    /* Zero-copy sends: the data field points into one bulk buffer, at varying offsets, with
+     * fields on both sides of it (seq before, total after). */
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    enum { N = 8, SZ = 700 * 1024 };
+    struct dfc_rpc_bulk *b = dfc_rpc_bulk_new(SZ + N);
+    for (size_t i = 0; i < SZ + N; i++) {
+        dfc_rpc_bulk_data(b)[i] = (uint8_t)(i * 13 + 1);
+    }
+    uint32_t crc = 0;
+    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    for (int i = 0; i < N; i++) {
+        Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+        c.seq = (uint64_t)i;
+        c.total = (uint64_t)N * SZ;
+        c.data.data = dfc_rpc_bulk_data(b) + i;
+        c.data.len = SZ;
+        crc = dfc_crc32_update(crc, c.data.data, SZ);
+        assert_int_equal(dfc_rpc_stream_send_bulk(st, &c.base, b, &err), 0);
+    }
+    dfc_rpc_bulk_free(b);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err), 1);
+    Dfc__Test__V1__Summary *s = (Dfc__Test__V1__Summary *)m;
+    assert_true(s->bytes == (uint64_t)N * SZ);
+    assert_int_equal(s->crc, crc);
+    dfc_rpc_msg_free(m);
+    dfc_rpc_stream_free(st);
+}
+
+static void test_bulk_server_stream(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
+    req.seq = 5;
+    req.total = 1 << 20;
+    req.bulk = 1;
+    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m;
+    int r;
+    uint64_t n = 0;
+    while ((r = dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err)) > 0) {
+        Dfc__Test__V1__Chunk *c = (Dfc__Test__V1__Chunk *)m;
+        assert_true(c->seq == n);
+        assert_int_equal(c->data.len, 1 << 20);
+        assert_int_equal(c->data.data[0], (uint8_t)n);
+        assert_int_equal(c->data.data[12345], (uint8_t)(12345 * 7));
+        n++;
+        dfc_rpc_msg_free(m);
+    }
+    assert_int_equal(r, 0);
+    assert_true(n == 5);
+    dfc_rpc_stream_free(st);
+}
+
 static void test_unknown_method(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
@@ -623,6 +695,8 @@ int main(void) {
         T(test_deadline_exceeded),
         T(test_client_cancels_mid_stream),
         T(test_client_stops_reading_server_stream),
+        T(test_bulk_client_stream),
+        T(test_bulk_server_stream),
         T(test_unknown_method),
         T(test_malformed_request),
         cmocka_unit_test(test_oversized_message),
