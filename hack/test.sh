@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every check on a fresh Debian 12 machine: installs the dependencies, checks formatting,
+# builds with -Werror, runs all tests, then runs them again under ASan+UBSan.
+#   hack/test.sh           everything
+#   hack/test.sh --quick   skip the sanitizer pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash hack/install-deps.sh
+bash hack/format.sh --check
+
+jobs=$(nproc)
+run_suite() {
+    local dir=$1
+    shift
+    cmake -S . -B "$dir" -DDFC_WERROR=ON "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs"
+    (cd "$dir" && ctest --output-on-failure -j"$jobs")
+}
+
+echo "== build and test (RelWithDebInfo) =="
+run_suite build
+
+if [ "${1:-}" != "--quick" ]; then
+    echo "== build and test under ASan+UBSan =="
+    run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DDFC_SANITIZE=address,undefined
+fi
