@@ -111,6 +111,17 @@ static int wait_status(struct dfc_rpc_stream *st, struct dfc_error *err) {
 
 int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
                         struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    return dfc_rpc_stream_open_md(c, method, timeout_ms, NULL, 0, ret, err);
+}
+
+#define MAX_MD 8
+
+int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
+                           const struct dfc_rpc_md *md, size_t n_md, struct dfc_rpc_stream **ret,
+                           struct dfc_error *err) {
+    if (n_md > MAX_MD) {
+        return dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
+    }
     struct dfc_rpc_stream *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -126,10 +137,19 @@ int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t ti
         dfc_rpc_stream_free(st);
         return dfc_error_set(err, -ENOMEM, "cannot create a call to %s", method);
     }
+    grpc_metadata mds[MAX_MD];
+    for (size_t i = 0; i < n_md; i++) {
+        memset(&mds[i], 0, sizeof(mds[i]));
+        mds[i].key = grpc_slice_from_static_string(md[i].key);
+        mds[i].value = grpc_slice_from_static_string(md[i].value);
+    }
     grpc_op op;
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_SEND_INITIAL_METADATA;
     op.flags = c->wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
+    op.data.send_initial_metadata.count = n_md;
+    op.data.send_initial_metadata.metadata = n_md ? mds : NULL;
+    /* Core copies the metadata into the call when the batch starts. */
     st->send_pending = start(st, &op, 1, &st->tag_send);
 
     memset(&op, 0, sizeof(op));
@@ -308,8 +328,15 @@ void dfc_rpc_stream_free(struct dfc_rpc_stream *st) {
 int dfc_rpc_unary(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
                   const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                   ProtobufCMessage **ret_resp, struct dfc_error *err) {
+    return dfc_rpc_unary_md(c, method, req, resp_desc, timeout_ms, NULL, 0, ret_resp, err);
+}
+
+int dfc_rpc_unary_md(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                     const struct dfc_rpc_md *md, size_t n_md, ProtobufCMessage **ret_resp,
+                     struct dfc_error *err) {
     struct dfc_rpc_stream *st = NULL;
-    int r = dfc_rpc_stream_open(c, method, timeout_ms, &st, err);
+    int r = dfc_rpc_stream_open_md(c, method, timeout_ms, md, n_md, &st, err);
     if (r < 0) {
         return r;
     }

@@ -70,6 +70,7 @@ enum dfc_grpc_code {
     X(ENOTDIR, -ENOTDIR, INVALID_ARGUMENT, "not a directory")                                      \
     X(ENAMETOOLONG, -ENAMETOOLONG, INVALID_ARGUMENT, "name too long")                              \
     X(EBADMSG, -EBADMSG, INVALID_ARGUMENT, "malformed message")                                    \
+    X(E2BIG, -E2BIG, INVALID_ARGUMENT, "argument list too long")                                   \
     X(EXDEV, -EXDEV, FAILED_PRECONDITION, "cross-device link")                                     \
     X(EBUSY, -EBUSY, ABORTED, "busy")                                                              \
     X(EAGAIN, -EAGAIN, UNAVAILABLE, "resource temporarily unavailable")                            \

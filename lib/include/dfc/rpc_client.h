@@ -45,6 +45,23 @@ int dfc_rpc_unary(struct dfc_rpc_client *c, const char *method, const ProtobufCM
                   const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
                   ProtobufCMessage **ret_resp, struct dfc_error *err);
 
+/* A request metadata entry; key lowercase ASCII (a "-bin" suffix for binary values). */
+struct dfc_rpc_md {
+    const char *key;
+    const char *value;
+};
+
+/* dfc_rpc_unary() with request metadata (borrowed for the call). */
+int dfc_rpc_unary_md(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                     const struct dfc_rpc_md *md, size_t n_md, ProtobufCMessage **ret_resp,
+                     struct dfc_error *err);
+
+/* dfc_rpc_stream_open() with request metadata (borrowed for the call). */
+int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
+                           const struct dfc_rpc_md *md, size_t n_md, struct dfc_rpc_stream **ret,
+                           struct dfc_error *err);
+
 /* Opens a call; the deadline covers the whole stream. Free with dfc_rpc_stream_free(). */
 int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
                         struct dfc_rpc_stream **ret, struct dfc_error *err);

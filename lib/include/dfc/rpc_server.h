@@ -83,6 +83,13 @@ int dfc_rpc_server_add_service(struct dfc_rpc_server *s, const ProtobufCServiceD
  * addresses a stale socket file is unlinked first. Before dfc_rpc_server_start(). */
 int dfc_rpc_server_listen(struct dfc_rpc_server *s, const char *addr, struct dfc_error *err);
 
+/* Listens on a Unix socket that this layer accepts itself, so each connection's SO_PEERCRED is
+ * known (dfc_rpc_call_peer_cred). A stale socket at path is unlinked; the new one gets mode and,
+ * when gid >= 0, group gid. The parent directory must exist. Before dfc_rpc_server_start(); the
+ * socket is removed when the server is freed. */
+int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsigned mode, int gid,
+                               struct dfc_error *err);
+
 /* Starts serving (spawns the completion-queue thread). */
 int dfc_rpc_server_start(struct dfc_rpc_server *s, struct dfc_error *err);
 
@@ -123,6 +130,15 @@ bool dfc_rpc_call_cancelled(struct dfc_rpc_call *call);
 
 /* Milliseconds left before the call's deadline, or INT64_MAX without one. */
 int64_t dfc_rpc_call_remaining_ms(struct dfc_rpc_call *call);
+
+/* The connecting process's credentials, for calls that came through
+ * dfc_rpc_server_listen_unix(). -ENOENT for other listeners. */
+struct ucred;
+int dfc_rpc_call_peer_cred(struct dfc_rpc_call *call, struct ucred *ret_cred);
+
+/* Copies the value of request metadata key (lowercase) into buf, NUL-terminated. Returns its
+ * length, -ENOENT when absent, -ENAMETOOLONG when it does not fit. */
+int dfc_rpc_call_metadata(struct dfc_rpc_call *call, const char *key, char *buf, size_t size);
 
 /* "/package.Service/Method"; borrowed for the call's lifetime. */
 const char *dfc_rpc_call_method(struct dfc_rpc_call *call);

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,19 @@ static int echo(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *re
         memcpy(out->data.data, in->data.data, in->data.len);
     }
     out->data.len = in->data.len;
+    /* Report what the layer knows about the caller: total = pid + 1 (0 when unknown), and the
+     * x-dfc-echo metadata in place of the data when present. */
+    struct ucred cred;
+    if (dfc_rpc_call_peer_cred(call, &cred) == 0) {
+        out->total = (uint64_t)cred.pid + 1;
+        out->fail_code = cred.uid;
+    }
+    char md[64];
+    int n = dfc_rpc_call_metadata(call, "x-dfc-echo", md, sizeof(md));
+    if (n >= 0) {
+        out->data.data = (uint8_t *)dfc_rpc_call_strdup(call, md);
+        out->data.len = (size_t)n;
+    }
     return 0;
 }
 
@@ -600,6 +614,67 @@ static void test_listen_refuses_non_socket(void **state) {
     test_rmtree(dir);
 }
 
+static void test_unix_listener_knows_the_caller(void **state) {
+    struct dfc_error err;
+    struct dfc_rpc_server *s;
+    struct dfc_rpc_client *c;
+    char dir[256], path[300], addr[320];
+    test_mkdtemp(dir, sizeof(dir), "rpc-cred");
+    snprintf(path, sizeof(path), "%s/cred.sock", dir);
+    snprintf(addr, sizeof(addr), "unix:%s", path);
+    assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
+    assert_int_equal(
+        dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods, 4, NULL, &err),
+        0);
+    assert_int_equal(dfc_rpc_server_listen_unix(s, path, 0660, -1, &err), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0660);
+    assert_int_equal(dfc_rpc_server_start(s, &err), 0);
+    assert_int_equal(dfc_rpc_client_new(addr, NULL, &c, &err), 0);
+
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    const struct dfc_rpc_md md[] = {{"x-dfc-echo", "from-metadata"}};
+    ProtobufCMessage *out = NULL;
+    assert_int_equal(dfc_rpc_unary_md(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, 5000,
+                                      md, 1, &out, &err),
+                     0);
+    Dfc__Test__V1__Chunk *o = (Dfc__Test__V1__Chunk *)out;
+    assert_true(o->total == (uint64_t)getpid() + 1);
+    assert_int_equal(o->fail_code, getuid());
+    assert_int_equal(o->data.len, 13);
+    assert_memory_equal(o->data.data, "from-metadata", 13);
+    dfc_rpc_msg_free(out);
+
+    /* Streams work over the same connection kind. */
+    struct dfc_rpc_stream *stream;
+    assert_int_equal(dfc_rpc_stream_open(c, CHAT, 5000, &stream, &err), 0);
+    Dfc__Test__V1__Chunk m = DFC__TEST__V1__CHUNK__INIT;
+    assert_int_equal(dfc_rpc_stream_send(stream, &m.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(stream, &dfc__test__v1__chunk__descriptor, &out, &err), 1);
+    dfc_rpc_msg_free(out);
+    assert_int_equal(dfc_rpc_stream_finish(stream, &err), 0);
+    dfc_rpc_stream_free(stream);
+
+    dfc_rpc_client_free(c);
+    dfc_rpc_server_free(s);
+    assert_int_equal(stat(path, &st), -1); /* removed on shutdown */
+    test_rmtree(dir);
+}
+
+static void test_tcp_caller_has_no_credentials(void **state) {
+    /* Over the core-managed unix listener of the fixture, credentials are unknown. */
+    struct fx *f = *state;
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    int r;
+    Dfc__Test__V1__Chunk *out = echo_call(f, &in, 5000, &r, &err);
+    assert_int_equal(r, 0);
+    assert_true(out->total == 0);
+    dfc_rpc_msg_free(&out->base);
+}
+
 static void test_tcp_listener(void **state) {
     struct dfc_error err;
     struct dfc_rpc_server *s;
@@ -704,6 +779,8 @@ int main(void) {
         cmocka_unit_test(test_table_is_checked_against_descriptor),
         cmocka_unit_test(test_listen_refuses_non_socket),
         cmocka_unit_test(test_tcp_listener),
+        cmocka_unit_test(test_unix_listener_knows_the_caller),
+        T(test_tcp_caller_has_no_credentials),
         T(test_shutdown_drains_in_flight_calls),
         T(test_shutdown_cancels_after_grace),
         T(test_concurrent_unary_calls),
