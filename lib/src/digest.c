@@ -55,6 +55,47 @@ int dfc_sha256_hex(const void *data, size_t len, char out[DFC_SHA256_HEX_LEN + 1
     return 0;
 }
 
+int dfc_evp_init(struct dfc_evp *h, const char *name) {
+    const EVP_MD *md = EVP_get_digestbyname(name);
+    h->ctx = NULL;
+    if (md == NULL) {
+        return -EINVAL;
+    }
+    h->ctx = EVP_MD_CTX_new();
+    if (h->ctx == NULL || EVP_DigestInit_ex(h->ctx, md, NULL) != 1) {
+        dfc_evp_done(h);
+        return -ENOMEM;
+    }
+    h->len = (unsigned)EVP_MD_get_size(md);
+    return 0;
+}
+
+void dfc_evp_update(struct dfc_evp *h, const void *data, size_t len) {
+    if (len > 0) {
+        EVP_DigestUpdate(h->ctx, data, len);
+    }
+}
+
+void dfc_evp_final_hex(struct dfc_evp *h, char out[DFC_EVP_HEX_MAX]) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(h->ctx, md, &n);
+    if (n > 64) {
+        n = 64;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+void dfc_evp_done(struct dfc_evp *h) {
+    EVP_MD_CTX_free(h->ctx);
+    h->ctx = NULL;
+}
+
 uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len) {
     return (uint32_t)crc32_z(crc, data, len);
 }

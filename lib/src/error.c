@@ -54,6 +54,29 @@ int dfc_error_to_grpc(int code) {
     return r != NULL ? r->grpc : DFC_GRPC_INTERNAL;
 }
 
+const char *dfc_grpc_code_name(int grpc_code) {
+    static const char *const names[] = {
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    };
+    return grpc_code >= 0 && grpc_code <= 16 ? names[grpc_code] : "UNKNOWN";
+}
+
 int dfc_error_from_grpc(int grpc_code) {
     if (grpc_code == 0) {
         return 0;

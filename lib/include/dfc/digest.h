@@ -31,6 +31,20 @@ void dfc_sha256_done(struct dfc_sha256 *h);
 /* One-shot SHA-256 of a buffer as lowercase hex. */
 int dfc_sha256_hex(const void *data, size_t len, char out[DFC_SHA256_HEX_LEN + 1]);
 
+/* Any OpenSSL digest by name ("sha256", "sha512"), for whole-file verification. */
+struct dfc_evp {
+    struct evp_md_ctx_st *ctx;
+    unsigned len; /* digest length in bytes */
+};
+
+#define DFC_EVP_HEX_MAX 129 /* sha512: 128 hex digits + NUL */
+
+/* -EINVAL for an unknown name, -ENOMEM. */
+int dfc_evp_init(struct dfc_evp *h, const char *name);
+void dfc_evp_update(struct dfc_evp *h, const void *data, size_t len);
+void dfc_evp_final_hex(struct dfc_evp *h, char out[DFC_EVP_HEX_MAX]);
+void dfc_evp_done(struct dfc_evp *h);
+
 /* Extends crc (start with 0) over data; any length. */
 uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len);
 

@@ -106,6 +106,9 @@ const char *dfc_error_name(int code);
 /* Maps an error code to a gRPC status code (0 for code >= 0, INTERNAL for unknown codes). */
 int dfc_error_to_grpc(int code);
 
+/* "NOT_FOUND" for 5 and so on; "UNKNOWN" outside 0..16. */
+const char *dfc_grpc_code_name(int grpc_code);
+
 /* Maps a gRPC status code back to the canonical error code (0 for OK). */
 int dfc_error_from_grpc(int grpc_code);
 

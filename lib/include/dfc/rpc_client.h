@@ -87,6 +87,9 @@ int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescrip
  * Messages the server still had in flight are discarded. */
 int dfc_rpc_stream_finish(struct dfc_rpc_stream *st, struct dfc_error *err);
 
+/* Frees a message returned by the calls above (also declared in rpc_server.h). NULL is fine. */
+void dfc_rpc_msg_free(ProtobufCMessage *msg);
+
 /* Cancels the call (thread-safe; any thread may call it while another is blocked on it). */
 void dfc_rpc_stream_cancel(struct dfc_rpc_stream *st);
 

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <string.h>
 
 #include "dfc/digest.h"
@@ -47,11 +48,28 @@ static void test_crc32_ieee(void **state) {
     assert_string_equal(d, "crc32:4294967295");
 }
 
+static void test_evp_by_name(void **state) {
+    struct dfc_evp h;
+    char hex[DFC_EVP_HEX_MAX];
+    assert_int_equal(dfc_evp_init(&h, "sha512"), 0);
+    dfc_evp_update(&h, "abc", 3);
+    dfc_evp_final_hex(&h, hex);
+    dfc_evp_done(&h);
+    assert_string_equal(hex, "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a"
+                             "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f");
+    assert_int_equal(dfc_evp_init(&h, "sha256"), 0);
+    dfc_evp_final_hex(&h, hex);
+    dfc_evp_done(&h);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    assert_int_equal(dfc_evp_init(&h, "nosuchdigest"), -EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_known),
         cmocka_unit_test(test_sha256_incremental_equals_oneshot),
         cmocka_unit_test(test_crc32_ieee),
+        cmocka_unit_test(test_evp_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,6 +68,9 @@ static void test_long_messages_truncate(void **state) {
 
 static void test_names_and_text(void **state) {
     assert_string_equal(dfc_error_name(-ENOENT), "ENOENT");
+    assert_string_equal(dfc_grpc_code_name(DFC_GRPC_NOT_FOUND), "NOT_FOUND");
+    assert_string_equal(dfc_grpc_code_name(16), "UNAUTHENTICATED");
+    assert_string_equal(dfc_grpc_code_name(17), "UNKNOWN");
     assert_string_equal(dfc_error_name(DFC_E_ABORTED), "ABORTED");
     assert_string_equal(dfc_strerror(-ENOSPC), "no space left on device");
     assert_string_equal(dfc_strerror(-ECHILD), "No child processes");

@@ -1,0 +1,318 @@
+/*
+ * dfcache export - write a persistent cache task to a file.
+ *
+ * By default the daemon writes the file itself (a hard link into its store when possible,
+ * else a copy). With --transfer-from-dfdaemon the daemon streams the pieces over the socket
+ * and dfcache writes them, which works where the daemon cannot see the output path (a pod):
+ * into a temporary file beside the output, renamed into place only when every byte arrived.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dfc/id.h"
+#include "dfc/units.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "dfcache.h"
+
+struct export_opts {
+    struct dfcache_common c;
+    const char *id;
+    const char *output;
+    bool from_daemon, overwrite, force_hard_link;
+    const char *application, *tag, *digest;
+    int64_t timeout_ns;
+};
+
+static void usage(FILE *out) {
+    fprintf(
+        out,
+        "Usage: dfcache export [options] -O <OUTPUT> <ID>\n"
+        "\n"
+        "Export a persistent cache task to a file.\n"
+        "\n"
+        "Options (each also read from its environment variable):\n"
+        "  -O, --output PATH             where to write [DFCACHE_EXPORT_OUTPUT]\n"
+        "      --transfer-from-dfdaemon  receive the bytes over the socket and write them\n"
+        "                                here (for a daemon that cannot see OUTPUT)\n"
+        "                                [DFCACHE_EXPORT_TRANSFER_FROM_DFDAEMON]\n"
+        "      --overwrite               replace an existing OUTPUT [DFCACHE_EXPORT_OVERWRITE]\n"
+        "      --force-hard-link         fail rather than copy when a hard link is impossible\n"
+        "                                [DFCACHE_EXPORT_FORCE_HARD_LINK]\n"
+        "      --digest ALGO:VALUE       verify crc32:, sha256: or sha512: "
+        "[DFCACHE_EXPORT_DIGEST]\n"
+        "      --application STR         [DFCACHE_EXPORT_APPLICATION]\n"
+        "      --tag STR                 [DFCACHE_EXPORT_TAG]\n"
+        "      --timeout DURATION        give up after [2h] [DFCACHE_EXPORT_TIMEOUT]\n"
+        "  -e, --endpoint PATH           dfdaemon socket [" DFCACHE_DEFAULT_ENDPOINT "]\n"
+        "                                [DFCACHE_EXPORT_DFDAEMON_ENDPOINT]\n"
+        "      --no-progress             no progress bar\n"
+        "  -l, --log-level LEVEL         accepted for compatibility [info]\n"
+        "      --console                 accepted for compatibility\n"
+        "  -h, --help                    this help\n");
+}
+
+static bool env_bool(const char *name) {
+    const char *v = dfcache_env(name, "false");
+    return strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+}
+
+static int parse(int argc, char **argv, struct export_opts *o) {
+    static const char cmd[] = "export";
+    enum { FROM = 256, OVERWRITE, FORCE, DIGEST, APP, TAG, TIMEOUT, NOPROG, CONSOLE };
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'O'},
+        {"transfer-from-dfdaemon", no_argument, NULL, FROM},
+        {"overwrite", no_argument, NULL, OVERWRITE},
+        {"force-hard-link", no_argument, NULL, FORCE},
+        {"digest", required_argument, NULL, DIGEST},
+        {"application", required_argument, NULL, APP},
+        {"tag", required_argument, NULL, TAG},
+        {"timeout", required_argument, NULL, TIMEOUT},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"no-progress", no_argument, NULL, NOPROG},
+        {"log-level", required_argument, NULL, 'l'},
+        {"console", no_argument, NULL, CONSOLE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *timeout = dfcache_env("DFCACHE_EXPORT_TIMEOUT", "2h");
+    o->output = dfcache_env("DFCACHE_EXPORT_OUTPUT", NULL);
+    o->from_daemon = env_bool("DFCACHE_EXPORT_TRANSFER_FROM_DFDAEMON");
+    o->overwrite = env_bool("DFCACHE_EXPORT_OVERWRITE");
+    o->force_hard_link = env_bool("DFCACHE_EXPORT_FORCE_HARD_LINK");
+    o->digest = dfcache_env("DFCACHE_EXPORT_DIGEST", NULL);
+    o->application = dfcache_env("DFCACHE_EXPORT_APPLICATION", "");
+    o->tag = dfcache_env("DFCACHE_EXPORT_TAG", "");
+    o->c.endpoint = dfcache_env("DFCACHE_EXPORT_DFDAEMON_ENDPOINT", DFCACHE_DEFAULT_ENDPOINT);
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "O:e:l:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'O':
+            o->output = optarg;
+            break;
+        case FROM:
+            o->from_daemon = true;
+            break;
+        case OVERWRITE:
+            o->overwrite = true;
+            break;
+        case FORCE:
+            o->force_hard_link = true;
+            break;
+        case DIGEST:
+            o->digest = optarg;
+            break;
+        case APP:
+            o->application = optarg;
+            break;
+        case TAG:
+            o->tag = optarg;
+            break;
+        case TIMEOUT:
+            timeout = optarg;
+            break;
+        case 'e':
+            o->c.endpoint = optarg;
+            break;
+        case NOPROG:
+            o->c.no_progress = true;
+            break;
+        case 'l':
+        case CONSOLE:
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            return dfcache_usage_error(cmd, "bad option");
+        }
+    }
+    if (optind != argc - 1) {
+        return dfcache_usage_error(cmd, "expects exactly one task ID");
+    }
+    o->id = argv[optind];
+    if (o->output == NULL) {
+        return dfcache_usage_error(cmd, "-O/--output is required");
+    }
+    if (dfc_parse_duration(timeout, &o->timeout_ns) < 0 || o->timeout_ns <= 0) {
+        return dfcache_usage_error(cmd, "--timeout must be a positive duration, got `%s`", timeout);
+    }
+    if (o->from_daemon && o->force_hard_link) {
+        return dfcache_usage_error(cmd,
+                                   "--force-hard-link and --transfer-from-dfdaemon exclude each "
+                                   "other");
+    }
+    return 0;
+}
+
+/* Absolute output path whose directory exists; refuses an existing file without --overwrite. */
+static int resolve_output(const struct export_opts *o, char *abs, size_t size,
+                          struct dfc_error *err) {
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(o->output, '/');
+    const char *base = slash ? slash + 1 : o->output;
+    if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        return dfc_error_set(err, -EINVAL, "`%s` does not name a file", o->output);
+    }
+    if (slash == NULL) {
+        snprintf(dir, sizeof(dir), ".");
+    } else {
+        snprintf(dir, sizeof(dir), "%.*s", slash == o->output ? 1 : (int)(slash - o->output),
+                 o->output);
+    }
+    if (realpath(dir, real) == NULL) {
+        return dfc_error_errno(err, -errno, "the directory of `%s`", o->output);
+    }
+    if ((size_t)snprintf(abs, size, "%s/%s", strcmp(real, "/") ? real : "", base) >= size) {
+        return dfc_error_set(err, -ENAMETOOLONG, "`%s` is too long", o->output);
+    }
+    struct stat st;
+    if (!o->overwrite && lstat(abs, &st) == 0) {
+        return dfc_error_set(err, -EEXIST, "`%s` already exists (use --overwrite)", abs);
+    }
+    return 0;
+}
+
+static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off) {
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+int dfcache_export(int argc, char **argv) {
+    struct export_opts o = {0};
+    int r = parse(argc, argv, &o);
+    if (r != 0) {
+        return r == 1 ? DFCACHE_OK : r;
+    }
+    struct dfc_error err;
+    char abs[PATH_MAX], tmp[PATH_MAX + 64];
+    if ((r = resolve_output(&o, abs, sizeof(abs), &err)) < 0) {
+        return dfcache_fail("export", &err);
+    }
+    struct dfc_rpc_client *c;
+    if ((r = dfcache_connect(o.c.endpoint, &c, &err)) < 0) {
+        return dfcache_fail("export", &err);
+    }
+    Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    Google__Protobuf__Duration timeout = GOOGLE__PROTOBUF__DURATION__INIT;
+    timeout.seconds = o.timeout_ns / 1000000000;
+    req.task_id = (char *)o.id;
+    req.persistent = 0; /* as upstream dfcache: a user's export is not a persistent replica */
+    req.opt_tag_case = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_TAG_TAG;
+    req.tag = (char *)o.tag;
+    req.opt_application_case =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_APPLICATION_APPLICATION;
+    req.application = (char *)o.application;
+    req.timeout = &timeout;
+    req.overwrite = o.overwrite;
+    req.force_hard_link = o.force_hard_link;
+    if (o.digest) {
+        req.opt_digest_case =
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_DIGEST_DIGEST;
+        req.digest = (char *)o.digest;
+    }
+    int fd = -1;
+    if (o.from_daemon) {
+        req.need_piece_content = 1;
+        char uuid[DFC_UUID_STR_LEN + 1];
+        dfc_uuid_v4(uuid);
+        snprintf(tmp, sizeof(tmp), "%.*s/.dfcache-%s", (int)(strrchr(abs, '/') - abs), abs, uuid);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            dfc_rpc_client_free(c);
+            dfc_error_errno(&err, -errno, "create a file beside `%s`", abs);
+            return dfcache_fail("export", &err);
+        }
+    } else {
+        req.opt_output_path_case =
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_OUTPUT_PATH_OUTPUT_PATH;
+        req.output_path = abs;
+    }
+
+    struct dfc_rpc_stream *s = NULL;
+    struct dfcache_progress prog;
+    uint64_t content_length = 0, got = 0;
+    bool started = false;
+    r = dfc_rpc_stream_open(c, "/dfdaemon.v2.DfdaemonDownload/DownloadPersistentCacheTask",
+                            o.timeout_ns / 1000000, &s, &err);
+    if (r == 0 && (r = dfc_rpc_stream_send(s, &req.base, &err)) == 0) {
+        r = dfc_rpc_stream_close_send(s, &err);
+    }
+    ProtobufCMessage *m;
+    while (r == 0 && (r = dfc_rpc_stream_recv(
+                          s, &dfdaemon__v2__download_persistent_cache_task_response__descriptor, &m,
+                          &err)) > 0) {
+        Dfdaemon__V2__DownloadPersistentCacheTaskResponse *resp = (void *)m;
+        r = 0;
+        if (resp->response_case ==
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE) {
+            content_length = resp->download_persistent_cache_task_started_response->content_length;
+            started = true;
+            dfcache_progress_init(&prog, "export", content_length, !o.c.no_progress);
+        } else if (
+            resp->response_case ==
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE) {
+            Common__V2__Piece *p = resp->download_piece_finished_response->piece;
+            if (!started || p == NULL) {
+                r = dfc_error_set(&err, -EBADMSG, "a piece arrived before the task started");
+            } else if (fd >= 0) {
+                if (p->opt_content_case == 0 || p->content.len != p->length) {
+                    r = dfc_error_set(&err, -EBADMSG, "piece %u came without its bytes", p->number);
+                } else if (p->offset + p->length > content_length) {
+                    r = dfc_error_set(&err, -EBADMSG, "piece %u lies past the content length",
+                                      p->number);
+                } else if ((r = write_at(fd, p->content.data, p->content.len, p->offset)) < 0) {
+                    dfc_error_errno(&err, r, "write `%s`", tmp);
+                }
+            }
+            if (r == 0 && p != NULL) {
+                got += p->length;
+                dfcache_progress_add(&prog, p->length);
+            }
+        }
+        dfc_rpc_msg_free(m);
+    }
+    if (started) {
+        dfcache_progress_done(&prog);
+    }
+    if (r == 0 && got != content_length) {
+        r = dfc_error_set(&err, -EIO, "received %llu of %llu bytes", (unsigned long long)got,
+                          (unsigned long long)content_length);
+    }
+    if (fd >= 0) {
+        if (r == 0 && (fsync(fd) < 0 || rename(tmp, abs) < 0)) {
+            r = dfc_error_errno(&err, -errno, "finish `%s`", abs);
+        }
+        close(fd);
+        if (r < 0) {
+            (void)unlink(tmp);
+        }
+    }
+    dfc_rpc_stream_free(s);
+    dfc_rpc_client_free(c);
+    if (r < 0) {
+        return dfcache_fail("export", &err);
+    }
+    printf("Done: %s\n", abs);
+    return DFCACHE_OK;
+}

@@ -1,0 +1,379 @@
+/*
+ * dfcache import - put a file into the node's persistent cache.
+ *
+ * By path when the daemon sees the very same file (same device and inode: the client sends
+ * its identity and the daemon checks it), else by streaming the bytes over the socket, which
+ * is what works from inside a pod. --transfer forces either.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dfc/cleanup.h"
+#include "dfc/import.pb-c.h"
+#include "dfc/rpc_bulk.h"
+#include "dfc/units.h"
+#include "dragonfly/common.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "dfcache.h"
+
+#define CHUNK      ((size_t)4 << 20)
+#define MIN_TTL_NS ((int64_t)300 * 1000000000)
+#define MAX_TTL_NS ((int64_t)7 * 86400 * 1000000000)
+#define MIN_PIECE  ((uint64_t)4 << 20)
+#define MAX_PIECE  ((uint64_t)64 << 20)
+
+struct import_opts {
+    struct dfcache_common c;
+    const char *path;
+    const char *content_for_id;
+    uint64_t replicas;
+    bool has_piece_length;
+    uint64_t piece_length;
+    const char *application;
+    const char *tag;
+    int64_t ttl_ns;
+    int64_t timeout_ns;
+    const char *transfer; /* auto, path, stream */
+};
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "Usage: dfcache import [options] <PATH>\n"
+            "\n"
+            "Import a file into the persistent cache of the node's dfdaemon.\n"
+            "\n"
+            "Options (each also read from its environment variable):\n"
+            "      --content-for-calculating-task-id STR   the task id is SHA-256(STR) instead\n"
+            "                                of the file's SHA-256 (faster for large files)\n"
+            "                                [DFCACHE_IMPORT_CONTENT_FOR_CALCULATING_TASK_ID]\n"
+            "      --persistent-replica-count N   copies to keep across nodes, 1..5 [2]\n"
+            "                                [DFCACHE_IMPORT_PERSISTENT_REPLICA_COUNT]\n"
+            "      --piece-length SIZE       piece size, 4MiB..64MiB [automatic]\n"
+            "                                [DFCACHE_IMPORT_PIECE_LENGTH]\n"
+            "      --application STR         [DFCACHE_IMPORT_APPLICATION]\n"
+            "      --tag STR                 [DFCACHE_IMPORT_TAG]\n"
+            "      --ttl DURATION            time to live, 5m..168h [1h] [DFCACHE_IMPORT_TTL]\n"
+            "      --timeout DURATION        give up after [30m] [DFCACHE_IMPORT_TIMEOUT]\n"
+            "      --transfer MODE           auto: by path when the daemon sees the same file,\n"
+            "                                else stream the bytes; path; stream [auto]\n"
+            "                                [DFCACHE_IMPORT_TRANSFER]\n"
+            "  -e, --endpoint PATH           dfdaemon socket [" DFCACHE_DEFAULT_ENDPOINT "]\n"
+            "                                [DFCACHE_IMPORT_DFDAEMON_ENDPOINT]\n"
+            "      --no-progress             no progress bar\n"
+            "  -l, --log-level LEVEL         accepted for compatibility [info]\n"
+            "      --console                 accepted for compatibility\n"
+            "  -h, --help                    this help\n");
+}
+
+static int parse(int argc, char **argv, struct import_opts *o) {
+    static const char cmd[] = "import";
+    enum { CFID = 256, REPLICAS, PIECE, APP, TAG, TTL, TIMEOUT, TRANSFER, NOPROG, CONSOLE };
+    static const struct option longopts[] = {
+        {"content-for-calculating-task-id", required_argument, NULL, CFID},
+        {"persistent-replica-count", required_argument, NULL, REPLICAS},
+        {"piece-length", required_argument, NULL, PIECE},
+        {"application", required_argument, NULL, APP},
+        {"tag", required_argument, NULL, TAG},
+        {"ttl", required_argument, NULL, TTL},
+        {"timeout", required_argument, NULL, TIMEOUT},
+        {"transfer", required_argument, NULL, TRANSFER},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"no-progress", no_argument, NULL, NOPROG},
+        {"log-level", required_argument, NULL, 'l'},
+        {"console", no_argument, NULL, CONSOLE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *replicas = dfcache_env("DFCACHE_IMPORT_PERSISTENT_REPLICA_COUNT", "2");
+    const char *piece = dfcache_env("DFCACHE_IMPORT_PIECE_LENGTH", NULL);
+    const char *ttl = dfcache_env("DFCACHE_IMPORT_TTL", "1h");
+    const char *timeout = dfcache_env("DFCACHE_IMPORT_TIMEOUT", "30m");
+    o->content_for_id = dfcache_env("DFCACHE_IMPORT_CONTENT_FOR_CALCULATING_TASK_ID", NULL);
+    o->application = dfcache_env("DFCACHE_IMPORT_APPLICATION", NULL);
+    o->tag = dfcache_env("DFCACHE_IMPORT_TAG", NULL);
+    o->transfer = dfcache_env("DFCACHE_IMPORT_TRANSFER", "auto");
+    o->c.endpoint = dfcache_env("DFCACHE_IMPORT_DFDAEMON_ENDPOINT", DFCACHE_DEFAULT_ENDPOINT);
+    o->c.log_level = "info";
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "e:l:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case CFID:
+            o->content_for_id = optarg;
+            break;
+        case REPLICAS:
+            replicas = optarg;
+            break;
+        case PIECE:
+            piece = optarg;
+            break;
+        case APP:
+            o->application = optarg;
+            break;
+        case TAG:
+            o->tag = optarg;
+            break;
+        case TTL:
+            ttl = optarg;
+            break;
+        case TIMEOUT:
+            timeout = optarg;
+            break;
+        case TRANSFER:
+            o->transfer = optarg;
+            break;
+        case 'e':
+            o->c.endpoint = optarg;
+            break;
+        case NOPROG:
+            o->c.no_progress = true;
+            break;
+        case 'l':
+            o->c.log_level = optarg;
+            break;
+        case CONSOLE:
+            o->c.console = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            return dfcache_usage_error(cmd, "bad option");
+        }
+    }
+    if (optind != argc - 1) {
+        return dfcache_usage_error(cmd, "expects exactly one PATH");
+    }
+    o->path = argv[optind];
+    if (dfc_parse_u64(replicas, &o->replicas) < 0 || o->replicas < 1 || o->replicas > 5) {
+        return dfcache_usage_error(cmd, "--persistent-replica-count must be 1..5, got `%s`",
+                                   replicas);
+    }
+    if (piece != NULL) {
+        if (dfc_parse_size(piece, &o->piece_length) < 0 || o->piece_length < MIN_PIECE ||
+            o->piece_length > MAX_PIECE) {
+            return dfcache_usage_error(cmd, "--piece-length must be 4MiB..64MiB, got `%s`", piece);
+        }
+        o->has_piece_length = true;
+    }
+    if (dfc_parse_duration(ttl, &o->ttl_ns) < 0 || o->ttl_ns < MIN_TTL_NS ||
+        o->ttl_ns > MAX_TTL_NS) {
+        return dfcache_usage_error(cmd, "--ttl must be between 5m and 168h, got `%s`", ttl);
+    }
+    if (dfc_parse_duration(timeout, &o->timeout_ns) < 0 || o->timeout_ns <= 0) {
+        return dfcache_usage_error(cmd, "--timeout must be a positive duration, got `%s`", timeout);
+    }
+    if (strcmp(o->transfer, "auto") && strcmp(o->transfer, "path") &&
+        strcmp(o->transfer, "stream")) {
+        return dfcache_usage_error(cmd, "--transfer must be auto, path or stream, got `%s`",
+                                   o->transfer);
+    }
+    if (o->content_for_id != NULL && o->content_for_id[0] == '\0') {
+        return dfcache_usage_error(cmd, "--content-for-calculating-task-id must not be empty");
+    }
+    return 0;
+}
+
+static void print_done(const Common__V2__PersistentCacheTask *t) {
+    printf("Done: %s\n", t->id);
+}
+
+static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o, const char *abs,
+                          const struct stat *st, struct dfc_error *err) {
+    Dfdaemon__V2__UploadPersistentCacheTaskRequest req =
+        DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
+    Google__Protobuf__Duration timeout = GOOGLE__PROTOBUF__DURATION__INIT;
+    req.path = (char *)abs;
+    req.persistent_replica_count = o->replicas;
+    ttl.seconds = o->ttl_ns / 1000000000;
+    req.ttl = &ttl;
+    timeout.seconds = o->timeout_ns / 1000000000;
+    req.timeout = &timeout;
+    if (o->content_for_id) {
+        req.opt_content_for_calculating_task_id_case =
+            DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_CONTENT_FOR_CALCULATING_TASK_ID_CONTENT_FOR_CALCULATING_TASK_ID;
+        req.content_for_calculating_task_id = (char *)o->content_for_id;
+    }
+    if (o->tag) {
+        req.opt_tag_case = DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_TAG_TAG;
+        req.tag = (char *)o->tag;
+    }
+    if (o->application) {
+        req.opt_application_case =
+            DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_APPLICATION_APPLICATION;
+        req.application = (char *)o->application;
+    }
+    if (o->has_piece_length) {
+        req.opt_piece_length_case =
+            DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_PIECE_LENGTH_PIECE_LENGTH;
+        req.piece_length = o->piece_length;
+    }
+    char identity[64];
+    snprintf(identity, sizeof(identity), "%" PRIu64 ":%" PRIu64, (uint64_t)st->st_dev,
+             (uint64_t)st->st_ino);
+    const struct dfc_rpc_md md[] = {{"x-dfc-file-identity", identity}};
+    ProtobufCMessage *resp = NULL;
+    int r = dfc_rpc_unary_md(c, "/dfdaemon.v2.DfdaemonDownload/UploadPersistentCacheTask",
+                             &req.base, &common__v2__persistent_cache_task__descriptor,
+                             o->timeout_ns / 1000000, md, 1, &resp, err);
+    if (r == 0) {
+        print_done((Common__V2__PersistentCacheTask *)resp);
+        dfc_rpc_msg_free(resp);
+    }
+    return r;
+}
+
+static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *o, int fd,
+                            const struct stat *st, struct dfc_error *err) {
+    struct dfc_rpc_stream *s;
+    int r = dfc_rpc_stream_open(c, "/dfc.dfdaemon.v1.DfdaemonImport/ImportPersistentCacheTask",
+                                o->timeout_ns / 1000000, &s, err);
+    if (r < 0) {
+        return r;
+    }
+    Dfc__Dfdaemon__V1__ImportStart start = DFC__DFDAEMON__V1__IMPORT_START__INIT;
+    Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
+    ttl.seconds = o->ttl_ns / 1000000000;
+    start.ttl = &ttl;
+    start.persistent_replica_count = o->replicas;
+    start.opt_content_length_case =
+        DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
+    start.content_length = (uint64_t)st->st_size;
+    if (o->content_for_id) {
+        start.opt_content_for_calculating_task_id_case =
+            DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_FOR_CALCULATING_TASK_ID_CONTENT_FOR_CALCULATING_TASK_ID;
+        start.content_for_calculating_task_id = (char *)o->content_for_id;
+    }
+    if (o->tag) {
+        start.opt_tag_case = DFC__DFDAEMON__V1__IMPORT_START__OPT_TAG_TAG;
+        start.tag = (char *)o->tag;
+    }
+    if (o->application) {
+        start.opt_application_case = DFC__DFDAEMON__V1__IMPORT_START__OPT_APPLICATION_APPLICATION;
+        start.application = (char *)o->application;
+    }
+    if (o->has_piece_length) {
+        start.opt_piece_length_case =
+            DFC__DFDAEMON__V1__IMPORT_START__OPT_PIECE_LENGTH_PIECE_LENGTH;
+        start.piece_length = o->piece_length;
+    }
+    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m =
+        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    m.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_START;
+    m.start = &start;
+    r = dfc_rpc_stream_send(s, &m.base, err);
+
+    struct dfcache_progress prog;
+    dfcache_progress_init(&prog, "import", (uint64_t)st->st_size, !o->c.no_progress);
+    uint64_t sent = 0;
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    while (r == 0) {
+        /* Read straight into a buffer that is sent without another copy. */
+        struct dfc_rpc_bulk *b = dfc_rpc_bulk_new(CHUNK);
+        if (b == NULL) {
+            r = dfc_error_set(err, -ENOMEM, "out of memory");
+            break;
+        }
+        ssize_t n = read(fd, dfc_rpc_bulk_data(b), CHUNK);
+        if (n < 0) {
+            r = dfc_error_errno(err, -errno, "read `%s`", o->path);
+        } else if (n > 0) {
+            dfc__dfdaemon__v1__import_persistent_cache_task_request__init(&m);
+            m.request_case =
+                DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT;
+            m.content.data = dfc_rpc_bulk_data(b);
+            m.content.len = (size_t)n;
+            r = dfc_rpc_stream_send_bulk(s, &m.base, b, err);
+            sent += (uint64_t)n;
+            dfcache_progress_add(&prog, (uint64_t)n);
+        }
+        dfc_rpc_bulk_free(b);
+        if (n <= 0) {
+            break;
+        }
+    }
+    if (r == 0) {
+        Dfc__Dfdaemon__V1__ImportFinish fin = DFC__DFDAEMON__V1__IMPORT_FINISH__INIT;
+        fin.content_length = sent;
+        dfc__dfdaemon__v1__import_persistent_cache_task_request__init(&m);
+        m.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_FINISH;
+        m.finish = &fin;
+        r = dfc_rpc_stream_send(s, &m.base, err);
+    }
+    ProtobufCMessage *resp = NULL;
+    if (r == 0 && (r = dfc_rpc_stream_close_send(s, err)) == 0) {
+        r = dfc_rpc_stream_recv(s, &common__v2__persistent_cache_task__descriptor, &resp, err);
+        if (r == 0) {
+            r = dfc_error_set(err, -EBADMSG, "the daemon sent no task");
+        }
+    }
+    if (r > 0) {
+        r = dfc_rpc_stream_finish(s, err);
+    }
+    dfcache_progress_done(&prog);
+    if (r == 0) {
+        print_done((Common__V2__PersistentCacheTask *)resp);
+    }
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_stream_free(s);
+    return r;
+}
+
+int dfcache_import(int argc, char **argv) {
+    struct import_opts o = {0};
+    int r = parse(argc, argv, &o);
+    if (r != 0) {
+        return r == 1 ? DFCACHE_OK : r;
+    }
+    char abs[PATH_MAX];
+    struct dfc_error err;
+    if (realpath(o.path, abs) == NULL) {
+        dfc_error_errno(&err, errno == ENOENT ? -ENOENT : -errno, "`%s`", o.path);
+        return dfcache_fail("import", &err);
+    }
+    _cleanup_close_ int fd = open(abs, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        dfc_error_errno(&err, -errno, "open `%s`", o.path);
+        return dfcache_fail("import", &err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o.path);
+        return dfcache_fail("import", &err);
+    }
+    if (o.content_for_id == NULL && st.st_size > (1 << 30) && !o.c.no_progress) {
+        fprintf(stderr,
+                "dfcache import: hashing all of `%s` for its task id; "
+                "--content-for-calculating-task-id is faster for large files\n",
+                o.path);
+    }
+    struct dfc_rpc_client *c;
+    if ((r = dfcache_connect(o.c.endpoint, &c, &err)) < 0) {
+        return dfcache_fail("import", &err);
+    }
+    r = -ENOENT;
+    if (strcmp(o.transfer, "stream") != 0) {
+        r = import_by_path(c, &o, abs, &st, &err);
+        /* The daemon does not see this file: it lives in another mount namespace. */
+        bool elsewhere = r == -ENOENT || r == DFC_E_FAILED_PRECONDITION;
+        if (r < 0 && elsewhere && strcmp(o.transfer, "auto") == 0) {
+            r = 1;
+        }
+    }
+    if (r == 1 || strcmp(o.transfer, "stream") == 0) {
+        int flags = fcntl(fd, F_GETFL);
+        (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+        r = import_by_stream(c, &o, fd, &st, &err);
+    }
+    dfc_rpc_client_free(c);
+    return r < 0 ? dfcache_fail("import", &err) : DFCACHE_OK;
+}

@@ -1,0 +1,47 @@
+/*
+ * config.h - dfdaemon's configuration: Dragonfly's camelCase keys where they overlap.
+ *
+ * Loaded as defaults -> YAML file (--config) -> environment -> flags, then validated.
+ * Ownership: string fields belong to the struct; release with dfd_config_free().
+ */
+#ifndef DFD_CONFIG_H
+#define DFD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dfc/config.h"
+#include "dfc/error.h"
+
+struct dfd_config {
+    char *socket_path;       /* download.server.socketPath */
+    uint32_t socket_mode;    /* download.server.socketMode */
+    char *socket_group;      /* download.server.socketGroup: name or gid, "" = unchanged */
+    uint64_t max_workers;    /* download.server.maxWorkers */
+    char *storage_dir;       /* storage.dir */
+    bool storage_keep;       /* storage.keep */
+    int64_t gc_interval;     /* gc.interval (ns) */
+    int64_t default_ttl;     /* gc.policy.persistentCacheTaskTTL (ns) */
+    uint64_t disk_threshold; /* gc.policy.diskThreshold (bytes, 0 = the filesystem's size) */
+    uint64_t disk_high;      /* gc.policy.diskHighThresholdPercent */
+    uint64_t disk_low;       /* gc.policy.diskLowThresholdPercent */
+    char *host_ip;           /* host.ip, "" = detect */
+    char *hostname;          /* host.hostname, "" = gethostname() */
+    char *log_level;         /* log.level */
+};
+
+extern const struct dfc_config_schema dfd_config_schema;
+
+/* Fills cfg (zeroed by the caller) with the defaults. */
+int dfd_config_init(struct dfd_config *cfg, struct dfc_error *err);
+
+/* Loads path on top of cfg (NULL: none), then the environment. */
+int dfd_config_load(struct dfd_config *cfg, const char *path, struct dfc_error *err);
+
+/* Checks cross-field rules and resolves derived values (host ip and name). */
+int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err);
+
+void dfd_config_free(struct dfd_config *cfg);
+
+#endif /* DFD_CONFIG_H */

@@ -1,0 +1,138 @@
+/*
+ * daemon.c - dfdaemon wiring.
+ *
+ * Start: storage (with crash recovery) -> GC thread -> RPC server (services registered,
+ * socket bound with its mode and group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on
+ * the main thread, never in a handler): RPC server (drain calls for up to 10 s, then cancel)
+ * -> GC -> storage. The socket file is removed by the RPC layer on the way out.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dfc/log.h"
+#include "dfc/rpc_server.h"
+#include "dfc/units.h"
+#include "gc.h"
+#include "service.h"
+#include "storage/storage.h"
+
+#define SHUTDOWN_GRACE_MS 10000
+
+void dfd_daemon_block_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int make_parent_dir(const char *path, struct dfc_error *err) {
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    for (char *p = dir + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                return dfc_error_errno(err, -errno, "create `%s`", dir);
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        return dfc_error_errno(err, -errno, "create `%s`", dir);
+    }
+    return 0;
+}
+
+static int resolve_group(const char *name, int *ret_gid, struct dfc_error *err) {
+    *ret_gid = -1;
+    if (name[0] == '\0') {
+        return 0;
+    }
+    struct group *g = getgrnam(name);
+    if (g != NULL) {
+        *ret_gid = (int)g->gr_gid;
+        return 0;
+    }
+    char *end;
+    long v = strtol(name, &end, 10);
+    if (*end == '\0' && v >= 0 && v <= INT_MAX) {
+        *ret_gid = (int)v;
+        return 0;
+    }
+    return dfc_error_set(err, -EINVAL, "download.server.socketGroup: no group `%s`", name);
+}
+
+int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
+    struct dfd_storage *storage = NULL;
+    struct dfd_gc *gc = NULL;
+    struct dfc_rpc_server *server = NULL;
+    struct dfd_service svc;
+    struct dfd_recovery rec;
+    int gid, r;
+
+    struct dfd_storage_opts so = {.dir = cfg->storage_dir, .keep = cfg->storage_keep};
+    if ((r = dfd_storage_open(&so, &storage, &rec, err)) < 0) {
+        return r;
+    }
+    DFC_LOG(DFC_LOG_INFO, "storage.ready",
+            "dir=%s tasks=%u removed_temp=%u removed_orphans=%u removed_broken=%u",
+            cfg->storage_dir, rec.tasks, rec.temp_files, rec.orphan_files, rec.broken_rows);
+
+    struct dfd_gc_policy policy = {
+        .interval_ns = cfg->gc_interval,
+        .high_percent = cfg->disk_high,
+        .low_percent = cfg->disk_low,
+        .disk_threshold = cfg->disk_threshold,
+    };
+    if ((r = dfd_service_init(&svc, storage, cfg, &dfd_clock_real, err)) < 0 ||
+        (r = dfd_gc_start(storage, &policy, &dfd_clock_real, &gc, err)) < 0) {
+        goto out;
+    }
+    struct dfc_rpc_server_opts opts = {
+        .max_workers = (unsigned)cfg->max_workers,
+        .log_level_ok = DFC_LOG_DEBUG,
+        .name = "dfdaemon",
+    };
+    if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
+        (r = dfd_service_register(&svc, server, err)) < 0 ||
+        (r = resolve_group(cfg->socket_group, &gid, err)) < 0 ||
+        (r = make_parent_dir(cfg->socket_path, err)) < 0 ||
+        (r = dfc_rpc_server_listen_unix(server, cfg->socket_path, cfg->socket_mode, gid, err)) <
+            0 ||
+        (r = dfc_rpc_server_start(server, err)) < 0) {
+        goto out;
+    }
+    char ttl[32], interval[32];
+    dfc_format_duration(cfg->default_ttl, ttl, sizeof(ttl));
+    dfc_format_duration(cfg->gc_interval, interval, sizeof(interval));
+    DFC_LOG(DFC_LOG_INFO, "dfdaemon.ready", "socket=%s mode=%04o host_id=%s gc_interval=%s ttl=%s",
+            cfg->socket_path, cfg->socket_mode, svc.host_id, interval, ttl);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    DFC_LOG(DFC_LOG_INFO, "dfdaemon.stopping", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    dfc_rpc_server_shutdown(server, SHUTDOWN_GRACE_MS);
+out:
+    dfc_rpc_server_free(server);
+    dfd_gc_stop(gc);
+    dfd_storage_close(storage);
+    if (r == 0) {
+        DFC_LOG(DFC_LOG_INFO, "dfdaemon.stopped", "socket=%s", cfg->socket_path);
+    }
+    return r;
+}

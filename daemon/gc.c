@@ -1,0 +1,169 @@
+/*
+ * gc.c - the garbage collector of the persistent cache.
+ */
+#include "gc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "dfc/log.h"
+
+static int64_t real_now(void *userdata) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const struct dfd_clock dfd_clock_real = {real_now, NULL};
+
+/* Capacity and usage in bytes, as the policy measures them. */
+static int disk_usage(struct dfd_storage *s, const struct dfd_gc_policy *p, uint64_t *ret_total,
+                      uint64_t *ret_used, struct dfc_error *err) {
+    if (p->disk_threshold > 0) {
+        *ret_total = p->disk_threshold;
+        return dfd_storage_content_bytes(s, ret_used, err);
+    }
+    struct statvfs v;
+    if (statvfs(dfd_storage_dir(s), &v) < 0) {
+        return dfc_error_errno(err, -errno, "statvfs `%s`", dfd_storage_dir(s));
+    }
+    *ret_total = (uint64_t)v.f_blocks * v.f_frsize;
+    *ret_used = *ret_total - (uint64_t)v.f_bavail * v.f_frsize;
+    return 0;
+}
+
+int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_t now_ns,
+                    struct dfd_gc_report *ret, struct dfc_error *err) {
+    struct dfd_gc_report rep = {0};
+    struct dfd_task_meta *tasks;
+    size_t n;
+    int r = dfd_metadata_list(dfd_storage_metadata(s), &tasks, &n, err);
+    if (r < 0) {
+        return r;
+    }
+    /* TTL first, regardless of the persistent flag. */
+    for (size_t i = 0; i < n && r == 0; i++) {
+        struct dfd_task_meta *t = &tasks[i];
+        if (t->created_at_ns + t->ttl_ns < now_ns) {
+            r = dfd_storage_delete(s, t->id, err);
+            t->id[0] = '\0'; /* gone: not an eviction candidate */
+            rep.expired++;
+        }
+    }
+    uint64_t total = 0, used = 0;
+    if (r == 0) {
+        r = disk_usage(s, p, &total, &used, err);
+    }
+    if (r == 0 && total > 0) {
+        rep.usage_percent = (unsigned)(used * 100 / total);
+        if (rep.usage_percent >= p->high_percent) {
+            uint64_t target = total / 100 * p->low_percent;
+            uint64_t need = used > target ? used - target : 0;
+            /* The list is ordered by updated_at: least recently used first. */
+            for (size_t i = 0; i < n && r == 0 && rep.evicted_bytes < need; i++) {
+                struct dfd_task_meta *t = &tasks[i];
+                if (t->id[0] == '\0' || t->persistent) {
+                    continue;
+                }
+                r = dfd_storage_delete(s, t->id, err);
+                rep.evicted++;
+                rep.evicted_bytes += t->content_length;
+            }
+        }
+    }
+    dfd_task_meta_list_free(tasks, n);
+    if (ret != NULL) {
+        *ret = rep;
+    }
+    return r;
+}
+
+struct dfd_gc {
+    struct dfd_storage *s;
+    struct dfd_gc_policy policy;
+    struct dfd_clock clock;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+};
+
+static void *gc_main(void *arg) {
+    struct dfd_gc *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += g->policy.interval_ns / 1000000000;
+        until.tv_nsec += g->policy.interval_ns % 1000000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        while (!g->stop && pthread_cond_timedwait(&g->cv, &g->mu, &until) != ETIMEDOUT) {
+        }
+        if (g->stop) {
+            break;
+        }
+        pthread_mutex_unlock(&g->mu);
+        struct dfd_gc_report rep;
+        struct dfc_error err;
+        int r = dfd_gc_run_once(g->s, &g->policy, g->clock.now_ns(g->clock.userdata), &rep, &err);
+        if (r < 0) {
+            DFC_LOG(DFC_LOG_WARN, "gc.failed", "error=\"%s\"", dfc_error_msg(&err));
+        } else if (rep.expired || rep.evicted) {
+            DFC_LOG(DFC_LOG_INFO, "gc.done", "expired=%u evicted=%u evicted_bytes=%llu usage=%u%%",
+                    rep.expired, rep.evicted, (unsigned long long)rep.evicted_bytes,
+                    rep.usage_percent);
+        }
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
+                 const struct dfd_clock *clock, struct dfd_gc **ret, struct dfc_error *err) {
+    if (p->interval_ns <= 0) {
+        return dfc_error_set(err, -EINVAL, "gc.interval must be positive");
+    }
+    struct dfd_gc *g = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    g->s = s;
+    g->policy = *p;
+    g->clock = *clock;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&g->mu, NULL);
+    if (pthread_create(&g->thread, NULL, gc_main, g) != 0) {
+        pthread_cond_destroy(&g->cv);
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+        return dfc_error_set(err, -EAGAIN, "cannot start the gc thread");
+    }
+    *ret = g;
+    return 0;
+}
+
+void dfd_gc_stop(struct dfd_gc *g) {
+    if (g == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->stop = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}

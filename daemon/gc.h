@@ -1,0 +1,56 @@
+/*
+ * gc.h - TTL expiry and disk-pressure eviction of persistent-cache tasks (Dragonfly's
+ * gc/mod.rs: evict_persistent_cache_task_by_ttl and _by_disk_usage).
+ *
+ * Every interval: (1) delete every task with created_at + ttl < now, persistent or not;
+ * (2) when disk usage >= high%, delete the least recently used non-persistent tasks until
+ * usage is back at low%. Persistent replicas are never evicted for space.
+ *
+ * The clock is injected: dfd_gc_run_once() takes "now", and the background thread reads it
+ * through a struct dfd_clock, so tests move time instead of waiting.
+ */
+#ifndef DFD_GC_H
+#define DFD_GC_H
+
+#include <stdint.h>
+
+#include "dfc/error.h"
+#include "storage/storage.h"
+
+struct dfd_clock {
+    int64_t (*now_ns)(void *userdata); /* wall clock, ns since the epoch */
+    void *userdata;
+};
+
+/* The real wall clock. */
+extern const struct dfd_clock dfd_clock_real;
+
+struct dfd_gc_policy {
+    int64_t interval_ns;
+    uint64_t high_percent;   /* diskHighThresholdPercent */
+    uint64_t low_percent;    /* diskLowThresholdPercent */
+    uint64_t disk_threshold; /* diskThreshold: when set, the capacity that usage is measured
+                                against, with usage = bytes of cached content */
+};
+
+struct dfd_gc_report {
+    unsigned expired;
+    unsigned evicted;
+    uint64_t evicted_bytes;
+    unsigned usage_percent; /* before eviction */
+};
+
+/* One pass at time now. */
+int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_t now_ns,
+                    struct dfd_gc_report *ret, struct dfc_error *err);
+
+struct dfd_gc;
+
+/* Starts a thread that runs a pass every interval and logs what it did. Borrowed: s, clock. */
+int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
+                 const struct dfd_clock *clock, struct dfd_gc **ret, struct dfc_error *err);
+
+/* Stops and joins the thread. NULL is fine. */
+void dfd_gc_stop(struct dfd_gc *g);
+
+#endif /* DFD_GC_H */

@@ -1,0 +1,523 @@
+/*
+ * rpc_download.c - dfdaemon.v2.DfdaemonDownload (the Unix socket API of Dragonfly's dfdaemon)
+ * and the persistent-cache methods of dfdaemon.v2.DfdaemonUpload, as method tables with thin
+ * handlers. Standalone: every answer comes from the local store.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "access.h"
+#include "dfc/cleanup.h"
+#include "dfc/digest.h"
+#include "dfc/id.h"
+#include "dfc/log.h"
+#include "dfc/rpc_bulk.h"
+#include "dragonfly/common.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "google/protobuf/empty.pb-c.h"
+#include "service.h"
+#include "validate.h"
+
+#define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
+
+/* The caller at the other end of the Unix socket; -EACCES when it is unknown. */
+static int get_caller(struct dfc_rpc_call *call, struct dfd_caller *ret, struct dfc_error *err) {
+    struct ucred cred;
+    if (dfc_rpc_call_peer_cred(call, &cred) < 0) {
+        return dfc_error_set(err, -EACCES,
+                             "permission denied: the caller's credentials are unknown (only "
+                             "Unix-socket callers may name files)");
+    }
+    dfd_caller_init(ret, cred.pid, cred.uid, cred.gid);
+    return 0;
+}
+
+static bool call_cancelled(void *call) {
+    return dfc_rpc_call_cancelled(call);
+}
+
+/* ---- UploadPersistentCacheTask: import by path ---- */
+
+/* With the x-dfc-file-identity metadata, the file the daemon opened must be the client's. */
+static int check_identity(struct dfc_rpc_call *call, int fd, const char *path,
+                          struct dfc_error *err) {
+    char want[64];
+    if (dfc_rpc_call_metadata(call, DFD_FILE_IDENTITY_MD, want, sizeof(want)) < 0) {
+        return 0;
+    }
+    struct stat st;
+    char have[64];
+    if (fstat(fd, &st) < 0) {
+        return dfc_error_errno(err, -errno, "stat `%s`", path);
+    }
+    snprintf(have, sizeof(have), "%" PRIu64 ":%" PRIu64, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+    if (strcmp(want, have) != 0) {
+        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                             "the daemon sees a different file at `%s` (client %s, daemon %s)",
+                             path, want, have);
+    }
+    return 0;
+}
+
+static int open_source(const char *path, int *ret_fd, struct dfc_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR) {
+            return dfc_error_set(err, -ENOENT, "path `%s` does not exist", path);
+        }
+        if (e == EACCES || e == EPERM) {
+            return dfc_error_set(err, -EACCES, "permission denied: the daemon cannot read `%s`",
+                                 path);
+        }
+        return dfc_error_errno(err, -e, "open `%s`", path);
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int r = dfc_error_errno(err, -errno, "stat `%s`", path);
+        close(fd);
+        return r;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return dfc_error_set(err, -EINVAL, "path `%s` is %s, not a regular file", path,
+                             S_ISDIR(st.st_mode) ? "a directory" : "special");
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__UploadPersistentCacheTaskRequest *req = (const void *)req_;
+    struct dfd_import_params p;
+    int r = dfd_validate_path("path", req->path, err);
+    if (r == 0) {
+        r = dfd__import_params(svc, OPT(req, content_for_calculating_task_id),
+                               req->persistent_replica_count, OPT(req, tag), OPT(req, application),
+                               req->opt_piece_length_case != 0, req->piece_length, req->ttl, &p,
+                               err);
+    }
+    if (r == 0 && req->opt_remote_ip_case != 0) {
+        r = dfd_validate_ip("remote_ip", req->remote_ip, err);
+    }
+    struct dfd_caller caller;
+    if (r == 0) {
+        r = get_caller(call, &caller, err);
+    }
+    _cleanup_close_ int fd = -1;
+    if (r == 0) {
+        r = open_source(req->path, &fd, err);
+    }
+    if (r == 0) {
+        r = check_identity(call, fd, req->path, err);
+    }
+    if (r == 0) {
+        r = dfd_access_read_fd(&caller, fd, req->path, err);
+    }
+    if (r < 0) {
+        return r;
+    }
+    struct dfd_task_meta t;
+    bool existed;
+    r = dfd_storage_import_fd(svc->storage, &p, fd, dfd__now(svc), call_cancelled, call, &t,
+                              &existed, err);
+    if (r < 0) {
+        return r;
+    }
+    DFC_LOG(DFC_LOG_INFO, "import.done",
+            "task_id=%s mode=%s bytes=%" PRIu64 " pieces=%u existed=%d uid=%d", t.id,
+            t.hard_linked ? "hardlink" : "copy", t.content_length, t.piece_count, existed,
+            (int)caller.uid);
+    r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
+    dfd_task_meta_done(&t);
+    return r;
+}
+
+/* ---- DownloadPersistentCacheTask: export ---- */
+
+struct exporter {
+    struct dfd_service *svc;
+    struct dfc_rpc_call *call;
+    const char *task_id;
+    char peer_id[320];
+};
+
+static void init_response(struct exporter *x,
+                          Dfdaemon__V2__DownloadPersistentCacheTaskResponse *m) {
+    dfdaemon__v2__download_persistent_cache_task_response__init(m);
+    m->host_id = x->svc->host_id;
+    m->task_id = (char *)x->task_id;
+    m->peer_id = x->peer_id;
+}
+
+/* Whole-file digest of the stored content, "algo:value" compared with want. */
+static int verify_content(int fd, const char *algo, const char *want, struct dfc_error *err) {
+    uint8_t *buf = malloc((size_t)4 << 20);
+    if (buf == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    struct dfc_evp h = {0};
+    bool crc = strcmp(algo, "crc32") == 0;
+    uint32_t c = 0;
+    int r = crc ? 0 : dfc_evp_init(&h, algo);
+    off_t off = 0;
+    while (r == 0) {
+        ssize_t n = pread(fd, buf, (size_t)4 << 20, off);
+        if (n < 0) {
+            r = dfc_error_errno(err, -errno, "read the content");
+            break;
+        }
+        if (n == 0) {
+            break;
+        }
+        if (crc) {
+            c = dfc_crc32_update(c, buf, (size_t)n);
+        } else {
+            dfc_evp_update(&h, buf, (size_t)n);
+        }
+        off += n;
+    }
+    free(buf);
+    if (r < 0) {
+        dfc_evp_done(&h);
+        return r;
+    }
+    char have[DFC_EVP_HEX_MAX];
+    if (crc) {
+        snprintf(have, sizeof(have), "%u", c);
+    } else {
+        dfc_evp_final_hex(&h, have);
+        dfc_evp_done(&h);
+    }
+    if (strcasecmp(have, want) != 0) {
+        return dfc_error_set(err, DFC_E_DATA_LOSS, "digest mismatch: want %s:%s, content has %s:%s",
+                             algo, want, algo, have);
+    }
+    return 0;
+}
+
+/* Sends every piece; with content, each read into its own bulk buffer and CRC-checked. */
+static int send_pieces(struct exporter *x, int fd, bool with_content, const struct dfd_task_meta *t,
+                       struct dfc_error *err) {
+    struct dfd_piece_meta *pieces;
+    size_t n;
+    int r = dfd_metadata_pieces(dfd_storage_metadata(x->svc->storage), t->id, &pieces, &n, err);
+    if (r < 0) {
+        return r;
+    }
+    Google__Protobuf__Timestamp created = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    created.seconds = t->finished_at_ns / 1000000000;
+    created.nanos = (int32_t)(t->finished_at_ns % 1000000000);
+    for (size_t i = 0; i < n && r == 0; i++) {
+        if (dfc_rpc_call_cancelled(x->call)) {
+            r = dfc_error_set(err, -ECANCELED, "the export was cancelled");
+            break;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        struct dfd_piece_meta *pm = &pieces[i];
+        Common__V2__Piece piece = COMMON__V2__PIECE__INIT;
+        Google__Protobuf__Duration cost = GOOGLE__PROTOBUF__DURATION__INIT;
+        piece.number = pm->number;
+        piece.offset = pm->offset;
+        piece.length = pm->length;
+        piece.digest = pm->digest;
+        piece.opt_traffic_type_case = COMMON__V2__PIECE__OPT_TRAFFIC_TYPE_TRAFFIC_TYPE;
+        piece.traffic_type = COMMON__V2__TRAFFIC_TYPE__LOCAL_PEER;
+        piece.cost = &cost;
+        piece.created_at = &created;
+        struct dfc_rpc_bulk *bulk = NULL;
+        if (with_content) {
+            bulk = dfc_rpc_bulk_new(pm->length);
+            if (bulk == NULL) {
+                r = dfc_error_set(err, -ENOMEM, "out of memory");
+                break;
+            }
+            uint8_t *data = dfc_rpc_bulk_data(bulk);
+            for (uint64_t got = 0; got < pm->length && r == 0;) {
+                ssize_t k = pread(fd, data + got, pm->length - got, (off_t)(pm->offset + got));
+                if (k <= 0) {
+                    r = k < 0 ? dfc_error_errno(err, -errno, "read piece %u", pm->number)
+                              : dfc_error_set(err, DFC_E_DATA_LOSS,
+                                              "task %s: piece %u is cut short", t->id, pm->number);
+                }
+                got += k > 0 ? (uint64_t)k : 0;
+            }
+            char have[DFC_CRC32_DIGEST_MAX];
+            if (r == 0) {
+                dfc_crc32_format(dfc_crc32_update(0, data, pm->length), have);
+                if (strcmp(have, pm->digest) != 0) {
+                    r = dfc_error_set(err, DFC_E_DATA_LOSS,
+                                      "task %s: piece %u is corrupt on disk (%s, stored %s)", t->id,
+                                      pm->number, have, pm->digest);
+                }
+            }
+            piece.opt_content_case = COMMON__V2__PIECE__OPT_CONTENT_CONTENT;
+            piece.content.data = data;
+            piece.content.len = pm->length;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        int64_t ns = (t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+        cost.seconds = ns / 1000000000;
+        cost.nanos = (int32_t)(ns % 1000000000);
+        if (r == 0) {
+            Dfdaemon__V2__DownloadPieceFinishedResponse fin =
+                DFDAEMON__V2__DOWNLOAD_PIECE_FINISHED_RESPONSE__INIT;
+            Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
+            init_response(x, &m);
+            fin.piece = &piece;
+            m.response_case =
+                DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE;
+            m.download_piece_finished_response = &fin;
+            r = bulk != NULL ? dfc_rpc_call_send_bulk(x->call, &m.base, bulk, err)
+                             : dfc_rpc_call_send(x->call, &m.base, err);
+        }
+        dfc_rpc_bulk_free(bulk);
+    }
+    free(pieces);
+    return r;
+}
+
+static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                         ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req = (const void *)req_;
+    const char *output = OPT(req, output_path);
+    const char *algo = NULL, *want = NULL;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r == 0 && output != NULL) {
+        r = dfd_validate_path("output_path", output, err);
+    }
+    if (r == 0 && req->opt_digest_case != 0) {
+        r = dfd_validate_digest(req->digest, &algo, &want, err);
+    }
+    if (r == 0 && req->opt_remote_ip_case != 0) {
+        r = dfd_validate_ip("remote_ip", req->remote_ip, err);
+    }
+    if (r == 0 && req->force_hard_link && output == NULL) {
+        r = dfc_error_set(err, -EINVAL, "force_hard_link needs an output_path");
+    }
+    struct dfd_caller caller;
+    if (r == 0 && output != NULL) {
+        r = get_caller(call, &caller, err);
+        if (r == 0) {
+            r = dfd_access_create(&caller, output, err);
+        }
+    }
+    if (r < 0) {
+        return r;
+    }
+    struct dfd_task_meta t;
+    if ((r = dfd_storage_get(svc->storage, req->task_id, &t, err)) < 0) {
+        return r;
+    }
+    struct exporter x = {svc, call, t.id, ""};
+    _cleanup_close_ int fd = -1;
+    if ((r = dfc_peer_id(svc->cfg->host_ip, svc->cfg->hostname, x.peer_id, sizeof(x.peer_id))) <
+        0) {
+        dfc_error_set(err, r, "peer id too long");
+        goto out;
+    }
+    if ((r = dfd_storage_open_content(svc->storage, t.id, &fd, err)) < 0) {
+        goto out;
+    }
+    /* Verify before anything leaves when nothing else reads the bytes; while streaming the
+     * per-piece CRCs guard each piece. */
+    if (algo != NULL && (r = verify_content(fd, algo, want, err)) < 0) {
+        goto out;
+    }
+    Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse started =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
+    Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
+    init_response(&x, &m);
+    started.content_length = t.content_length;
+    m.response_case =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE;
+    m.download_persistent_cache_task_started_response = &started;
+    if ((r = dfc_rpc_call_send(call, &m.base, err)) < 0) {
+        goto out;
+    }
+    bool linked = false;
+    if (output != NULL) {
+        struct dfd_export_target target = {
+            .output_path = output,
+            .overwrite = req->overwrite,
+            .force_hard_link = req->force_hard_link,
+            .owner_uid = geteuid() == 0 ? caller.uid : (uid_t)-1,
+            .owner_gid = geteuid() == 0 ? caller.gid : (gid_t)-1,
+        };
+        if ((r = dfd_storage_export_to_path(svc->storage, t.id, &target, &linked, err)) < 0) {
+            goto out;
+        }
+    }
+    if ((r = send_pieces(&x, fd, req->need_piece_content, &t, err)) < 0) {
+        goto out;
+    }
+    struct dfc_error e;
+    if (req->persistent) { /* promote only: an export never demotes a persistent replica */
+        (void)dfd_metadata_set_persistent(dfd_storage_metadata(svc->storage), t.id, true,
+                                          dfd__now(svc), &e);
+    } else {
+        (void)dfd_metadata_touch(dfd_storage_metadata(svc->storage), t.id, dfd__now(svc), &e);
+    }
+    DFC_LOG(DFC_LOG_INFO, "export.done", "task_id=%s output=%s mode=%s pieces=%u content=%d", t.id,
+            output ? output : "-", output ? (linked ? "hardlink" : "copy") : "stream",
+            t.piece_count, req->need_piece_content);
+out:
+    dfd_task_meta_done(&t);
+    return r;
+}
+
+/* ---- stat, list, delete, update ---- */
+
+static int stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                     ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
+    struct dfd_task_meta t;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r == 0) {
+        r = dfd_storage_get(svc->storage, req->task_id, &t, err);
+    }
+    if (r < 0) {
+        return r;
+    }
+    r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
+    dfd_task_meta_done(&t);
+    return r;
+}
+
+static void fill_local(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
+                       Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *out) {
+    out->task_id = dfc_rpc_call_strdup(call, t->id);
+    out->persistent = t->persistent;
+    out->ttl = (Google__Protobuf__Duration *)dfc_rpc_call_new_msg(
+        call, &google__protobuf__duration__descriptor);
+    out->ttl->seconds = t->ttl_ns / 1000000000;
+    out->opt_piece_length_case =
+        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_PIECE_LENGTH_PIECE_LENGTH;
+    out->piece_length = t->piece_length;
+    out->opt_content_length_case =
+        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
+    out->content_length = t->content_length;
+    Google__Protobuf__Timestamp *ts[3];
+    int64_t when[3] = {t->created_at_ns, t->updated_at_ns, t->finished_at_ns};
+    for (int i = 0; i < 3; i++) {
+        ts[i] = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
+            call, &google__protobuf__timestamp__descriptor);
+        ts[i]->seconds = when[i] / 1000000000;
+        ts[i]->nanos = (int32_t)(when[i] % 1000000000);
+    }
+    out->created_at = ts[0];
+    out->updated_at = ts[1];
+    out->finished_at = ts[2];
+}
+
+static int stat_local_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                           ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__StatLocalPersistentCacheTaskRequest *req = (const void *)req_;
+    struct dfd_task_meta t;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r == 0) {
+        r = dfd_storage_get(svc->storage, req->task_id, &t, err);
+    }
+    if (r < 0) {
+        return r;
+    }
+    fill_local(call, &t, (Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *)resp_);
+    dfd_task_meta_done(&t);
+    return 0;
+}
+
+static int list_local_tasks(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                            ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    Dfdaemon__V2__ListLocalPersistentCacheTasksResponse *resp = (void *)resp_;
+    struct dfd_task_meta *tasks;
+    size_t n;
+    int r = dfd_metadata_list(dfd_storage_metadata(svc->storage), &tasks, &n, err);
+    if (r < 0) {
+        return r;
+    }
+    resp->tasks = dfc_rpc_call_alloc(call, (n ? n : 1) * sizeof(*resp->tasks));
+    for (size_t i = 0; i < n && resp->tasks != NULL; i++) {
+        resp->tasks[i] = (Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *)dfc_rpc_call_new_msg(
+            call, &dfdaemon__v2__stat_local_persistent_cache_task_response__descriptor);
+        fill_local(call, &tasks[i], resp->tasks[i]);
+    }
+    resp->n_tasks = n;
+    dfd_task_meta_list_free(tasks, n);
+    return 0;
+}
+
+static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__DeletePersistentCacheTaskRequest *req = (const void *)req_;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r == 0) {
+        r = dfd_storage_delete(svc->storage, req->task_id, err);
+    }
+    if (r == 0) {
+        DFC_LOG(DFC_LOG_INFO, "delete.done", "task_id=%s", req->task_id);
+    }
+    return r;
+}
+
+static int update_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__UpdatePersistentCacheTaskRequest *req = (const void *)req_;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r < 0 || !req->persistent) {
+        return r; /* persistent=false is a no-op, as upstream */
+    }
+    return dfd_metadata_set_persistent(dfd_storage_metadata(svc->storage), req->task_id, true,
+                                       dfd__now(svc), err);
+}
+
+#define M(name, kind, req, resp, fn)                                                               \
+    { name, kind, &req##__descriptor, &resp##__descriptor, fn }
+
+const struct dfc_rpc_method dfd__download_methods[] = {
+    M("UploadPersistentCacheTask", DFC_RPC_UNARY,
+      dfdaemon__v2__upload_persistent_cache_task_request, common__v2__persistent_cache_task,
+      upload_task),
+    M("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
+      dfdaemon__v2__download_persistent_cache_task_request,
+      dfdaemon__v2__download_persistent_cache_task_response, download_task),
+    M("StatPersistentCacheTask", DFC_RPC_UNARY, dfdaemon__v2__stat_persistent_cache_task_request,
+      common__v2__persistent_cache_task, stat_task),
+    M("StatLocalPersistentCacheTask", DFC_RPC_UNARY,
+      dfdaemon__v2__stat_local_persistent_cache_task_request,
+      dfdaemon__v2__stat_local_persistent_cache_task_response, stat_local_task),
+    M("ListLocalPersistentCacheTasks", DFC_RPC_UNARY,
+      dfdaemon__v2__list_local_persistent_cache_tasks_request,
+      dfdaemon__v2__list_local_persistent_cache_tasks_response, list_local_tasks),
+};
+const size_t dfd__n_download_methods =
+    sizeof(dfd__download_methods) / sizeof(dfd__download_methods[0]);
+
+const struct dfc_rpc_method dfd__upload_methods[] = {
+    M("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
+      dfdaemon__v2__download_persistent_cache_task_request,
+      dfdaemon__v2__download_persistent_cache_task_response, download_task),
+    M("UpdatePersistentCacheTask", DFC_RPC_UNARY,
+      dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty, update_task),
+    M("StatPersistentCacheTask", DFC_RPC_UNARY, dfdaemon__v2__stat_persistent_cache_task_request,
+      common__v2__persistent_cache_task, stat_task),
+    M("DeletePersistentCacheTask", DFC_RPC_UNARY,
+      dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty, delete_task),
+};
+const size_t dfd__n_upload_methods = sizeof(dfd__upload_methods) / sizeof(dfd__upload_methods[0]);

@@ -1,0 +1,112 @@
+/*
+ * rpc_import.c - dfc.dfdaemon.v1.DfdaemonImport: importing bytes streamed over the socket.
+ *
+ * The stream is start, content..., finish. Bytes are spooled, hashed and CRC'd as they
+ * arrive; the task is committed only after finish, when its byte count matches what arrived.
+ * Anything else (a client that vanishes, a cancel, a deadline, a malformed sequence, a full
+ * disk) aborts the import and leaves nothing behind.
+ */
+#include <errno.h>
+#include <inttypes.h>
+
+#include "dfc/import.pb-c.h"
+#include "dfc/log.h"
+#include "dragonfly/common.pb-c.h"
+#include "service.h"
+
+#define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
+
+typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest ImportRequest;
+
+static int begin(struct dfd_service *svc, const Dfc__Dfdaemon__V1__ImportStart *s,
+                 struct dfd_import **ret, struct dfc_error *err) {
+    struct dfd_import_params p;
+    int r = dfd__import_params(svc, OPT(s, content_for_calculating_task_id),
+                               s->persistent_replica_count, OPT(s, tag), OPT(s, application),
+                               s->opt_piece_length_case != 0, s->piece_length, s->ttl, &p, err);
+    if (r < 0) {
+        return r;
+    }
+    if (s->opt_content_length_case != 0) {
+        if (s->content_length > (uint64_t)INT64_MAX) {
+            return dfc_error_set(err, -EINVAL, "start.content_length is too large");
+        }
+        p.expected_length = (int64_t)s->content_length;
+    }
+    return dfd_import_begin(svc->storage, &p, ret, err);
+}
+
+static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *unused,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    struct dfd_import *imp = NULL;
+    ProtobufCMessage *m = NULL;
+    int r;
+    for (;;) {
+        r = dfc_rpc_call_recv(call, &m, err);
+        if (r <= 0) {
+            if (r == 0) {
+                r = dfc_error_set(err, -EINVAL,
+                                  "the stream ended before its finish message; nothing was "
+                                  "imported");
+            }
+            break;
+        }
+        ImportRequest *q = (ImportRequest *)m;
+        switch (q->request_case) {
+        case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_START:
+            r = imp != NULL ? dfc_error_set(err, -EINVAL, "start was sent twice")
+                            : begin(svc, q->start, &imp, err);
+            break;
+        case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT:
+            r = imp == NULL ? dfc_error_set(err, -EINVAL, "content arrived before start")
+                            : dfd_import_write(imp, q->content.data, q->content.len, err);
+            break;
+        case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_FINISH:
+            if (imp == NULL) {
+                r = dfc_error_set(err, -EINVAL, "finish arrived before start");
+            } else if (q->finish->content_length != dfd_import_written(imp)) {
+                r = dfc_error_set(err, -EINVAL,
+                                  "finish.content_length is %" PRIu64 " but %" PRIu64
+                                  " bytes arrived",
+                                  q->finish->content_length, dfd_import_written(imp));
+            } else {
+                r = 1; /* proven complete */
+            }
+            break;
+        default:
+            r = dfc_error_set(err, -EINVAL, "a message with no request set");
+        }
+        dfc_rpc_msg_free(m);
+        if (r != 0) {
+            break;
+        }
+        if (dfc_rpc_call_cancelled(call)) {
+            r = dfc_error_set(err, -ECANCELED, "the import was cancelled");
+            break;
+        }
+    }
+    if (r < 0) {
+        dfd_import_abort(imp);
+        return r;
+    }
+    struct dfd_task_meta t;
+    bool existed;
+    r = dfd_import_commit(imp, dfd__now(svc), &t, &existed, err);
+    if (r < 0) {
+        return r;
+    }
+    DFC_LOG(DFC_LOG_INFO, "import.done",
+            "task_id=%s mode=stream bytes=%" PRIu64 " pieces=%u existed=%d", t.id, t.content_length,
+            t.piece_count, existed);
+    r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
+    dfd_task_meta_done(&t);
+    return r;
+}
+
+const struct dfc_rpc_method dfd__import_methods[] = {
+    {"ImportPersistentCacheTask", DFC_RPC_CLIENT_STREAM,
+     &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor,
+     &common__v2__persistent_cache_task__descriptor, import_task},
+};
+const size_t dfd__n_import_methods = 1;

@@ -1,0 +1,66 @@
+/*
+ * service.h - the dfdaemon RPC services on the Unix socket: dfdaemon.v2.DfdaemonDownload, the
+ * persistent-cache methods of dfdaemon.v2.DfdaemonUpload (so `dfcache rm` can delete over the
+ * socket), and this project's dfc.dfdaemon.v1.DfdaemonImport (streamed import).
+ *
+ * Handlers are thin: validate (validate.h), check the caller (access.h), call the storage
+ * engine, convert the result. Borrowed: storage, config; they must outlive the service.
+ */
+#ifndef DFD_SERVICE_H
+#define DFD_SERVICE_H
+
+#include "config.h"
+#include "dfc/rpc_server.h"
+#include "gc.h"
+#include "storage/storage.h"
+
+struct dfd_service {
+    struct dfd_storage *storage;
+    const struct dfd_config *cfg;
+    struct dfd_clock clock;
+    char host_id[320];
+};
+
+/* Metadata key a client may send with a path import: "<st_dev>:<st_ino>" of the file it
+ * means. The daemon refuses (FAILED_PRECONDITION) when it sees a different file at that path,
+ * which is how dfcache detects that it runs in another mount namespace (a pod). */
+#define DFD_FILE_IDENTITY_MD "x-dfc-file-identity"
+
+int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
+                     const struct dfd_config *cfg, const struct dfd_clock *clock,
+                     struct dfc_error *err);
+
+/* Registers the three services on server. */
+int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
+                         struct dfc_error *err);
+
+/* ---- shared by the handler files ---- */
+
+struct dfd_import_params;
+struct dfd_task_meta;
+typedef struct Common__V2__PersistentCacheTask Common__V2__PersistentCacheTask;
+typedef struct Google__Protobuf__Duration Google__Protobuf__Duration;
+
+/* Validates the import fields common to the path and stream imports into *ret (strings
+ * borrowed from the request). ttl may be NULL (the configured default applies). */
+int dfd__import_params(const struct dfd_service *svc, const char *content_for_id,
+                       uint64_t replica_count, const char *tag, const char *application,
+                       bool has_piece_length, uint64_t piece_length,
+                       const Google__Protobuf__Duration *ttl, struct dfd_import_params *ret,
+                       struct dfc_error *err);
+
+/* Fills a PersistentCacheTask from a stored task (memory from the call's arena). */
+int dfd__task_to_proto(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
+                       Common__V2__PersistentCacheTask *out, struct dfc_error *err);
+
+int64_t dfd__now(const struct dfd_service *svc);
+
+/* The method tables of each file. */
+extern const struct dfc_rpc_method dfd__download_methods[];
+extern const size_t dfd__n_download_methods;
+extern const struct dfc_rpc_method dfd__upload_methods[];
+extern const size_t dfd__n_upload_methods;
+extern const struct dfc_rpc_method dfd__import_methods[];
+extern const size_t dfd__n_import_methods;
+
+#endif /* DFD_SERVICE_H */

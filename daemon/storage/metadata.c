@@ -1,0 +1,355 @@
+/*
+ * metadata.c - the SQLite side of the storage engine.
+ *
+ * DESIGN: SQLite replaces Dragonfly's RocksDB. WAL mode with synchronous=FULL makes a committed
+ * transaction durable before it returns, which is what the import commit needs: the task row
+ * (with its pieces) is inserted only after the content file is fsynced and renamed into place,
+ * so a crash either leaves no row (recovery deletes the orphan content) or a complete task.
+ */
+#include "metadata.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dfd_metadata {
+    sqlite3 *db;
+    pthread_mutex_t mu;
+};
+
+static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
+                                 "PRAGMA synchronous=FULL;"
+                                 "PRAGMA foreign_keys=ON;"
+                                 "CREATE TABLE IF NOT EXISTS tasks ("
+                                 "  id TEXT PRIMARY KEY,"
+                                 "  persistent INTEGER NOT NULL,"
+                                 "  replica_count INTEGER NOT NULL,"
+                                 "  tag TEXT,"
+                                 "  application TEXT,"
+                                 "  piece_length INTEGER NOT NULL,"
+                                 "  content_length INTEGER NOT NULL,"
+                                 "  piece_count INTEGER NOT NULL,"
+                                 "  ttl_ns INTEGER NOT NULL,"
+                                 "  created_at_ns INTEGER NOT NULL,"
+                                 "  updated_at_ns INTEGER NOT NULL,"
+                                 "  finished_at_ns INTEGER NOT NULL,"
+                                 "  hard_linked INTEGER NOT NULL"
+                                 ") WITHOUT ROWID;"
+                                 "CREATE TABLE IF NOT EXISTS pieces ("
+                                 "  task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,"
+                                 "  number INTEGER NOT NULL,"
+                                 "  offset INTEGER NOT NULL,"
+                                 "  length INTEGER NOT NULL,"
+                                 "  digest TEXT NOT NULL,"
+                                 "  PRIMARY KEY (task_id, number)"
+                                 ") WITHOUT ROWID;";
+
+static int db_error(struct dfd_metadata *md, struct dfc_error *err, const char *what) {
+    int rc = sqlite3_errcode(md->db);
+    int code = rc == SQLITE_FULL ? -ENOSPC : rc == SQLITE_CONSTRAINT ? -EEXIST : -EIO;
+    return dfc_error_set(err, code, "metadata %s: %s", what, sqlite3_errmsg(md->db));
+}
+
+int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_error *err) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s/pcache.db", dir) >= (int)sizeof(path)) {
+        return dfc_error_set(err, -ENAMETOOLONG, "metadata path under `%s` is too long", dir);
+    }
+    struct dfd_metadata *md = calloc(1, sizeof(*md));
+    if (md == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&md->mu, NULL);
+    int rc = sqlite3_open_v2(
+        path, &md->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        int r = dfc_error_set(err, -EIO, "open metadata `%s`: %s", path,
+                              md->db ? sqlite3_errmsg(md->db) : sqlite3_errstr(rc));
+        dfd_metadata_close(md);
+        return r;
+    }
+    sqlite3_busy_timeout(md->db, 5000);
+    if (sqlite3_exec(md->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK) {
+        int r = db_error(md, err, "schema");
+        dfd_metadata_close(md);
+        return r;
+    }
+    *ret = md;
+    return 0;
+}
+
+void dfd_metadata_close(struct dfd_metadata *md) {
+    if (md == NULL) {
+        return;
+    }
+    sqlite3_close(md->db);
+    pthread_mutex_destroy(&md->mu);
+    free(md);
+}
+
+static int bind_text_or_null(sqlite3_stmt *st, int i, const char *s) {
+    return s != NULL ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+}
+
+int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
+                        const struct dfd_piece_meta *pieces, struct dfc_error *err) {
+    static const char task_sql[] =
+        "INSERT INTO tasks (id, persistent, replica_count, tag, application, piece_length,"
+        " content_length, piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns,"
+        " hard_linked) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    static const char piece_sql[] =
+        "INSERT INTO pieces (task_id, number, offset, length, digest) VALUES (?,?,?,?,?)";
+    sqlite3_stmt *ts = NULL, *ps = NULL;
+    int r = 0;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_exec(md->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "begin");
+        goto out;
+    }
+    if (sqlite3_prepare_v2(md->db, task_sql, -1, &ts, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(md->db, piece_sql, -1, &ps, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto rollback;
+    }
+    sqlite3_bind_text(ts, 1, t->id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(ts, 2, t->persistent);
+    sqlite3_bind_int64(ts, 3, (sqlite3_int64)t->replica_count);
+    bind_text_or_null(ts, 4, t->tag);
+    bind_text_or_null(ts, 5, t->application);
+    sqlite3_bind_int64(ts, 6, (sqlite3_int64)t->piece_length);
+    sqlite3_bind_int64(ts, 7, (sqlite3_int64)t->content_length);
+    sqlite3_bind_int64(ts, 8, t->piece_count);
+    sqlite3_bind_int64(ts, 9, t->ttl_ns);
+    sqlite3_bind_int64(ts, 10, t->created_at_ns);
+    sqlite3_bind_int64(ts, 11, t->updated_at_ns);
+    sqlite3_bind_int64(ts, 12, t->finished_at_ns);
+    sqlite3_bind_int(ts, 13, t->hard_linked);
+    if (sqlite3_step(ts) != SQLITE_DONE) {
+        r = sqlite3_extended_errcode(md->db) == SQLITE_CONSTRAINT_PRIMARYKEY
+                ? dfc_error_set(err, -EEXIST, "task %s already exists", t->id)
+                : db_error(md, err, "insert task");
+        goto rollback;
+    }
+    for (uint32_t i = 0; i < t->piece_count; i++) {
+        sqlite3_reset(ps);
+        sqlite3_bind_text(ps, 1, t->id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(ps, 2, pieces[i].number);
+        sqlite3_bind_int64(ps, 3, (sqlite3_int64)pieces[i].offset);
+        sqlite3_bind_int64(ps, 4, (sqlite3_int64)pieces[i].length);
+        sqlite3_bind_text(ps, 5, pieces[i].digest, -1, SQLITE_STATIC);
+        if (sqlite3_step(ps) != SQLITE_DONE) {
+            r = db_error(md, err, "insert piece");
+            goto rollback;
+        }
+    }
+    if (sqlite3_exec(md->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "commit");
+        goto rollback;
+    }
+    goto out;
+rollback:
+    (void)sqlite3_exec(md->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+    sqlite3_finalize(ts);
+    sqlite3_finalize(ps);
+    pthread_mutex_unlock(&md->mu);
+    return r;
+}
+
+static char *dup_column(sqlite3_stmt *st, int i) {
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s != NULL ? strdup((const char *)s) : NULL;
+}
+
+static void read_task(sqlite3_stmt *st, struct dfd_task_meta *t) {
+    memset(t, 0, sizeof(*t));
+    snprintf(t->id, sizeof(t->id), "%s", (const char *)sqlite3_column_text(st, 0));
+    t->persistent = sqlite3_column_int(st, 1) != 0;
+    t->replica_count = (uint64_t)sqlite3_column_int64(st, 2);
+    t->tag = dup_column(st, 3);
+    t->application = dup_column(st, 4);
+    t->piece_length = (uint64_t)sqlite3_column_int64(st, 5);
+    t->content_length = (uint64_t)sqlite3_column_int64(st, 6);
+    t->piece_count = (uint32_t)sqlite3_column_int64(st, 7);
+    t->ttl_ns = sqlite3_column_int64(st, 8);
+    t->created_at_ns = sqlite3_column_int64(st, 9);
+    t->updated_at_ns = sqlite3_column_int64(st, 10);
+    t->finished_at_ns = sqlite3_column_int64(st, 11);
+    t->hard_linked = sqlite3_column_int(st, 12) != 0;
+}
+
+#define TASK_COLUMNS                                                                               \
+    "id, persistent, replica_count, tag, application, piece_length, content_length,"               \
+    " piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns, hard_linked"
+
+int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_meta *ret,
+                     struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    int r;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db, "SELECT " TASK_COLUMNS " FROM tasks WHERE id = ?", -1, &st,
+                           NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        read_task(st, ret);
+        r = 0;
+    } else if (rc == SQLITE_DONE) {
+        r = dfc_error_set(err, -ENOENT, "persistent cache task %s not found", id);
+    } else {
+        r = db_error(md, err, "select task");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    return r;
+}
+
+int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piece_meta **ret,
+                        size_t *ret_n, struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    struct dfd_piece_meta *v = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0, rc;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db,
+                           "SELECT number, offset, length, digest FROM pieces WHERE task_id = ?"
+                           " ORDER BY number",
+                           -1, &st, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct dfd_piece_meta *g = realloc(v, cap * sizeof(*v));
+            if (g == NULL) {
+                r = dfc_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+            }
+            v = g;
+        }
+        struct dfd_piece_meta *p = &v[n++];
+        p->number = (uint32_t)sqlite3_column_int64(st, 0);
+        p->offset = (uint64_t)sqlite3_column_int64(st, 1);
+        p->length = (uint64_t)sqlite3_column_int64(st, 2);
+        snprintf(p->digest, sizeof(p->digest), "%s", (const char *)sqlite3_column_text(st, 3));
+    }
+    if (rc != SQLITE_DONE) {
+        r = db_error(md, err, "select pieces");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    if (r < 0) {
+        free(v);
+        return r;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_t *ret_n,
+                      struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    struct dfd_task_meta *v = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0, rc;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db, "SELECT " TASK_COLUMNS " FROM tasks ORDER BY updated_at_ns", -1,
+                           &st, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto out;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct dfd_task_meta *g = realloc(v, cap * sizeof(*v));
+            if (g == NULL) {
+                r = dfc_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+            }
+            v = g;
+        }
+        read_task(st, &v[n++]);
+    }
+    if (rc != SQLITE_DONE) {
+        r = db_error(md, err, "select tasks");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    if (r < 0) {
+        dfd_task_meta_list_free(v, n);
+        return r;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+/* Runs one statement with a text id and up to two int64 parameters; returns changes(). */
+static int exec_id(struct dfd_metadata *md, const char *sql, const char *id, int64_t a, int64_t b,
+                   int n_ints, struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    int r;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (n_ints > 0) {
+        sqlite3_bind_int64(st, 2, a);
+    }
+    if (n_ints > 1) {
+        sqlite3_bind_int64(st, 3, b);
+    }
+    r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(md->db) : db_error(md, err, "update");
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    return r;
+}
+
+int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_error *err) {
+    int r = exec_id(md, "DELETE FROM tasks WHERE id = ?", id, 0, 0, 0, err);
+    return r < 0 ? r : 0;
+}
+
+int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool persistent,
+                                int64_t now_ns, struct dfc_error *err) {
+    int r = exec_id(md, "UPDATE tasks SET persistent = ?2, updated_at_ns = ?3 WHERE id = ?1", id,
+                    persistent, now_ns, 2, err);
+    if (r == 0) {
+        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", id);
+    }
+    return r < 0 ? r : 0;
+}
+
+int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,
+                       struct dfc_error *err) {
+    int r = exec_id(md, "UPDATE tasks SET updated_at_ns = ?2 WHERE id = ?1", id, now_ns, 0, 1, err);
+    return r < 0 ? r : 0;
+}
+
+void dfd_task_meta_done(struct dfd_task_meta *t) {
+    free(t->tag);
+    free(t->application);
+    t->tag = t->application = NULL;
+}
+
+void dfd_task_meta_list_free(struct dfd_task_meta *list, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        dfd_task_meta_done(&list[i]);
+    }
+    free(list);
+}

@@ -1,0 +1,80 @@
+/*
+ * metadata.h - task and piece records in SQLite (WAL, synchronous=FULL).
+ *
+ * A task row exists only for a task whose content is complete and durable: inserting the row
+ * (one transaction with its pieces) is the commit point of an import. Thread-safe: one
+ * connection behind a mutex.
+ *
+ * Ownership: dfd_task_meta's tag and application are heap strings owned by the struct (free
+ * with dfd_task_meta_done); lists are arrays the caller frees with the matching _free.
+ */
+#ifndef DFD_STORAGE_METADATA_H
+#define DFD_STORAGE_METADATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfc/error.h"
+#include "piece.h"
+
+struct dfd_metadata;
+
+struct dfd_task_meta {
+    char id[DFD_TASK_ID_LEN + 1];
+    bool persistent;
+    uint64_t replica_count;
+    char *tag;         /* NULL when the import had none */
+    char *application; /* NULL when the import had none */
+    uint64_t piece_length;
+    uint64_t content_length;
+    uint32_t piece_count;
+    int64_t ttl_ns;
+    int64_t created_at_ns; /* wall clock, ns since the epoch */
+    int64_t updated_at_ns;
+    int64_t finished_at_ns;
+    bool hard_linked; /* content shares the importer's inode */
+};
+
+struct dfd_piece_meta {
+    uint32_t number;
+    uint64_t offset;
+    uint64_t length;
+    char digest[DFC_CRC32_DIGEST_MAX];
+};
+
+/* Opens (creating) <dir>/pcache.db. */
+int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_error *err);
+void dfd_metadata_close(struct dfd_metadata *md);
+
+/* Inserts a task and its pieces atomically. -EEXIST when the id is already there. */
+int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
+                        const struct dfd_piece_meta *pieces, struct dfc_error *err);
+
+/* -ENOENT when absent. */
+int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_meta *ret,
+                     struct dfc_error *err);
+
+/* All pieces of id in order; *ret_n may be 0. Free with free(). */
+int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piece_meta **ret,
+                        size_t *ret_n, struct dfc_error *err);
+
+/* All tasks, oldest updated_at first. Free with dfd_task_meta_list_free(). */
+int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_t *ret_n,
+                      struct dfc_error *err);
+
+/* Deletes the task and its pieces; 0 even when absent. */
+int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_error *err);
+
+/* Sets persistent and bumps updated_at. -ENOENT when absent. */
+int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool persistent,
+                                int64_t now_ns, struct dfc_error *err);
+
+/* Bumps updated_at (an export uses the task). */
+int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,
+                       struct dfc_error *err);
+
+void dfd_task_meta_done(struct dfd_task_meta *t);
+void dfd_task_meta_list_free(struct dfd_task_meta *list, size_t n);
+
+#endif /* DFD_STORAGE_METADATA_H */

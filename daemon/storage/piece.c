@@ -1,0 +1,159 @@
+/*
+ * piece.c - piece geometry, CRC-32 piece digests and the SHA-256 task id.
+ */
+#include "piece.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+uint64_t dfd_piece_length_auto(uint64_t content_length) {
+    uint64_t want = content_length / DFD_MAX_PIECE_COUNT;
+    uint64_t pl = 1;
+    while (pl < want && pl < DFD_MAX_PIECE_LENGTH) {
+        pl <<= 1;
+    }
+    if (pl < DFD_MIN_PIECE_LENGTH) {
+        return DFD_MIN_PIECE_LENGTH;
+    }
+    return pl > DFD_MAX_PIECE_LENGTH ? DFD_MAX_PIECE_LENGTH : pl;
+}
+
+uint32_t dfd_piece_count(uint64_t content_length, uint64_t piece_length) {
+    return (uint32_t)((content_length + piece_length - 1) / piece_length);
+}
+
+int dfd_task_id_from_string(const char *content, char out[DFD_TASK_ID_LEN + 1]) {
+    return dfc_sha256_hex(content, strlen(content), out);
+}
+
+bool dfd_task_id_valid(const char *id) {
+    size_t n = 0;
+    for (; id[n]; n++) {
+        if (!((id[n] >= '0' && id[n] <= '9') || (id[n] >= 'a' && id[n] <= 'f'))) {
+            return false;
+        }
+    }
+    return n == DFD_TASK_ID_LEN;
+}
+
+int dfd_digester_init(struct dfd_digester *d, const struct dfd_digest_params *p) {
+    memset(d, 0, sizeof(*d));
+    d->p = *p;
+    d->unit = p->piece_length ? p->piece_length : DFD_MIN_PIECE_LENGTH;
+    if (p->hash_content) {
+        return dfc_sha256_init(&d->sha);
+    }
+    return 0;
+}
+
+static int push_unit(struct dfd_digester *d) {
+    if (d->n_units == d->cap_units) {
+        size_t cap = d->cap_units ? d->cap_units * 2 : 64;
+        uint32_t *u = realloc(d->unit_crcs, cap * sizeof(*u));
+        if (u == NULL) {
+            return -ENOMEM;
+        }
+        d->unit_crcs = u;
+        d->cap_units = cap;
+    }
+    d->unit_crcs[d->n_units++] = d->crc;
+    d->crc = 0;
+    d->in_unit = 0;
+    return 0;
+}
+
+int dfd_digester_update(struct dfd_digester *d, const void *buf, size_t len) {
+    dfd_digester_update_sha(d, buf, len);
+    return dfd_digester_update_crc(d, buf, len);
+}
+
+void dfd_digester_update_sha(struct dfd_digester *d, const void *buf, size_t len) {
+    if (d->p.hash_content) {
+        dfc_sha256_update(&d->sha, buf, len);
+    }
+}
+
+int dfd_digester_update_crc(struct dfd_digester *d, const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    d->total += len;
+    while (len > 0) {
+        uint64_t room = d->unit - d->in_unit;
+        size_t k = len < room ? len : (size_t)room;
+        d->crc = dfc_crc32_update(d->crc, p, k);
+        d->in_unit += k;
+        p += k;
+        len -= k;
+        if (d->in_unit == d->unit) {
+            int r = push_unit(d);
+            if (r < 0) {
+                return r;
+            }
+        }
+    }
+    return 0;
+}
+
+int dfd_digester_finish(struct dfd_digester *d, struct dfd_digest_result *ret) {
+    memset(ret, 0, sizeof(*ret));
+    if (d->in_unit > 0) {
+        int r = push_unit(d);
+        if (r < 0) {
+            return r;
+        }
+    }
+    ret->content_length = d->total;
+    ret->piece_length = d->p.piece_length ? d->p.piece_length : dfd_piece_length_auto(d->total);
+    ret->piece_count = dfd_piece_count(d->total, ret->piece_length);
+    ret->piece_crcs = calloc(ret->piece_count ? ret->piece_count : 1, sizeof(uint32_t));
+    if (ret->piece_crcs == NULL) {
+        return -ENOMEM;
+    }
+    /* Fold units into pieces: pieces are whole multiples of units, but for the last. */
+    uint64_t per = ret->piece_length / d->unit;
+    for (size_t u = 0; u < d->n_units; u++) {
+        size_t piece = u / per;
+        uint64_t unit_len = d->unit;
+        if (u == d->n_units - 1 && d->total % d->unit != 0) {
+            unit_len = d->total % d->unit;
+        }
+        ret->piece_crcs[piece] = u % per == 0
+                                     ? d->unit_crcs[u]
+                                     : (uint32_t)crc32_combine(ret->piece_crcs[piece],
+                                                               d->unit_crcs[u], (z_off_t)unit_len);
+    }
+    if (d->p.hash_content) {
+        /* Dragonfly's id: content, tag, application, the requested piece length in decimal
+         * (only when the request gave one), then "PERSISTENT_CACHE"; no separators. */
+        if (d->p.tag != NULL) {
+            dfc_sha256_update(&d->sha, d->p.tag, strlen(d->p.tag));
+        }
+        if (d->p.application != NULL) {
+            dfc_sha256_update(&d->sha, d->p.application, strlen(d->p.application));
+        }
+        if (d->p.piece_length != 0) {
+            char pl[24];
+            int n = snprintf(pl, sizeof(pl), "%" PRIu64, d->p.piece_length);
+            dfc_sha256_update(&d->sha, pl, (size_t)n);
+        }
+        dfc_sha256_update(&d->sha, "PERSISTENT_CACHE", 16);
+        dfc_sha256_final_hex(&d->sha, ret->task_id);
+    }
+    return 0;
+}
+
+void dfd_digester_done(struct dfd_digester *d) {
+    if (d->p.hash_content) {
+        dfc_sha256_done(&d->sha);
+    }
+    free(d->unit_crcs);
+    d->unit_crcs = NULL;
+}
+
+void dfd_digest_result_done(struct dfd_digest_result *r) {
+    free(r->piece_crcs);
+    r->piece_crcs = NULL;
+}

@@ -1,0 +1,121 @@
+/*
+ * storage.h - the persistent-cache storage engine: content files plus SQLite metadata.
+ *
+ * Layout under dir (as Dragonfly's, with SQLite in place of RocksDB):
+ *   content/persistent-cache-tasks/<id[0..3]>/<id>   one file per task, full content
+ *   metadata/pcache.db                               task and piece rows (metadata.h)
+ *   tmp/                                             imports in progress
+ *
+ * Crash safety: an import spools into tmp/, is fsynced, renamed into content/ (and the
+ * directory fsynced), and only then gets its metadata row, in one transaction: the row is the
+ * commit point. dfd_storage_open() recovers: it empties tmp/, deletes content that has no row,
+ * and rows whose content is missing or of the wrong size. Deleting drops the row first.
+ *
+ * Concurrent imports of the same content compute the same id; the first commit wins and the
+ * others discard their spool and return the existing task (so re-importing is idempotent,
+ * where upstream answers ALREADY_EXISTS from the scheduler).
+ *
+ * Thread-safe. Logs nothing; reports recovery counts to the caller.
+ */
+#ifndef DFD_STORAGE_STORAGE_H
+#define DFD_STORAGE_STORAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dfc/error.h"
+#include "metadata.h"
+
+struct dfd_storage;
+struct dfd_import;
+
+struct dfd_storage_opts {
+    const char *dir; /* absolute; created when missing */
+    bool keep;       /* false: start empty, as Dragonfly's storage.keep=false */
+};
+
+struct dfd_recovery {
+    unsigned temp_files;   /* removed from tmp/ */
+    unsigned orphan_files; /* content without a row */
+    unsigned broken_rows;  /* rows without (complete) content */
+    unsigned tasks;        /* tasks kept */
+};
+
+int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **ret,
+                     struct dfd_recovery *ret_recovery, struct dfc_error *err);
+void dfd_storage_close(struct dfd_storage *s);
+
+const char *dfd_storage_dir(const struct dfd_storage *s);
+
+/* What an import is asked to do; strings are borrowed for the call. */
+struct dfd_import_params {
+    const char *content_for_id; /* NULL: the id hashes the content */
+    const char *tag;            /* NULL when absent */
+    const char *application;    /* NULL when absent */
+    uint64_t piece_length;      /* 0: automatic */
+    uint64_t replica_count;
+    int64_t ttl_ns;
+    bool persistent;
+    int64_t expected_length; /* -1 when unknown; else more or fewer bytes fail the import */
+};
+
+/* Starts a streamed import: spools into tmp/. -ENOSPC when expected_length does not fit. */
+int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
+                     struct dfd_import **ret, struct dfc_error *err);
+
+/* Appends bytes; -ENOSPC when the disk fills, -EFBIG past expected_length. */
+int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct dfc_error *err);
+
+/* Bytes written so far. */
+uint64_t dfd_import_written(const struct dfd_import *imp);
+
+/* Makes the task durable and visible, then frees imp (also on failure, leaving nothing).
+ * *ret_task is filled (free with dfd_task_meta_done); *ret_existed tells whether an identical
+ * task already existed. */
+int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_meta *ret_task,
+                      bool *ret_existed, struct dfc_error *err);
+
+/* Discards an import and frees it. NULL is fine. */
+void dfd_import_abort(struct dfd_import *imp);
+
+/* Imports an open regular file in one read pass: hard-links it into the store when the
+ * filesystem allows, else copies it; either way computes the id and every piece's CRC.
+ * should_stop(arg), when given, is polled between reads (a cancelled call). */
+int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params *p, int fd,
+                          int64_t now_ns, bool (*should_stop)(void *), void *arg,
+                          struct dfd_task_meta *ret_task, bool *ret_existed, struct dfc_error *err);
+
+/* Looks a task up; -ENOENT when absent. */
+int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta *ret,
+                    struct dfc_error *err);
+
+/* Opens a task's content read-only (the fd stays valid if the task is deleted meanwhile). */
+int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
+                             struct dfc_error *err);
+
+/* Deletes a task: its row first (it vanishes), then its content. 0 when absent. */
+int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *err);
+
+/* Where an export may write and as whom the result should be owned. */
+struct dfd_export_target {
+    const char *output_path; /* absolute */
+    bool overwrite;
+    bool force_hard_link;
+    uid_t owner_uid; /* chown a copied file to this; (uid_t)-1 keeps the daemon's */
+    gid_t owner_gid;
+};
+
+/* Puts the task's content at output_path: a hard link when possible (-EXDEV with
+ * force_hard_link when not), else a copy written beside it and renamed into place. Sets
+ * *ret_linked. -EEXIST when the output exists and overwrite is false. */
+int dfd_storage_export_to_path(struct dfd_storage *s, const char *id,
+                               const struct dfd_export_target *t, bool *ret_linked,
+                               struct dfc_error *err);
+
+/* Bytes used by content files (for disk-pressure accounting with a configured threshold). */
+int dfd_storage_content_bytes(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err);
+
+struct dfd_metadata *dfd_storage_metadata(struct dfd_storage *s);
+
+#endif /* DFD_STORAGE_STORAGE_H */
