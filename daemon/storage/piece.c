@@ -43,7 +43,7 @@ bool dfd_task_id_valid(const char *id) {
 int dfd_digester_init(struct dfd_digester *d, const struct dfd_digest_params *p) {
     memset(d, 0, sizeof(*d));
     d->p = *p;
-    d->unit = p->piece_length ? p->piece_length : DFD_MIN_PIECE_LENGTH;
+    d->unit = p->piece_length ? p->piece_length : p->unit ? p->unit : DFD_MIN_PIECE_LENGTH;
     if (p->hash_content) {
         return dfc_sha256_init(&d->sha);
     }

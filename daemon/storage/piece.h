@@ -40,6 +40,8 @@ struct dfd_digest_params {
     const char *tag;   /* NULL when absent; "" contributes nothing */
     const char *application;
     uint64_t piece_length; /* 0: automatic, fixed at the end from the byte count */
+    uint64_t unit;         /* CRC granularity when automatic; 0 = 4 MiB. Must divide every
+                              automatic piece length (a power of two up to 4 MiB does). */
 };
 
 struct dfd_digester {

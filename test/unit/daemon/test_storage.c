@@ -1,0 +1,578 @@
+/*
+ * Tests for daemon/storage/storage.c and daemon/gc.c on real files and a real SQLite store in
+ * a temp dir: imports (stream, hard link, copy), dedupe, export, delete, crash recovery, and
+ * GC with an injected clock.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dfc/digest.h"
+#include "gc.h"
+#include "storage/storage.h"
+#include "test_support.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define SEC INT64_C(1000000000)
+#define T0  (INT64_C(1700000000) * SEC)
+
+struct fx {
+    char dir[256];
+    char store[300];
+    struct dfd_storage *s;
+};
+
+static int setup(void **state) {
+    struct fx *f = calloc(1, sizeof(*f));
+    struct dfc_error err;
+    test_mkdtemp(f->dir, sizeof(f->dir), "storage");
+    snprintf(f->store, sizeof(f->store), "%s/store", f->dir);
+    struct dfd_storage_opts o = {.dir = f->store, .keep = true};
+    assert_int_equal(dfd_storage_open(&o, &f->s, NULL, &err), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    struct fx *f = *state;
+    dfd_storage_close(f->s);
+    test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static void reopen(struct fx *f, struct dfd_recovery *rec) {
+    struct dfc_error err;
+    dfd_storage_close(f->s);
+    struct dfd_storage_opts o = {.dir = f->store, .keep = true};
+    assert_int_equal(dfd_storage_open(&o, &f->s, rec, &err), 0);
+}
+
+static struct dfd_import_params params(void) {
+    struct dfd_import_params p = {
+        .replica_count = 2, .ttl_ns = 3600 * SEC, .persistent = true, .expected_length = -1};
+    return p;
+}
+
+static char *pattern(uint64_t len, unsigned seed) {
+    char *b = malloc(len ? len : 1);
+    for (uint64_t i = 0; i < len; i++) {
+        b[i] = (char)((i + seed) * 2654435761u >> 11);
+    }
+    return b;
+}
+
+static void write_file(const char *path, const char *buf, uint64_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    close(fd);
+}
+
+static void stream_import(struct fx *f, const char *buf, uint64_t len, struct dfd_import_params p,
+                          struct dfd_task_meta *t, bool *existed) {
+    struct dfc_error err;
+    struct dfd_import *imp;
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
+    for (uint64_t off = 0; off < len; off += 1000003) {
+        uint64_t n = len - off < 1000003 ? len - off : 1000003;
+        assert_int_equal(dfd_import_write(imp, buf + off, n, &err), 0);
+    }
+    assert_int_equal(dfd_import_commit(imp, T0, t, existed, &err), 0);
+}
+
+static size_t count_entries(const char *dir) {
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof(cmd), "find '%s' -mindepth 1 | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    assert_int_equal(fscanf(p, "%zu", &n), 1);
+    pclose(p);
+    return n;
+}
+
+static void content_path(struct fx *f, const char *id, char *buf, size_t size) {
+    snprintf(buf, size, "%s/content/persistent-cache-tasks/%.3s/%s", f->store, id, id);
+}
+
+/* ---- imports ---- */
+
+static void test_stream_import_round_trip(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 9 * MiB + 7;
+    char *buf = pattern(len, 1);
+    struct dfd_task_meta t;
+    bool existed;
+    stream_import(f, buf, len, params(), &t, &existed);
+    assert_false(existed);
+    assert_true(t.content_length == len);
+    assert_true(t.piece_length == 4 * MiB);
+    assert_int_equal(t.piece_count, 3);
+    char path[PATH_MAX];
+    content_path(f, t.id, path, sizeof(path));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true((uint64_t)st.st_size == len);
+    /* The pieces carry crc32 digests of exactly their bytes. */
+    struct dfd_piece_meta *pieces;
+    size_t n;
+    struct dfc_error err;
+    assert_int_equal(dfd_metadata_pieces(dfd_storage_metadata(f->s), t.id, &pieces, &n, &err), 0);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        char want[DFC_CRC32_DIGEST_MAX];
+        dfc_crc32_format(dfc_crc32_update(0, buf + pieces[i].offset, pieces[i].length), want);
+        assert_string_equal(pieces[i].digest, want);
+    }
+    assert_true(pieces[2].length == MiB + 7);
+    free(pieces);
+    /* Nothing is left in tmp/. */
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->store);
+    assert_int_equal(count_entries(tmp), 0);
+    dfd_task_meta_done(&t);
+    free(buf);
+}
+
+static void test_same_content_dedupes(void **state) {
+    struct fx *f = *state;
+    char *buf = pattern(MiB, 2);
+    struct dfd_task_meta a, b;
+    bool existed;
+    stream_import(f, buf, MiB, params(), &a, &existed);
+    assert_false(existed);
+    stream_import(f, buf, MiB, params(), &b, &existed);
+    assert_true(existed);
+    assert_string_equal(a.id, b.id);
+    /* A different tag is a different task. */
+    struct dfd_import_params p = params();
+    p.tag = "v2";
+    struct dfd_task_meta c;
+    stream_import(f, buf, MiB, p, &c, &existed);
+    assert_false(existed);
+    assert_string_not_equal(a.id, c.id);
+    assert_string_equal(c.tag, "v2");
+    dfd_task_meta_done(&a);
+    dfd_task_meta_done(&b);
+    dfd_task_meta_done(&c);
+    free(buf);
+}
+
+static void test_empty_and_one_byte(void **state) {
+    struct fx *f = *state;
+    struct dfd_task_meta t;
+    bool existed;
+    stream_import(f, "", 0, params(), &t, &existed);
+    assert_true(t.content_length == 0);
+    assert_int_equal(t.piece_count, 0);
+    dfd_task_meta_done(&t);
+    stream_import(f, "x", 1, params(), &t, &existed);
+    assert_true(t.content_length == 1);
+    assert_int_equal(t.piece_count, 1);
+    dfd_task_meta_done(&t);
+}
+
+static void test_expected_length_is_enforced(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_import *imp;
+    struct dfd_import_params p = params();
+    p.expected_length = 10;
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, "0123456789A", 11, &err), -EFBIG);
+    dfd_import_abort(imp);
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, "01234", 5, &err), 0);
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "5 of 10"));
+    /* Absurd sizes are refused before anything is written. */
+    p.expected_length = INT64_MAX;
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), -ENOSPC);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->store);
+    assert_int_equal(count_entries(tmp), 0);
+}
+
+static void test_import_fd_hard_links_on_the_same_fs(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char src[PATH_MAX];
+    snprintf(src, sizeof(src), "%s/src.bin", f->dir);
+    char *buf = pattern(5 * MiB, 3);
+    write_file(src, buf, 5 * MiB);
+    int fd = open(src, O_RDONLY);
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_storage_import_fd(f->s,
+                                           &(struct dfd_import_params){.replica_count = 1,
+                                                                       .ttl_ns = 3600 * SEC,
+                                                                       .persistent = true,
+                                                                       .expected_length = -1},
+                                           fd, T0, NULL, NULL, &t, &existed, &err),
+                     0);
+    close(fd);
+    assert_true(t.hard_linked);
+    char path[PATH_MAX];
+    content_path(f, t.id, path, sizeof(path));
+    struct stat a, b;
+    assert_int_equal(stat(src, &a), 0);
+    assert_int_equal(stat(path, &b), 0);
+    assert_true(a.st_ino == b.st_ino); /* the same inode */
+    /* The id is the same as a streamed import of the same bytes. */
+    struct dfd_task_meta s;
+    stream_import(f, buf, 5 * MiB, params(), &s, &existed);
+    assert_true(existed);
+    assert_string_equal(s.id, t.id);
+    dfd_task_meta_done(&s);
+    dfd_task_meta_done(&t);
+    free(buf);
+}
+
+static void test_import_fd_copies_across_filesystems(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct stat shm, store;
+    if (stat("/dev/shm", &shm) < 0 || stat(f->store, &store) < 0 || shm.st_dev == store.st_dev) {
+        skip(); /* needs /dev/shm on another filesystem than the temp dir */
+    }
+    char src[] = "/dev/shm/dfc-test-src-XXXXXX";
+    int fd = mkstemp(src);
+    char *buf = pattern(3 * MiB + 1, 4);
+    assert_int_equal(write(fd, buf, 3 * MiB + 1), (ssize_t)(3 * MiB + 1));
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_storage_import_fd(f->s,
+                                           &(struct dfd_import_params){.replica_count = 1,
+                                                                       .ttl_ns = 3600 * SEC,
+                                                                       .persistent = true,
+                                                                       .expected_length = -1},
+                                           fd, T0, NULL, NULL, &t, &existed, &err),
+                     0);
+    close(fd);
+    unlink(src);
+    assert_false(t.hard_linked);
+    char path[PATH_MAX];
+    content_path(f, t.id, path, sizeof(path));
+    int cfd = open(path, O_RDONLY);
+    char *back = malloc(3 * MiB + 1);
+    assert_int_equal(read(cfd, back, 3 * MiB + 1), (ssize_t)(3 * MiB + 1));
+    close(cfd);
+    assert_memory_equal(back, buf, 3 * MiB + 1);
+    free(back);
+    free(buf);
+    dfd_task_meta_done(&t);
+}
+
+static bool stop_now(void *arg) {
+    return true;
+}
+
+static void test_cancelled_import_leaves_nothing(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct stat shm, store;
+    char src[PATH_MAX];
+    /* Copy mode (another filesystem) spools a file that must vanish; link mode a link. */
+    bool other_fs =
+        stat("/dev/shm", &shm) == 0 && stat(f->dir, &store) == 0 && shm.st_dev != store.st_dev;
+    snprintf(src, sizeof(src), "%s/cancel.bin", other_fs ? "/dev/shm" : f->dir);
+    char *buf = pattern(MiB, 5);
+    write_file(src, buf, MiB);
+    int fd = open(src, O_RDONLY);
+    struct dfd_task_meta t;
+    bool existed;
+    struct dfd_import_params p = params();
+    assert_int_equal(dfd_storage_import_fd(f->s, &p, fd, T0, stop_now, NULL, &t, &existed, &err),
+                     -ECANCELED);
+    close(fd);
+    unlink(src);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->store);
+    assert_int_equal(count_entries(tmp), 0);
+    struct dfd_task_meta *list;
+    size_t n;
+    assert_int_equal(dfd_metadata_list(dfd_storage_metadata(f->s), &list, &n, &err), 0);
+    assert_int_equal(n, 0);
+    dfd_task_meta_list_free(list, n);
+    free(buf);
+}
+
+/* ---- export and delete ---- */
+
+static void test_export_to_path(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char *buf = pattern(2 * MiB, 6);
+    struct dfd_task_meta t;
+    bool existed, linked;
+    stream_import(f, buf, 2 * MiB, params(), &t, &existed);
+    char out[PATH_MAX];
+    snprintf(out, sizeof(out), "%s/out.bin", f->dir);
+    struct dfd_export_target tg = {.output_path = out, .owner_uid = (uid_t)-1};
+    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
+    assert_true(linked);
+    /* Exporting again to the same (already linked) file is fine. */
+    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
+    /* Another file there needs overwrite. */
+    unlink(out);
+    write_file(out, "old", 3);
+    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), -EEXIST);
+    tg.overwrite = true;
+    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
+    int fd = open(out, O_RDONLY);
+    char *back = malloc(2 * MiB);
+    assert_int_equal(read(fd, back, 2 * MiB), (ssize_t)(2 * MiB));
+    close(fd);
+    assert_memory_equal(back, buf, 2 * MiB);
+    /* Across filesystems: a copy, or EXDEV when a hard link is demanded. */
+    struct stat shm, store;
+    if (stat("/dev/shm", &shm) == 0 && stat(f->store, &store) == 0 && shm.st_dev != store.st_dev) {
+        char shm_out[] = "/dev/shm/dfc-test-out.bin";
+        unlink(shm_out);
+        tg.output_path = shm_out;
+        tg.force_hard_link = true;
+        assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), -EXDEV);
+        tg.force_hard_link = false;
+        assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
+        assert_false(linked);
+        fd = open(shm_out, O_RDONLY);
+        assert_int_equal(read(fd, back, 2 * MiB), (ssize_t)(2 * MiB));
+        close(fd);
+        assert_memory_equal(back, buf, 2 * MiB);
+        unlink(shm_out);
+    }
+    /* No temp files are left beside the outputs. */
+    glob_t g;
+    char pat[PATH_MAX];
+    snprintf(pat, sizeof(pat), "%s/.dfcache-*", f->dir);
+    assert_int_equal(glob(pat, 0, NULL, &g), GLOB_NOMATCH);
+    free(back);
+    free(buf);
+    dfd_task_meta_done(&t);
+}
+
+static void test_delete(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_task_meta t, got;
+    bool existed;
+    stream_import(f, "abc", 3, params(), &t, &existed);
+    assert_int_equal(dfd_storage_delete(f->s, t.id, &err), 0);
+    assert_int_equal(dfd_storage_get(f->s, t.id, &got, &err), -ENOENT);
+    char path[PATH_MAX];
+    content_path(f, t.id, path, sizeof(path));
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1);
+    assert_int_equal(dfd_storage_delete(f->s, t.id, &err), 0); /* idempotent */
+    dfd_task_meta_done(&t);
+}
+
+/* ---- recovery ---- */
+
+static void test_recovery_removes_half_written_state(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_task_meta good, broken;
+    bool existed;
+    stream_import(f, "keep me", 7, params(), &good, &existed);
+    stream_import(f, "lose my content", 15, params(), &broken, &existed);
+    char path[PATH_MAX];
+    /* A crash mid-import: a spool in tmp/. */
+    snprintf(path, sizeof(path), "%s/tmp/import-crashed", f->store);
+    write_file(path, "partial", 7);
+    /* A crash between rename and insert: content without a row. */
+    const char *orphan = "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+    snprintf(path, sizeof(path), "%s/content/persistent-cache-tasks/fff", f->store);
+    mkdir(path, 0755);
+    content_path(f, orphan, path, sizeof(path));
+    write_file(path, "orphan", 6);
+    /* Lost content behind a row. */
+    content_path(f, broken.id, path, sizeof(path));
+    unlink(path);
+
+    struct dfd_recovery rec;
+    reopen(f, &rec);
+    assert_int_equal(rec.temp_files, 1);
+    assert_int_equal(rec.orphan_files, 1);
+    assert_int_equal(rec.broken_rows, 1);
+    assert_int_equal(rec.tasks, 1);
+    struct dfd_task_meta got;
+    assert_int_equal(dfd_storage_get(f->s, good.id, &got, &err), 0);
+    dfd_task_meta_done(&got);
+    assert_int_equal(dfd_storage_get(f->s, broken.id, &got, &err), -ENOENT);
+    dfd_task_meta_done(&good);
+    dfd_task_meta_done(&broken);
+}
+
+static void test_keep_false_starts_empty(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    bool existed;
+    stream_import(f, "gone", 4, params(), &t, &existed);
+    dfd_storage_close(f->s);
+    struct dfd_storage_opts o = {.dir = f->store, .keep = false};
+    assert_int_equal(dfd_storage_open(&o, &f->s, NULL, &err), 0);
+    struct dfd_task_meta got;
+    assert_int_equal(dfd_storage_get(f->s, t.id, &got, &err), -ENOENT);
+    dfd_task_meta_done(&t);
+}
+
+/* ---- GC ---- */
+
+static void import_at(struct fx *f, const char *data, uint64_t len, bool persistent, int64_t ttl,
+                      int64_t now, struct dfd_task_meta *t) {
+    struct dfc_error err;
+    struct dfd_import *imp;
+    struct dfd_import_params p = params();
+    p.persistent = persistent;
+    p.ttl_ns = ttl;
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, data, len, &err), 0);
+    bool existed;
+    assert_int_equal(dfd_import_commit(imp, now, t, &existed, &err), 0);
+}
+
+static bool exists(struct fx *f, const char *id) {
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    if (dfd_storage_get(f->s, id, &t, &err) < 0) {
+        return false;
+    }
+    dfd_task_meta_done(&t);
+    return true;
+}
+
+static void test_gc_expires_by_ttl(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_task_meta short_lived, long_lived;
+    import_at(f, "short", 5, true, 300 * SEC, T0, &short_lived);
+    import_at(f, "long", 4, true, 3600 * SEC, T0, &long_lived);
+    struct dfd_gc_policy p = {
+        .interval_ns = SEC, .high_percent = 100, .low_percent = 90, .disk_threshold = 1ULL << 40};
+    struct dfd_gc_report rep;
+    assert_int_equal(dfd_gc_run_once(f->s, &p, T0 + 300 * SEC, &rep, &err), 0);
+    assert_int_equal(rep.expired, 0); /* created_at + ttl is not yet in the past */
+    assert_int_equal(dfd_gc_run_once(f->s, &p, T0 + 301 * SEC, &rep, &err), 0);
+    assert_int_equal(rep.expired, 1);
+    assert_false(exists(f, short_lived.id));
+    assert_true(exists(f, long_lived.id)); /* persistent or not, TTL applies */
+    assert_int_equal(dfd_gc_run_once(f->s, &p, T0 + 3601 * SEC, &rep, &err), 0);
+    assert_false(exists(f, long_lived.id));
+    dfd_task_meta_done(&short_lived);
+    dfd_task_meta_done(&long_lived);
+}
+
+static void test_gc_evicts_under_pressure_sparing_persistent(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char *buf = pattern(MiB, 7);
+    struct dfd_task_meta old_cached, new_cached, persistent;
+    /* Distinct contents; the cached ones are least recently used first. */
+    import_at(f, buf, MiB / 2, false, 3600 * SEC, T0, &old_cached);
+    import_at(f, buf + 1, MiB / 2, true, 3600 * SEC, T0 + SEC, &persistent);
+    import_at(f, buf + 2, MiB / 2, false, 3600 * SEC, T0 + 2 * SEC, &new_cached);
+    /* 1.5 MiB cached of a 1.6 MiB threshold: 93% >= 80% high; down to 60% = 0.96 MiB. */
+    struct dfd_gc_policy p = {
+        .interval_ns = SEC, .high_percent = 80, .low_percent = 60, .disk_threshold = 16 * MiB / 10};
+    struct dfd_gc_report rep;
+    assert_int_equal(dfd_gc_run_once(f->s, &p, T0 + 10 * SEC, &rep, &err), 0);
+    assert_int_equal(rep.usage_percent, 93);
+    assert_int_equal(rep.evicted, 2); /* both cached ones go; the persistent one stays */
+    assert_false(exists(f, old_cached.id));
+    assert_false(exists(f, new_cached.id));
+    assert_true(exists(f, persistent.id));
+    /* Still over the low mark with only a persistent task left: it is never evicted. */
+    p.disk_threshold = MiB / 2;
+    assert_int_equal(dfd_gc_run_once(f->s, &p, T0 + 11 * SEC, &rep, &err), 0);
+    assert_int_equal(rep.evicted, 0);
+    assert_true(exists(f, persistent.id));
+    dfd_task_meta_done(&old_cached);
+    dfd_task_meta_done(&new_cached);
+    dfd_task_meta_done(&persistent);
+    free(buf);
+}
+
+static void test_gc_evicts_only_what_is_needed(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char *buf = pattern(MiB, 8);
+    struct dfd_task_meta a, b;
+    import_at(f, buf, MiB / 2, false, 3600 * SEC, T0, &a);
+    import_at(f, buf + 1, MiB / 2, false, 3600 * SEC, T0 + SEC, &b);
+    /* 1 MiB of 1.2 MiB: 83% >= 80%; the low mark 60% = 0.72 MiB needs one eviction. */
+    struct dfd_gc_policy p = {
+        .interval_ns = SEC, .high_percent = 80, .low_percent = 60, .disk_threshold = 12 * MiB / 10};
+    struct dfd_gc_report rep;
+    assert_int_equal(dfd_gc_run_once(f->s, &p, T0 + 10 * SEC, &rep, &err), 0);
+    assert_int_equal(rep.evicted, 1);
+    assert_false(exists(f, a.id)); /* the least recently used */
+    assert_true(exists(f, b.id));
+    dfd_task_meta_done(&a);
+    dfd_task_meta_done(&b);
+    free(buf);
+}
+
+static int64_t fake_now;
+static int64_t fake_clock(void *ud) {
+    return fake_now;
+}
+
+static bool gone(void *arg) {
+    void **a = arg;
+    return !exists(a[0], a[1]);
+}
+
+static void test_gc_thread_uses_the_injected_clock(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    import_at(f, "tick", 4, true, 300 * SEC, T0, &t);
+    fake_now = T0 + 400 * SEC; /* past its TTL at once, by the clock the thread reads */
+    struct dfd_clock clock = {fake_clock, NULL};
+    struct dfd_gc_policy p = {.interval_ns = 20 * 1000000,
+                              .high_percent = 100,
+                              .low_percent = 90,
+                              .disk_threshold = 1ULL << 40};
+    struct dfd_gc *g;
+    assert_int_equal(dfd_gc_start(f->s, &p, &clock, &g, &err), 0);
+    void *arg[2] = {f, t.id};
+    assert_true(test_wait_for(gone, arg, 5000));
+    dfd_gc_stop(g);
+    dfd_task_meta_done(&t);
+}
+
+int main(void) {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_stream_import_round_trip),
+        T(test_same_content_dedupes),
+        T(test_empty_and_one_byte),
+        T(test_expected_length_is_enforced),
+        T(test_import_fd_hard_links_on_the_same_fs),
+        T(test_import_fd_copies_across_filesystems),
+        T(test_cancelled_import_leaves_nothing),
+        T(test_export_to_path),
+        T(test_delete),
+        T(test_recovery_removes_half_written_state),
+        T(test_keep_false_starts_empty),
+        T(test_gc_expires_by_ttl),
+        T(test_gc_evicts_under_pressure_sparing_persistent),
+        T(test_gc_evicts_only_what_is_needed),
+        T(test_gc_thread_uses_the_injected_clock),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
