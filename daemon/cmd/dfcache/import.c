@@ -340,10 +340,10 @@ int dfcache_import(int argc, char **argv) {
         dfc_error_errno(&err, errno == ENOENT ? -ENOENT : -errno, "`%s`", o.path);
         return dfcache_fail("import", &err);
     }
-    _cleanup_close_ int fd = open(abs, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    /* A path import needs no read access here: the daemon checks the caller's rights. */
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        dfc_error_errno(&err, -errno, "open `%s`", o.path);
+    if (stat(abs, &st) < 0) {
+        dfc_error_errno(&err, -errno, "stat `%s`", o.path);
         return dfcache_fail("import", &err);
     }
     if (!S_ISREG(st.st_mode)) {
@@ -370,9 +370,15 @@ int dfcache_import(int argc, char **argv) {
         }
     }
     if (r == 1 || strcmp(o.transfer, "stream") == 0) {
-        int flags = fcntl(fd, F_GETFL);
-        (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-        r = import_by_stream(c, &o, fd, &st, &err);
+        _cleanup_close_ int fd = open(abs, O_RDONLY | O_CLOEXEC);
+        struct stat fst;
+        if (fd < 0 || fstat(fd, &fst) < 0) {
+            r = dfc_error_errno(&err, -errno, "open `%s`", o.path);
+        } else if (!S_ISREG(fst.st_mode)) {
+            r = dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o.path);
+        } else {
+            r = import_by_stream(c, &o, fd, &fst, &err);
+        }
     }
     dfc_rpc_client_free(c);
     return r < 0 ? dfcache_fail("import", &err) : DFCACHE_OK;

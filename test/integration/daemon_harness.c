@@ -1,0 +1,212 @@
+/*
+ * daemon_harness.c - real dfdaemon and dfcache processes for the integration tests.
+ */
+#include "daemon_harness.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+static void die(const char *what) {
+    fprintf(stderr, "harness: %s: %s\n", what, strerror(errno));
+    abort();
+}
+
+static bool socket_ready(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) >= (int)sizeof(sa.sun_path)) {
+        return false;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+static void spawn(struct harness *h) {
+    pid_t pid = fork();
+    if (pid < 0) {
+        die("fork");
+    }
+    if (pid == 0) {
+        int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        dup2(fd, 1);
+        execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, (char *)NULL);
+        _exit(127);
+    }
+    h->pid = pid;
+    double until = test_now_ms() + 10000;
+    while (test_now_ms() < until) {
+        if (socket_ready(h->socket)) {
+            return;
+        }
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            fprintf(stderr, "harness: dfdaemon exited early, log %s\n", h->log);
+            abort();
+        }
+        usleep(5000);
+    }
+    fprintf(stderr, "harness: dfdaemon did not come up, log %s\n", h->log);
+    abort();
+}
+
+void harness_start(struct harness *h, const char *extra_yaml) {
+    memset(h, 0, sizeof(*h));
+    test_mkdtemp(h->dir, sizeof(h->dir), "it");
+    chmod(h->dir, 0755); /* other uids must reach the socket and test files */
+    snprintf(h->store, sizeof(h->store), "%s/store", h->dir);
+    snprintf(h->socket, sizeof(h->socket), "%s/run/dfdaemon.sock", h->dir);
+    snprintf(h->config, sizeof(h->config), "%s/dfdaemon.yaml", h->dir);
+    snprintf(h->log, sizeof(h->log), "%s/dfdaemon.log", h->dir);
+    FILE *f = fopen(h->config, "w");
+    if (f == NULL) {
+        die("write config");
+    }
+    fprintf(f,
+            "download:\n  server:\n    socketPath: %s\n"
+            "storage:\n  dir: %s\n"
+            "log:\n  level: info\n"
+            "%s",
+            h->socket, h->store, extra_yaml ? extra_yaml : "");
+    fclose(f);
+    spawn(h);
+}
+
+void harness_restart(struct harness *h) {
+    spawn(h);
+}
+
+int harness_stop(struct harness *h, int sig) {
+    if (h->pid <= 0) {
+        return 0;
+    }
+    kill(h->pid, sig);
+    int status;
+    waitpid(h->pid, &status, 0);
+    h->pid = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int harness_destroy(struct harness *h) {
+    int code = harness_stop(h, SIGTERM);
+    if (code != 0) {
+        fprintf(stderr, "harness: dfdaemon exited with %d; its log:\n", code);
+        char cmd[400];
+        snprintf(cmd, sizeof(cmd), "tail -50 '%s' >&2", h->log);
+        (void)system(cmd);
+    }
+    if (getenv("DFC_TEST_KEEP") == NULL) {
+        test_rmtree(h->dir);
+    }
+    return code;
+}
+
+static void slurp(const char *path, char *buf, size_t size) {
+    if (buf == NULL || size == 0) {
+        return;
+    }
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return;
+    }
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+int harness_dfcache(struct harness *h, int run_as_uid, char *out, size_t out_size, char *errbuf,
+                    size_t err_size, const char *const *argv) {
+    char out_path[400], err_path[400];
+    snprintf(out_path, sizeof(out_path), "%s/dfcache.out", h->dir);
+    snprintf(err_path, sizeof(err_path), "%s/dfcache.err", h->dir);
+    const char *args[64];
+    size_t n = 0;
+    args[n++] = "dfcache";
+    for (size_t i = 0; argv[i] != NULL && n < 60; i++) {
+        args[n++] = argv[i];
+    }
+    args[n++] = "-e";
+    args[n++] = h->socket;
+    args[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        die("fork");
+    }
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        dup2(o, 1);
+        dup2(e, 2);
+        if (run_as_uid >= 0 && (setgroups(0, NULL) < 0 || setgid((gid_t)run_as_uid) < 0 ||
+                                setuid((uid_t)run_as_uid) < 0)) {
+            _exit(126);
+        }
+        execv(DFCACHE_BIN, (char *const *)args);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    slurp(out_path, out, out_size);
+    slurp(err_path, errbuf, err_size);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void harness_write_file(const char *path, size_t len, unsigned seed) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        die("create test file");
+    }
+    char buf[65536];
+    size_t done = 0;
+    while (done < len) {
+        size_t k = len - done < sizeof(buf) ? len - done : sizeof(buf);
+        for (size_t i = 0; i < k; i++) {
+            buf[i] = (char)(((done + i) * 2654435761u + seed * 40503u) >> 13);
+        }
+        if (write(fd, buf, k) != (ssize_t)k) {
+            die("write test file");
+        }
+        done += k;
+    }
+    close(fd);
+}
+
+bool harness_same_file(const char *a, const char *b) {
+    char cmd[PATH_MAX * 2 + 32];
+    snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
+    return system(cmd) == 0;
+}
+
+size_t harness_count(const char *dir) {
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof(cmd), "find '%s' -mindepth 1 2>/dev/null | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (fscanf(p, "%zu", &n) != 1) {
+        n = (size_t)-1;
+    }
+    pclose(p);
+    return n;
+}
+
+bool harness_log_has(struct harness *h, const char *text) {
+    static char buf[1 << 20];
+    slurp(h->log, buf, sizeof(buf));
+    return strstr(buf, text) != NULL;
+}

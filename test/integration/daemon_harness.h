@@ -1,0 +1,54 @@
+/*
+ * daemon_harness.h - runs a real dfdaemon process on a temp dir and socket for integration
+ * tests, and runs dfcache as a child process. Paths of the binaries come from the build
+ * (DFDAEMON_BIN, DFCACHE_BIN).
+ */
+#ifndef DFC_TEST_DAEMON_HARNESS_H
+#define DFC_TEST_DAEMON_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct harness {
+    char dir[256];    /* the test's temp dir (0755) */
+    char store[320];  /* storage.dir */
+    char socket[320]; /* download.server.socketPath */
+    char config[320];
+    char log[320];
+    pid_t pid; /* the daemon, or 0 */
+};
+
+/* Creates the temp dir and a config (extra_yaml appended), starts the daemon, waits for it. */
+void harness_start(struct harness *h, const char *extra_yaml);
+
+/* Starts the daemon again on the same dir and config. */
+void harness_restart(struct harness *h);
+
+/* Stops the daemon with sig (SIGTERM: clean, SIGKILL: crash) and waits for it. Returns its
+ * exit code, or 128 + the signal that ended it. */
+int harness_stop(struct harness *h, int sig);
+
+/* Stops the daemon with SIGTERM and removes the temp dir. Returns the daemon's exit code: 0
+ * after a clean shutdown (a sanitizer build exits non-zero on leaks). */
+int harness_destroy(struct harness *h);
+
+/* Runs dfcache with argv (NULL-terminated, without "dfcache"), -e pointing at the daemon
+ * added. Captures stdout and stderr (NUL-terminated, truncated to size). Returns the exit
+ * code. run_as_uid >= 0 runs it as that uid/gid (root only). */
+int harness_dfcache(struct harness *h, int run_as_uid, char *out, size_t out_size, char *errbuf,
+                    size_t err_size, const char *const *argv);
+
+/* Writes len bytes of a deterministic pattern (seed) to path. */
+void harness_write_file(const char *path, size_t len, unsigned seed);
+
+/* True when the files have the same bytes. */
+bool harness_same_file(const char *a, const char *b);
+
+/* Number of entries below dir (recursive). */
+size_t harness_count(const char *dir);
+
+/* True when the daemon's log contains text. */
+bool harness_log_has(struct harness *h, const char *text);
+
+#endif

@@ -1,0 +1,745 @@
+/*
+ * Integration tests: a real dfdaemon process on a temp dir and Unix socket, driven through
+ * the dfcache binary and through the RPC client directly (for exact codes and messages).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon_harness.h"
+#include "dfc/import.pb-c.h"
+#include "dfc/rpc_client.h"
+#include "dragonfly/common.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "google/protobuf/empty.pb-c.h"
+#include "test_support.h"
+
+#define MiB      ((size_t)1 << 20)
+#define UPLOAD   "/dfdaemon.v2.DfdaemonDownload/UploadPersistentCacheTask"
+#define DOWNLOAD "/dfdaemon.v2.DfdaemonDownload/DownloadPersistentCacheTask"
+#define STAT     "/dfdaemon.v2.DfdaemonDownload/StatPersistentCacheTask"
+#define IMPORT   "/dfc.dfdaemon.v1.DfdaemonImport/ImportPersistentCacheTask"
+
+struct fx {
+    struct harness h;
+    struct dfc_rpc_client *c;
+    char out[8192], err[8192];
+};
+
+static int setup(void **state) {
+    struct fx *f = calloc(1, sizeof(*f));
+    harness_start(&f->h, "gc:\n  interval: 1h\n");
+    char target[400];
+    snprintf(target, sizeof(target), "unix:%s", f->h.socket);
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &f->c, &err), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    struct fx *f = *state;
+    dfc_rpc_client_free(f->c);
+    int code = harness_destroy(&f->h);
+    free(f);
+    assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
+    return 0;
+}
+
+#define DFCACHE(f, ...)                                                                            \
+    harness_dfcache(&(f)->h, -1, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),           \
+                    (const char *const[]){__VA_ARGS__, NULL})
+
+/* "Done: <id>\n" -> id. */
+static void done_id(const char *out, char id[65]) {
+    assert_int_equal(strncmp(out, "Done: ", 6), 0);
+    memcpy(id, out + 6, 64);
+    id[64] = '\0';
+}
+
+static void path_in(struct fx *f, const char *name, char *buf, size_t size) {
+    snprintf(buf, size, "%s/%s", f->h.dir, name);
+}
+
+/* ---- round trips ---- */
+
+static void round_trip(struct fx *f, size_t len, unsigned seed) {
+    char src[400], out1[400], out2[400], id[65], id2[65];
+    path_in(f, "src.bin", src, sizeof(src));
+    path_in(f, "out1.bin", out1, sizeof(out1));
+    path_in(f, "out2.bin", out2, sizeof(out2));
+    unlink(out1);
+    unlink(out2);
+    harness_write_file(src, len, seed);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
+    done_id(f->out, id);
+    /* The daemon writes the file; then dfcache writes what the daemon streams. */
+    assert_int_equal(DFCACHE(f, "export", "--no-progress", "-O", out1, id), 0);
+    assert_true(harness_same_file(src, out1));
+    assert_int_equal(
+        DFCACHE(f, "export", "--no-progress", "--transfer-from-dfdaemon", "-O", out2, id), 0);
+    assert_true(harness_same_file(src, out2));
+    /* Streaming the same bytes yields the same task. */
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--transfer", "stream", src), 0);
+    done_id(f->out, id2);
+    assert_string_equal(id, id2);
+}
+
+static void test_round_trips(void **state) {
+    struct fx *f = *state;
+    round_trip(f, 0, 1);                   /* empty */
+    round_trip(f, 1, 2);                   /* one byte */
+    round_trip(f, 4 * MiB, 3);             /* exactly one piece */
+    round_trip(f, 3 * 4 * MiB + 12345, 4); /* many pieces, a short last one */
+}
+
+static void test_import_hard_link_and_copy(void **state) {
+    struct fx *f = *state;
+    char src[400], id[65];
+    path_in(f, "linked.bin", src, sizeof(src));
+    harness_write_file(src, MiB, 5);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
+    struct stat st;
+    assert_int_equal(stat(src, &st), 0);
+    assert_int_equal(st.st_nlink, 2); /* the store holds a hard link on the same filesystem */
+    assert_true(harness_log_has(&f->h, "mode=hardlink"));
+
+    struct stat shm, store;
+    if (stat("/dev/shm", &shm) < 0 || stat(f->h.dir, &store) < 0 || shm.st_dev == store.st_dev) {
+        skip(); /* the copy case needs /dev/shm on another filesystem */
+    }
+    char other[] = "/dev/shm/dfc-it-XXXXXX";
+    int fd = mkstemp(other);
+    close(fd);
+    harness_write_file(other, 2 * MiB + 3, 6);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", other), 0);
+    done_id(f->out, id);
+    assert_int_equal(stat(other, &st), 0);
+    assert_int_equal(st.st_nlink, 1);
+    assert_true(harness_log_has(&f->h, "mode=copy"));
+    char out[400];
+    path_in(f, "copy-out.bin", out, sizeof(out));
+    assert_int_equal(DFCACHE(f, "export", "--no-progress", "-O", out, id), 0);
+    assert_true(harness_same_file(other, out));
+    unlink(other);
+}
+
+static void test_upstream_task_ids(void **state) {
+    struct fx *f = *state;
+    char src[400], id[65];
+    path_in(f, "vector.txt", src, sizeof(src));
+    FILE *fp = fopen(src, "w");
+    fputs("This is a test file", fp);
+    fclose(fp);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--application", "app1", src), 0);
+    done_id(f->out, id);
+    assert_string_equal(id, "0d0f8536f51227fda07141308f5ae8149b561b51b61c6517125f25dfa27acf5b");
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--tag", "tag1", src), 0);
+    done_id(f->out, id);
+    assert_string_equal(id, "a98b76813681e30cf83733fe055792b86393bba6f18e3d89fd8c18253922d992");
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--content-for-calculating-task-id",
+                             "This is a test file", src),
+                     0);
+    done_id(f->out, id);
+    assert_string_equal(id, "e2d0fe1585a63ec6009c8016ff8dda8b17719a637405a4e23c0ff81339148249");
+    /* The same through the stream path. */
+    assert_int_equal(
+        DFCACHE(f, "import", "--no-progress", "--transfer", "stream", "--tag", "tag1", src), 0);
+    done_id(f->out, id);
+    assert_string_equal(id, "a98b76813681e30cf83733fe055792b86393bba6f18e3d89fd8c18253922d992");
+}
+
+static void test_stat_ls_rm(void **state) {
+    struct fx *f = *state;
+    char src[400], id[65];
+    path_in(f, "s.bin", src, sizeof(src));
+    harness_write_file(src, 5 * MiB, 7);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--ttl", "2h", "--tag", "t1", src), 0);
+    done_id(f->out, id);
+    assert_int_equal(DFCACHE(f, "stat", id), 0);
+    assert_non_null(strstr(f->out, id));
+    assert_non_null(strstr(f->out, "State:                Succeeded"));
+    assert_non_null(strstr(f->out, "Content length:       5242880"));
+    assert_non_null(strstr(f->out, "Piece count:          2"));
+    assert_non_null(strstr(f->out, "Tag:                  t1"));
+    assert_non_null(strstr(f->out, "TTL:                  2h"));
+    assert_int_equal(DFCACHE(f, "ls"), 0);
+    assert_non_null(strstr(f->out, id));
+    assert_int_equal(DFCACHE(f, "rm", id), 0);
+    assert_non_null(strstr(f->out, "Removed"));
+    assert_int_equal(DFCACHE(f, "stat", id), 1);
+    assert_non_null(strstr(f->err, "not found (NOT_FOUND)"));
+    assert_int_equal(DFCACHE(f, "rm", id), 1);
+    assert_int_equal(DFCACHE(f, "ls"), 0);
+    assert_null(strstr(f->out, id));
+}
+
+static void test_cli_usage_errors(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(DFCACHE(f, "import", "--ttl", "1m", "/etc/hostname"), 2);
+    assert_non_null(strstr(f->err, "--ttl must be between 5m and 168h"));
+    assert_int_equal(DFCACHE(f, "import", "--piece-length", "1MiB", "/etc/hostname"), 2);
+    assert_int_equal(DFCACHE(f, "import", "--persistent-replica-count", "9", "/etc/hostname"), 2);
+    assert_int_equal(DFCACHE(f, "import", "--transfer", "carrier-pigeon", "/etc/hostname"), 2);
+    assert_int_equal(DFCACHE(f, "import"), 2);
+    assert_int_equal(DFCACHE(f, "export", "abc"), 2);
+    assert_non_null(strstr(f->err, "-O/--output is required"));
+    assert_int_equal(DFCACHE(f, "import", "/no/such/file"), 1);
+    assert_non_null(strstr(f->err, "/no/such/file"));
+    assert_int_equal(DFCACHE(f, "import", f->h.dir), 1);
+    assert_non_null(strstr(f->err, "not a regular file"));
+    assert_int_equal(DFCACHE(f, "import", "--help"), 0);
+    assert_non_null(strstr(f->out, "--persistent-replica-count"));
+}
+
+/* ---- every validation error, exact code and message ---- */
+
+static int upload(struct fx *f, Dfdaemon__V2__UploadPersistentCacheTaskRequest *req,
+                  struct dfc_error *err) {
+    ProtobufCMessage *resp = NULL;
+    int r = dfc_rpc_unary(f->c, UPLOAD, &req->base, &common__v2__persistent_cache_task__descriptor,
+                          10000, &resp, err);
+    dfc_rpc_msg_free(resp);
+    return r < 0 ? dfc_error_to_grpc(r) : 0;
+}
+
+static void test_upload_validation(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char file[400], fifo[400];
+    path_in(f, "v.bin", file, sizeof(file));
+    path_in(f, "v.fifo", fifo, sizeof(fifo));
+    harness_write_file(file, 10, 8);
+    mkfifo(fifo, 0644);
+    Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
+    ttl.seconds = 3600;
+#define REQ()                                                                                      \
+    Dfdaemon__V2__UploadPersistentCacheTaskRequest r =                                             \
+        DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;                                  \
+    r.path = file;                                                                                 \
+    r.persistent_replica_count = 2;                                                                \
+    r.ttl = &ttl
+    {
+        REQ();
+        assert_int_equal(upload(f, &r, &err), 0);
+    }
+    {
+        REQ();
+        r.path = "";
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_string_equal(err.msg, "path is required");
+    }
+    {
+        REQ();
+        r.path = "relative/file";
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_string_equal(err.msg, "path `relative/file` must be absolute");
+    }
+    {
+        REQ();
+        r.path = "/no/such/file";
+        assert_int_equal(upload(f, &r, &err), 5);
+        assert_string_equal(err.msg, "path `/no/such/file` does not exist");
+    }
+    {
+        REQ();
+        r.path = f->h.dir;
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_non_null(strstr(err.msg, "is a directory, not a regular file"));
+    }
+    {
+        REQ();
+        r.path = fifo;
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_non_null(strstr(err.msg, "is special, not a regular file"));
+    }
+    {
+        REQ();
+        r.persistent_replica_count = 0;
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_string_equal(err.msg, "persistent_replica_count must be between 1 and 5, got 0");
+        r.persistent_replica_count = 6;
+        assert_int_equal(upload(f, &r, &err), 3);
+    }
+    {
+        REQ();
+        r.opt_piece_length_case =
+            DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_PIECE_LENGTH_PIECE_LENGTH;
+        r.piece_length = MiB;
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_non_null(strstr(err.msg, "piece_length must be between"));
+        r.piece_length = 65 * MiB;
+        assert_int_equal(upload(f, &r, &err), 3);
+    }
+    {
+        REQ();
+        Google__Protobuf__Duration bad = GOOGLE__PROTOBUF__DURATION__INIT;
+        bad.seconds = 60;
+        r.ttl = &bad;
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_string_equal(err.msg, "ttl must be between 5m and 168h, got 1m");
+        bad.seconds = 8 * 86400;
+        assert_int_equal(upload(f, &r, &err), 3);
+    }
+    {
+        REQ();
+        r.opt_remote_ip_case =
+            DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_REMOTE_IP_REMOTE_IP;
+        r.remote_ip = "not-an-ip";
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_string_equal(err.msg, "remote_ip `not-an-ip` is not an IP address");
+    }
+    {
+        REQ();
+        static char big[2000];
+        memset(big, 'x', sizeof(big) - 1);
+        r.opt_tag_case = DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_TAG_TAG;
+        r.tag = big;
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_string_equal(err.msg, "tag is longer than 1024 bytes");
+    }
+    {
+        REQ();
+        r.opt_content_for_calculating_task_id_case =
+            DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_CONTENT_FOR_CALCULATING_TASK_ID_CONTENT_FOR_CALCULATING_TASK_ID;
+        r.content_for_calculating_task_id = "";
+        assert_int_equal(upload(f, &r, &err), 3);
+        assert_string_equal(err.msg, "content_for_calculating_task_id must not be empty");
+    }
+    {
+        /* Without a ttl the configured default (24h) applies (new content: no dedupe). */
+        REQ();
+        harness_write_file(file, 11, 15);
+        r.ttl = NULL;
+        ProtobufCMessage *resp = NULL;
+        assert_int_equal(dfc_rpc_unary(f->c, UPLOAD, &r.base,
+                                       &common__v2__persistent_cache_task__descriptor, 10000, &resp,
+                                       &err),
+                         0);
+        Common__V2__PersistentCacheTask *t = (void *)resp;
+        assert_true(t->ttl->seconds == 86400);
+        assert_int_equal(t->current_persistent_replica_count, 1);
+        assert_string_equal(t->state, "Succeeded");
+        dfc_rpc_msg_free(resp);
+    }
+#undef REQ
+}
+
+static int download(struct fx *f, Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req,
+                    int *ret_messages, struct dfc_error *err) {
+    struct dfc_rpc_stream *s;
+    int r = dfc_rpc_stream_open(f->c, DOWNLOAD, 10000, &s, err);
+    if (r == 0 && (r = dfc_rpc_stream_send(s, &req->base, err)) == 0) {
+        r = dfc_rpc_stream_close_send(s, err);
+    }
+    int n = 0;
+    ProtobufCMessage *m;
+    while (r == 0 && (r = dfc_rpc_stream_recv(
+                          s, &dfdaemon__v2__download_persistent_cache_task_response__descriptor, &m,
+                          err)) > 0) {
+        dfc_rpc_msg_free(m);
+        n++;
+        r = 0;
+    }
+    dfc_rpc_stream_free(s);
+    if (ret_messages) {
+        *ret_messages = n;
+    }
+    return r < 0 ? dfc_error_to_grpc(r) : 0;
+}
+
+static void test_download_validation(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char src[400], out[400], id[65];
+    path_in(f, "d.bin", src, sizeof(src));
+    path_in(f, "d-out.bin", out, sizeof(out));
+    harness_write_file(src, 9 * MiB, 9);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
+    done_id(f->out, id);
+#define REQ()                                                                                      \
+    Dfdaemon__V2__DownloadPersistentCacheTaskRequest r =                                           \
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;                                \
+    r.task_id = id
+    int n;
+    {
+        REQ();
+        assert_int_equal(download(f, &r, &n, &err), 0);
+        assert_int_equal(n, 1 + 3); /* started + three pieces */
+    }
+    {
+        REQ();
+        r.task_id = "";
+        assert_int_equal(download(f, &r, NULL, &err), 3);
+        assert_string_equal(err.msg, "task_id is required");
+        r.task_id = "zz";
+        assert_int_equal(download(f, &r, NULL, &err), 3);
+        r.task_id = "0000000000000000000000000000000000000000000000000000000000000000";
+        assert_int_equal(download(f, &r, NULL, &err), 5);
+        assert_non_null(strstr(err.msg, "not found"));
+    }
+    {
+        REQ();
+        r.opt_output_path_case =
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_OUTPUT_PATH_OUTPUT_PATH;
+        r.output_path = "relative.bin";
+        assert_int_equal(download(f, &r, NULL, &err), 3);
+        assert_string_equal(err.msg, "output_path `relative.bin` must be absolute");
+        r.output_path = "/no/such/dir/out.bin";
+        assert_int_equal(download(f, &r, NULL, &err), 5);
+        r.output_path = src;                              /* exists */
+        assert_int_equal(download(f, &r, NULL, &err), 0); /* it is this very content: a no-op */
+        harness_write_file(out, 3, 1);
+        r.output_path = out;
+        assert_int_equal(download(f, &r, NULL, &err), 6);
+        assert_non_null(strstr(err.msg, "already exists"));
+        r.overwrite = 1;
+        assert_int_equal(download(f, &r, NULL, &err), 0);
+        assert_true(harness_same_file(src, out));
+    }
+    {
+        REQ();
+        r.force_hard_link = 1;
+        assert_int_equal(download(f, &r, NULL, &err), 3);
+        assert_string_equal(err.msg, "force_hard_link needs an output_path");
+    }
+    {
+        REQ();
+        r.opt_digest_case = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_DIGEST_DIGEST;
+        r.digest = "md5:abc";
+        assert_int_equal(download(f, &r, NULL, &err), 3);
+        assert_non_null(strstr(err.msg, "must be crc32:<decimal>"));
+        r.digest = "crc32:1";
+        assert_int_equal(download(f, &r, NULL, &err), 15);
+        assert_non_null(strstr(err.msg, "digest mismatch"));
+        /* The right digests pass. */
+        char cmd[600], want[200];
+        snprintf(cmd, sizeof(cmd), "sha256sum '%s' | cut -c1-64", src);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(fgets(want + 7, sizeof(want) - 7, p));
+        pclose(p);
+        memcpy(want, "sha256:", 7);
+        want[7 + 64] = '\0';
+        r.digest = want;
+        assert_int_equal(download(f, &r, NULL, &err), 0);
+    }
+    {
+        REQ();
+        r.opt_remote_ip_case =
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_REMOTE_IP_REMOTE_IP;
+        r.remote_ip = "300.1.1.1";
+        assert_int_equal(download(f, &r, NULL, &err), 3);
+    }
+    struct stat shm, here;
+    if (stat("/dev/shm", &shm) == 0 && stat(f->h.dir, &here) == 0 && shm.st_dev != here.st_dev) {
+        REQ();
+        r.opt_output_path_case =
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_OUTPUT_PATH_OUTPUT_PATH;
+        r.output_path = "/dev/shm/dfc-it-force.bin";
+        unlink(r.output_path);
+        r.force_hard_link = 1;
+        assert_int_equal(download(f, &r, NULL, &err), 9);
+        assert_non_null(strstr(err.msg, "cannot hard link"));
+        struct stat st;
+        assert_int_equal(stat(r.output_path, &st), -1); /* nothing was left there */
+    }
+#undef REQ
+    /* Stat validation. */
+    Dfdaemon__V2__StatPersistentCacheTaskRequest s =
+        DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    s.task_id = "nope";
+    assert_int_equal(dfc_error_to_grpc(dfc_rpc_unary(f->c, STAT, &s.base,
+                                                     &common__v2__persistent_cache_task__descriptor,
+                                                     5000, &m, &err)),
+                     3);
+    /* An unknown method of a known service. */
+    assert_int_equal(dfc_error_to_grpc(dfc_rpc_unary(
+                         f->c, "/dfdaemon.v2.DfdaemonDownload/DownloadTask", &s.base,
+                         &common__v2__persistent_cache_task__descriptor, 5000, &m, &err)),
+                     12);
+}
+
+/* ---- streamed import protocol errors ---- */
+
+static int stream_messages(struct fx *f, const void **msgs, size_t n, struct dfc_error *err) {
+    struct dfc_rpc_stream *s;
+    int r = dfc_rpc_stream_open(f->c, IMPORT, 10000, &s, err);
+    for (size_t i = 0; i < n && r == 0; i++) {
+        r = dfc_rpc_stream_send(s, (const ProtobufCMessage *)msgs[i], err);
+    }
+    ProtobufCMessage *m = NULL;
+    if (r == 0 && (r = dfc_rpc_stream_close_send(s, err)) == 0) {
+        r = dfc_rpc_stream_recv(s, &common__v2__persistent_cache_task__descriptor, &m, err);
+    }
+    dfc_rpc_msg_free(m);
+    dfc_rpc_stream_free(s);
+    return r < 0 ? dfc_error_to_grpc(r) : 0;
+}
+
+static void test_stream_import_protocol(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
+    ttl.seconds = 3600;
+    Dfc__Dfdaemon__V1__ImportStart start = DFC__DFDAEMON__V1__IMPORT_START__INIT;
+    start.ttl = &ttl;
+    start.persistent_replica_count = 1;
+    Dfc__Dfdaemon__V1__ImportFinish fin = DFC__DFDAEMON__V1__IMPORT_FINISH__INIT;
+    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m_start =
+        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    m_start.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_START;
+    m_start.start = &start;
+    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m_data =
+        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    m_data.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT;
+    m_data.content.data = (uint8_t *)"hello";
+    m_data.content.len = 5;
+    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m_fin =
+        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    m_fin.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_FINISH;
+    m_fin.finish = &fin;
+    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m_empty =
+        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+
+    fin.content_length = 5;
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start, &m_data, &m_fin}, 3, &err), 0);
+    assert_int_equal(stream_messages(f, (const void *[]){&m_data}, 1, &err), 3);
+    assert_string_equal(err.msg, "content arrived before start");
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start, &m_start}, 2, &err), 3);
+    assert_string_equal(err.msg, "start was sent twice");
+    assert_int_equal(stream_messages(f, (const void *[]){&m_fin}, 1, &err), 3);
+    assert_int_equal(stream_messages(f, (const void *[]){&m_empty}, 1, &err), 3);
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start, &m_data}, 2, &err), 3);
+    assert_string_equal(err.msg,
+                        "the stream ended before its finish message; nothing was imported");
+    fin.content_length = 6;
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start, &m_data, &m_fin}, 3, &err), 3);
+    assert_string_equal(err.msg, "finish.content_length is 6 but 5 bytes arrived");
+    /* An announced length is enforced both ways. */
+    start.opt_content_length_case =
+        DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
+    start.content_length = 4;
+    fin.content_length = 5;
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start, &m_data, &m_fin}, 3, &err), 8);
+    start.content_length = 1ULL << 60; /* more than any disk */
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 8);
+    assert_non_null(strstr(err.msg, "not enough space"));
+    start.opt_content_length_case = 0;
+    ttl.seconds = 10;
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 3);
+    ttl.seconds = 3600;
+    start.persistent_replica_count = 0;
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 3);
+    /* None of the failures left anything. */
+    char tmp[400];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->h.store);
+    assert_int_equal(harness_count(tmp), 0);
+}
+
+/* ---- lifecycle ---- */
+
+static void test_restart_keeps_tasks(void **state) {
+    struct fx *f = *state;
+    char src[400], out[400], id[65];
+    path_in(f, "r.bin", src, sizeof(src));
+    path_in(f, "r-out.bin", out, sizeof(out));
+    harness_write_file(src, 6 * MiB, 10);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--transfer", "stream", src), 0);
+    done_id(f->out, id);
+    assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
+    struct stat st;
+    assert_int_equal(stat(f->h.socket, &st), -1); /* removed on a clean stop */
+    assert_true(harness_log_has(&f->h, "event=dfdaemon.stopped"));
+    harness_restart(&f->h);
+    assert_int_equal(DFCACHE(f, "stat", id), 0);
+    assert_int_equal(
+        DFCACHE(f, "export", "--no-progress", "--transfer-from-dfdaemon", "-O", out, id), 0);
+    assert_true(harness_same_file(src, out));
+}
+
+/* Sends start + some content of a larger announced import, and leaves the stream open. */
+static struct dfc_rpc_stream *partial_import(struct fx *f, size_t announced, size_t sent) {
+    struct dfc_error err;
+    struct dfc_rpc_stream *s;
+    assert_int_equal(dfc_rpc_stream_open(f->c, IMPORT, 60000, &s, &err), 0);
+    Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
+    ttl.seconds = 3600;
+    Dfc__Dfdaemon__V1__ImportStart start = DFC__DFDAEMON__V1__IMPORT_START__INIT;
+    start.ttl = &ttl;
+    start.persistent_replica_count = 1;
+    start.opt_content_length_case =
+        DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
+    start.content_length = announced;
+    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m =
+        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    m.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_START;
+    m.start = &start;
+    assert_int_equal(dfc_rpc_stream_send(s, &m.base, &err), 0);
+    uint8_t *chunk = calloc(1, MiB);
+    for (size_t done = 0; done < sent; done += MiB) {
+        Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest d =
+            DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+        d.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT;
+        d.content.data = chunk;
+        d.content.len = MiB;
+        assert_int_equal(dfc_rpc_stream_send(s, &d.base, &err), 0);
+    }
+    free(chunk);
+    return s;
+}
+
+static bool spool_present(void *arg) {
+    struct fx *f = arg;
+    char tmp[400];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->h.store);
+    return harness_count(tmp) == 1;
+}
+
+static bool spool_gone(void *arg) {
+    return !spool_present(arg);
+}
+
+static void assert_store_empty(struct fx *f) {
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/tmp", f->h.store);
+    assert_int_equal(harness_count(dir), 0);
+    snprintf(dir, sizeof(dir), "%s/content/persistent-cache-tasks", f->h.store);
+    assert_int_equal(harness_count(dir), 0);
+    assert_int_equal(DFCACHE(f, "ls"), 0);
+    assert_null(strchr(strchr(f->out, '\n') + 1, '\n')); /* the header line only */
+}
+
+static void test_kill9_mid_import_leaves_nothing(void **state) {
+    struct fx *f = *state;
+    struct dfc_rpc_stream *s = partial_import(f, 64 * MiB, 16 * MiB);
+    assert_true(test_wait_for(spool_present, f, 5000));
+    harness_stop(&f->h, SIGKILL);
+    dfc_rpc_stream_free(s);
+    harness_restart(&f->h);
+    assert_true(harness_log_has(&f->h, "removed_temp=1"));
+    assert_store_empty(f);
+}
+
+static void test_cancelled_stream_leaves_nothing(void **state) {
+    struct fx *f = *state;
+    struct dfc_rpc_stream *s = partial_import(f, 64 * MiB, 8 * MiB);
+    assert_true(test_wait_for(spool_present, f, 5000));
+    dfc_rpc_stream_cancel(s);
+    dfc_rpc_stream_free(s);
+    assert_true(test_wait_for(spool_gone, f, 5000));
+    assert_store_empty(f);
+    /* The daemon goes on serving. */
+    char src[400];
+    path_in(f, "after.bin", src, sizeof(src));
+    harness_write_file(src, 100, 11);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
+}
+
+static void test_peer_credentials_are_checked(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0) {
+        skip(); /* needs root to run dfcache as another uid */
+    }
+    const int nobody = 65534;
+    char secret[400], shared[400], locked[400], out[420];
+    path_in(f, "secret.bin", secret, sizeof(secret));
+    path_in(f, "shared.bin", shared, sizeof(shared));
+    path_in(f, "locked", locked, sizeof(locked));
+    harness_write_file(secret, 1000, 12);
+    chmod(secret, 0600); /* root only */
+    harness_write_file(shared, 1000, 13);
+    chmod(shared, 0644);
+    mkdir(locked, 0700);
+    assert_true(snprintf(out, sizeof(out), "%s/out.bin", locked) < (int)sizeof(out));
+    const char *argv_secret[] = {"import", "--no-progress", "--transfer", "path", secret, NULL};
+    assert_int_equal(
+        harness_dfcache(&f->h, nobody, f->out, sizeof(f->out), f->err, sizeof(f->err), argv_secret),
+        1);
+    assert_non_null(strstr(f->err, "uid 65534 cannot read"));
+    assert_non_null(strstr(f->err, "PERMISSION_DENIED"));
+    /* Auto mode cannot read it to stream it either: refused before anything is sent. */
+    const char *argv_auto[] = {"import", "--no-progress", secret, NULL};
+    assert_int_equal(
+        harness_dfcache(&f->h, nobody, f->out, sizeof(f->out), f->err, sizeof(f->err), argv_auto),
+        1);
+    const char *argv_shared[] = {"import", "--no-progress", "--transfer", "path", shared, NULL};
+    assert_int_equal(
+        harness_dfcache(&f->h, nobody, f->out, sizeof(f->out), f->err, sizeof(f->err), argv_shared),
+        0);
+    char id[65];
+    done_id(f->out, id);
+    /* nobody may not make the root daemon write into a directory it cannot write. */
+    Dfdaemon__V2__DownloadPersistentCacheTaskRequest r =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    (void)r;
+    const char *argv_export[] = {"export", "--no-progress", "-O", out, id, NULL};
+    assert_int_equal(
+        harness_dfcache(&f->h, nobody, f->out, sizeof(f->out), f->err, sizeof(f->err), argv_export),
+        1);
+    assert_non_null(strstr(f->err, "PERMISSION_DENIED"));
+    struct stat st;
+    assert_int_equal(stat(out, &st), -1);
+}
+
+static void test_auto_streams_from_another_mount_namespace(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0 || system("unshare -m true 2>/dev/null") != 0) {
+        skip(); /* needs root and unshare(1) for a private mount namespace */
+    }
+    /* In a private namespace, a tmpfs hides the directory's real contents from the daemon's
+     * view: the file at the same path is a different one (or absent) for the daemon. */
+    char dir[400], file[420], cmd[4096], id[65];
+    path_in(f, "pod", dir, sizeof(dir));
+    mkdir(dir, 0755);
+    assert_true(snprintf(file, sizeof(file), "%s/model.bin", dir) < (int)sizeof(file));
+    harness_write_file(file, 100, 14); /* what the daemon sees at that path */
+    int n = snprintf(
+        cmd, sizeof(cmd),
+        "unshare -m sh -c 'mount -t tmpfs none %s && "
+        "head -c 3000000 /dev/urandom > %s && sha256sum %s | cut -c1-64 > %s/../pod.sum && "
+        "%s import --no-progress -e %s %s' > %s/ns.out 2>&1",
+        dir, file, file, dir, DFCACHE_BIN, f->h.socket, file, f->h.dir);
+    assert_true(n < (int)sizeof(cmd));
+    assert_int_equal(system(cmd), 0);
+    char path[400], line[200];
+    snprintf(path, sizeof(path), "%s/ns.out", f->h.dir);
+    FILE *p = fopen(path, "r");
+    assert_non_null(fgets(line, sizeof(line), p));
+    fclose(p);
+    done_id(line, id);
+    /* The daemon refused its own view (identity mismatch), so dfcache streamed the pod's file. */
+    assert_true(harness_log_has(&f->h, "mode=stream bytes=3000000"));
+    assert_int_equal(DFCACHE(f, "stat", id), 0);
+    assert_non_null(strstr(f->out, "Content length:       3000000"));
+}
+
+int main(void) {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_round_trips),
+        T(test_import_hard_link_and_copy),
+        T(test_upstream_task_ids),
+        T(test_stat_ls_rm),
+        T(test_cli_usage_errors),
+        T(test_upload_validation),
+        T(test_download_validation),
+        T(test_stream_import_protocol),
+        T(test_restart_keeps_tasks),
+        T(test_kill9_mid_import_leaves_nothing),
+        T(test_cancelled_stream_leaves_nothing),
+        T(test_peer_credentials_are_checked),
+        T(test_auto_streams_from_another_mount_namespace),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
