@@ -9,6 +9,7 @@
 
 #include "daemon.h"
 #include "dfc/log.h"
+#include "dfc/rpc_server.h"
 
 #ifndef DFC_VERSION
 #define DFC_VERSION "0.0.0"
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
     int n_sets = 0, n_owned = 0, opt;
     bool print = false;
 
+    dfc_rpc_tune_process();
     dfd_daemon_block_signals();
     while ((opt = getopt_long(argc, argv, "c:l:Vh", longopts, NULL)) != -1) {
         if (n_sets >= MAX_SETS) {

@@ -16,6 +16,7 @@
 #include <grpc/support/time.h>
 
 #include "dfc/rpc_bulk.h"
+#include "dfc/rpc_server.h"
 #include "rpc_internal.h"
 
 static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
@@ -23,10 +24,19 @@ static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
 static void tune_malloc(void) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    /* One arena: MiB-sized buffers are freed on other threads than the ones that allocated
+     * them, which with per-thread arenas both strands memory and slows frees. Measured with
+     * dfdaemon streaming 3 GiB in and out: peak RSS 103 -> 62 MB, import 5.8 -> 4.2 s, export
+     * 8.0 -> 4.4 s. */
+    mallopt(M_ARENA_MAX, 1);
+}
+
+void dfc_rpc_tune_process(void) {
+    pthread_once(&tune_once, tune_malloc);
 }
 
 void dfc__rpc_init(void) {
-    pthread_once(&tune_once, tune_malloc);
+    dfc_rpc_tune_process();
     grpc_init();
 }
 

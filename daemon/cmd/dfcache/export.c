@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,77 @@ static int resolve_output(const struct export_opts *o, char *abs, size_t size,
     return 0;
 }
 
+/* ---- the writer thread: pieces are written while the next ones arrive ---- */
+
+#define QUEUE_DEPTH 4
+
+struct writer {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ProtobufCMessage *queue[QUEUE_DEPTH]; /* owned until written */
+    size_t head, n;
+    bool closed;
+    int fd;
+    int error; /* the first write error, as a negative errno */
+};
+
+static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off);
+
+static void *writer_main(void *arg) {
+    struct writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->n == 0 && !w->closed) {
+            pthread_cond_wait(&w->cv, &w->mu);
+        }
+        if (w->n == 0) {
+            break;
+        }
+        ProtobufCMessage *m = w->queue[w->head];
+        pthread_mutex_unlock(&w->mu);
+        Common__V2__Piece *p = ((Dfdaemon__V2__DownloadPersistentCacheTaskResponse *)m)
+                                   ->download_piece_finished_response->piece;
+        int r = w->error == 0 ? write_at(w->fd, p->content.data, p->content.len, p->offset) : 0;
+        dfc_rpc_msg_free(m);
+        pthread_mutex_lock(&w->mu);
+        if (r < 0 && w->error == 0) {
+            w->error = r;
+        }
+        w->head = (w->head + 1) % QUEUE_DEPTH;
+        w->n--;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Queues m for writing (taking it over); waits while the queue is full. */
+static int writer_push(struct writer *w, ProtobufCMessage *m) {
+    pthread_mutex_lock(&w->mu);
+    while (w->n == QUEUE_DEPTH) {
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+    w->queue[(w->head + w->n) % QUEUE_DEPTH] = m;
+    w->n++;
+    int r = w->error;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return r;
+}
+
+/* Writes what is queued, stops the thread, returns the first write error. */
+static int writer_finish(struct writer *w) {
+    pthread_mutex_lock(&w->mu);
+    w->closed = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    return w->error;
+}
+
 static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off) {
     while (n > 0) {
         ssize_t k = pwrite(fd, p, n, (off_t)off);
@@ -249,6 +321,18 @@ int dfcache_export(int argc, char **argv) {
         req.output_path = abs;
     }
 
+    struct writer w = {.fd = fd};
+    bool writing = false;
+    if (fd >= 0) {
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        if (pthread_create(&w.thread, NULL, writer_main, &w) == 0) {
+            writing = true;
+        } else {
+            pthread_mutex_destroy(&w.mu);
+            pthread_cond_destroy(&w.cv);
+        }
+    }
     struct dfc_rpc_stream *s = NULL;
     struct dfcache_progress prog;
     uint64_t content_length = 0, got = 0;
@@ -281,6 +365,13 @@ int dfcache_export(int argc, char **argv) {
                 } else if (p->offset + p->length > content_length) {
                     r = dfc_error_set(&err, -EBADMSG, "piece %u lies past the content length",
                                       p->number);
+                } else if (writing) {
+                    got += p->length;
+                    dfcache_progress_add(&prog, p->length);
+                    if ((r = writer_push(&w, m)) < 0) {
+                        dfc_error_errno(&err, r, "write `%s`", tmp);
+                    }
+                    continue; /* the writer frees m */
                 } else if ((r = write_at(fd, p->content.data, p->content.len, p->offset)) < 0) {
                     dfc_error_errno(&err, r, "write `%s`", tmp);
                 }
@@ -291,6 +382,12 @@ int dfcache_export(int argc, char **argv) {
             }
         }
         dfc_rpc_msg_free(m);
+    }
+    if (writing) {
+        int wr = writer_finish(&w);
+        if (r == 0 && wr < 0) {
+            r = dfc_error_errno(&err, wr, "write `%s`", tmp);
+        }
     }
     if (started) {
         dfcache_progress_done(&prog);

@@ -18,11 +18,9 @@
 static int parse_simple(const char *cmd, const char *env, int argc, char **argv, bool want_id,
                         struct dfcache_common *c, const char **ret_id) {
     static const struct option longopts[] = {
-        {"endpoint", required_argument, NULL, 'e'},
-        {"log-level", required_argument, NULL, 'l'},
-        {"console", no_argument, NULL, 'C'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"endpoint", required_argument, NULL, 'e'}, {"log-level", required_argument, NULL, 'l'},
+        {"console", no_argument, NULL, 'C'},        {"help", no_argument, NULL, 'h'},
+        {"no-progress", no_argument, NULL, 'P'},    {NULL, 0, NULL, 0},
     };
     c->endpoint = dfcache_env(env, DFCACHE_DEFAULT_ENDPOINT);
     int opt;
@@ -34,6 +32,7 @@ static int parse_simple(const char *cmd, const char *env, int argc, char **argv,
             break;
         case 'l':
         case 'C':
+        case 'P':
             break;
         case 'h':
             printf("Usage: dfcache %s [options]%s\n\n"

@@ -37,6 +37,15 @@
 
 /* 64 MiB (the largest piece) plus room for the message around it. */
 #define DFC_RPC_DEFAULT_MAX_MSG ((size_t)(64 + 1) << 20)
+#define DFC_RPC_DEFAULT_WINDOW  ((size_t)4 << 20)
+
+/* Tunes glibc malloc for streaming MiB-sized messages between threads; idempotent. Call it
+ * first in main(), before threads start; servers and clients also call it on creation.
+ * glibc's default mmap threshold makes every MiB-sized slice an mmap/munmap pair (~100k page
+ * faults per GiB streamed); raised mmap and trim thresholds keep them in the heap (+15-30%,
+ * shared/reference/grpc-core-notes.md), and one arena stops freed buffers from piling up in
+ * per-thread arenas (see rpc_common.c for the figures). */
+void dfc_rpc_tune_process(void);
 
 enum dfc_rpc_kind {
     DFC_RPC_UNARY,
@@ -64,6 +73,8 @@ struct dfc_rpc_server_opts {
     size_t max_recv_msg;  /* largest accepted message; 0 = DFC_RPC_DEFAULT_MAX_MSG */
     unsigned max_workers; /* handler threads, started on demand; 0 = 32 */
     unsigned max_calls;   /* calls in flight; more get RESOURCE_EXHAUSTED; 0 = 1024 */
+    size_t window;        /* HTTP/2 receive window per stream, fixed (no BDP probing); it
+                             bounds what a slow handler lets pile up; 0 = 4 MiB */
     int log_level_ok;     /* level of the per-call log line for OK calls (DFC_LOG_DEBUG) */
     const char *name;     /* server name in log lines; borrowed; NULL = "rpc" */
 };
