@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -309,6 +312,98 @@ static void test_cancelled_import_leaves_nothing(void **state) {
     free(buf);
 }
 
+static void test_disk_full_leaves_nothing(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    if (geteuid() != 0) {
+        skip(); /* needs root to mount a small tmpfs in a private mount namespace */
+    }
+    /* A 2 MiB filesystem under the store: a 3 MiB import of unannounced length must fail
+     * with ENOSPC part way and leave nothing behind. */
+    assert_int_equal(unshare(CLONE_NEWNS), 0);
+    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char small[PATH_MAX];
+    snprintf(small, sizeof(small), "%s/small", f->dir);
+    mkdir(small, 0755);
+    assert_int_equal(mount("none", small, "tmpfs", 0, "size=2m"), 0);
+    struct dfd_storage *s;
+    struct dfd_storage_opts o = {.dir = small, .keep = true};
+    assert_int_equal(dfd_storage_open(&o, &s, NULL, &err), 0);
+    struct dfd_import *imp;
+    struct dfd_import_params p = params();
+    assert_int_equal(dfd_import_begin(s, &p, &imp, &err), 0);
+    char *buf = pattern(MiB, 9);
+    int r = 0;
+    for (int i = 0; i < 3 && r == 0; i++) {
+        r = dfd_import_write(imp, buf, MiB, &err);
+    }
+    assert_int_equal(r, -ENOSPC);
+    assert_non_null(strstr(err.msg, "no space left"));
+    dfd_import_abort(imp);
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", small);
+    assert_int_equal(count_entries(tmp), 0);
+    /* Announced up front, the same import is refused before a byte is written. */
+    p.expected_length = 3 * MiB;
+    assert_int_equal(dfd_import_begin(s, &p, &imp, &err), -ENOSPC);
+    dfd_storage_close(s);
+    assert_int_equal(umount(small), 0);
+    free(buf);
+}
+
+struct racer {
+    struct dfd_storage *s;
+    const char *buf;
+    uint64_t len;
+    struct dfd_task_meta t;
+    bool existed;
+    int r;
+};
+
+static void *race_import(void *arg) {
+    struct racer *x = arg;
+    struct dfc_error err;
+    struct dfd_import *imp;
+    struct dfd_import_params p = params();
+    x->r = dfd_import_begin(x->s, &p, &imp, &err);
+    for (uint64_t off = 0; x->r == 0 && off < x->len; off += 65536) {
+        x->r =
+            dfd_import_write(imp, x->buf + off, x->len - off < 65536 ? x->len - off : 65536, &err);
+    }
+    if (x->r == 0) {
+        x->r = dfd_import_commit(imp, T0, &x->t, &x->existed, &err);
+    }
+    return NULL;
+}
+
+static void test_concurrent_imports_of_the_same_content(void **state) {
+    /* One wins and creates the task; the others get that same task back. */
+    struct fx *f = *state;
+    enum { N = 4 };
+    char *buf = pattern(3 * MiB, 10);
+    struct racer x[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (struct racer){.s = f->s, .buf = buf, .len = 3 * MiB};
+        pthread_create(&th[i], NULL, race_import, &x[i]);
+    }
+    int created = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(x[i].r, 0);
+        created += !x[i].existed;
+        assert_string_equal(x[i].t.id, x[0].t.id);
+    }
+    assert_int_equal(created, 1);
+    for (int i = 0; i < N; i++) {
+        dfd_task_meta_done(&x[i].t);
+    }
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->store);
+    assert_int_equal(count_entries(tmp), 0);
+    free(buf);
+}
+
 /* ---- export and delete ---- */
 
 static void test_export_to_path(void **state) {
@@ -565,6 +660,8 @@ int main(void) {
         T(test_import_fd_hard_links_on_the_same_fs),
         T(test_import_fd_copies_across_filesystems),
         T(test_cancelled_import_leaves_nothing),
+        T(test_disk_full_leaves_nothing),
+        T(test_concurrent_imports_of_the_same_content),
         T(test_export_to_path),
         T(test_delete),
         T(test_recovery_removes_half_written_state),
