@@ -318,7 +318,7 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
         return r;
     }
     struct dfd_task_meta t;
-    if ((r = dfd_storage_get(svc->storage, req->task_id, &t, err)) < 0) {
+    if ((r = dfd__load_task(svc, req->task_id, &t, err)) < 0) {
         return r;
     }
     struct exporter x = {svc, call, t.id, ""};
@@ -382,62 +382,27 @@ out:
 
 static int stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                      ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
     const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
     struct dfd_task_meta t;
-    int r = dfd_validate_task_id(req->task_id, err);
+    int r = dfd__load_task(svc_, req->task_id, &t, err);
     if (r == 0) {
-        r = dfd_storage_get(svc->storage, req->task_id, &t, err);
+        r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
+        dfd_task_meta_done(&t);
     }
-    if (r < 0) {
-        return r;
-    }
-    r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
-    dfd_task_meta_done(&t);
     return r;
-}
-
-static void fill_local(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
-                       Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *out) {
-    out->task_id = dfc_rpc_call_strdup(call, t->id);
-    out->persistent = t->persistent;
-    out->ttl = (Google__Protobuf__Duration *)dfc_rpc_call_new_msg(
-        call, &google__protobuf__duration__descriptor);
-    out->ttl->seconds = t->ttl_ns / 1000000000;
-    out->opt_piece_length_case =
-        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_PIECE_LENGTH_PIECE_LENGTH;
-    out->piece_length = t->piece_length;
-    out->opt_content_length_case =
-        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
-    out->content_length = t->content_length;
-    Google__Protobuf__Timestamp *ts[3];
-    int64_t when[3] = {t->created_at_ns, t->updated_at_ns, t->finished_at_ns};
-    for (int i = 0; i < 3; i++) {
-        ts[i] = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
-            call, &google__protobuf__timestamp__descriptor);
-        ts[i]->seconds = when[i] / 1000000000;
-        ts[i]->nanos = (int32_t)(when[i] % 1000000000);
-    }
-    out->created_at = ts[0];
-    out->updated_at = ts[1];
-    out->finished_at = ts[2];
 }
 
 static int stat_local_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                            ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
     const Dfdaemon__V2__StatLocalPersistentCacheTaskRequest *req = (const void *)req_;
     struct dfd_task_meta t;
-    int r = dfd_validate_task_id(req->task_id, err);
+    int r = dfd__load_task(svc_, req->task_id, &t, err);
     if (r == 0) {
-        r = dfd_storage_get(svc->storage, req->task_id, &t, err);
+        r = dfd__task_to_local(call, &t,
+                               (Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *)resp_, err);
+        dfd_task_meta_done(&t);
     }
-    if (r < 0) {
-        return r;
-    }
-    fill_local(call, &t, (Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *)resp_);
-    dfd_task_meta_done(&t);
-    return 0;
+    return r;
 }
 
 static int list_local_tasks(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
@@ -451,14 +416,16 @@ static int list_local_tasks(void *svc_, struct dfc_rpc_call *call, const Protobu
         return r;
     }
     resp->tasks = dfc_rpc_call_alloc(call, (n ? n : 1) * sizeof(*resp->tasks));
-    for (size_t i = 0; i < n && resp->tasks != NULL; i++) {
+    r = resp->tasks == NULL ? dfc_error_set(err, -ENOMEM, "out of memory") : 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
         resp->tasks[i] = (Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *)dfc_rpc_call_new_msg(
             call, &dfdaemon__v2__stat_local_persistent_cache_task_response__descriptor);
-        fill_local(call, &tasks[i], resp->tasks[i]);
+        r = resp->tasks[i] == NULL ? dfc_error_set(err, -ENOMEM, "out of memory")
+                                   : dfd__task_to_local(call, &tasks[i], resp->tasks[i], err);
     }
-    resp->n_tasks = n;
+    resp->n_tasks = r == 0 ? n : 0;
     dfd_task_meta_list_free(tasks, n);
-    return 0;
+    return r;
 }
 
 static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,

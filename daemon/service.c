@@ -131,3 +131,30 @@ int dfd__task_to_proto(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
     }
     return 0;
 }
+
+int dfd__task_to_local(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
+                       Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *out,
+                       struct dfc_error *err) {
+    out->task_id = dfc_rpc_call_strdup(call, t->id);
+    out->persistent = t->persistent;
+    out->ttl = duration(call, t->ttl_ns);
+    out->opt_piece_length_case =
+        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_PIECE_LENGTH_PIECE_LENGTH;
+    out->piece_length = t->piece_length;
+    out->opt_content_length_case =
+        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
+    out->content_length = t->content_length;
+    out->created_at = timestamp(call, t->created_at_ns);
+    out->updated_at = timestamp(call, t->updated_at_ns);
+    out->finished_at = timestamp(call, t->finished_at_ns);
+    if (!out->task_id || !out->ttl || !out->created_at || !out->updated_at || !out->finished_at) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int dfd__load_task(const struct dfd_service *svc, const char *task_id, struct dfd_task_meta *ret,
+                   struct dfc_error *err) {
+    int r = dfd_validate_task_id(task_id, err);
+    return r < 0 ? r : dfd_storage_get(svc->storage, task_id, ret, err);
+}

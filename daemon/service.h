@@ -53,6 +53,18 @@ int dfd__import_params(const struct dfd_service *svc, const char *content_for_id
 int dfd__task_to_proto(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
                        Common__V2__PersistentCacheTask *out, struct dfc_error *err);
 
+/* Same for a StatLocalPersistentCacheTaskResponse. */
+typedef struct Dfdaemon__V2__StatLocalPersistentCacheTaskResponse
+    Dfdaemon__V2__StatLocalPersistentCacheTaskResponse;
+int dfd__task_to_local(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
+                       Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *out,
+                       struct dfc_error *err);
+
+/* Validates a request's task_id and loads the task (-ENOENT when absent); free the result
+ * with dfd_task_meta_done(). */
+int dfd__load_task(const struct dfd_service *svc, const char *task_id, struct dfd_task_meta *ret,
+                   struct dfc_error *err);
+
 int64_t dfd__now(const struct dfd_service *svc);
 
 /* The method tables of each file. */

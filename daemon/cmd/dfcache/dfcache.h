@@ -25,6 +25,19 @@ struct dfcache_common {
     bool console;
 };
 
+/* The long options every subcommand takes, for its struct option table. */
+enum { DFCACHE_OPT_NO_PROGRESS = 1000, DFCACHE_OPT_CONSOLE };
+#define DFCACHE_COMMON_OPTIONS                                                                     \
+    {"endpoint", required_argument, NULL, 'e'},                                                    \
+        {"no-progress", no_argument, NULL, DFCACHE_OPT_NO_PROGRESS},                               \
+        {"log-level", required_argument, NULL, 'l'}, {                                             \
+        "console", no_argument, NULL, DFCACHE_OPT_CONSOLE                                          \
+    }
+#define DFCACHE_COMMON_SHORT "e:l:"
+
+/* Applies opt when it is one of DFCACHE_COMMON_OPTIONS; returns whether it was. */
+bool dfcache_common_option(int opt, const char *arg, struct dfcache_common *c);
+
 int dfcache_import(int argc, char **argv);
 int dfcache_export(int argc, char **argv);
 int dfcache_stat(int argc, char **argv);

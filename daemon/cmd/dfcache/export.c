@@ -66,7 +66,7 @@ static bool env_bool(const char *name) {
 
 static int parse(int argc, char **argv, struct export_opts *o) {
     static const char cmd[] = "export";
-    enum { FROM = 256, OVERWRITE, FORCE, DIGEST, APP, TAG, TIMEOUT, NOPROG, CONSOLE };
+    enum { FROM = 256, OVERWRITE, FORCE, DIGEST, APP, TAG, TIMEOUT };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'O'},
         {"transfer-from-dfdaemon", no_argument, NULL, FROM},
@@ -76,10 +76,7 @@ static int parse(int argc, char **argv, struct export_opts *o) {
         {"application", required_argument, NULL, APP},
         {"tag", required_argument, NULL, TAG},
         {"timeout", required_argument, NULL, TIMEOUT},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"no-progress", no_argument, NULL, NOPROG},
-        {"log-level", required_argument, NULL, 'l'},
-        {"console", no_argument, NULL, CONSOLE},
+        DFCACHE_COMMON_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -94,7 +91,10 @@ static int parse(int argc, char **argv, struct export_opts *o) {
     o->c.endpoint = dfcache_env("DFCACHE_EXPORT_DFDAEMON_ENDPOINT", DFCACHE_DEFAULT_ENDPOINT);
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "O:e:l:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "O:" DFCACHE_COMMON_SHORT "h", longopts, NULL)) != -1) {
+        if (dfcache_common_option(opt, optarg, &o->c)) {
+            continue;
+        }
         switch (opt) {
         case 'O':
             o->output = optarg;
@@ -119,15 +119,6 @@ static int parse(int argc, char **argv, struct export_opts *o) {
             break;
         case TIMEOUT:
             timeout = optarg;
-            break;
-        case 'e':
-            o->c.endpoint = optarg;
-            break;
-        case NOPROG:
-            o->c.no_progress = true;
-            break;
-        case 'l':
-        case CONSOLE:
             break;
         case 'h':
             usage(stdout);

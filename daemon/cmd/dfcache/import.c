@@ -75,7 +75,7 @@ static void usage(FILE *out) {
 
 static int parse(int argc, char **argv, struct import_opts *o) {
     static const char cmd[] = "import";
-    enum { CFID = 256, REPLICAS, PIECE, APP, TAG, TTL, TIMEOUT, TRANSFER, NOPROG, CONSOLE };
+    enum { CFID = 256, REPLICAS, PIECE, APP, TAG, TTL, TIMEOUT, TRANSFER };
     static const struct option longopts[] = {
         {"content-for-calculating-task-id", required_argument, NULL, CFID},
         {"persistent-replica-count", required_argument, NULL, REPLICAS},
@@ -85,10 +85,7 @@ static int parse(int argc, char **argv, struct import_opts *o) {
         {"ttl", required_argument, NULL, TTL},
         {"timeout", required_argument, NULL, TIMEOUT},
         {"transfer", required_argument, NULL, TRANSFER},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"no-progress", no_argument, NULL, NOPROG},
-        {"log-level", required_argument, NULL, 'l'},
-        {"console", no_argument, NULL, CONSOLE},
+        DFCACHE_COMMON_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -104,7 +101,10 @@ static int parse(int argc, char **argv, struct import_opts *o) {
     o->c.log_level = "info";
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "e:l:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, DFCACHE_COMMON_SHORT "h", longopts, NULL)) != -1) {
+        if (dfcache_common_option(opt, optarg, &o->c)) {
+            continue;
+        }
         switch (opt) {
         case CFID:
             o->content_for_id = optarg;
@@ -129,18 +129,6 @@ static int parse(int argc, char **argv, struct import_opts *o) {
             break;
         case TRANSFER:
             o->transfer = optarg;
-            break;
-        case 'e':
-            o->c.endpoint = optarg;
-            break;
-        case NOPROG:
-            o->c.no_progress = true;
-            break;
-        case 'l':
-            o->c.log_level = optarg;
-            break;
-        case CONSOLE:
-            o->c.console = true;
             break;
         case 'h':
             usage(stdout);

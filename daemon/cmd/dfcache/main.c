@@ -64,6 +64,24 @@ const char *dfcache_env(const char *name, const char *def) {
     return v != NULL && v[0] != '\0' ? v : def;
 }
 
+bool dfcache_common_option(int opt, const char *arg, struct dfcache_common *c) {
+    switch (opt) {
+    case 'e':
+        c->endpoint = arg;
+        return true;
+    case 'l':
+        c->log_level = arg; /* accepted for compatibility: dfcache prints only results/errors */
+        return true;
+    case DFCACHE_OPT_NO_PROGRESS:
+        c->no_progress = true;
+        return true;
+    case DFCACHE_OPT_CONSOLE:
+        c->console = true;
+        return true;
+    }
+    return false;
+}
+
 int dfcache_connect(const char *endpoint, struct dfc_rpc_client **ret, struct dfc_error *err) {
     char target[4200];
     if (strncmp(endpoint, "unix:", 5) == 0) {

@@ -18,22 +18,18 @@
 static int parse_simple(const char *cmd, const char *env, int argc, char **argv, bool want_id,
                         struct dfcache_common *c, const char **ret_id) {
     static const struct option longopts[] = {
-        {"endpoint", required_argument, NULL, 'e'}, {"log-level", required_argument, NULL, 'l'},
-        {"console", no_argument, NULL, 'C'},        {"help", no_argument, NULL, 'h'},
-        {"no-progress", no_argument, NULL, 'P'},    {NULL, 0, NULL, 0},
+        DFCACHE_COMMON_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     c->endpoint = dfcache_env(env, DFCACHE_DEFAULT_ENDPOINT);
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "e:l:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, DFCACHE_COMMON_SHORT "h", longopts, NULL)) != -1) {
+        if (dfcache_common_option(opt, optarg, c)) {
+            continue;
+        }
         switch (opt) {
-        case 'e':
-            c->endpoint = optarg;
-            break;
-        case 'l':
-        case 'C':
-        case 'P':
-            break;
         case 'h':
             printf("Usage: dfcache %s [options]%s\n\n"
                    "Options:\n"
