@@ -192,6 +192,8 @@ struct dfc_rpc_call {
 
     struct arena_block *arena;
     struct timespec started;
+    char log_fields[DFC_RPC_LOG_FIELDS_MAX]; /* " key=value" pairs for the final log line */
+    size_t log_fields_len;
     struct dfc_rpc_call *next; /* worker queue */
 };
 
@@ -592,6 +594,18 @@ const char *dfc_rpc_call_method(struct dfc_rpc_call *c) {
     return c->method->path;
 }
 
+void dfc_rpc_call_log_field(struct dfc_rpc_call *c, const char *key, const char *value) {
+    bool quote = value[0] == '\0' || strpbrk(value, " \"=") != NULL;
+    size_t room = sizeof(c->log_fields) - c->log_fields_len;
+    int n = snprintf(c->log_fields + c->log_fields_len, room, quote ? " %s=\"%s\"" : " %s=%s", key,
+                     value);
+    if (n > 0 && (size_t)n < room) {
+        c->log_fields_len += (size_t)n;
+    } else {
+        c->log_fields[c->log_fields_len] = '\0'; /* does not fit: drop it whole */
+    }
+}
+
 void *dfc_rpc_call_alloc(struct dfc_rpc_call *c, size_t size) {
     return arena_alloc(&c->arena, size);
 }
@@ -669,11 +683,12 @@ static void log_call(struct dfc_rpc_call *c, int code, const struct dfc_error *e
     double ms = (double)(now.tv_sec - c->started.tv_sec) * 1e3 +
                 (double)(now.tv_nsec - c->started.tv_nsec) / 1e6;
     if (code == 0) {
-        dfc_log_write(level, "rpc.done", "server=%s method=%s code=OK ms=%.3f", s->name,
-                      c->method->path, ms);
+        dfc_log_write(level, "rpc.done", "server=%s method=%s%s code=OK ms=%.3f", s->name,
+                      c->method->path, c->log_fields, ms);
     } else {
-        dfc_log_write(level, "rpc.done", "server=%s method=%s code=%d error=%s ms=%.3f msg=\"%s\"",
-                      s->name, c->method->path, dfc_error_to_grpc(code), dfc_error_name(code), ms,
+        dfc_log_write(level, "rpc.done", "server=%s method=%s%s code=%s ms=%.3f msg=\"%s\"",
+                      s->name, c->method->path, c->log_fields,
+                      dfc_grpc_code_name(dfc_error_to_grpc(code)), ms,
                       err->code == code ? dfc_error_msg(err) : dfc_strerror(code));
     }
 }

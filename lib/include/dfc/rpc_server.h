@@ -151,6 +151,12 @@ int dfc_rpc_call_peer_cred(struct dfc_rpc_call *call, struct ucred *ret_cred);
  * length, -ENOENT when absent, -ENAMETOOLONG when it does not fit. */
 int dfc_rpc_call_metadata(struct dfc_rpc_call *call, const char *key, char *buf, size_t size);
 
+/* Adds key=value to the one log line the layer writes when the call ends (a handler's domain
+ * fields: volume_id, target_path, ...). The value is quoted when it holds a space or a quote.
+ * Fields beyond DFC_RPC_LOG_FIELDS_MAX bytes are dropped. */
+#define DFC_RPC_LOG_FIELDS_MAX 768
+void dfc_rpc_call_log_field(struct dfc_rpc_call *call, const char *key, const char *value);
+
 /* "/package.Service/Method"; borrowed for the call's lifetime. */
 const char *dfc_rpc_call_method(struct dfc_rpc_call *call);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "dfc/digest.h"
+#include "dfc/log.h"
 #include "dfc/rpc_bulk.h"
 #include "dfc/rpc_client.h"
 #include "dfc/rpc_server.h"
@@ -71,6 +72,7 @@ static int echo(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *re
         out->total = (uint64_t)cred.pid + 1;
         out->fail_code = cred.uid;
     }
+    dfc_rpc_call_log_field(call, "echo_seq", in->seq == 41 ? "forty one" : "other");
     char md[64];
     int n = dfc_rpc_call_metadata(call, "x-dfc-echo", md, sizeof(md));
     if (n >= 0) {
@@ -233,9 +235,29 @@ static Dfc__Test__V1__Chunk *echo_call(struct fx *f, Dfc__Test__V1__Chunk *in, i
 
 /* ---- tests ---- */
 
+static char last_log[4096];
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_log(int level, const char *line, size_t len, void *ud) {
+    pthread_mutex_lock(&log_mu);
+    if (strstr(line, "method=/dfc.test.v1.RpcTest/Echo") != NULL) {
+        snprintf(last_log, sizeof(last_log), "%.*s", (int)len, line);
+    }
+    pthread_mutex_unlock(&log_mu);
+}
+
+static bool echo_logged(void *arg) {
+    pthread_mutex_lock(&log_mu);
+    bool ok = strstr(last_log, "echo_seq=\"forty one\" code=OK") != NULL;
+    pthread_mutex_unlock(&log_mu);
+    return ok;
+}
+
 static void test_unary(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
+    dfc_log_set_level(DFC_LOG_DEBUG);
+    dfc_log_set_sink(capture_log, NULL);
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     in.seq = 41;
     in.data.data = (uint8_t *)"hello";
@@ -247,6 +269,10 @@ static void test_unary(void **state) {
     assert_int_equal(out->data.len, 5);
     assert_memory_equal(out->data.data, "hello", 5);
     dfc_rpc_msg_free(&out->base);
+    /* One log line per call, with the handler's fields. */
+    assert_true(test_wait_for(echo_logged, NULL, 2000));
+    dfc_log_set_sink(NULL, NULL);
+    dfc_log_set_level(DFC_LOG_INFO);
 
     /* An empty request message is valid proto3 (all defaults). */
     Dfc__Test__V1__Chunk empty = DFC__TEST__V1__CHUNK__INIT;
