@@ -1,0 +1,231 @@
+/*
+ * node.c - the CSI Node service: publish the socket directory onto a pod's target path.
+ *
+ * DESIGN: NodePublishVolume is a non-recursive bind of the configured socket *directory*
+ * (a file bind goes stale when dfdaemon re-creates its socket), read-only when asked. It is
+ * idempotent by reading mountinfo: a target that already carries the socket directory (same
+ * device and inode) with the same read-only-ness is left alone, so kubelet's re-publishes after
+ * a restart never stack mounts. Unpublish takes off every mount stacked on the target, then
+ * removes the directory; a target that is not there is fine. Calls on one target are
+ * serialized by a striped lock.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "csi/csi.pb-c.h"
+#include "driver.h"
+#include "driver_internal.h"
+#include "paths.h"
+
+#define EPHEMERAL_KEY "csi.storage.k8s.io/ephemeral"
+
+int csi__check_capability(const Csi__V1__VolumeCapability *cap, const char *field,
+                          struct dfc_error *err) {
+    if (cap == NULL) {
+        return dfc_error_set(err, -EINVAL, "%s is required", field);
+    }
+    if (cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
+        return dfc_error_set(
+            err, -EINVAL, "%s: block access is not supported (the volume is a directory)", field);
+    }
+    if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT) {
+        return dfc_error_set(err, -EINVAL, "%s.access_type must be mount", field);
+    }
+    if (cap->access_mode == NULL ||
+        cap->access_mode->mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN) {
+        return dfc_error_set(err, -EINVAL, "%s.access_mode is required", field);
+    }
+    return 0;
+}
+
+static pthread_mutex_t *lock_for(struct csi_driver *d, const char *path) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = path; *p; p++) {
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    }
+    return &d->locks[h % CSI_LOCK_STRIPES];
+}
+
+static int check_ids(const char *volume_id, const char *target, struct dfc_error *err) {
+    if (volume_id == NULL || volume_id[0] == '\0') {
+        return dfc_error_set(err, -EINVAL, "volume_id is required");
+    }
+    if (strlen(volume_id) > CSI_STRING_MAX) {
+        return dfc_error_set(err, -EINVAL, "volume_id is longer than %d bytes", CSI_STRING_MAX);
+    }
+    if (target == NULL || target[0] == '\0') {
+        return dfc_error_set(err, -EINVAL, "target_path is required");
+    }
+    return 0;
+}
+
+/* True when target shows the socket directory itself (a bind of it). */
+static bool shows_socket_dir(const struct csi_driver *d, const char *target) {
+    struct stat a, b;
+    return stat(target, &a) == 0 && stat(d->cfg.socket_dir, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+static int publish_locked(struct csi_driver *d, const char *target, bool read_only,
+                          struct dfc_error *err) {
+    struct stat st;
+    if (stat(d->cfg.socket_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                             "the socket directory `%s` does not exist on this node (is dfdaemon "
+                             "deployed?)",
+                             d->cfg.socket_dir);
+    }
+    bool created = false;
+    if (mkdir(target, 0750) == 0) {
+        created = true;
+    } else if (errno == ENOENT) {
+        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                             "the parent directory of target_path `%s` is missing", target);
+    } else if (errno != EEXIST) {
+        return dfc_error_errno(err, -errno, "create target_path `%s`", target);
+    } else if (lstat(target, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        return dfc_error_set(err, -EINVAL, "target_path `%s` exists and is not a directory",
+                             target);
+    }
+    struct csi_mount_state ms;
+    int r = d->mount->state(target, &ms);
+    if (r < 0) {
+        return dfc_error_errno(err, r, "read the mount table");
+    }
+    if (ms.count > 0) {
+        if (!shows_socket_dir(d, target)) {
+            return dfc_error_set(err, -EEXIST,
+                                 "target_path `%s` is already a mount of something "
+                                 "else",
+                                 target);
+        }
+        if (ms.read_only != read_only) {
+            return dfc_error_set(err, -EEXIST,
+                                 "target_path `%s` is already published %s; this request asks "
+                                 "for %s",
+                                 target, ms.read_only ? "read-only" : "read-write",
+                                 read_only ? "read-only" : "read-write");
+        }
+        return 0; /* already done: kubelet re-publishes after restarts */
+    }
+    r = d->mount->bind(d->cfg.socket_dir, target, read_only);
+    if (r < 0) {
+        if (created) {
+            (void)rmdir(target);
+        }
+        return dfc_error_set(err, DFC_E_INTERNAL, "bind-mount `%s` onto `%s`: %s",
+                             d->cfg.socket_dir, target, dfc_strerror(r));
+    }
+    return 0;
+}
+
+static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                        ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct csi_driver *d = drv;
+    const Csi__V1__NodePublishVolumeRequest *req = (const void *)req_;
+    dfc_rpc_call_log_field(call, "volume_id", req->volume_id);
+    dfc_rpc_call_log_field(call, "target_path", req->target_path);
+    int r = check_ids(req->volume_id, req->target_path, err);
+    if (r == 0) {
+        r = csi__check_capability(req->volume_capability, "volume_capability", err);
+    }
+    if (r == 0 && d->cfg.require_readonly && !req->readonly) {
+        r = dfc_error_set(err, -EINVAL,
+                          "readonly must be true: this driver publishes read-only only (set "
+                          "readOnly: true on the pod's csi volume)");
+    }
+    if (r == 0) {
+        r = csi_check_target(d->cfg.kubelet_dir, req->target_path, err);
+        if (r == -ENOENT) {
+            r = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                              "the parent directory of target_path `%s` is missing",
+                              req->target_path);
+        }
+    }
+    if (r < 0) {
+        return r;
+    }
+    for (size_t i = 0; i < req->n_volume_context; i++) {
+        if (strcmp(req->volume_context[i]->key, EPHEMERAL_KEY) == 0) {
+            dfc_rpc_call_log_field(call, "ephemeral", req->volume_context[i]->value);
+        }
+        /* Every other key (pod info, provisioner identity, ...) is ignored. */
+    }
+    pthread_mutex_t *mu = lock_for(d, req->target_path);
+    pthread_mutex_lock(mu);
+    r = publish_locked(d, req->target_path, req->readonly, err);
+    pthread_mutex_unlock(mu);
+    return r;
+}
+
+static int node_unpublish(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                          ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct csi_driver *d = drv;
+    const Csi__V1__NodeUnpublishVolumeRequest *req = (const void *)req_;
+    dfc_rpc_call_log_field(call, "volume_id", req->volume_id);
+    dfc_rpc_call_log_field(call, "target_path", req->target_path);
+    int r = check_ids(req->volume_id, req->target_path, err);
+    if (r < 0) {
+        return r;
+    }
+    r = csi_check_target(d->cfg.kubelet_dir, req->target_path, err);
+    if (r == -ENOENT) {
+        return 0; /* nothing there: already unpublished (a reboot, a retry) */
+    }
+    if (r < 0) {
+        return r;
+    }
+    pthread_mutex_t *mu = lock_for(d, req->target_path);
+    pthread_mutex_lock(mu);
+    struct csi_mount_state ms;
+    /* Take off every mount stacked on the target, bounded in case one never goes. */
+    for (int i = 0; i < 64 && r == 0; i++) {
+        if ((r = d->mount->state(req->target_path, &ms)) < 0) {
+            dfc_error_errno(err, r, "read the mount table");
+        } else if (ms.count == 0) {
+            break;
+        } else if ((r = d->mount->unmount(req->target_path)) < 0) {
+            r = dfc_error_set(err, DFC_E_INTERNAL, "unmount `%s`: %s", req->target_path,
+                              dfc_strerror(r));
+        }
+    }
+    if (r == 0 && rmdir(req->target_path) < 0 && errno != ENOENT) {
+        r = dfc_error_set(err, DFC_E_INTERNAL, "remove target_path `%s`: %s", req->target_path,
+                          dfc_strerror(-errno));
+    }
+    pthread_mutex_unlock(mu);
+    return r;
+}
+
+static int node_get_capabilities(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                                 ProtobufCMessage *resp, struct dfc_error *err) {
+    return 0; /* none: no staging, no stats */
+}
+
+static int node_get_info(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                         ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct csi_driver *d = drv;
+    Csi__V1__NodeGetInfoResponse *resp = (void *)resp_;
+    resp->node_id = (char *)d->cfg.node_id;
+    resp->max_volumes_per_node = 0;
+    return 0;
+}
+
+#define M(name, req, resp, fn)                                                                     \
+    { name, DFC_RPC_UNARY, &req##__descriptor, &resp##__descriptor, fn }
+
+const struct dfc_rpc_method csi__node_methods[] = {
+    M("NodePublishVolume", csi__v1__node_publish_volume_request,
+      csi__v1__node_publish_volume_response, node_publish),
+    M("NodeUnpublishVolume", csi__v1__node_unpublish_volume_request,
+      csi__v1__node_unpublish_volume_response, node_unpublish),
+    M("NodeGetCapabilities", csi__v1__node_get_capabilities_request,
+      csi__v1__node_get_capabilities_response, node_get_capabilities),
+    M("NodeGetInfo", csi__v1__node_get_info_request, csi__v1__node_get_info_response,
+      node_get_info),
+};
+const size_t csi__n_node_methods = sizeof(csi__node_methods) / sizeof(csi__node_methods[0]);

@@ -1,0 +1,623 @@
+/*
+ * CSI integration tests: a real csi-plugin and a real dfdaemon, real bind mounts, all inside a
+ * private mount namespace that this test makes for itself (root only; skipped otherwise).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "csi/csi.pb-c.h"
+#include "daemon_harness.h"
+#include "dfc/rpc_client.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "mount.h"
+#include "test_support.h"
+
+#define NODE       "/csi.v1.Node/"
+#define CONTROLLER "/csi.v1.Controller/"
+#define IDENT      "/csi.v1.Identity/"
+
+static bool is_root;
+
+struct fx {
+    struct harness h; /* dfdaemon; its socket dir is h.dir/run */
+    char kubelet[400], pod[500], target[600], csi_sock[400], state[400], csi_log[400];
+    char run[400];
+    pid_t csi_pid;
+    struct dfc_rpc_client *c;
+};
+
+static void start_csi(struct fx *f, const char *extra_flag) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(f->csi_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        char ep[420];
+        snprintf(ep, sizeof(ep), "unix://%s", f->csi_sock);
+        execl(CSI_PLUGIN_BIN, "csi-plugin", "--endpoint", ep, "--socket-dir", f->run,
+              "--kubelet-dir", f->kubelet, "--state-dir", f->state, "--node-id", "node-a",
+              extra_flag, (char *)NULL);
+        _exit(127);
+    }
+    f->csi_pid = pid;
+    double until = test_now_ms() + 10000;
+    struct stat st;
+    while (stat(f->csi_sock, &st) < 0 && test_now_ms() < until) {
+        usleep(5000);
+    }
+    assert_int_equal(stat(f->csi_sock, &st), 0);
+}
+
+static void stop_csi(struct fx *f) {
+    kill(f->csi_pid, SIGTERM);
+    int status;
+    waitpid(f->csi_pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static int setup_with(void **state, const char *flag) {
+    if (!is_root) {
+        return 0;
+    }
+    struct fx *f = calloc(1, sizeof(*f));
+    harness_start(&f->h, NULL);
+    snprintf(f->run, sizeof(f->run), "%s/run", f->h.dir);
+    snprintf(f->kubelet, sizeof(f->kubelet), "%s/kubelet", f->h.dir);
+    snprintf(f->pod, sizeof(f->pod), "%s/pods/0b1c/volumes/kubernetes.io~csi/dfcache", f->kubelet);
+    snprintf(f->target, sizeof(f->target), "%s/mount", f->pod);
+    snprintf(f->csi_sock, sizeof(f->csi_sock), "%s/plugins/csi.sock", f->h.dir);
+    snprintf(f->state, sizeof(f->state), "%s/csi-state", f->h.dir);
+    snprintf(f->csi_log, sizeof(f->csi_log), "%s/csi.log", f->h.dir);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", f->pod); /* kubelet makes the parent */
+    assert_int_equal(system(cmd), 0);
+    start_csi(f, flag);
+    char target[420];
+    snprintf(target, sizeof(target), "unix:%s", f->csi_sock);
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &f->c, &err), 0);
+    *state = f;
+    return 0;
+}
+
+static int setup(void **state) {
+    return setup_with(state, NULL);
+}
+
+static int setup_readonly_only(void **state) {
+    return setup_with(state, "--require-readonly");
+}
+
+static int teardown(void **state) {
+    struct fx *f = *state;
+    if (f == NULL) {
+        return 0;
+    }
+    dfc_rpc_client_free(f->c);
+    stop_csi(f);
+    /* Whatever a test left mounted goes before the directory does. */
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "umount -R '%s' 2>/dev/null", f->kubelet);
+    (void)system(cmd);
+    assert_int_equal(harness_destroy(&f->h), 0);
+    free(f);
+    return 0;
+}
+
+#define NEED_ROOT()                                                                                \
+    do {                                                                                           \
+        if (!is_root) {                                                                            \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static unsigned mounts_on(const char *path) {
+    struct csi_mount_state st;
+    assert_int_equal(csi_mount_ops_linux.state(path, &st), 0);
+    return st.count;
+}
+
+static unsigned total_mounts(void) {
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    unsigned n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+        n += c == '\n';
+    }
+    fclose(f);
+    return n;
+}
+
+/* ---- request builders ---- */
+
+struct cap {
+    Csi__V1__VolumeCapability cap;
+    Csi__V1__VolumeCapability__MountVolume mount;
+    Csi__V1__VolumeCapability__BlockVolume block;
+    Csi__V1__VolumeCapability__AccessMode mode;
+};
+
+static void cap_init(struct cap *c, bool block) {
+    csi__v1__volume_capability__init(&c->cap);
+    csi__v1__volume_capability__mount_volume__init(&c->mount);
+    csi__v1__volume_capability__block_volume__init(&c->block);
+    csi__v1__volume_capability__access_mode__init(&c->mode);
+    c->mode.mode = CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER;
+    c->cap.access_mode = &c->mode;
+    if (block) {
+        c->cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+        c->cap.block = &c->block;
+    } else {
+        c->cap.access_type_case = CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT;
+        c->cap.mount = &c->mount;
+    }
+}
+
+static int call(struct fx *f, const char *method, const ProtobufCMessage *req,
+                const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **ret,
+                struct dfc_error *err) {
+    ProtobufCMessage *resp = NULL;
+    int r = dfc_rpc_unary(f->c, method, req, resp_desc, 10000, &resp, err);
+    if (ret != NULL) {
+        *ret = resp;
+    } else {
+        dfc_rpc_msg_free(resp);
+    }
+    return r < 0 ? dfc_error_to_grpc(r) : 0;
+}
+
+static int publish(struct fx *f, const char *volume_id, const char *target, bool readonly,
+                   struct cap *c, struct dfc_error *err) {
+    Csi__V1__NodePublishVolumeRequest r = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
+    struct cap def;
+    cap_init(&def, false);
+    r.volume_id = (char *)volume_id;
+    r.target_path = (char *)target;
+    r.volume_capability = c ? &c->cap : &def.cap;
+    r.readonly = readonly;
+    /* What kubelet adds for an inline volume with podInfoOnMount: ignored keys included. */
+    Csi__V1__NodePublishVolumeRequest__VolumeContextEntry e1 =
+        CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__VOLUME_CONTEXT_ENTRY__INIT;
+    Csi__V1__NodePublishVolumeRequest__VolumeContextEntry e2 =
+        CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__VOLUME_CONTEXT_ENTRY__INIT;
+    e1.key = "csi.storage.k8s.io/ephemeral";
+    e1.value = "true";
+    e2.key = "csi.storage.k8s.io/pod.name";
+    e2.value = "app-0";
+    Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx[] = {&e1, &e2};
+    r.volume_context = ctx;
+    r.n_volume_context = 2;
+    return call(f, NODE "NodePublishVolume", &r.base,
+                &csi__v1__node_publish_volume_response__descriptor, NULL, err);
+}
+
+static int unpublish(struct fx *f, const char *volume_id, const char *target,
+                     struct dfc_error *err) {
+    Csi__V1__NodeUnpublishVolumeRequest r = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
+    r.volume_id = (char *)volume_id;
+    r.target_path = (char *)target;
+    return call(f, NODE "NodeUnpublishVolume", &r.base,
+                &csi__v1__node_unpublish_volume_response__descriptor, NULL, err);
+}
+
+/* A real dfdaemon RPC through the published directory. */
+static int dfdaemon_through(const char *target) {
+    char addr[700];
+    snprintf(addr, sizeof(addr), "unix:%s/dfdaemon.sock", target);
+    struct dfc_error err;
+    struct dfc_rpc_client *c;
+    if (dfc_rpc_client_new(addr, NULL, &c, &err) < 0) {
+        return -1;
+    }
+    Dfdaemon__V2__ListLocalPersistentCacheTasksRequest req =
+        DFDAEMON__V2__LIST_LOCAL_PERSISTENT_CACHE_TASKS_REQUEST__INIT;
+    ProtobufCMessage *resp = NULL;
+    int r = dfc_rpc_unary(
+        c, "/dfdaemon.v2.DfdaemonDownload/ListLocalPersistentCacheTasks", &req.base,
+        &dfdaemon__v2__list_local_persistent_cache_tasks_response__descriptor, 5000, &resp, &err);
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_client_free(c);
+    return r;
+}
+
+/* ---- tests ---- */
+
+static void test_publish_reaches_dfdaemon_and_survives_its_restart(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    assert_int_equal(publish(f, "csi-vol-1", f->target, false, NULL, &err), 0);
+    assert_int_equal(mounts_on(f->target), 1);
+    assert_int_equal(dfdaemon_through(f->target), 0);
+    /* dfdaemon restarts and re-creates its socket: the directory mount still leads to it. */
+    assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
+    harness_restart(&f->h);
+    assert_int_equal(dfdaemon_through(f->target), 0);
+    assert_int_equal(unpublish(f, "csi-vol-1", f->target, &err), 0);
+    assert_int_equal(mounts_on(f->target), 0);
+    struct stat st;
+    assert_int_equal(stat(f->target, &st), -1); /* the target dir is removed */
+}
+
+static void test_readonly_publish(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    assert_int_equal(publish(f, "csi-vol-ro", f->target, true, NULL, &err), 0);
+    char file[700];
+    snprintf(file, sizeof(file), "%s/written-by-a-pod", f->target);
+    assert_int_equal(open(file, O_WRONLY | O_CREAT, 0644), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(dfdaemon_through(f->target), 0); /* connect() works on a read-only mount */
+    /* The same target asked for read-write now is incompatible. */
+    assert_int_equal(publish(f, "csi-vol-ro", f->target, false, NULL, &err), 6);
+    assert_non_null(strstr(err.msg, "already published read-only"));
+    assert_int_equal(unpublish(f, "csi-vol-ro", f->target, &err), 0);
+}
+
+static void test_idempotence(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    assert_int_equal(publish(f, "v", f->target, true, NULL, &err), 0);
+    assert_int_equal(publish(f, "v", f->target, true, NULL, &err), 0);
+    assert_int_equal(mounts_on(f->target), 1);
+    assert_int_equal(unpublish(f, "v", f->target, &err), 0);
+    assert_int_equal(unpublish(f, "v", f->target, &err), 0);
+    /* A path that was never published, even one whose parent is gone. */
+    char never[700];
+    snprintf(never, sizeof(never), "%s/pods/never/volumes/kubernetes.io~csi/x/mount", f->kubelet);
+    assert_int_equal(unpublish(f, "never", never, &err), 0);
+}
+
+static void test_unpublish_takes_off_stacked_mounts(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    /* What a non-idempotent driver once left behind: three binds on one target. */
+    mkdir(f->target, 0750);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mount(f->run, f->target, NULL, MS_BIND, NULL), 0);
+    }
+    assert_int_equal(mounts_on(f->target), 3);
+    assert_int_equal(unpublish(f, "v", f->target, &err), 0);
+    assert_int_equal(mounts_on(f->target), 0);
+}
+
+static void test_a_thousand_cycles_leave_no_mounts(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    unsigned before = total_mounts();
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(publish(f, "cycle", f->target, i % 2 == 0, NULL, &err), 0);
+        assert_int_equal(unpublish(f, "cycle", f->target, &err), 0);
+    }
+    assert_int_equal(total_mounts(), before);
+}
+
+struct racer {
+    struct fx *f;
+    int code;
+};
+
+static void *race_publish(void *arg) {
+    struct racer *x = arg;
+    struct dfc_error err;
+    x->code = publish(x->f, "race", x->f->target, true, NULL, &err);
+    return NULL;
+}
+
+static void test_concurrent_publishes_make_one_mount(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    enum { N = 16 };
+    pthread_t th[N];
+    struct racer x[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (struct racer){f, -1};
+        pthread_create(&th[i], NULL, race_publish, &x[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(x[i].code, 0);
+    }
+    assert_int_equal(mounts_on(f->target), 1);
+    struct dfc_error err;
+    assert_int_equal(unpublish(f, "race", f->target, &err), 0);
+}
+
+static void test_node_invalid_arguments(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    unsigned before = total_mounts();
+    assert_int_equal(publish(f, "", f->target, true, NULL, &err), 3);
+    assert_string_equal(err.msg, "volume_id is required");
+    assert_int_equal(publish(f, "v", "", true, NULL, &err), 3);
+    assert_string_equal(err.msg, "target_path is required");
+    char long_id[200];
+    memset(long_id, 'i', sizeof(long_id) - 1);
+    long_id[sizeof(long_id) - 1] = '\0';
+    assert_int_equal(publish(f, long_id, f->target, true, NULL, &err), 3);
+    /* No capability at all. */
+    Csi__V1__NodePublishVolumeRequest r = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
+    r.volume_id = "v";
+    r.target_path = f->target;
+    assert_int_equal(call(f, NODE "NodePublishVolume", &r.base,
+                          &csi__v1__node_publish_volume_response__descriptor, NULL, &err),
+                     3);
+    assert_string_equal(err.msg, "volume_capability is required");
+    struct cap c;
+    cap_init(&c, true);
+    assert_int_equal(publish(f, "v", f->target, true, &c, &err), 3);
+    assert_non_null(strstr(err.msg, "block access is not supported"));
+    cap_init(&c, false);
+    c.cap.access_mode = NULL;
+    assert_int_equal(publish(f, "v", f->target, true, &c, &err), 3);
+    assert_string_equal(err.msg, "volume_capability.access_mode is required");
+    cap_init(&c, false);
+    c.cap.access_type_case = 0;
+    assert_int_equal(publish(f, "v", f->target, true, &c, &err), 3);
+    assert_int_equal(unpublish(f, "", f->target, &err), 3);
+    assert_int_equal(unpublish(f, "v", "", &err), 3);
+    /* Escapes from the kubelet root. */
+    char t[800];
+    snprintf(t, sizeof(t), "%s/../../escape", f->pod);
+    assert_int_equal(publish(f, "v", t, true, NULL, &err), 3);
+    assert_int_equal(publish(f, "v", "/etc/escape", true, NULL, &err), 3);
+    assert_non_null(strstr(err.msg, "is not under the kubelet root"));
+    assert_int_equal(publish(f, "v", "relative/mount", true, NULL, &err), 3);
+    char link[700];
+    snprintf(link, sizeof(link), "%s/pods/link", f->kubelet);
+    assert_int_equal(symlink("/etc", link), 0);
+    snprintf(t, sizeof(t), "%s/mount", link);
+    assert_int_equal(publish(f, "v", t, true, NULL, &err), 3);
+    assert_non_null(strstr(err.msg, "resolves outside the kubelet root"));
+    assert_int_equal(unpublish(f, "v", "/etc/escape", &err), 3);
+    struct stat st;
+    assert_int_equal(stat("/etc/escape", &st), -1);
+    /* None of it mounted anything. */
+    assert_int_equal(total_mounts(), before);
+}
+
+static void test_require_readonly(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    assert_int_equal(publish(f, "v", f->target, false, NULL, &err), 3);
+    assert_non_null(strstr(err.msg, "readonly must be true"));
+    assert_int_equal(mounts_on(f->target), 0);
+    assert_int_equal(publish(f, "v", f->target, true, NULL, &err), 0);
+    assert_int_equal(unpublish(f, "v", f->target, &err), 0);
+}
+
+static void test_identity_and_node_info(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    ProtobufCMessage *m;
+    Csi__V1__GetPluginInfoRequest info = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+    assert_int_equal(call(f, IDENT "GetPluginInfo", &info.base,
+                          &csi__v1__get_plugin_info_response__descriptor, &m, &err),
+                     0);
+    assert_string_equal(((Csi__V1__GetPluginInfoResponse *)m)->name, "uds.csi.dragonflyoss.io");
+    assert_true(((Csi__V1__GetPluginInfoResponse *)m)->vendor_version[0] != '\0');
+    dfc_rpc_msg_free(m);
+    Csi__V1__GetPluginCapabilitiesRequest caps = CSI__V1__GET_PLUGIN_CAPABILITIES_REQUEST__INIT;
+    assert_int_equal(call(f, IDENT "GetPluginCapabilities", &caps.base,
+                          &csi__v1__get_plugin_capabilities_response__descriptor, &m, &err),
+                     0);
+    Csi__V1__GetPluginCapabilitiesResponse *pc = (void *)m;
+    assert_int_equal(pc->n_capabilities, 1);
+    assert_int_equal(pc->capabilities[0]->service->type,
+                     CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
+    dfc_rpc_msg_free(m);
+    Csi__V1__ProbeRequest probe = CSI__V1__PROBE_REQUEST__INIT;
+    assert_int_equal(
+        call(f, IDENT "Probe", &probe.base, &csi__v1__probe_response__descriptor, &m, &err), 0);
+    assert_true(((Csi__V1__ProbeResponse *)m)->ready->value);
+    dfc_rpc_msg_free(m);
+    Csi__V1__NodeGetInfoRequest ni = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
+    assert_int_equal(call(f, NODE "NodeGetInfo", &ni.base,
+                          &csi__v1__node_get_info_response__descriptor, &m, &err),
+                     0);
+    assert_string_equal(((Csi__V1__NodeGetInfoResponse *)m)->node_id, "node-a");
+    dfc_rpc_msg_free(m);
+    Csi__V1__NodeGetCapabilitiesRequest nc = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
+    assert_int_equal(call(f, NODE "NodeGetCapabilities", &nc.base,
+                          &csi__v1__node_get_capabilities_response__descriptor, &m, &err),
+                     0);
+    assert_int_equal(((Csi__V1__NodeGetCapabilitiesResponse *)m)->n_capabilities, 0);
+    dfc_rpc_msg_free(m);
+    /* What this driver does not serve. */
+    assert_int_equal(call(f, NODE "NodeStageVolume", &nc.base,
+                          &csi__v1__node_get_info_response__descriptor, NULL, &err),
+                     12);
+    assert_int_equal(call(f, CONTROLLER "ListVolumes", &nc.base,
+                          &csi__v1__node_get_info_response__descriptor, NULL, &err),
+                     12);
+}
+
+static int create(struct fx *f, const char *name, int64_t bytes, struct cap *c, int n_caps,
+                  char *ret_id, struct dfc_error *err) {
+    Csi__V1__CreateVolumeRequest r = CSI__V1__CREATE_VOLUME_REQUEST__INIT;
+    Csi__V1__CapacityRange range = CSI__V1__CAPACITY_RANGE__INIT;
+    range.required_bytes = bytes;
+    r.name = (char *)name;
+    r.capacity_range = &range;
+    Csi__V1__VolumeCapability *caps[] = {c ? &c->cap : NULL};
+    r.volume_capabilities = caps;
+    r.n_volume_capabilities = (size_t)n_caps;
+    ProtobufCMessage *m = NULL;
+    int code = call(f, CONTROLLER "CreateVolume", &r.base,
+                    &csi__v1__create_volume_response__descriptor, &m, err);
+    if (code == 0) {
+        Csi__V1__CreateVolumeResponse *resp = (void *)m;
+        snprintf(ret_id, 64, "%s", resp->volume->volume_id);
+        assert_true(resp->volume->capacity_bytes == bytes);
+    }
+    dfc_rpc_msg_free(m);
+    return code;
+}
+
+static int validate(struct fx *f, const char *id, struct cap *c, bool *ret_confirmed,
+                    struct dfc_error *err) {
+    Csi__V1__ValidateVolumeCapabilitiesRequest r =
+        CSI__V1__VALIDATE_VOLUME_CAPABILITIES_REQUEST__INIT;
+    r.volume_id = (char *)id;
+    Csi__V1__VolumeCapability *caps[] = {c ? &c->cap : NULL};
+    r.volume_capabilities = caps;
+    r.n_volume_capabilities = c ? 1 : 0;
+    ProtobufCMessage *m = NULL;
+    int code = call(f, CONTROLLER "ValidateVolumeCapabilities", &r.base,
+                    &csi__v1__validate_volume_capabilities_response__descriptor, &m, err);
+    if (code == 0) {
+        *ret_confirmed = ((Csi__V1__ValidateVolumeCapabilitiesResponse *)m)->confirmed != NULL;
+    }
+    dfc_rpc_msg_free(m);
+    return code;
+}
+
+static int delete (struct fx *f, const char *id, struct dfc_error *err) {
+    Csi__V1__DeleteVolumeRequest r = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
+    r.volume_id = (char *)id;
+    return call(f, CONTROLLER "DeleteVolume", &r.base, &csi__v1__delete_volume_response__descriptor,
+                NULL, err);
+}
+
+static void test_controller(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct cap mount, block;
+    cap_init(&mount, false);
+    cap_init(&block, true);
+    char id[64], id2[64];
+    assert_int_equal(create(f, "pvc-1234", 1 << 20, &mount, 1, id, &err), 0);
+    assert_int_equal(create(f, "pvc-1234", 1 << 20, &mount, 1, id2, &err), 0); /* idempotent */
+    assert_string_equal(id, id2);
+    assert_int_equal(create(f, "pvc-1234", 2 << 20, &mount, 1, id2, &err), 6);
+    assert_non_null(strstr(err.msg, "exists with capacity 1048576, not 2097152"));
+    assert_int_equal(create(f, "", 0, &mount, 1, id2, &err), 3);
+    assert_string_equal(err.msg, "name is required");
+    assert_int_equal(create(f, "pvc-x", 0, NULL, 0, id2, &err), 3);
+    assert_string_equal(err.msg, "volume_capabilities is required");
+    assert_int_equal(create(f, "pvc-x", 0, &block, 1, id2, &err), 3);
+    char long_name[200];
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    assert_int_equal(create(f, long_name, 0, &mount, 1, id2, &err), 3);
+    assert_int_equal(create(f, "pvc-neg", -1, &mount, 1, id2, &err), 11);
+
+    bool confirmed = false;
+    assert_int_equal(validate(f, id, &mount, &confirmed, &err), 0);
+    assert_true(confirmed);
+    assert_int_equal(validate(f, id, &block, &confirmed, &err), 0);
+    assert_false(confirmed);
+    assert_int_equal(validate(f, "some-random-volume-id", &mount, &confirmed, &err), 5);
+    assert_int_equal(validate(f, "", &mount, &confirmed, &err), 3);
+    assert_int_equal(validate(f, id, NULL, &confirmed, &err), 3);
+
+    assert_int_equal(delete (f, id, &err), 0);
+    assert_int_equal(delete (f, id, &err), 0); /* idempotent */
+    assert_int_equal(delete (f, "some-random-volume-id", &err), 0);
+    assert_int_equal(delete (f, "", &err), 3);
+    assert_int_equal(validate(f, id, &mount, &confirmed, &err), 5); /* gone */
+    /* The same name can come back with another capacity once deleted. */
+    assert_int_equal(create(f, "pvc-1234", 2 << 20, &mount, 1, id2, &err), 0);
+
+    Csi__V1__ControllerGetCapabilitiesRequest cr =
+        CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
+    ProtobufCMessage *m;
+    assert_int_equal(call(f, CONTROLLER "ControllerGetCapabilities", &cr.base,
+                          &csi__v1__controller_get_capabilities_response__descriptor, &m, &err),
+                     0);
+    Csi__V1__ControllerGetCapabilitiesResponse *cc = (void *)m;
+    assert_int_equal(cc->n_capabilities, 1);
+    assert_int_equal(cc->capabilities[0]->rpc->type,
+                     CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME);
+    dfc_rpc_msg_free(m);
+}
+
+static bool log_has(struct fx *f, const char *text) {
+    static char buf[1 << 20];
+    FILE *fp = fopen(f->csi_log, "r");
+    size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return strstr(buf, text) != NULL;
+}
+
+struct log_want {
+    struct fx *f;
+    const char *text;
+};
+
+static bool log_eventually(void *arg) {
+    struct log_want *w = arg;
+    return log_has(w->f, w->text);
+}
+
+/* The layer logs after the response has gone, so wait a moment for the line. */
+static void assert_logged(struct fx *f, const char *text) {
+    struct log_want w = {f, text};
+    assert_true(test_wait_for(log_eventually, &w, 3000));
+}
+
+static void test_one_log_line_per_rpc(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    assert_int_equal(publish(f, "logged-vol", f->target, true, NULL, &err), 0);
+    assert_int_equal(unpublish(f, "logged-vol", f->target, &err), 0);
+    char want[800];
+    snprintf(want, sizeof(want),
+             "method=/csi.v1.Node/NodePublishVolume volume_id=logged-vol target_path=%s",
+             f->target);
+    assert_logged(f, want);
+    assert_logged(f, "ephemeral=true code=OK ms=");
+    assert_logged(f, "method=/csi.v1.Node/NodeUnpublishVolume volume_id=logged-vol");
+}
+
+int main(void) {
+    is_root = geteuid() == 0;
+    if (is_root) {
+        /* A private mount namespace: nothing this test mounts is seen outside it. */
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+            fprintf(stderr, "test_csi: cannot make a private mount namespace: %s; skipping\n",
+                    strerror(errno));
+            is_root = false;
+        }
+    } else {
+        fprintf(stderr, "test_csi: needs root for bind mounts; every test skips\n");
+    }
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_publish_reaches_dfdaemon_and_survives_its_restart),
+        T(test_readonly_publish),
+        T(test_idempotence),
+        T(test_unpublish_takes_off_stacked_mounts),
+        T(test_a_thousand_cycles_leave_no_mounts),
+        T(test_concurrent_publishes_make_one_mount),
+        T(test_node_invalid_arguments),
+        cmocka_unit_test_setup_teardown(test_require_readonly, setup_readonly_only, teardown),
+        T(test_identity_and_node_info),
+        T(test_controller),
+        T(test_one_log_line_per_rpc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,82 @@
+/* Tests for csi/paths.c: target paths stay below the kubelet root. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "paths.h"
+#include "test_support.h"
+
+static char dir[256], root[300], pod[400];
+
+static int setup(void **state) {
+    test_mkdtemp(dir, sizeof(dir), "paths");
+    snprintf(root, sizeof(root), "%s/kubelet", dir);
+    snprintf(pod, sizeof(pod), "%s/pods/uid/volumes/kubernetes.io~csi/v", root);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' '%s/outside'", pod, dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+static int teardown(void **state) {
+    test_rmtree(dir);
+    return 0;
+}
+
+static void test_accepts_kubelet_targets(void **state) {
+    struct dfc_error err;
+    char t[500];
+    snprintf(t, sizeof(t), "%s/mount", pod);
+    assert_int_equal(csi_check_target(root, t, &err), 0);
+    /* A trailing slash on the root does not matter. */
+    char root_slash[320];
+    snprintf(root_slash, sizeof(root_slash), "%s/", root);
+    assert_int_equal(csi_check_target(root_slash, t, &err), 0);
+}
+
+static void test_refuses_escapes(void **state) {
+    struct dfc_error err;
+    char t[600];
+    assert_int_equal(csi_check_target(root, "relative/mount", &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "must be absolute"));
+    snprintf(t, sizeof(t), "%s/../outside/mount", pod);
+    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "must not contain . or .."));
+    snprintf(t, sizeof(t), "%s/outside/mount", dir);
+    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "is not under the kubelet root"));
+    /* A sibling whose name starts like the root is not under it. */
+    snprintf(t, sizeof(t), "%s-evil/mount", root);
+    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    /* A symlinked directory inside the root that points outside. */
+    char link[500], target[500];
+    snprintf(link, sizeof(link), "%s/pods/escape", root);
+    snprintf(target, sizeof(target), "%s/outside", dir);
+    assert_int_equal(symlink(target, link), 0);
+    snprintf(t, sizeof(t), "%s/mount", link);
+    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "resolves outside the kubelet root"));
+    /* The target itself a symlink. */
+    snprintf(t, sizeof(t), "%s/mount", pod);
+    assert_int_equal(symlink(target, t), 0);
+    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "is a symlink"));
+    /* A missing parent is reported as such. */
+    snprintf(t, sizeof(t), "%s/pods/nope/mount", root);
+    assert_int_equal(csi_check_target(root, t, &err), -ENOENT);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_accepts_kubelet_targets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_escapes, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
