@@ -71,7 +71,8 @@ int main(int argc, char **argv) {
         ProtobufCMessage *m;
         double t0 = now_us();
         if (dfc_rpc_unary(c, "/csi.v1.Node/NodePublishVolume", &pub.base,
-                          &csi__v1__node_publish_volume_response__descriptor, 10000, &m, &err) < 0) {
+                          &csi__v1__node_publish_volume_response__descriptor, 10000, &m,
+                          &err) < 0) {
             fprintf(stderr, "publish: %s\n", dfc_error_msg(&err));
             return 1;
         }
