@@ -726,6 +726,12 @@ static void run_call(struct dfc_rpc_call *c) {
             dfc_error_set(&err, r, "%s", dfc_strerror(r));
         }
     }
+    if (r < 0 && r != -ETIMEDOUT && dfc__rpc_remaining_ms(c->deadline) <= 0) {
+        /* Whatever the handler saw (a cancelled call, a failed send), the cause was the
+         * deadline: say so, as the client's own timer would. */
+        dfc_error_prefix(&err, "deadline exceeded");
+        r = err.code = -ETIMEDOUT;
+    }
     finish_call(c, r, resp, &err);
     log_call(c, r, &err);
     dfc_rpc_msg_free(req);
