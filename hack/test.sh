@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check on a fresh Debian 12 machine: installs the dependencies, checks formatting,
-# builds with -Werror, runs all tests, then runs them again under ASan+UBSan.
+# builds with -Werror, runs all tests, then runs them again under ASan+UBSan and under TSan
+# (test/tsan.supp silences only Debian's uninstrumented gRPC and absl libraries).
 #   hack/test.sh           everything
-#   hack/test.sh --quick   skip the sanitizer pass
+#   hack/test.sh --quick   skip the sanitizer passes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,4 +25,6 @@ run_suite build
 if [ "${1:-}" != "--quick" ]; then
     echo "== build and test under ASan+UBSan =="
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DDFC_SANITIZE=address,undefined
+    echo "== build and test under TSan =="
+    run_suite build-tsan -DCMAKE_BUILD_TYPE=Debug -DDFC_SANITIZE=thread
 fi

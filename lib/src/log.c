@@ -15,7 +15,7 @@
 
 #define LINE_MAX_LEN 2048
 
-int dfc_log_threshold = DFC_LOG_INFO;
+_Atomic int dfc_log_threshold = DFC_LOG_INFO;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
 
@@ -33,8 +33,8 @@ static void stderr_sink(int level, const char *line, size_t len, void *userdata)
     }
 }
 
-static dfc_log_sink_fn sink = stderr_sink;
-static void *sink_userdata;
+static _Atomic(dfc_log_sink_fn) sink = stderr_sink;
+static _Atomic(void *) sink_userdata;
 
 void dfc_log_set_level(int level) {
     dfc_log_threshold = level;
@@ -55,8 +55,8 @@ int dfc_log_parse_level(const char *s, int *ret_level) {
 }
 
 void dfc_log_set_sink(dfc_log_sink_fn fn, void *userdata) {
-    sink = fn != NULL ? fn : stderr_sink;
-    sink_userdata = userdata;
+    atomic_store(&sink_userdata, userdata);
+    atomic_store(&sink, fn != NULL ? fn : stderr_sink);
 }
 
 void dfc_log_write(int level, const char *event, const char *fmt, ...) {
@@ -98,5 +98,6 @@ void dfc_log_write(int level, const char *event, const char *fmt, ...) {
     }
     line[len++] = '\n';
     line[len] = '\0';
-    sink(level, line, len, sink_userdata);
+    dfc_log_sink_fn fn = atomic_load(&sink);
+    fn(level, line, len, atomic_load(&sink_userdata));
 }

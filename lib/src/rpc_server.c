@@ -101,11 +101,17 @@ static void waiter_destroy(struct waiter *w) {
 
 /* Starts ops on call with w as the tag. Returns false when core refused the batch. */
 static bool waiter_start(struct waiter *w, grpc_call *call, const grpc_op *ops, size_t n) {
+    /* Under the lock, so the CQ thread's completion is ordered after it in every tool's eyes,
+     * not only through gRPC's own (uninstrumented) synchronization. */
+    pthread_mutex_lock(&w->mu);
     w->pending = true;
+    pthread_mutex_unlock(&w->mu);
     grpc_call_error e = grpc_call_start_batch(call, ops, n, &w->tag, NULL);
     if (e != GRPC_CALL_OK) {
+        pthread_mutex_lock(&w->mu);
         w->pending = false;
         w->ok = false;
+        pthread_mutex_unlock(&w->mu);
         return false;
     }
     return true;

@@ -12,6 +12,7 @@
 #ifndef DFC_LOG_H
 #define DFC_LOG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 enum dfc_log_level {
@@ -25,7 +26,7 @@ enum dfc_log_level {
 /* Receives one complete line (with its trailing newline); line is borrowed. */
 typedef void (*dfc_log_sink_fn)(int level, const char *line, size_t len, void *userdata);
 
-extern int dfc_log_threshold;
+extern _Atomic int dfc_log_threshold;
 
 #define DFC_LOG(level, event, ...)                                                                 \
     do {                                                                                           \
@@ -43,8 +44,9 @@ void dfc_log_set_level(int level);
 /* Parses "debug", "info", "warn", "error", "off" (case-insensitive); -EINVAL otherwise. */
 int dfc_log_parse_level(const char *s, int *ret_level);
 
-/* Replaces the sink (NULL restores stderr). Not thread-safe against concurrent logging: call
- * during start-up or in tests. */
+/* Replaces the sink (NULL restores stderr). Safe while other threads log, though a line
+ * written at that very moment may reach the old sink with the new userdata: set it at
+ * start-up, or with a userdata that both sinks accept. */
 void dfc_log_set_sink(dfc_log_sink_fn sink, void *userdata);
 
 #endif /* DFC_LOG_H */
