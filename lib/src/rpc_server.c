@@ -838,7 +838,9 @@ static void listener_free(struct unix_listener *l) {
     (void)close(l->fd);
     (void)close(l->wake[0]);
     (void)close(l->wake[1]);
-    (void)unlink(l->path);
+    if (l->path[0] != '\0') {
+        (void)unlink(l->path);
+    }
     free(l->path);
     free(l);
 }
@@ -846,23 +848,23 @@ static void listener_free(struct unix_listener *l) {
 int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsigned mode, int gid,
                                struct dfc_error *err) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char tmp[sizeof(sa.sun_path)];
     if (s->started) {
         return dfc_error_set(err, -EBUSY, "listen %s: the server is already started", path);
     }
     if (s->n_own >= MAX_LISTENERS) {
         return dfc_error_set(err, -ERANGE, "listen %s: too many listeners", path);
     }
-    if (strlen(path) >= sizeof(sa.sun_path)) {
+    /* Bound under a temporary name and renamed into place once it listens, so the socket
+     * never exists in a state that refuses connections. */
+    if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof(tmp)) {
         return dfc_error_set(err, -ENAMETOOLONG, "socket path `%s` is longer than %zu bytes", path,
-                             sizeof(sa.sun_path) - 1);
+                             sizeof(sa.sun_path) - 16);
     }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
+    memcpy(sa.sun_path, tmp, strlen(tmp) + 1);
     struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            return dfc_error_set(err, -EEXIST, "`%s` exists and is not a socket", path);
-        }
-        (void)unlink(path); /* a stale socket left by an earlier run */
+    if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+        return dfc_error_set(err, -EEXIST, "`%s` exists and is not a socket", path);
     }
     struct unix_listener *l = calloc(1, sizeof(*l));
     if (l == NULL || (l->path = strdup(path)) == NULL) {
@@ -871,22 +873,27 @@ int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsig
     }
     l->server = s;
     l->wake[0] = l->wake[1] = -1;
+    (void)unlink(tmp);
     l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int r = 0;
     if (l->fd < 0) {
         r = dfc_error_errno(err, -errno, "socket for `%s`", path);
     } else if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        r = dfc_error_errno(err, -errno, "bind `%s`", path);
-    } else if (chmod(path, mode) < 0) {
-        r = dfc_error_errno(err, -errno, "chmod `%s` to %04o", path, mode);
-    } else if (gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) {
-        r = dfc_error_errno(err, -errno, "chown `%s` to group %d", path, gid);
+        r = dfc_error_errno(err, -errno, "bind `%s`", tmp);
+    } else if (chmod(tmp, mode) < 0) {
+        r = dfc_error_errno(err, -errno, "chmod `%s` to %04o", tmp, mode);
+    } else if (gid >= 0 && chown(tmp, (uid_t)-1, (gid_t)gid) < 0) {
+        r = dfc_error_errno(err, -errno, "chown `%s` to group %d", tmp, gid);
     } else if (listen(l->fd, 128) < 0) {
-        r = dfc_error_errno(err, -errno, "listen on `%s`", path);
+        r = dfc_error_errno(err, -errno, "listen on `%s`", tmp);
     } else if (pipe2(l->wake, O_CLOEXEC) < 0) {
         r = dfc_error_errno(err, -errno, "pipe");
+    } else if (rename(tmp, path) < 0) { /* replaces a stale socket left by an earlier run */
+        r = dfc_error_errno(err, -errno, "rename `%s` to `%s`", tmp, path);
     }
     if (r < 0) {
+        (void)unlink(tmp);
+        l->path[0] = '\0'; /* nothing of ours at path to remove */
         listener_free(l);
         return r;
     }

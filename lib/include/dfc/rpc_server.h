@@ -95,9 +95,9 @@ int dfc_rpc_server_add_service(struct dfc_rpc_server *s, const ProtobufCServiceD
 int dfc_rpc_server_listen(struct dfc_rpc_server *s, const char *addr, struct dfc_error *err);
 
 /* Listens on a Unix socket that this layer accepts itself, so each connection's SO_PEERCRED is
- * known (dfc_rpc_call_peer_cred). A stale socket at path is unlinked; the new one gets mode and,
- * when gid >= 0, group gid. The parent directory must exist. Before dfc_rpc_server_start(); the
- * socket is removed when the server is freed. */
+ * known (dfc_rpc_call_peer_cred). The socket gets mode and, when gid >= 0, group gid, and
+ * appears at path (replacing a stale one) only once it listens. The parent directory must
+ * exist. Before dfc_rpc_server_start(); the socket is removed when the server is freed. */
 int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsigned mode, int gid,
                                struct dfc_error *err);
 
