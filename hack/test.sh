@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 bash hack/install-deps.sh
 bash hack/format.sh --check
+bash hack/lint.sh
 
 jobs=$(nproc)
 run_suite() {

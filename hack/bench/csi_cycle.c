@@ -40,7 +40,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s CSI_SOCKET TARGET_PATH [cycles]\n", argv[0]);
         return 2;
     }
-    int cycles = argc > 3 ? atoi(argv[3]) : 1000;
+    int cycles = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 1000;
+    if (cycles <= 0 || cycles > 1000000) {
+        fprintf(stderr, "cycles must be 1..1000000\n");
+        return 2;
+    }
     char target[4200];
     snprintf(target, sizeof(target), "unix:%s", argv[1]);
     struct dfc_error err;

@@ -23,7 +23,7 @@ struct sender {
 };
 
 static void die(const char *what) {
-    fprintf(stderr, "bench_raw_copy: %s: %s\n", what, strerror(errno));
+    fprintf(stderr, "bench_raw_copy: %s: %m\n", what);
     exit(1);
 }
 

@@ -51,7 +51,7 @@ static double now_s(void) {
 }
 
 static void die(const char *what) {
-    fprintf(stderr, "bench_rpc_stream: %s: %s\n", what, strerror(errno));
+    fprintf(stderr, "bench_rpc_stream: %s: %m\n", what);
     exit(1);
 }
 

@@ -21,7 +21,7 @@
 #include "test_support.h"
 
 static void die(const char *what) {
-    fprintf(stderr, "harness: %s: %s\n", what, strerror(errno));
+    fprintf(stderr, "harness: %s: %m\n", what);
     abort();
 }
 

@@ -598,8 +598,7 @@ int main(void) {
     if (is_root) {
         /* A private mount namespace: nothing this test mounts is seen outside it. */
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-            fprintf(stderr, "test_csi: cannot make a private mount namespace: %s; skipping\n",
-                    strerror(errno));
+            fprintf(stderr, "test_csi: cannot make a private mount namespace: %m; skipping\n");
             is_root = false;
         }
     } else {

@@ -184,6 +184,48 @@ static void test_stat_ls_rm(void **state) {
     assert_null(strstr(f->out, id));
 }
 
+static void test_progress_bar_only_on_a_terminal(void **state) {
+    struct fx *f = *state;
+    if (system("command -v script >/dev/null 2>&1") != 0) {
+        skip(); /* script(1) from util-linux provides the pseudo-terminal */
+    }
+    char src[400], cmd[2048], path[400];
+    path_in(f, "bar.bin", src, sizeof(src));
+    harness_write_file(src, 24 * MiB, 16);
+    /* Piped: results only, no bar. */
+    assert_int_equal(DFCACHE(f, "import", "--transfer", "stream", src), 0);
+    assert_null(strstr(f->err, "ETA"));
+    /* On a terminal: the bar, with bytes, rate and ETA, ending at 100%. */
+    path_in(f, "pty.out", path, sizeof(path));
+    int n = snprintf(cmd, sizeof(cmd),
+                     "script -qec '%s import --transfer stream --tag bar -e %s %s' "
+                     "/dev/null > %s 2>&1",
+                     DFCACHE_BIN, f->h.socket, src, path);
+    assert_true(n < (int)sizeof(cmd));
+    assert_int_equal(system(cmd), 0);
+    static char out[65536];
+    FILE *fp = fopen(path, "r");
+    size_t len = fread(out, 1, sizeof(out) - 1, fp);
+    out[len] = '\0';
+    fclose(fp);
+    assert_non_null(strstr(out, "import ["));
+    assert_non_null(strstr(out, "100% 24.0MiB/24.0MiB"));
+    assert_non_null(strstr(out, "/s ETA "));
+    assert_non_null(strstr(out, "Done: "));
+    /* --no-progress silences it on a terminal too. */
+    n = snprintf(cmd, sizeof(cmd),
+                 "script -qec '%s import --no-progress --transfer stream "
+                 "--tag quiet -e %s %s' /dev/null > %s 2>&1",
+                 DFCACHE_BIN, f->h.socket, src, path);
+    assert_true(n < (int)sizeof(cmd));
+    assert_int_equal(system(cmd), 0);
+    fp = fopen(path, "r");
+    len = fread(out, 1, sizeof(out) - 1, fp);
+    out[len] = '\0';
+    fclose(fp);
+    assert_null(strstr(out, "ETA"));
+}
+
 static void test_cli_usage_errors(void **state) {
     struct fx *f = *state;
     assert_int_equal(DFCACHE(f, "import", "--ttl", "1m", "/etc/hostname"), 2);
@@ -731,6 +773,7 @@ int main(void) {
         T(test_import_hard_link_and_copy),
         T(test_upstream_task_ids),
         T(test_stat_ls_rm),
+        T(test_progress_bar_only_on_a_terminal),
         T(test_cli_usage_errors),
         T(test_upload_validation),
         T(test_download_validation),

@@ -143,13 +143,13 @@ static void human(double v, char *buf, size_t size) {
 }
 
 static void draw(struct dfcache_progress *p, double now) {
-    char done[32], total[32], rate[40];
+    char done[32], total[32], rate[40], rate_s[48];
     double secs = now - p->started;
     double bps = secs > 0 ? (double)p->done / secs : 0;
     human((double)p->done, done, sizeof(done));
     human((double)p->total, total, sizeof(total));
-    human(bps, rate, sizeof(rate) - 2);
-    strcat(rate, "/s");
+    human(bps, rate, sizeof(rate));
+    snprintf(rate_s, sizeof(rate_s), "%s/s", rate);
     int pct = p->total ? (int)(p->done * 100 / p->total) : 100;
     int width = 30, fill = pct * width / 100;
     char bar[64];
@@ -158,7 +158,7 @@ static void draw(struct dfcache_progress *p, double now) {
     }
     bar[width] = '\0';
     double eta = bps > 0 && p->total > p->done ? (double)(p->total - p->done) / bps : 0;
-    fprintf(stderr, "\r%s [%s] %3d%% %s/%s %s ETA %.0fs  ", p->label, bar, pct, done, total, rate,
+    fprintf(stderr, "\r%s [%s] %3d%% %s/%s %s ETA %.0fs  ", p->label, bar, pct, done, total, rate_s,
             eta);
     fflush(stderr);
     p->last_draw = now;
