@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,11 @@
 
 /* ---- the fake mount table: one target, a stack depth, and injected failures ---- */
 
-static unsigned fake_count;
-static int fake_bind_error, fake_unmount_error, fake_state_error;
-static unsigned binds, unmounts;
+/* Atomics: the handlers run on the server's threads, ordered after the test's writes only
+ * through gRPC, which ThreadSanitizer cannot see into. */
+static _Atomic unsigned fake_count;
+static _Atomic int fake_bind_error, fake_unmount_error, fake_state_error;
+static _Atomic unsigned binds, unmounts;
 
 static int fake_bind(const char *source, const char *target, bool ro) {
     binds++;
