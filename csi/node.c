@@ -194,8 +194,14 @@ static int node_unpublish(void *drv, struct dfc_rpc_call *call, const ProtobufCM
         }
     }
     if (r == 0 && rmdir(req->target_path) < 0 && errno != ENOENT) {
-        r = dfc_error_set(err, DFC_E_INTERNAL, "remove target_path `%s`: %s", req->target_path,
-                          dfc_strerror(-errno));
+        if (errno == ENOTEMPTY || errno == EEXIST) {
+            /* Unmounted, but holding files this driver never made: leave them to kubelet's
+             * clean-up rather than keep the pod Terminating with an error. */
+            dfc_rpc_call_log_field(call, "target_left", "not empty");
+        } else {
+            r = dfc_error_set(err, DFC_E_INTERNAL, "remove target_path `%s`: %s", req->target_path,
+                              dfc_strerror(-errno));
+        }
     }
     pthread_mutex_unlock(mu);
     return r;

@@ -20,6 +20,7 @@
 #include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/rpc_bulk.h"
+#include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "google/protobuf/empty.pb-c.h"
@@ -193,13 +194,17 @@ static int verify_content(int fd, const char *algo, const char *want, struct dfc
         return r;
     }
     char have[DFC_EVP_HEX_MAX];
+    bool match;
     if (crc) {
+        uint64_t w = 0;
         snprintf(have, sizeof(have), "%u", c);
+        match = dfc_parse_u64(want, &w) == 0 && w == c; /* "crc32:0042" is 42 */
     } else {
         dfc_evp_final_hex(&h, have);
         dfc_evp_done(&h);
+        match = strcasecmp(have, want) == 0;
     }
-    if (strcasecmp(have, want) != 0) {
+    if (!match) {
         return dfc_error_set(err, DFC_E_DATA_LOSS, "digest mismatch: want %s:%s, content has %s:%s",
                              algo, want, algo, have);
     }

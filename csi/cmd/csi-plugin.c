@@ -177,7 +177,11 @@ int main(int argc, char **argv) {
     struct dfc_rpc_server *server = NULL;
     struct dfc_error err;
     const char *sock = endpoint_path(endpoint);
-    struct dfc_rpc_server_opts o = {.log_level_ok = DFC_LOG_INFO, .name = "csi", .max_workers = 16};
+    /* CSI messages are small: a 1 MiB limit is plenty and bounds what a caller can send. */
+    struct dfc_rpc_server_opts o = {.log_level_ok = DFC_LOG_INFO,
+                                    .name = "csi",
+                                    .max_workers = 16,
+                                    .max_recv_msg = (size_t)1 << 20};
     int r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, &err);
     if (r == 0 && (r = make_parent(sock)) < 0) {
         dfc_error_errno(&err, r, "create the directory of `%s`", sock);

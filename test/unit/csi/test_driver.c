@@ -192,6 +192,18 @@ static void test_unpublish_unstacks_and_reports_failures(void **state) {
     assert_true(exists(f->target));
 }
 
+static void test_unpublish_leaves_a_foreign_file_but_succeeds(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    mkdir(f->target, 0750);
+    char file[500];
+    snprintf(file, sizeof(file), "%s/not-ours", f->target);
+    FILE *fp = fopen(file, "w");
+    fclose(fp);
+    assert_int_equal(unpublish(f, &err), 0); /* never keep a pod Terminating over it */
+    assert_true(exists(file));
+}
+
 static void test_missing_socket_dir_is_failed_precondition(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
@@ -225,6 +237,7 @@ int main(void) {
         T(test_mount_table_errors_are_internal),
         T(test_something_else_mounted_is_already_exists),
         T(test_unpublish_unstacks_and_reports_failures),
+        T(test_unpublish_leaves_a_foreign_file_but_succeeds),
         T(test_missing_socket_dir_is_failed_precondition),
         cmocka_unit_test(test_ids_and_names),
     };
