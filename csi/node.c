@@ -10,6 +10,7 @@
  * serialized by a striped lock.
  */
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,8 +139,9 @@ static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMes
                           "readonly must be true: this driver publishes read-only only (set "
                           "readOnly: true on the pod's csi volume)");
     }
+    char target[PATH_MAX];
     if (r == 0) {
-        r = csi_check_target(d->cfg.kubelet_dir, req->target_path, err);
+        r = csi_check_target(d->cfg.kubelet_dir, req->target_path, target, err);
         if (r == -ENOENT) {
             r = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
                               "the parent directory of target_path `%s` is missing",
@@ -155,9 +157,9 @@ static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMes
         }
         /* Every other key (pod info, provisioner identity, ...) is ignored. */
     }
-    pthread_mutex_t *mu = lock_for(d, req->target_path);
+    pthread_mutex_t *mu = lock_for(d, target);
     pthread_mutex_lock(mu);
-    r = publish_locked(d, req->target_path, req->readonly, err);
+    r = publish_locked(d, target, req->readonly, err);
     pthread_mutex_unlock(mu);
     return r;
 }
@@ -172,34 +174,34 @@ static int node_unpublish(void *drv, struct dfc_rpc_call *call, const ProtobufCM
     if (r < 0) {
         return r;
     }
-    r = csi_check_target(d->cfg.kubelet_dir, req->target_path, err);
+    char target[PATH_MAX];
+    r = csi_check_target(d->cfg.kubelet_dir, req->target_path, target, err);
     if (r == -ENOENT) {
         return 0; /* nothing there: already unpublished (a reboot, a retry) */
     }
     if (r < 0) {
         return r;
     }
-    pthread_mutex_t *mu = lock_for(d, req->target_path);
+    pthread_mutex_t *mu = lock_for(d, target);
     pthread_mutex_lock(mu);
     struct csi_mount_state ms;
     /* Take off every mount stacked on the target, bounded in case one never goes. */
     for (int i = 0; i < 64 && r == 0; i++) {
-        if ((r = d->mount->state(req->target_path, &ms)) < 0) {
+        if ((r = d->mount->state(target, &ms)) < 0) {
             dfc_error_errno(err, r, "read the mount table");
         } else if (ms.count == 0) {
             break;
-        } else if ((r = d->mount->unmount(req->target_path)) < 0) {
-            r = dfc_error_set(err, DFC_E_INTERNAL, "unmount `%s`: %s", req->target_path,
-                              dfc_strerror(r));
+        } else if ((r = d->mount->unmount(target)) < 0) {
+            r = dfc_error_set(err, DFC_E_INTERNAL, "unmount `%s`: %s", target, dfc_strerror(r));
         }
     }
-    if (r == 0 && rmdir(req->target_path) < 0 && errno != ENOENT) {
+    if (r == 0 && rmdir(target) < 0 && errno != ENOENT) {
         if (errno == ENOTEMPTY || errno == EEXIST) {
             /* Unmounted, but holding files this driver never made: leave them to kubelet's
              * clean-up rather than keep the pod Terminating with an error. */
             dfc_rpc_call_log_field(call, "target_left", "not empty");
         } else {
-            r = dfc_error_set(err, DFC_E_INTERNAL, "remove target_path `%s`: %s", req->target_path,
+            r = dfc_error_set(err, DFC_E_INTERNAL, "remove target_path `%s`: %s", target,
                               dfc_strerror(-errno));
         }
     }

@@ -20,7 +20,8 @@ static bool below(const char *root, const char *path) {
     return strncmp(path, root, n) == 0 && (path[n] == '/' || (n == 1 && root[0] == '/'));
 }
 
-int csi_check_target(const char *kubelet_root, const char *target, struct dfc_error *err) {
+int csi_check_target(const char *kubelet_root, const char *target, char *ret_canonical,
+                     struct dfc_error *err) {
     if (target[0] != '/') {
         return dfc_error_set(err, -EINVAL, "target_path `%s` must be absolute", target);
     }
@@ -38,9 +39,18 @@ int csi_check_target(const char *kubelet_root, const char *target, struct dfc_er
                              target, kubelet_root);
     }
     /* Resolve the parent: a symlink on the way must not lead out of the kubelet root. */
-    char parent[PATH_MAX], real_parent[PATH_MAX], real_root[PATH_MAX];
-    const char *slash = strrchr(target, '/');
-    snprintf(parent, sizeof(parent), "%.*s", (int)(slash - target), target);
+    char trimmed[PATH_MAX], parent[PATH_MAX], real_parent[PATH_MAX], real_root[PATH_MAX];
+    snprintf(trimmed, sizeof(trimmed), "%s", target);
+    for (size_t n = strlen(trimmed); n > 1 && trimmed[n - 1] == '/'; n--) {
+        trimmed[n - 1] = '\0';
+    }
+    const char *slash = strrchr(trimmed, '/');
+    const char *base = slash + 1;
+    if (*base == '\0') {
+        return dfc_error_set(err, -EINVAL, "target_path `%s` names no directory", target);
+    }
+    snprintf(parent, sizeof(parent), "%.*s", slash == trimmed ? 1 : (int)(slash - trimmed),
+             trimmed);
     if (realpath(kubelet_root, real_root) == NULL) {
         return dfc_error_errno(err, -errno, "the kubelet root `%s`", kubelet_root);
     }
@@ -53,8 +63,11 @@ int csi_check_target(const char *kubelet_root, const char *target, struct dfc_er
                              "target_path `%s` resolves outside the kubelet root (to `%s`)", target,
                              real_parent);
     }
+    if ((size_t)snprintf(ret_canonical, PATH_MAX, "%s/%s", real_parent, base) >= PATH_MAX) {
+        return dfc_error_set(err, -EINVAL, "target_path is longer than %d bytes", PATH_MAX - 1);
+    }
     struct stat st;
-    if (lstat(target, &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (lstat(ret_canonical, &st) == 0 && S_ISLNK(st.st_mode)) {
         return dfc_error_set(err, -EINVAL, "target_path `%s` is a symlink", target);
     }
     return 0;

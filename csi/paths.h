@@ -10,9 +10,13 @@
 
 #include "dfc/error.h"
 
-/* 0 when target (absolute, no "." or ".." components, no trailing slash required) lies below
- * kubelet_root, lexically and after resolving the symlinks of its parent; else -EINVAL with a
- * message naming target_path. The target itself, when it exists, must not be a symlink. */
-int csi_check_target(const char *kubelet_root, const char *target, struct dfc_error *err);
+/* 0 when target (absolute, no "." or ".." components) lies below kubelet_root, lexically and
+ * after resolving the symlinks of its parent; else -EINVAL with a message naming target_path
+ * (-ENOENT when the parent is missing). The target itself, when it exists, must not be a
+ * symlink. On success ret_canonical (PATH_MAX bytes) holds the resolved parent plus the last
+ * component: the exact string the kernel shows in mountinfo, so repeated or sloppily written
+ * requests ("//", a trailing "/") meet the same mount. */
+int csi_check_target(const char *kubelet_root, const char *target, char *ret_canonical,
+                     struct dfc_error *err);
 
 #endif /* CSI_PATHS_H */

@@ -309,6 +309,7 @@ struct dfd_import {
     bool linked; /* tmp_path is a hard link to the source file */
     struct dfd_digester dg;
     uint64_t written;
+    uint64_t limit; /* the most bytes this import may write */
     struct helper *helper;
 };
 
@@ -489,10 +490,26 @@ static int create_spool(struct dfd_import *imp, struct dfc_error *err) {
     return 0;
 }
 
+/* Free bytes in the store now. */
+static int free_space(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err) {
+    struct statvfs vfs;
+    if (statvfs(s->dir, &vfs) < 0) {
+        return dfc_error_errno(err, -errno, "statvfs `%s`", s->dir);
+    }
+    *ret = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    return 0;
+}
+
 int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
                      struct dfd_import **ret, struct dfc_error *err) {
+    uint64_t avail = 0;
     if (p->expected_length >= 0) {
         int r = check_space(s, (uint64_t)p->expected_length, err);
+        if (r < 0) {
+            return r;
+        }
+    } else {
+        int r = free_space(s, &avail, err);
         if (r < 0) {
             return r;
         }
@@ -502,6 +519,8 @@ int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
     if (r < 0) {
         return r;
     }
+    /* A stream of unknown length may not outgrow the space that was free when it began. */
+    imp->limit = p->expected_length >= 0 ? (uint64_t)p->expected_length : avail;
     if ((r = create_spool(imp, err)) < 0) {
         dfd_import_abort(imp);
         return r;
@@ -514,6 +533,12 @@ int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct
     if (imp->p.expected_length >= 0 && imp->written + len > (uint64_t)imp->p.expected_length) {
         return dfc_error_set(err, -EFBIG, "more than the announced %lld content bytes",
                              (long long)imp->p.expected_length);
+    }
+    if (imp->limit > 0 && imp->written + len > imp->limit) {
+        return dfc_error_set(err, -ENOSPC,
+                             "the import outgrew the %llu bytes that were free in `%s` when it "
+                             "began",
+                             (unsigned long long)imp->limit, imp->s->dir);
     }
     int r = feed(imp, buf, len);
     if (r < 0) {

@@ -60,7 +60,8 @@ struct dfd_import_params {
     int64_t expected_length; /* -1 when unknown; else more or fewer bytes fail the import */
 };
 
-/* Starts a streamed import: spools into tmp/. -ENOSPC when expected_length does not fit. */
+/* Starts a streamed import: spools into tmp/. -ENOSPC when expected_length does not fit; an
+ * import of unknown length may write at most what is free in the store when it begins. */
 int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
                      struct dfd_import **ret, struct dfc_error *err);
 

@@ -274,6 +274,9 @@ static void test_idempotence(void **state) {
     struct dfc_error err;
     assert_int_equal(publish(f, "v", f->target, true, NULL, &err), 0);
     assert_int_equal(publish(f, "v", f->target, true, NULL, &err), 0);
+    char sloppy[700];
+    snprintf(sloppy, sizeof(sloppy), "%s//mount/", f->pod);
+    assert_int_equal(publish(f, "v", sloppy, true, NULL, &err), 0);
     assert_int_equal(mounts_on(f->target), 1);
     assert_int_equal(unpublish(f, "v", f->target, &err), 0);
     assert_int_equal(unpublish(f, "v", f->target, &err), 0);

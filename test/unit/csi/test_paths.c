@@ -32,45 +32,52 @@ static int teardown(void **state) {
 
 static void test_accepts_kubelet_targets(void **state) {
     struct dfc_error err;
-    char t[500];
+    char t[500], canon[PATH_MAX], want[PATH_MAX];
     snprintf(t, sizeof(t), "%s/mount", pod);
-    assert_int_equal(csi_check_target(root, t, &err), 0);
+    assert_int_equal(csi_check_target(root, t, canon, &err), 0);
+    assert_string_equal(canon, t);
     /* A trailing slash on the root does not matter. */
     char root_slash[320];
     snprintf(root_slash, sizeof(root_slash), "%s/", root);
-    assert_int_equal(csi_check_target(root_slash, t, &err), 0);
+    assert_int_equal(csi_check_target(root_slash, t, canon, &err), 0);
+    /* Sloppy spellings of the same target meet the same canonical path. */
+    snprintf(want, sizeof(want), "%s", t);
+    char *slash = strrchr(t, '/');
+    snprintf(t + (slash - t), sizeof(t) - (size_t)(slash - t), "//mount/");
+    assert_int_equal(csi_check_target(root, t, canon, &err), 0);
+    assert_string_equal(canon, want);
 }
 
 static void test_refuses_escapes(void **state) {
     struct dfc_error err;
-    char t[600];
-    assert_int_equal(csi_check_target(root, "relative/mount", &err), -EINVAL);
+    char t[600], canon[PATH_MAX];
+    assert_int_equal(csi_check_target(root, "relative/mount", canon, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "must be absolute"));
     snprintf(t, sizeof(t), "%s/../outside/mount", pod);
-    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_int_equal(csi_check_target(root, t, canon, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "must not contain . or .."));
     snprintf(t, sizeof(t), "%s/outside/mount", dir);
-    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_int_equal(csi_check_target(root, t, canon, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "is not under the kubelet root"));
     /* A sibling whose name starts like the root is not under it. */
     snprintf(t, sizeof(t), "%s-evil/mount", root);
-    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_int_equal(csi_check_target(root, t, canon, &err), -EINVAL);
     /* A symlinked directory inside the root that points outside. */
     char link[500], target[500];
     snprintf(link, sizeof(link), "%s/pods/escape", root);
     snprintf(target, sizeof(target), "%s/outside", dir);
     assert_int_equal(symlink(target, link), 0);
     snprintf(t, sizeof(t), "%s/mount", link);
-    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_int_equal(csi_check_target(root, t, canon, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "resolves outside the kubelet root"));
     /* The target itself a symlink. */
     snprintf(t, sizeof(t), "%s/mount", pod);
     assert_int_equal(symlink(target, t), 0);
-    assert_int_equal(csi_check_target(root, t, &err), -EINVAL);
+    assert_int_equal(csi_check_target(root, t, canon, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "is a symlink"));
     /* A missing parent is reported as such. */
     snprintf(t, sizeof(t), "%s/pods/nope/mount", root);
-    assert_int_equal(csi_check_target(root, t, &err), -ENOENT);
+    assert_int_equal(csi_check_target(root, t, canon, &err), -ENOENT);
 }
 
 int main(void) {

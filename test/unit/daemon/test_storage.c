@@ -331,14 +331,28 @@ static void test_disk_full_leaves_nothing(void **state) {
     assert_int_equal(dfd_storage_open(&o, &s, NULL, &err), 0);
     struct dfd_import *imp;
     struct dfd_import_params p = params();
-    assert_int_equal(dfd_import_begin(s, &p, &imp, &err), 0);
     char *buf = pattern(MiB, 9);
-    int r = 0;
+    /* The disk fills up under a running import: write(2) itself fails with ENOSPC. */
+    assert_int_equal(dfd_import_begin(s, &p, &imp, &err), 0);
+    char filler[PATH_MAX + 16];
+    snprintf(filler, sizeof(filler), "%s/filler", small);
+    FILE *fp = fopen(filler, "w");
+    for (int i = 0; i < 4 && fwrite(buf, 1, MiB, fp) == MiB; i++) {
+    }
+    fclose(fp); /* the tmpfs is now full */
+    int r = dfd_import_write(imp, buf, MiB, &err);
+    assert_int_equal(r, -ENOSPC);
+    assert_non_null(strstr(err.msg, "no space left"));
+    dfd_import_abort(imp);
+    unlink(filler);
+    /* A stream of unknown length may not outgrow what was free when it began. */
+    assert_int_equal(dfd_import_begin(s, &p, &imp, &err), 0);
+    r = 0;
     for (int i = 0; i < 3 && r == 0; i++) {
         r = dfd_import_write(imp, buf, MiB, &err);
     }
     assert_int_equal(r, -ENOSPC);
-    assert_non_null(strstr(err.msg, "no space left"));
+    assert_non_null(strstr(err.msg, "outgrew"));
     dfd_import_abort(imp);
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof(tmp), "%s/tmp", small);
