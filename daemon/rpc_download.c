@@ -119,11 +119,11 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r == 0) {
         r = open_source(req->path, &fd, err);
     }
-    if (r == 0) {
-        r = check_identity(call, fd, req->path, err);
+    if (r == 0) { /* rights first: the identity check must tell nothing to a stranger */
+        r = dfd_access_read_fd(&caller, fd, req->path, err);
     }
     if (r == 0) {
-        r = dfd_access_read_fd(&caller, fd, req->path, err);
+        r = check_identity(call, fd, req->path, err);
     }
     if (r < 0) {
         return r;

@@ -351,8 +351,10 @@ int dfcache_import(int argc, char **argv) {
     r = -ENOENT;
     if (strcmp(o.transfer, "stream") != 0) {
         r = import_by_path(c, &o, abs, &st, &err);
-        /* The daemon does not see this file: it lives in another mount namespace. */
-        bool elsewhere = r == -ENOENT || r == DFC_E_FAILED_PRECONDITION;
+        /* The daemon does not see this file (it lives in another mount namespace), or may
+         * not read it for us (it judges by mode bits; an ACL may still let us): streaming
+         * needs only our own access. */
+        bool elsewhere = r == -ENOENT || r == DFC_E_FAILED_PRECONDITION || r == -EACCES;
         if (r < 0 && elsewhere && strcmp(o.transfer, "auto") == 0) {
             r = 1;
         }
