@@ -747,6 +747,33 @@ static void test_peer_credentials_are_checked(void **state) {
     assert_int_equal(stat(out, &st), -1);
 }
 
+static void test_auto_streams_what_only_an_acl_lets_the_caller_read(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0 || system("command -v setfacl >/dev/null 2>&1") != 0) {
+        skip(); /* needs root (to run as another uid) and setfacl */
+    }
+    char file[400], cmd[600], id[65];
+    path_in(f, "acl.bin", file, sizeof(file));
+    harness_write_file(file, 5000, 17);
+    chmod(file, 0600);
+    snprintf(cmd, sizeof(cmd), "setfacl -m u:65534:r '%s'", file);
+    if (system(cmd) != 0) {
+        skip(); /* the filesystem has no ACLs */
+    }
+    /* The daemon judges by mode bits and refuses the path import... */
+    const char *path_only[] = {"import", "--no-progress", "--transfer", "path", file, NULL};
+    assert_int_equal(
+        harness_dfcache(&f->h, 65534, f->out, sizeof(f->out), f->err, sizeof(f->err), path_only),
+        1);
+    assert_non_null(strstr(f->err, "PERMISSION_DENIED"));
+    /* ...so auto mode streams it: nobody can read it, through the ACL. */
+    const char *autom[] = {"import", "--no-progress", file, NULL};
+    assert_int_equal(
+        harness_dfcache(&f->h, 65534, f->out, sizeof(f->out), f->err, sizeof(f->err), autom), 0);
+    done_id(f->out, id);
+    assert_true(harness_log_has(&f->h, "mode=stream bytes=5000"));
+}
+
 static void test_auto_streams_from_another_mount_namespace(void **state) {
     struct fx *f = *state;
     if (geteuid() != 0 || system("unshare -m true 2>/dev/null") != 0) {
@@ -795,6 +822,7 @@ int main(void) {
         T(test_kill9_mid_import_leaves_nothing),
         T(test_cancelled_stream_leaves_nothing),
         T(test_peer_credentials_are_checked),
+        T(test_auto_streams_what_only_an_acl_lets_the_caller_read),
         T(test_auto_streams_from_another_mount_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
