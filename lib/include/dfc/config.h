@@ -51,7 +51,8 @@ struct dfc_config_schema {
 #define DFC_CONFIG_FILE_MAX  (1 << 20)
 #define DFC_CONFIG_VALUE_MAX 4096
 
-/* Zeroes cfg's fields and sets every row to its default. */
+/* Sets every row to its default. cfg must be zero-initialized (or released with
+ * dfc_config_free()), since string fields are replaced and freed. */
 int dfc_config_defaults(const struct dfc_config_schema *s, void *cfg, struct dfc_error *err);
 
 /* Applies a YAML file on top of cfg. Errors name "path:line:col". */
