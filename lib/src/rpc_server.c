@@ -21,11 +21,8 @@
  * Calls to methods no table declares arrive through grpc_server_request_call() and are
  * answered UNIMPLEMENTED on the CQ thread (a non-blocking batch).
  *
- * Peer credentials. gRPC core does not expose SO_PEERCRED, so dfc_rpc_server_listen_unix()
- * accepts connections on its own thread, records each one's credentials by fd, and hands the
- * fd to core with grpc_server_add_channel_from_fd(). Core names such a call's peer "fd:<n>",
- * which maps the call back to its connection. A closed connection's entry stays until the fd
- * number is reused by a new connection, which overwrites it.
+ * Peer credentials. gRPC core does not expose SO_PEERCRED: rpc_listen.c accepts Unix sockets
+ * itself and hands each connection's fd to core (see there).
  *
  * Shutdown: stop accepting on our own listeners, stop re-posting,
  * grpc_server_shutdown_and_notify(), wait up to the grace period, then
@@ -34,39 +31,30 @@
  */
 #include "dfc/rpc_server.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <grpc/grpc.h>
-#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
 #include "dfc/log.h"
 #include "rpc_internal.h"
+#include "rpc_server_internal.h"
 
 #define DEFAULT_MAX_WORKERS 32
 #define DEFAULT_MAX_CALLS   1024
-#define MAX_LISTENERS       8
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- tags and waiters ---- */
-
-struct tag {
-    void (*fn)(struct tag *t, bool ok);
-};
 
 /* One outstanding batch that a worker waits for. */
 struct waiter {
@@ -212,61 +200,6 @@ struct unknown_call {
     grpc_metadata_array md;
     grpc_slice status_details;
     int cancelled;
-};
-
-/* A Unix socket accepted by this layer (for SO_PEERCRED). */
-struct unix_listener {
-    int fd;
-    int wake[2]; /* a pipe: a byte tells the accept thread to stop */
-    char *path;
-    pthread_t thread;
-    bool running;
-    struct dfc_rpc_server *server;
-};
-
-struct dfc_rpc_server {
-    grpc_server *server;
-    grpc_completion_queue *cq;
-    pthread_t cq_thread;
-    bool cq_running;
-    bool started;
-    bool shut;
-
-    size_t max_recv_msg;
-    unsigned max_workers;
-    unsigned max_calls;
-    size_t window;
-    int log_level_ok;
-    char name[32];
-
-    struct registered *methods;
-    size_t n_methods;
-
-    char *unix_paths[MAX_LISTENERS];
-    size_t n_unix_paths;
-    struct unix_listener *own[MAX_LISTENERS];
-    size_t n_own;
-
-    /* Credentials of accepted connections, indexed by fd; guarded by cred_mu. */
-    pthread_mutex_t cred_mu;
-    struct ucred *creds;
-    bool *cred_valid;
-    size_t n_creds;
-
-    atomic_bool shutting_down;
-    atomic_uint in_flight;
-
-    struct tag shutdown_tag;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool shutdown_done;
-
-    /* Worker pool, guarded by mu; work_cv wakes idle workers. */
-    pthread_cond_t work_cv;
-    struct dfc_rpc_call *queue_head, *queue_tail;
-    pthread_t *workers;
-    unsigned n_workers, idle_workers;
-    bool stop_workers;
 };
 
 static void call_unref(struct dfc_rpc_call *c) {
@@ -769,150 +702,12 @@ static void on_shutdown(struct tag *t, bool ok) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* ---- our own Unix listeners ---- */
-
-static void record_cred(struct dfc_rpc_server *s, int fd, const struct ucred *cred) {
-    pthread_mutex_lock(&s->cred_mu);
-    if ((size_t)fd >= s->n_creds) {
-        size_t n = (size_t)fd * 2 + 16;
-        struct ucred *c = realloc(s->creds, n * sizeof(*c));
-        bool *v = c != NULL ? realloc(s->cred_valid, n * sizeof(*v)) : NULL;
-        if (c != NULL) {
-            s->creds = c;
-        }
-        if (v == NULL) {
-            pthread_mutex_unlock(&s->cred_mu);
-            return; /* unknown credentials: calls on fd are treated as unauthenticated */
-        }
-        memset(v + s->n_creds, 0, (n - s->n_creds) * sizeof(*v));
-        s->cred_valid = v;
-        s->n_creds = n;
-    }
-    s->creds[fd] = *cred;
-    s->cred_valid[fd] = true;
-    pthread_mutex_unlock(&s->cred_mu);
-}
-
-static void *accept_main(void *arg) {
-    struct unix_listener *l = arg;
-    struct dfc_rpc_server *s = l->server;
-    struct pollfd pfd[2] = {{.fd = l->fd, .events = POLLIN}, {.fd = l->wake[0], .events = POLLIN}};
-    for (;;) {
-        if (poll(pfd, 2, -1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            break;
-        }
-        if (pfd[1].revents) {
-            break;
-        }
-        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE) {
-                DFC_LOG(DFC_LOG_WARN, "rpc.accept_failed", "server=%s errno=%d", s->name, errno);
-                usleep(100000); /* out of descriptors: back off instead of spinning */
-            }
-            continue;
-        }
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-            (void)close(fd);
-            continue;
-        }
-        record_cred(s, fd, &cred);
-        grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-        grpc_server_add_channel_from_fd(s->server, fd, creds); /* core owns fd from here */
-        grpc_server_credentials_release(creds);
-    }
-    return NULL;
-}
-
-static void listener_free(struct unix_listener *l) {
-    if (l->running) {
-        ssize_t n = write(l->wake[1], "x", 1);
-        (void)n;
-        pthread_join(l->thread, NULL);
-    }
-    (void)close(l->fd);
-    (void)close(l->wake[0]);
-    (void)close(l->wake[1]);
-    if (l->path[0] != '\0') {
-        (void)unlink(l->path);
-    }
-    free(l->path);
-    free(l);
-}
-
-int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsigned mode, int gid,
-                               struct dfc_error *err) {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    char tmp[sizeof(sa.sun_path)];
-    if (s->started) {
-        return dfc_error_set(err, -EBUSY, "listen %s: the server is already started", path);
-    }
-    if (s->n_own >= MAX_LISTENERS) {
-        return dfc_error_set(err, -ERANGE, "listen %s: too many listeners", path);
-    }
-    /* Bound under a temporary name and renamed into place once it listens, so the socket
-     * never exists in a state that refuses connections. */
-    if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof(tmp)) {
-        return dfc_error_set(err, -ENAMETOOLONG, "socket path `%s` is longer than %zu bytes", path,
-                             sizeof(sa.sun_path) - 16);
-    }
-    memcpy(sa.sun_path, tmp, strlen(tmp) + 1);
-    struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-        return dfc_error_set(err, -EEXIST, "`%s` exists and is not a socket", path);
-    }
-    struct unix_listener *l = calloc(1, sizeof(*l));
-    if (l == NULL || (l->path = strdup(path)) == NULL) {
-        free(l);
-        return dfc_error_set(err, -ENOMEM, "out of memory");
-    }
-    l->server = s;
-    l->wake[0] = l->wake[1] = -1;
-    (void)unlink(tmp);
-    l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int r = 0;
-    if (l->fd < 0) {
-        r = dfc_error_errno(err, -errno, "socket for `%s`", path);
-    } else if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        r = dfc_error_errno(err, -errno, "bind `%s`", tmp);
-    } else if (chmod(tmp, mode) < 0) {
-        r = dfc_error_errno(err, -errno, "chmod `%s` to %04o", tmp, mode);
-    } else if (gid >= 0 && chown(tmp, (uid_t)-1, (gid_t)gid) < 0) {
-        r = dfc_error_errno(err, -errno, "chown `%s` to group %d", tmp, gid);
-    } else if (listen(l->fd, 128) < 0) {
-        r = dfc_error_errno(err, -errno, "listen on `%s`", tmp);
-    } else if (pipe2(l->wake, O_CLOEXEC) < 0) {
-        r = dfc_error_errno(err, -errno, "pipe");
-    } else if (rename(tmp, path) < 0) { /* replaces a stale socket left by an earlier run */
-        r = dfc_error_errno(err, -errno, "rename `%s` to `%s`", tmp, path);
-    }
-    if (r < 0) {
-        (void)unlink(tmp);
-        l->path[0] = '\0'; /* nothing of ours at path to remove */
-        listener_free(l);
-        return r;
-    }
-    s->own[s->n_own++] = l;
-    return 0;
-}
-
 int dfc_rpc_call_peer_cred(struct dfc_rpc_call *c, struct ucred *ret_cred) {
-    struct dfc_rpc_server *s = c->server;
     char *peer = grpc_call_get_peer(c->call);
-    int fd = -1, r = -ENOENT;
-    if (peer != NULL && sscanf(peer, "fd:%d", &fd) == 1 && fd >= 0) {
-        pthread_mutex_lock(&s->cred_mu);
-        if ((size_t)fd < s->n_creds && s->cred_valid[fd]) {
-            *ret_cred = s->creds[fd];
-            r = 0;
-        }
-        pthread_mutex_unlock(&s->cred_mu);
-    }
+    int fd = -1;
+    int r = peer != NULL && sscanf(peer, "fd:%d", &fd) == 1
+                ? dfc__listener_cred(c->server, fd, ret_cred)
+                : -ENOENT;
     gpr_free(peer);
     return r;
 }
@@ -1106,11 +901,10 @@ int dfc_rpc_server_start(struct dfc_rpc_server *s, struct dfc_error *err) {
     }
     s->cq_running = true;
     for (size_t i = 0; i < s->n_own; i++) {
-        struct unix_listener *l = s->own[i];
-        if (pthread_create(&l->thread, NULL, accept_main, l) != 0) {
-            return dfc_error_set(err, -EAGAIN, "cannot start the accept thread for %s", l->path);
+        if (dfc__listener_start(s->own[i]) < 0) {
+            return dfc_error_set(err, -EAGAIN, "cannot start the accept thread for %s",
+                                 s->own[i]->path);
         }
-        l->running = true;
     }
     return 0;
 }
@@ -1121,13 +915,7 @@ void dfc_rpc_server_shutdown(struct dfc_rpc_server *s, int64_t grace_ms) {
     }
     s->shut = true;
     for (size_t i = 0; i < s->n_own; i++) { /* no new connections, no new fds for core */
-        struct unix_listener *l = s->own[i];
-        if (l->running) {
-            ssize_t n = write(l->wake[1], "x", 1);
-            (void)n;
-            pthread_join(l->thread, NULL);
-            l->running = false;
-        }
+        dfc__listener_stop(s->own[i]);
     }
     atomic_store(&s->shutting_down, true);
     grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
@@ -1187,7 +975,7 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s) {
         free(s->unix_paths[i]);
     }
     for (size_t i = 0; i < s->n_own; i++) {
-        listener_free(s->own[i]);
+        dfc__listener_free(s->own[i]);
     }
     free(s->creds);
     free(s->cred_valid);
