@@ -16,7 +16,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dfc/fs.h"
 #include "dfc/log.h"
+#include "dfc/signals.h"
 #include "dfc/rpc_server.h"
 #include "dfc/units.h"
 #include "gc.h"
@@ -25,32 +27,9 @@
 
 #define SHUTDOWN_GRACE_MS 10000
 
-void dfd_daemon_block_signals(void) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
-static int make_parent_dir(const char *path, struct dfc_error *err) {
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    for (char *p = dir + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-                return dfc_error_errno(err, -errno, "create `%s`", dir);
-            }
-            *p = '/';
-        }
-    }
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        return dfc_error_errno(err, -errno, "create `%s`", dir);
-    }
-    return 0;
+static int make_socket_dir(const char *path, struct dfc_error *err) {
+    int r = dfc_mkdir_parent(path, 0755);
+    return r < 0 ? dfc_error_errno(err, r, "create the directory of `%s`", path) : 0;
 }
 
 static int resolve_group(const char *name, int *ret_gid, struct dfc_error *err) {
@@ -106,7 +85,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = dfd_service_register(&svc, server, err)) < 0 ||
         (r = resolve_group(cfg->socket_group, &gid, err)) < 0 ||
-        (r = make_parent_dir(cfg->socket_path, err)) < 0 ||
+        (r = make_socket_dir(cfg->socket_path, err)) < 0 ||
         (r = dfc_rpc_server_listen_unix(server, cfg->socket_path, cfg->socket_mode, gid, err)) <
             0 ||
         (r = dfc_rpc_server_start(server, err)) < 0) {
@@ -122,9 +101,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
-    int sig = 0;
-    while (sigwait(&set, &sig) != 0) {
-    }
+    int sig = dfc_signals_wait(&set);
     DFC_LOG(DFC_LOG_INFO, "dfdaemon.stopping", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
     dfc_rpc_server_shutdown(server, SHUTDOWN_GRACE_MS);
 out:

@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dfc/fs.h"
 #include "dfc/log.h"
+#include "dfc/signals.h"
 #include "dfc/rpc_server.h"
 #include "driver.h"
 
@@ -64,23 +66,6 @@ static const char *endpoint_path(const char *ep) {
     return ep;
 }
 
-static int make_parent(const char *path) {
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL || slash == path) {
-        return 0;
-    }
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    for (char *p = dir + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            (void)mkdir(dir, 0755);
-            *p = '/';
-        }
-    }
-    return mkdir(dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
-}
-
 int main(int argc, char **argv) {
     enum { ENDPOINT = 256, NAME, NODE, SOCKET, KUBELET, STATE, RO, PROBE };
     static const struct option longopts[] = {
@@ -111,13 +96,9 @@ int main(int argc, char **argv) {
         .require_readonly = env_true("CSI_REQUIRE_READONLY"),
         .probe_dfdaemon = env_true("CSI_PROBE_DFDAEMON"),
     };
-    dfc_rpc_tune_process();
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    dfc_rpc_tune_process();
+    dfc_signals_block(&set);
 
     int opt;
     while ((opt = getopt_long(argc, argv, "l:Vh", longopts, NULL)) != -1) {
@@ -183,7 +164,7 @@ int main(int argc, char **argv) {
                                     .max_workers = 16,
                                     .max_recv_msg = (size_t)1 << 20};
     int r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, &err);
-    if (r == 0 && (r = make_parent(sock)) < 0) {
+    if (r == 0 && (r = dfc_mkdir_parent(sock, 0755)) < 0) {
         dfc_error_errno(&err, r, "create the directory of `%s`", sock);
     }
     if (r == 0) {
@@ -207,9 +188,7 @@ int main(int argc, char **argv) {
             "endpoint=%s driver=%s node_id=%s socket_dir=%s kubelet_dir=%s require_readonly=%d",
             sock, cfg.driver_name, cfg.node_id, cfg.socket_dir, cfg.kubelet_dir,
             cfg.require_readonly);
-    int sig = 0;
-    while (sigwait(&set, &sig) != 0) {
-    }
+    int sig = dfc_signals_wait(&set);
     DFC_LOG(DFC_LOG_INFO, "csi.stopping", "signal=%d", sig);
     dfc_rpc_server_free(server);
     csi_driver_done(&d);

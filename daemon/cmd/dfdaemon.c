@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "dfc/log.h"
 #include "dfc/rpc_server.h"
+#include "dfc/signals.h"
 
 #ifndef DFC_VERSION
 #define DFC_VERSION "0.0.0"
@@ -57,8 +58,9 @@ int main(int argc, char **argv) {
     int n_sets = 0, n_owned = 0, opt;
     bool print = false;
 
+    sigset_t signals;
     dfc_rpc_tune_process();
-    dfd_daemon_block_signals();
+    dfc_signals_block(&signals);
     while ((opt = getopt_long(argc, argv, "c:l:Vh", longopts, NULL)) != -1) {
         if (n_sets >= MAX_SETS) {
             fprintf(stderr, "dfdaemon: too many settings\n");

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
+#include "dfc/fs.h"
 #include "dfc/id.h"
 
 #define CONTENT_SUBDIR "content/persistent-cache-tasks"
@@ -46,26 +47,6 @@ int dfd__pathf(char *buf, size_t size, const char *fmt, ...) {
     int n = vsnprintf(buf, size, fmt, ap);
     va_end(ap);
     return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
-}
-
-static int mkdir_p(const char *path, mode_t mode) {
-    char buf[PATH_MAX];
-    if (dfd__pathf(buf, sizeof(buf), "%s", path) < 0) {
-        return -ENAMETOOLONG;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, mode) < 0 && errno != EEXIST) {
-                return -errno;
-            }
-            *p = '/';
-        }
-    }
-    if (mkdir(buf, mode) < 0 && errno != EEXIST) {
-        return -errno;
-    }
-    return 0;
 }
 
 int dfd__fsync_dir(const char *path) {
@@ -234,8 +215,8 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
             goto fail;
         }
     }
-    if ((r = mkdir_p(s->content_dir, 0755)) < 0 || (r = mkdir_p(s->tmp_dir, 0700)) < 0 ||
-        (r = mkdir_p(meta_dir, 0700)) < 0) {
+    if ((r = dfc_mkdir_p(s->content_dir, 0755)) < 0 || (r = dfc_mkdir_p(s->tmp_dir, 0700)) < 0 ||
+        (r = dfc_mkdir_p(meta_dir, 0700)) < 0) {
         dfc_error_errno(err, r, "create the storage directories under `%s`", s->dir);
         goto fail;
     }
