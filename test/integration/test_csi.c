@@ -596,6 +596,36 @@ static void test_one_log_line_per_rpc(void **state) {
     assert_logged(f, "method=/csi.v1.Node/NodeUnpublishVolume volume_id=logged-vol");
 }
 
+static void test_plugin_command_line(void **state) {
+    char dir[256], cmd[1200], out[400];
+    test_mkdtemp(dir, sizeof(dir), "csi-cli");
+    snprintf(out, sizeof(out), "%s/out", dir);
+    struct {
+        const char *args;
+        int code;
+        const char *text;
+    } cases[] = {
+        {"", 2, "--endpoint or CSI_ENDPOINT is required"},
+        {"--endpoint unix:///tmp/x.sock --driver-name 9bad", 1, "driver name `9bad` must be"},
+        {"--endpoint unix:///tmp/x.sock --kubelet-dir relative", 1, "must be an absolute path"},
+        {"--endpoint unix:///tmp/x.sock -l loud", 2, "bad --log-level"},
+        {"--help", 0, "--require-readonly"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(cmd, sizeof(cmd), "env -u CSI_ENDPOINT %s %s > %s 2>&1", CSI_PLUGIN_BIN,
+                 cases[i].args, out);
+        int status = system(cmd);
+        assert_int_equal(WEXITSTATUS(status), cases[i].code);
+        static char text[8192];
+        FILE *fp = fopen(out, "r");
+        size_t n = fread(text, 1, sizeof(text) - 1, fp);
+        text[n] = '\0';
+        fclose(fp);
+        assert_non_null(strstr(text, cases[i].text));
+    }
+    test_rmtree(dir);
+}
+
 int main(void) {
     is_root = geteuid() == 0;
     if (is_root) {
@@ -620,6 +650,7 @@ int main(void) {
         T(test_identity_and_node_info),
         T(test_controller),
         T(test_one_log_line_per_rpc),
+        cmocka_unit_test(test_plugin_command_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

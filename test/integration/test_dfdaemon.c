@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
@@ -525,6 +526,128 @@ static void test_download_validation(void **state) {
                      12);
 }
 
+static int unary(struct fx *f, const char *method, const ProtobufCMessage *req,
+                 const ProtobufCMessageDescriptor *desc, struct dfc_error *err) {
+    ProtobufCMessage *m = NULL;
+    int r = dfc_rpc_unary(f->c, method, req, desc, 5000, &m, err);
+    dfc_rpc_msg_free(m);
+    return r < 0 ? dfc_error_to_grpc(r) : 0;
+}
+
+static void test_upload_service_and_local_stat_validation(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char src[400], id[65];
+    path_in(f, "u.bin", src, sizeof(src));
+    harness_write_file(src, 1000, 18);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
+    done_id(f->out, id);
+    const char *unknown = "1111111111111111111111111111111111111111111111111111111111111111";
+    const ProtobufCMessageDescriptor *empty = &google__protobuf__empty__descriptor;
+
+    Dfdaemon__V2__StatLocalPersistentCacheTaskRequest sl =
+        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    const ProtobufCMessageDescriptor *sld =
+        &dfdaemon__v2__stat_local_persistent_cache_task_response__descriptor;
+    sl.task_id = "bad";
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonDownload/StatLocalPersistentCacheTask", &sl.base, sld, &err),
+        3);
+    sl.task_id = (char *)unknown;
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonDownload/StatLocalPersistentCacheTask", &sl.base, sld, &err),
+        5);
+    sl.task_id = id;
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonDownload/StatLocalPersistentCacheTask", &sl.base, sld, &err),
+        0);
+
+    Dfdaemon__V2__UpdatePersistentCacheTaskRequest up =
+        DFDAEMON__V2__UPDATE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    up.task_id = "";
+    up.persistent = 1;
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonUpload/UpdatePersistentCacheTask", &up.base, empty, &err),
+        3);
+    up.task_id = (char *)unknown;
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonUpload/UpdatePersistentCacheTask", &up.base, empty, &err),
+        5);
+    up.task_id = id;
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonUpload/UpdatePersistentCacheTask", &up.base, empty, &err),
+        0);
+
+    Dfdaemon__V2__StatPersistentCacheTaskRequest st =
+        DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    st.task_id = id;
+    assert_int_equal(unary(f, "/dfdaemon.v2.DfdaemonUpload/StatPersistentCacheTask", &st.base,
+                           &common__v2__persistent_cache_task__descriptor, &err),
+                     0);
+
+    Dfdaemon__V2__DeletePersistentCacheTaskRequest del =
+        DFDAEMON__V2__DELETE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    del.task_id = "../../etc";
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonUpload/DeletePersistentCacheTask", &del.base, empty, &err),
+        3);
+    del.task_id = (char *)unknown; /* deleting what is not there is fine, as upstream */
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonUpload/DeletePersistentCacheTask", &del.base, empty, &err),
+        0);
+    del.task_id = id;
+    assert_int_equal(
+        unary(f, "/dfdaemon.v2.DfdaemonUpload/DeletePersistentCacheTask", &del.base, empty, &err),
+        0);
+    assert_int_equal(unary(f, "/dfdaemon.v2.DfdaemonUpload/StatPersistentCacheTask", &st.base,
+                           &common__v2__persistent_cache_task__descriptor, &err),
+                     5);
+}
+
+static void test_dfdaemon_command_line(void **state) {
+    struct fx *f = *state;
+    char cmd[1200], out[400], bad[400];
+    path_in(f, "cli.out", out, sizeof(out));
+    path_in(f, "bad.yaml", bad, sizeof(bad));
+    FILE *fp = fopen(bad, "w");
+    fputs("storage:\n  dir: /tmp/x\n  kepp: true\n", fp);
+    fclose(fp);
+    struct {
+        const char *args;
+        int code;
+        const char *text;
+    } cases[] = {
+        {"--config BAD", 2, "bad.yaml:3:3: unknown key `storage.kepp`"},
+        {"--set gc.interval=soon", 2, "gc.interval: `soon` is not a duration"},
+        {"--set no.such.key=1", 2, "unknown dfdaemon config key `no.such.key`"},
+        {"--set gc.policy.diskLowThresholdPercent=90", 2, "must be below"},
+        {"--storage-dir relative/dir", 2, "is not an absolute path"},
+        {"--bogus", 2, "Usage: dfdaemon"},
+        {"--print-config --set gc.interval=90s", 0, "interval: 1m30s"},
+        {"--help", 0, "--print-config"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char args[600];
+        if (strcmp(cases[i].args, "--config BAD") == 0) {
+            snprintf(args, sizeof(args), "--config %s", bad);
+        } else {
+            snprintf(args, sizeof(args), "%s", cases[i].args);
+        }
+        snprintf(cmd, sizeof(cmd), "%s %s > %s 2>&1", DFDAEMON_BIN, args, out);
+        int status = system(cmd);
+        assert_int_equal(WEXITSTATUS(status), cases[i].code);
+        static char text[65536];
+        fp = fopen(out, "r");
+        size_t n = fread(text, 1, sizeof(text) - 1, fp);
+        text[n] = '\0';
+        fclose(fp);
+        if (strstr(text, cases[i].text) == NULL) {
+            fprintf(stderr, "case `%s`: got:\n%s\n", args, text);
+        }
+        assert_non_null(strstr(text, cases[i].text));
+    }
+}
+
 /* ---- streamed import protocol errors ---- */
 
 static int stream_messages(struct fx *f, const void **msgs, size_t n, struct dfc_error *err) {
@@ -818,6 +941,8 @@ int main(void) {
         T(test_upload_validation),
         T(test_download_validation),
         T(test_stream_import_protocol),
+        T(test_upload_service_and_local_stat_validation),
+        T(test_dfdaemon_command_line),
         T(test_restart_keeps_tasks),
         T(test_kill9_mid_import_leaves_nothing),
         T(test_cancelled_stream_leaves_nothing),
