@@ -224,6 +224,15 @@ static int walk_mapping(struct walk *w, yaml_node_t *map, const char *prefix) {
         if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE) {
             return mark_error(w, -EINVAL, k != NULL ? k : map, "%s", "keys must be plain strings");
         }
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *earlier = yaml_document_get_node(w->doc, q->key);
+            if (earlier != NULL && earlier->type == YAML_SCALAR_NODE &&
+                strcmp((const char *)earlier->data.scalar.value,
+                       (const char *)k->data.scalar.value) == 0) {
+                return mark_error(w, -EINVAL, k, "`%s` appears twice (also at line %zu)",
+                                  (const char *)k->data.scalar.value, earlier->start_mark.line + 1);
+            }
+        }
         char key[KEY_MAX];
         int n = snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "",
                          (const char *)k->data.scalar.value);

@@ -746,6 +746,65 @@ static void test_restart_keeps_tasks(void **state) {
     assert_true(harness_same_file(src, out));
 }
 
+static bool gc_done(void *arg) {
+    struct fx *f = arg;
+    return harness_log_has(&f->h, "event=gc.done");
+}
+
+static void sql(struct fx *f, const char *stmt) {
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "sqlite3 '%s/metadata/pcache.db' \"%s\"", f->h.store, stmt);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_gc_in_the_daemon(void **state) {
+    /* The real daemon's GC thread on its real clock: time "passes" by moving the stored
+     * timestamps back while the daemon is stopped, as a clock jump would. */
+    struct fx *f = *state;
+    if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
+        skip(); /* needs the sqlite3 command-line shell */
+    }
+    char src[400], ids[4][65];
+    for (int i = 0; i < 4; i++) {
+        path_in(f, "gc.bin", src, sizeof(src));
+        harness_write_file(src, 4 * MiB, 20 + (unsigned)i);
+        assert_int_equal(DFCACHE(f, "import", "--no-progress", "--ttl", i == 0 ? "5m" : "2h", src),
+                         0);
+        done_id(f->out, ids[i]);
+    }
+    assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
+    /* ids[0]: past its 5 minute TTL. ids[1], ids[2]: cached copies (not persistent), the
+     * oldest; ids[3]: a persistent replica. 12 MiB left against a 10 MiB threshold: 120%. */
+    char stmt[400];
+    snprintf(stmt, sizeof(stmt),
+             "UPDATE tasks SET created_at_ns = created_at_ns - 360000000000 WHERE id = '%s'",
+             ids[0]);
+    sql(f, stmt);
+    snprintf(stmt, sizeof(stmt),
+             "UPDATE tasks SET persistent = 0, updated_at_ns = updated_at_ns - 60000000000 "
+             "WHERE id IN ('%s', '%s')",
+             ids[1], ids[2]);
+    sql(f, stmt);
+    FILE *fp = fopen(f->h.config, "w");
+    fprintf(fp,
+            "download:\n  server:\n    socketPath: %s\nstorage:\n  dir: %s\n"
+            "gc:\n  interval: 1s\n  policy:\n    diskThreshold: 10MiB\n",
+            f->h.socket, f->h.store);
+    fclose(fp);
+    harness_restart(&f->h);
+    assert_true(test_wait_for(gc_done, f, 10000));
+    assert_true(harness_log_has(&f->h, "expired=1 evicted=2"));
+    assert_int_equal(DFCACHE(f, "stat", ids[0]), 1); /* expired */
+    assert_int_equal(DFCACHE(f, "stat", ids[1]), 1); /* evicted */
+    assert_int_equal(DFCACHE(f, "stat", ids[2]), 1); /* evicted */
+    assert_int_equal(DFCACHE(f, "stat", ids[3]), 0); /* a persistent replica is never evicted */
+    char shard[600];
+    snprintf(shard, sizeof(shard), "%s/content/persistent-cache-tasks/%.3s/%s", f->h.store, ids[1],
+             ids[1]);
+    struct stat st;
+    assert_int_equal(stat(shard, &st), -1); /* its content went with it */
+}
+
 /* Sends start + some content of a larger announced import, and leaves the stream open. */
 static struct dfc_rpc_stream *partial_import(struct fx *f, size_t announced, size_t sent) {
     struct dfc_error err;
@@ -944,6 +1003,7 @@ int main(void) {
         T(test_upload_service_and_local_stat_validation),
         T(test_dfdaemon_command_line),
         T(test_restart_keeps_tasks),
+        T(test_gc_in_the_daemon),
         T(test_kill9_mid_import_leaves_nothing),
         T(test_cancelled_stream_leaves_nothing),
         T(test_peer_credentials_are_checked),

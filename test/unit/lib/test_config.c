@@ -129,6 +129,9 @@ static void test_bad_values(void **state) {
     assert_non_null(strstr(err.msg, "takes a value, not a mapping"));
     assert_int_equal(load(*state, "- a\n- b\n", &err), -EINVAL);
     assert_non_null(strstr(err.msg, "must be a mapping"));
+    assert_int_equal(load(*state, "gc:\n  interval: 5s\nstorage: {}\ngc:\n  interval: 6s\n", &err),
+                     -EINVAL);
+    assert_string_equal(err.msg, "test.yaml:4:1: `gc` appears twice (also at line 1)");
     assert_int_equal(load(*state, "gc: {interval: 5s\n", &err), -EINVAL);
     assert_non_null(strstr(err.msg, "test.yaml:"));
 }
