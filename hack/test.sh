@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check on a fresh Debian 12 machine: installs the dependencies, checks formatting,
 # builds with -Werror, runs all tests, then runs them again under ASan+UBSan and under TSan
-# (test/tsan.supp silences only Debian's uninstrumented gRPC and absl libraries).
+# (test/tsan.supp silences only Debian's uninstrumented gRPC and absl libraries), and replays
+# the fuzz targets' seed corpus.
 #   hack/test.sh           everything
 #   hack/test.sh --quick   skip the sanitizer passes
 set -euo pipefail
@@ -28,4 +29,6 @@ if [ "${1:-}" != "--quick" ]; then
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DDFC_SANITIZE=address,undefined
     echo "== build and test under TSan =="
     run_suite build-tsan -DCMAKE_BUILD_TYPE=Debug -DDFC_SANITIZE=thread
+    echo "== fuzz targets over their seed corpus (clang, ASan+UBSan) =="
+    bash hack/fuzz.sh --replay
 fi

@@ -89,6 +89,9 @@ int dfc_error_from_grpc(int grpc_code) {
     return DFC_E_UNKNOWN;
 }
 
+static void vset(struct dfc_error *err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 static void vset(struct dfc_error *err, int code, const char *fmt, va_list ap) {
     err->code = code;
     vsnprintf(err->msg, sizeof(err->msg), fmt, ap);

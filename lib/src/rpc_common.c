@@ -148,13 +148,13 @@ grpc_byte_buffer *dfc__rpc_pack_bulk(const ProtobufCMessage *msg, struct dfc_rpc
  *
  * protobuf-c decodes from one contiguous buffer and copies every bytes field out of it, so a
  * 4 MiB piece arriving in ~540 gRPC slices would be copied twice (gather, then unpack). For
- * messages of BULK_MIN or more, the top-level fields are walked across the slices instead: the
- * first large bytes field is copied once, straight into the malloc'd buffer that the message
+ * messages of dfc__rpc_bulk_min or more, the top-level fields are walked across the slices instead:
+ * the first large bytes field is copied once, straight into the malloc'd buffer that the message
  * will own, and everything else (a few bytes) is gathered and decoded by protobuf-c as usual.
  * The result is the same message, freed the same way (the default allocator is malloc/free).
  */
 
-#define BULK_MIN ((size_t)256 << 10)
+size_t dfc__rpc_bulk_min = (size_t)256 << 10;
 
 /* A read position across a byte buffer's slices; pos counts bytes consumed. */
 struct cursor {
@@ -226,12 +226,21 @@ struct bulk_span {
 static int find_bulk(struct cursor c, size_t total, const ProtobufCMessageDescriptor *desc,
                      struct bulk_span *ret_span) {
     struct bulk_span span = {0};
+    /* The oneofs (by quantifier offset) that other fields on the wire belong to: when the bulk
+     * field's own oneof has another member there, "last one wins" decides, so the whole message
+     * goes to protobuf-c instead. */
+    unsigned oneofs[16], n_oneofs = 0;
     while (c.pos < total) {
         size_t key_at = c.pos;
-        uint64_t key, len;
+        uint64_t key, len = 0;
         if (!cur_varint(&c, &key)) {
             return -EBADMSG;
         }
+        const ProtobufCFieldDescriptor *f =
+            (key >> 3) <= UINT32_MAX
+                ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
+                : NULL;
+        bool bulk = false;
         switch (key & 7) {
         case 0:
             if (!cur_varint(&c, &len)) {
@@ -244,29 +253,30 @@ static int find_bulk(struct cursor c, size_t total, const ProtobufCMessageDescri
                 return -EBADMSG;
             }
             break;
-        case 2: {
+        case 2:
             if (!cur_varint(&c, &len) || len > total - c.pos) {
                 return -EBADMSG;
             }
-            uint64_t number = key >> 3;
-            const ProtobufCFieldDescriptor *f =
-                number <= UINT32_MAX
-                    ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)
-                    : NULL;
             if (f != NULL && f == span.field) {
-                return 0;
+                return 0; /* the field repeats: protobuf-c's merge rules apply */
             }
             if (f != NULL && span.field == NULL && f->type == PROTOBUF_C_TYPE_BYTES &&
-                f->label != PROTOBUF_C_LABEL_REPEATED && len >= BULK_MIN) {
+                f->label != PROTOBUF_C_LABEL_REPEATED && len >= dfc__rpc_bulk_min) {
                 span = (struct bulk_span){f, key_at, c.pos, c.pos + len};
+                bulk = true;
             }
             if (!cur_copy(&c, NULL, len)) {
                 return -EBADMSG;
             }
             break;
-        }
         default: /* groups do not exist in proto3 */
             return -EBADMSG;
+        }
+        if (!bulk && f != NULL && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) {
+            if (n_oneofs == sizeof(oneofs) / sizeof(oneofs[0])) {
+                return 0;
+            }
+            oneofs[n_oneofs++] = f->quantifier_offset;
         }
     }
     if (c.pos != total) {
@@ -274,6 +284,11 @@ static int find_bulk(struct cursor c, size_t total, const ProtobufCMessageDescri
     }
     if (span.field == NULL) {
         return 0;
+    }
+    for (unsigned i = 0; (span.field->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && i < n_oneofs; i++) {
+        if (oneofs[i] == span.field->quantifier_offset) {
+            return 0;
+        }
     }
     *ret_span = span;
     return 1;
@@ -323,7 +338,7 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
 int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                     ProtobufCMessage **ret_msg) {
     size_t total = grpc_byte_buffer_length(bb);
-    if (total >= BULK_MIN && bb->type == GRPC_BB_RAW &&
+    if (total >= dfc__rpc_bulk_min && bb->type == GRPC_BB_RAW &&
         bb->data.raw.compression == GRPC_COMPRESS_NONE) {
         int r = unpack_bulk(bb, total, desc, ret_msg);
         if (r != 0) {

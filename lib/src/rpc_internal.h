@@ -22,6 +22,10 @@ struct dfc_rpc_bulk;
  * of memory. */
 grpc_byte_buffer *dfc__rpc_pack_bulk(const ProtobufCMessage *msg, struct dfc_rpc_bulk *bulk);
 
+/* Messages of this many bytes or more take the bulk path of dfc__rpc_unpack() (256 KiB). A
+ * variable only so that the fuzz target can drive that path with small inputs. */
+extern size_t dfc__rpc_bulk_min;
+
 /* Unpacks bb into a new message of type desc; -EBADMSG when it does not decode. */
 int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                     ProtobufCMessage **ret_msg);

@@ -1,0 +1,65 @@
+/*
+ * Fuzz target: the RPC layer's message decoder, fed what a peer could send. The input is cut
+ * into gRPC slices at points the fuzzer chooses (the hand-written bulk path walks fields across
+ * slice boundaries), then decoded as a streamed-import request and as an export response, whose
+ * bytes fields take the bulk path. Whatever decodes must re-encode.
+ */
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/slice.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfc/import.pb-c.h"
+#include "dfc/rpc_server.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "rpc_internal.h"
+
+static grpc_byte_buffer *split(const uint8_t *data, size_t size) {
+    /* The first byte chooses the slice length (1..256 bytes); the rest is the message. */
+    size_t cut = size > 0 ? (size_t)data[0] + 1 : 1;
+    const uint8_t *p = size > 0 ? data + 1 : data;
+    size_t n = size > 0 ? size - 1 : 0;
+    size_t count = n / cut + 1;
+    grpc_slice *slices = calloc(count, sizeof(*slices));
+    size_t k = 0;
+    for (size_t off = 0; off < n || k == 0; off += cut) {
+        size_t len = n - off < cut ? n - off : cut;
+        slices[k++] = grpc_slice_from_copied_buffer((const char *)p + off, len);
+        if (len == 0) {
+            break;
+        }
+    }
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(slices, k);
+    for (size_t i = 0; i < k; i++) {
+        grpc_slice_unref(slices[i]);
+    }
+    free(slices);
+    return bb;
+}
+
+static void decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc) {
+    ProtobufCMessage *m = NULL;
+    if (dfc__rpc_unpack(bb, desc, &m) == 0) {
+        size_t n = protobuf_c_message_get_packed_size(m);
+        uint8_t *out = malloc(n ? n : 1);
+        protobuf_c_message_pack(m, out);
+        free(out);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static int inited;
+    if (!inited) {
+        grpc_init();
+        dfc__rpc_bulk_min = 16; /* reach the hand-written bulk decoder with small inputs */
+        inited = 1;
+    }
+    grpc_byte_buffer *bb = split(data, size);
+    decode(bb, &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor);
+    decode(bb, &dfdaemon__v2__download_persistent_cache_task_response__descriptor);
+    grpc_byte_buffer_destroy(bb);
+    return 0;
+}
