@@ -13,12 +13,16 @@ bash hack/format.sh --check
 bash hack/lint.sh
 
 jobs=$(nproc)
+passed=0
 run_suite() {
     local dir=$1
     shift
     cmake -S . -B "$dir" -DDFC_WERROR=ON "$@" >/dev/null
     cmake --build "$dir" -j"$jobs"
-    (cd "$dir" && ctest --output-on-failure -j"$jobs")
+    (cd "$dir" && ctest --output-on-failure -j"$jobs") | tee "$dir/ctest.log"
+    local n
+    n=$(sed -n 's/^100% tests passed, 0 tests failed out of \([0-9]*\)$/\1/p' "$dir/ctest.log")
+    passed=$((passed + n))
 }
 
 echo "== build and test (RelWithDebInfo) =="
@@ -32,3 +36,5 @@ if [ "${1:-}" != "--quick" ]; then
     echo "== fuzz targets over their seed corpus (clang, ASan+UBSan) =="
     bash hack/fuzz.sh --replay
 fi
+
+echo "tests: $passed passed, 0 failed"
