@@ -218,13 +218,8 @@ static void test_import_fd_hard_links_on_the_same_fs(void **state) {
     int fd = open(src, O_RDONLY);
     struct dfd_task_meta t;
     bool existed;
-    assert_int_equal(dfd_storage_import_fd(f->s,
-                                           &(struct dfd_import_params){.replica_count = 1,
-                                                                       .ttl_ns = 3600 * SEC,
-                                                                       .persistent = true,
-                                                                       .expected_length = -1},
-                                           fd, T0, NULL, NULL, &t, &existed, &err),
-                     0);
+    struct dfd_import_params p = params();
+    assert_int_equal(dfd_storage_import_fd(f->s, &p, fd, T0, NULL, NULL, &t, &existed, &err), 0);
     close(fd);
     assert_true(t.hard_linked);
     char path[PATH_MAX];
@@ -256,13 +251,8 @@ static void test_import_fd_copies_across_filesystems(void **state) {
     assert_int_equal(write(fd, buf, 3 * MiB + 1), (ssize_t)(3 * MiB + 1));
     struct dfd_task_meta t;
     bool existed;
-    assert_int_equal(dfd_storage_import_fd(f->s,
-                                           &(struct dfd_import_params){.replica_count = 1,
-                                                                       .ttl_ns = 3600 * SEC,
-                                                                       .persistent = true,
-                                                                       .expected_length = -1},
-                                           fd, T0, NULL, NULL, &t, &existed, &err),
-                     0);
+    struct dfd_import_params p = params();
+    assert_int_equal(dfd_storage_import_fd(f->s, &p, fd, T0, NULL, NULL, &t, &existed, &err), 0);
     close(fd);
     unlink(src);
     assert_false(t.hard_linked);
