@@ -69,6 +69,8 @@ static const struct dfc_config_row rows[] = {
     {"storage.dir", DFC_CFG_PATH, F(storage_dir), "/var/lib/dragonfly", "DFDAEMON_STORAGE_DIR",
      validate_nonempty_path},
     {"storage.keep", DFC_CFG_BOOL, F(storage_keep), "true", NULL, NULL},
+    {"storage.unsafeSharedInodeImports", DFC_CFG_BOOL, F(unsafe_shared_inode_imports), "false",
+     NULL, NULL},
     {"gc.interval", DFC_CFG_DURATION, F(gc_interval), "900s", NULL, validate_positive_duration},
     {"gc.policy.persistentCacheTaskTTL", DFC_CFG_DURATION, F(default_ttl), "24h", NULL,
      validate_positive_duration},

@@ -15,14 +15,15 @@
 #include "dfc/error.h"
 
 struct dfd_config {
-    char *socket_path;       /* download.server.socketPath */
-    uint32_t socket_mode;    /* download.server.socketMode */
-    char *socket_group;      /* download.server.socketGroup: name or gid, "" = unchanged */
-    uint64_t max_workers;    /* download.server.maxWorkers */
-    char *storage_dir;       /* storage.dir */
-    bool storage_keep;       /* storage.keep */
-    int64_t gc_interval;     /* gc.interval (ns) */
-    int64_t default_ttl;     /* gc.policy.persistentCacheTaskTTL (ns) */
+    char *socket_path;                /* download.server.socketPath */
+    uint32_t socket_mode;             /* download.server.socketMode */
+    char *socket_group;               /* download.server.socketGroup: name or gid, "" = unchanged */
+    uint64_t max_workers;             /* download.server.maxWorkers */
+    char *storage_dir;                /* storage.dir */
+    bool storage_keep;                /* storage.keep */
+    bool unsafe_shared_inode_imports; /* storage.unsafeSharedInodeImports */
+    int64_t gc_interval;              /* gc.interval (ns) */
+    int64_t default_ttl;              /* gc.policy.persistentCacheTaskTTL (ns) */
     uint64_t disk_threshold; /* gc.policy.diskThreshold (bytes, 0 = the filesystem's size) */
     uint64_t disk_high;      /* gc.policy.diskHighThresholdPercent */
     uint64_t disk_low;       /* gc.policy.diskLowThresholdPercent */

@@ -59,7 +59,9 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct dfd_recovery rec;
     int gid, r;
 
-    struct dfd_storage_opts so = {.dir = cfg->storage_dir, .keep = cfg->storage_keep};
+    struct dfd_storage_opts so = {.dir = cfg->storage_dir,
+                                  .keep = cfg->storage_keep,
+                                  .unsafe_shared_inode_imports = cfg->unsafe_shared_inode_imports};
     if ((r = dfd_storage_open(&so, &storage, &rec, err)) < 0) {
         return r;
     }

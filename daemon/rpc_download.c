@@ -41,6 +41,25 @@ static int get_caller(struct dfc_rpc_call *call, struct dfd_caller *ret, struct 
     return 0;
 }
 
+/* Destructive calls (delete, update, turning persistence on): only the uid that imported the
+ * task, root, or the daemon's own uid. Callers without credentials are refused. */
+static int check_owner(struct dfc_rpc_call *call, const struct dfd_task_meta *t, const char *verb,
+                       struct dfc_error *err) {
+    struct ucred cred;
+    if (dfc_rpc_call_peer_cred(call, &cred) < 0) {
+        return dfc_error_set(err, -EACCES,
+                             "permission denied: the caller's credentials are unknown; only "
+                             "Unix-socket callers may %s a task",
+                             verb);
+    }
+    if (cred.uid == 0 || cred.uid == geteuid() || cred.uid == t->owner_uid) {
+        return 0;
+    }
+    return dfc_error_set(err, -EACCES,
+                         "task %s belongs to uid %u; only its owner or root may %s it", t->id,
+                         (unsigned)t->owner_uid, verb);
+}
+
 static bool call_cancelled(void *call) {
     return dfc_rpc_call_cancelled(call);
 }
@@ -128,17 +147,18 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r < 0) {
         return r;
     }
+    p.owner_uid = caller.uid;
     struct dfd_task_meta t;
     bool existed;
+    enum dfd_import_mode mode = DFD_IMPORT_COPY;
     r = dfd_storage_import_fd(svc->storage, &p, fd, dfd__now(svc), call_cancelled, call, &t,
-                              &existed, err);
+                              &existed, &mode, err);
     if (r < 0) {
         return r;
     }
     DFC_LOG(DFC_LOG_INFO, "import.done",
             "task_id=%s mode=%s bytes=%" PRIu64 " pieces=%u existed=%d uid=%d", t.id,
-            t.hard_linked ? "hardlink" : "copy", t.content_length, t.piece_count, existed,
-            (int)caller.uid);
+            dfd_import_mode_name(mode), t.content_length, t.piece_count, existed, (int)caller.uid);
     r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
     dfd_task_meta_done(&t);
     return r;
@@ -326,6 +346,11 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if ((r = dfd__load_task(svc, req->task_id, &t, err)) < 0) {
         return r;
     }
+    /* persistent=true turns persistence on: the owner's call, refused before the export. */
+    if (req->persistent && (r = check_owner(call, &t, "make persistent", err)) < 0) {
+        dfd_task_meta_done(&t);
+        return r;
+    }
     struct exporter x = {svc, call, t.id, ""};
     _cleanup_close_ int fd = -1;
     if ((r = dfc_peer_id(svc->cfg->host_ip, svc->cfg->hostname, x.peer_id, sizeof(x.peer_id))) <
@@ -360,6 +385,7 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
             .force_hard_link = req->force_hard_link,
             .owner_uid = geteuid() == 0 ? caller.uid : (uid_t)-1,
             .owner_gid = geteuid() == 0 ? caller.gid : (gid_t)-1,
+            .reader_uid = caller.uid,
         };
         if ((r = dfd_storage_export_to_path(svc->storage, t.id, &target, &linked, err)) < 0) {
             goto out;
@@ -437,7 +463,16 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
                        ProtobufCMessage *resp_, struct dfc_error *err) {
     struct dfd_service *svc = svc_;
     const Dfdaemon__V2__DeletePersistentCacheTaskRequest *req = (const void *)req_;
-    int r = dfd_validate_task_id(req->task_id, err);
+    struct dfd_task_meta t;
+    int r = dfd__load_task(svc, req->task_id, &t, err);
+    if (r == -ENOENT) {
+        return 0; /* deleting an absent task is fine, as before */
+    }
+    if (r < 0) {
+        return r;
+    }
+    r = check_owner(call, &t, "delete", err);
+    dfd_task_meta_done(&t);
     if (r == 0) {
         r = dfd_storage_delete(svc->storage, req->task_id, err);
     }
@@ -451,9 +486,18 @@ static int update_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
                        ProtobufCMessage *resp_, struct dfc_error *err) {
     struct dfd_service *svc = svc_;
     const Dfdaemon__V2__UpdatePersistentCacheTaskRequest *req = (const void *)req_;
-    int r = dfd_validate_task_id(req->task_id, err);
+    struct dfd_task_meta t;
+    int r = dfd__load_task(svc, req->task_id, &t, err);
+    if (r == -ENOENT && !req->persistent) {
+        return 0; /* persistent=false is a no-op, as upstream */
+    }
+    if (r < 0) {
+        return r;
+    }
+    r = check_owner(call, &t, "update", err);
+    dfd_task_meta_done(&t);
     if (r < 0 || !req->persistent) {
-        return r; /* persistent=false is a no-op, as upstream */
+        return r; /* persistent=false is a no-op, as upstream (for the owner) */
     }
     return dfd_metadata_set_persistent(dfd_storage_metadata(svc->storage), req->task_id, true,
                                        dfd__now(svc), err);

@@ -3,11 +3,13 @@
  *
  * The stream is start, content..., finish. Bytes are spooled, hashed and CRC'd as they
  * arrive; the task is committed only after finish, when its byte count matches what arrived.
- * Anything else (a client that vanishes, a cancel, a deadline, a malformed sequence, a full
- * disk) aborts the import and leaves nothing behind.
+ * Anything else (a client that vanishes, a cancel, a deadline, a malformed sequence, more
+ * bytes than start announced, any message after finish, a full disk) aborts the import and
+ * leaves nothing behind. The task records the caller's uid (SO_PEERCRED) as its owner.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <sys/socket.h>
 
 #include "dfc/import.pb-c.h"
 #include "dfc/log.h"
@@ -18,8 +20,15 @@
 
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest ImportRequest;
 
-static int begin(struct dfd_service *svc, const Dfc__Dfdaemon__V1__ImportStart *s,
-                 struct dfd_import **ret, struct dfc_error *err) {
+static int begin(struct dfd_service *svc, struct dfc_rpc_call *call,
+                 const Dfc__Dfdaemon__V1__ImportStart *s, struct dfd_import **ret,
+                 struct dfc_error *err) {
+    struct ucred cred;
+    if (dfc_rpc_call_peer_cred(call, &cred) < 0) {
+        return dfc_error_set(err, -EACCES,
+                             "permission denied: the caller's credentials are unknown (only "
+                             "Unix-socket callers may import)");
+    }
     struct dfd_import_params p;
     int r = dfd__import_params(svc, OPT(s, content_for_calculating_task_id),
                                s->persistent_replica_count, OPT(s, tag), OPT(s, application),
@@ -33,6 +42,7 @@ static int begin(struct dfd_service *svc, const Dfc__Dfdaemon__V1__ImportStart *
         }
         p.expected_length = (int64_t)s->content_length;
     }
+    p.owner_uid = cred.uid;
     return dfd_import_begin(svc->storage, &p, ret, err);
 }
 
@@ -56,7 +66,7 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         switch (q->request_case) {
         case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_START:
             r = imp != NULL ? dfc_error_set(err, -EINVAL, "start was sent twice")
-                            : begin(svc, q->start, &imp, err);
+                            : begin(svc, call, q->start, &imp, err);
             break;
         case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT:
             r = imp == NULL ? dfc_error_set(err, -EINVAL, "content arrived before start")
@@ -84,6 +94,13 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         if (dfc_rpc_call_cancelled(call)) {
             r = dfc_error_set(err, -ECANCELED, "the import was cancelled");
             break;
+        }
+    }
+    if (r > 0) { /* after finish, the stream must end: nothing may follow it */
+        r = dfc_rpc_call_recv(call, &m, err);
+        if (r > 0) {
+            dfc_rpc_msg_free(m);
+            r = dfc_error_set(err, -EINVAL, "a message arrived after finish; nothing was imported");
         }
     }
     if (r < 0) {

@@ -53,8 +53,9 @@ int dfd_validate_piece_length(uint64_t n, struct dfc_error *err) {
 
 int dfd_validate_ttl(int64_t seconds, int32_t nanos, int64_t *ret_ns, struct dfc_error *err) {
     if (seconds < 0 || nanos < 0 || nanos >= 1000000000 || seconds > DFD_TTL_MAX_NS / 1000000000) {
-        return dfc_error_set(err, -EINVAL, "ttl must be between 5m and 168h, got %llds",
-                             (long long)seconds);
+        return dfc_error_set(err, -EINVAL,
+                             "ttl must be between 5m and 168h, got seconds=%lld nanos=%d",
+                             (long long)seconds, (int)nanos);
     }
     int64_t ns = seconds * 1000000000 + nanos;
     if (ns < DFD_TTL_MIN_NS || ns > DFD_TTL_MAX_NS) {

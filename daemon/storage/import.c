@@ -2,6 +2,13 @@
  * import.c - the import engine of the storage engine: spool, digest in one pass (SHA-256 here,
  * CRC-32 and the spool write on a helper thread), then commit (fsync, rename, metadata row).
  * See storage.h for the contract and storage.c for the DESIGN notes.
+ *
+ * DESIGN: the store holds only inodes nobody outside the daemon can change. A path import
+ * used to hard-link the caller's inode: the caller could then rewrite the cache under every
+ * later reader, and have root's later import of the genuine bytes answered with its inode.
+ * Now a path import reflinks (FICLONE: as cheap as a link where the filesystem can, and
+ * private: a later write to the source unshares its blocks) and hashes the clone, or else
+ * copies; it links only inodes the daemon's uid owns with no write or set-id bit.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -38,8 +47,9 @@ struct dfd_import {
     struct dfd_import_params p;
     char *tag, *application, *content_for_id; /* owned copies */
     char tmp_path[PATH_MAX];
-    int fd;      /* the spool, or -1 when the content is a hard link */
-    bool linked; /* tmp_path is a hard link to the source file */
+    int fd;           /* the spool, or -1 when the content is a hard link */
+    bool linked;      /* tmp_path is a hard link to the source file */
+    bool write_spool; /* fed bytes go to fd (false: fd already holds them, a reflink) */
     struct dfd_digester dg;
     uint64_t written;
     uint64_t limit; /* the most bytes this import may write */
@@ -49,7 +59,7 @@ struct dfd_import {
 /* CRC plus spool write: the half of a feed that the helper thread may take. */
 static int crc_and_write(struct dfd_import *imp, const void *buf, size_t len) {
     int r = dfd_digester_update_crc(&imp->dg, buf, len);
-    if (r == 0 && imp->fd >= 0) {
+    if (r == 0 && imp->write_spool) {
         r = dfd__write_all(imp->fd, buf, len);
     }
     return r;
@@ -213,8 +223,10 @@ static int import_new(struct dfd_storage *s, const struct dfd_import_params *p,
     return 0;
 }
 
+/* The spool is private to the daemon (0600); read-write, since a reflinked clone is read
+ * back for hashing. */
 static int create_spool(struct dfd_import *imp, struct dfc_error *err) {
-    imp->fd = open(imp->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    imp->fd = open(imp->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (imp->fd < 0) {
         int r = dfc_error_errno(err, -errno, "create `%s`", imp->tmp_path);
         imp->tmp_path[0] = '\0';
@@ -258,13 +270,14 @@ int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
         dfd_import_abort(imp);
         return r;
     }
+    imp->write_spool = true;
     *ret = imp;
     return 0;
 }
 
 int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct dfc_error *err) {
     if (imp->p.expected_length >= 0 && imp->written + len > (uint64_t)imp->p.expected_length) {
-        return dfc_error_set(err, -EFBIG, "more than the announced %lld content bytes",
+        return dfc_error_set(err, -EINVAL, "more content than the announced %lld bytes",
                              (long long)imp->p.expected_length);
     }
     if (imp->limit > 0 && imp->written + len > imp->limit) {
@@ -300,6 +313,8 @@ static int fill_task(struct dfd_import *imp, const struct dfd_digest_result *dr,
     t->ttl_ns = imp->p.ttl_ns;
     t->created_at_ns = t->updated_at_ns = t->finished_at_ns = now_ns;
     t->hard_linked = imp->linked;
+    t->owner_uid = (uint32_t)imp->p.owner_uid;
+    t->id_origin = imp->content_for_id != NULL ? DFD_ID_ORIGIN_STRING : DFD_ID_ORIGIN_CONTENT;
     struct dfd_piece_meta *pieces = calloc(dr->piece_count ? dr->piece_count : 1, sizeof(*pieces));
     bool oom = pieces == NULL;
     t->tag = dup_or_null(imp->tag, &oom);
@@ -317,6 +332,45 @@ static int fill_task(struct dfd_import *imp, const struct dfd_digest_result *dr,
         dfc_crc32_format(dr->piece_crcs[i], pieces[i].digest);
     }
     *ret_pieces = pieces;
+    return 0;
+}
+
+/* May this import be answered with the task old that holds its id? Only when old stores the
+ * same bytes. Equal length, piece length and piece CRCs are necessary, not sufficient: CRC-32
+ * is linear, so anyone can craft other bytes with the same piece CRCs. Equal ids settle it
+ * only when both are content-derived (SHA-256 over the content). An id from
+ * content_for_calculating_task_id says nothing about the bytes (and a caller who knows a
+ * file can pass that file's id pre-image as the string), so such a task is shared only
+ * between imports by the same uid; rows from before origins were recorded count as such. */
+static int check_same_content(const struct dfd_import *imp, const struct dfd_digest_result *dr,
+                              const struct dfd_task_meta *old, struct dfc_error *err) {
+    bool same = old->content_length == dr->content_length &&
+                old->piece_length == dr->piece_length && old->piece_count == dr->piece_count;
+    if (same) {
+        struct dfd_piece_meta *pieces;
+        size_t n;
+        int r = dfd_metadata_pieces(imp->s->md, old->id, &pieces, &n, err);
+        if (r < 0) {
+            return r;
+        }
+        same = n == dr->piece_count;
+        for (size_t i = 0; i < n && same; i++) {
+            char digest[DFC_CRC32_DIGEST_MAX];
+            dfc_crc32_format(dr->piece_crcs[i], digest);
+            same = strcmp(digest, pieces[i].digest) == 0;
+        }
+        free(pieces);
+    }
+    if (!same) {
+        return dfc_error_set(err, -EEXIST, "task id %s is already taken by other content", old->id);
+    }
+    bool both_from_content = imp->content_for_id == NULL && old->id_origin == DFD_ID_ORIGIN_CONTENT;
+    if (!both_from_content && old->owner_uid != (uint32_t)imp->p.owner_uid) {
+        return dfc_error_set(err, -EEXIST,
+                             "task id %s is already taken by another user's import whose id "
+                             "does not come from its content (content_for_calculating_task_id)",
+                             old->id);
+    }
     return 0;
 }
 
@@ -357,6 +411,10 @@ int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_me
     locked = true;
     struct dfc_error e;
     if (dfd_metadata_get(s->md, id, ret_task, &e) == 0) {
+        if ((r = check_same_content(imp, &dr, ret_task, err)) < 0) {
+            dfd_task_meta_done(ret_task);
+            goto fail;
+        }
         *ret_existed = true;
         pthread_mutex_unlock(&s->commit_mu);
         dfd_digest_result_done(&dr);
@@ -365,7 +423,7 @@ int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_me
     }
     (void)dfd__pathf(shard, sizeof(shard), "%s/%.3s", s->content_dir, id);
     dfd__task_path(s, id, final, sizeof(final));
-    if (mkdir(shard, 0755) < 0 && errno != EEXIST) {
+    if (mkdir(shard, 0700) < 0 && errno != EEXIST) {
         r = dfc_error_errno(err, -errno, "create `%s`", shard);
         goto fail;
     }
@@ -405,10 +463,25 @@ fail:
     return r;
 }
 
+const char *dfd_import_mode_name(enum dfd_import_mode m) {
+    return m == DFD_IMPORT_HARDLINK ? "hardlink" : m == DFD_IMPORT_REFLINK ? "reflink" : "copy";
+}
+
+/* May the store keep the source inode itself? Only when nobody but the daemon can change it:
+ * owned by the daemon's euid with no write bit for anyone (then no ACL can grant a write
+ * either: the group bits are the ACL mask). Never a setuid/setgid file: a link to it placed
+ * in a caller's directory by an export would hand out a set-id binary. */
+static bool may_share_inode(const struct dfd_storage *s, const struct stat *st) {
+    if ((st->st_mode & (S_ISUID | S_ISGID)) != 0) {
+        return false;
+    }
+    return s->unsafe_shared_inode_imports || (st->st_uid == geteuid() && (st->st_mode & 0222) == 0);
+}
+
 int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params *p, int fd,
                           int64_t now_ns, bool (*should_stop)(void *), void *arg,
                           struct dfd_task_meta *ret_task, bool *ret_existed,
-                          struct dfc_error *err) {
+                          enum dfd_import_mode *ret_mode, struct dfc_error *err) {
     struct stat st;
     if (fstat(fd, &st) < 0) {
         return dfc_error_errno(err, -errno, "stat the source");
@@ -416,24 +489,43 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
     if (!S_ISREG(st.st_mode)) {
         return dfc_error_set(err, -EINVAL, "the source is not a regular file");
     }
-    struct dfd_import_params q = *p;
-    q.expected_length = st.st_size;
     struct dfd_import *imp;
-    int r = import_new(s, &q, &imp, err);
+    int r = import_new(s, p, &imp, err);
     if (r < 0) {
         return r;
     }
+    enum dfd_import_mode mode = DFD_IMPORT_COPY;
+    int src = fd; /* what is read and hashed */
     /* Link exactly the file that was opened (not whatever the path names now). */
     char self[64];
     snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, self, AT_FDCWD, imp->tmp_path, AT_SYMLINK_FOLLOW) == 0) {
+    if (may_share_inode(s, &st) &&
+        linkat(AT_FDCWD, self, AT_FDCWD, imp->tmp_path, AT_SYMLINK_FOLLOW) == 0) {
         imp->linked = true;
-    } else if ((r = check_space(s, (uint64_t)st.st_size, err)) < 0 ||
-               (r = create_spool(imp, err)) < 0) {
-        dfd_import_abort(imp);
-        return r;
+        mode = DFD_IMPORT_HARDLINK;
+    } else {
+        if ((r = create_spool(imp, err)) < 0) {
+            dfd_import_abort(imp);
+            return r;
+        }
+        if (ioctl(imp->fd, FICLONE, fd) == 0) {
+            /* Hash the clone, not the source: the caller cannot change it any more. */
+            if (fstat(imp->fd, &st) < 0) {
+                r = dfc_error_errno(err, -errno, "stat `%s`", imp->tmp_path);
+                dfd_import_abort(imp);
+                return r;
+            }
+            mode = DFD_IMPORT_REFLINK;
+            src = imp->fd;
+        } else if ((r = check_space(s, (uint64_t)st.st_size, err)) < 0) {
+            dfd_import_abort(imp);
+            return r;
+        } else {
+            imp->write_spool = true; /* a copy: the bytes read are written to the spool */
+        }
     }
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    imp->p.expected_length = st.st_size;
+    (void)posix_fadvise(src, 0, 0, POSIX_FADV_SEQUENTIAL);
     uint8_t *buf = malloc(DFD_IO_CHUNK);
     if (buf == NULL) {
         dfd_import_abort(imp);
@@ -444,7 +536,7 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
             r = dfc_error_set(err, -ECANCELED, "the import was cancelled");
             break;
         }
-        ssize_t n = pread(fd, buf, DFD_IO_CHUNK, (off_t)imp->written);
+        ssize_t n = pread(src, buf, DFD_IO_CHUNK, (off_t)imp->written);
         if (n < 0 && errno == EINTR) {
             continue;
         }
@@ -455,10 +547,11 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
         if (n == 0) {
             break;
         }
+        if (imp->written + (uint64_t)n > (uint64_t)st.st_size) {
+            r = dfc_error_set(err, -EAGAIN, "the source grew while it was being imported");
+            break;
+        }
         if ((r = dfd_import_write(imp, buf, (size_t)n, err)) < 0) {
-            if (r == -EFBIG) {
-                dfc_error_set(err, -EAGAIN, "the source grew while it was being imported");
-            }
             break;
         }
     }
@@ -470,6 +563,9 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
     if (imp->written != (uint64_t)st.st_size) {
         dfd_import_abort(imp);
         return dfc_error_set(err, -EAGAIN, "the source shrank while it was being imported");
+    }
+    if (ret_mode != NULL) {
+        *ret_mode = mode;
     }
     return dfd_import_commit(imp, now_ns, ret_task, ret_existed, err);
 }

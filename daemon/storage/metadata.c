@@ -47,10 +47,68 @@ static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
                                  "  PRIMARY KEY (task_id, number)"
                                  ") WITHOUT ROWID;";
 
+/* Schema migrations, applied in order; PRAGMA user_version counts the ones applied. Version 0
+ * is schema_sql above (every store starts there, so new and old stores take the same path).
+ * Version 1 records the importing uid and the id's origin; rows from before get uid 0 and
+ * origin 'unknown', which the import dedup treats as not content-derived. */
+static const char *const migrations[] = {
+    "ALTER TABLE tasks ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tasks ADD COLUMN id_origin TEXT NOT NULL DEFAULT 'unknown';",
+};
+#define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
+
+static const char *origin_text(enum dfd_id_origin o) {
+    return o == DFD_ID_ORIGIN_CONTENT  ? "content"
+           : o == DFD_ID_ORIGIN_STRING ? "string"
+                                       : "unknown";
+}
+
+static enum dfd_id_origin origin_parse(const unsigned char *s) {
+    if (s != NULL && strcmp((const char *)s, "content") == 0) {
+        return DFD_ID_ORIGIN_CONTENT;
+    }
+    if (s != NULL && strcmp((const char *)s, "string") == 0) {
+        return DFD_ID_ORIGIN_STRING;
+    }
+    return DFD_ID_ORIGIN_UNKNOWN;
+}
+
 static int db_error(struct dfd_metadata *md, struct dfc_error *err, const char *what) {
     int rc = sqlite3_errcode(md->db);
     int code = rc == SQLITE_FULL ? -ENOSPC : rc == SQLITE_CONSTRAINT ? -EEXIST : -EIO;
     return dfc_error_set(err, code, "metadata %s: %s", what, sqlite3_errmsg(md->db));
+}
+
+/* Applies the migrations the store has not seen, each in one transaction with its version. */
+static int migrate(struct dfd_metadata *md, struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(md->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        return db_error(md, err, "read the schema version");
+    }
+    int version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version < 0 || (size_t)version > N_MIGRATIONS) {
+        return dfc_error_set(err, -EIO,
+                             "metadata schema version %d is newer than this dfdaemon knows (%zu)",
+                             version, N_MIGRATIONS);
+    }
+    for (size_t v = (size_t)version; v < N_MIGRATIONS; v++) {
+        char bump[64];
+        snprintf(bump, sizeof(bump), "PRAGMA user_version=%zu;", v + 1);
+        if (sqlite3_exec(md->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+            return db_error(md, err, "begin a migration");
+        }
+        if (sqlite3_exec(md->db, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(md->db, bump, NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(md->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+            int r = db_error(md, err, "migrate the schema");
+            (void)sqlite3_exec(md->db, "ROLLBACK", NULL, NULL, NULL);
+            return r;
+        }
+    }
+    return 0;
 }
 
 int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_error *err) {
@@ -72,8 +130,13 @@ int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_err
         return r;
     }
     sqlite3_busy_timeout(md->db, 5000);
+    int r;
     if (sqlite3_exec(md->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK) {
-        int r = db_error(md, err, "schema");
+        r = db_error(md, err, "schema");
+        dfd_metadata_close(md);
+        return r;
+    }
+    if ((r = migrate(md, err)) < 0) {
         dfd_metadata_close(md);
         return r;
     }
@@ -99,7 +162,7 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     static const char task_sql[] =
         "INSERT INTO tasks (id, persistent, replica_count, tag, application, piece_length,"
         " content_length, piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns,"
-        " hard_linked) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        " hard_linked, owner_uid, id_origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     static const char piece_sql[] =
         "INSERT INTO pieces (task_id, number, offset, length, digest) VALUES (?,?,?,?,?)";
     sqlite3_stmt *ts = NULL, *ps = NULL;
@@ -127,6 +190,8 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     sqlite3_bind_int64(ts, 11, t->updated_at_ns);
     sqlite3_bind_int64(ts, 12, t->finished_at_ns);
     sqlite3_bind_int(ts, 13, t->hard_linked);
+    sqlite3_bind_int64(ts, 14, t->owner_uid);
+    sqlite3_bind_text(ts, 15, origin_text(t->id_origin), -1, SQLITE_STATIC);
     if (sqlite3_step(ts) != SQLITE_DONE) {
         r = sqlite3_extended_errcode(md->db) == SQLITE_CONSTRAINT_PRIMARYKEY
                 ? dfc_error_set(err, -EEXIST, "task %s already exists", t->id)
@@ -179,11 +244,14 @@ static void read_task(sqlite3_stmt *st, struct dfd_task_meta *t) {
     t->updated_at_ns = sqlite3_column_int64(st, 10);
     t->finished_at_ns = sqlite3_column_int64(st, 11);
     t->hard_linked = sqlite3_column_int(st, 12) != 0;
+    t->owner_uid = (uint32_t)sqlite3_column_int64(st, 13);
+    t->id_origin = origin_parse(sqlite3_column_text(st, 14));
 }
 
 #define TASK_COLUMNS                                                                               \
     "id, persistent, replica_count, tag, application, piece_length, content_length,"               \
-    " piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns, hard_linked"
+    " piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns, hard_linked,"             \
+    " owner_uid, id_origin"
 
 int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_meta *ret,
                      struct dfc_error *err) {

@@ -20,6 +20,14 @@
 
 struct dfd_metadata;
 
+/* Where a task id came from. Rows made before this was recorded are UNKNOWN and are treated
+ * as not content-derived. Stored as the text 'unknown', 'content', 'string'. */
+enum dfd_id_origin {
+    DFD_ID_ORIGIN_UNKNOWN = 0,
+    DFD_ID_ORIGIN_CONTENT, /* SHA-256 over the content (and tag, application, piece length) */
+    DFD_ID_ORIGIN_STRING,  /* SHA-256 of content_for_calculating_task_id */
+};
+
 struct dfd_task_meta {
     char id[DFD_TASK_ID_LEN + 1];
     bool persistent;
@@ -33,7 +41,9 @@ struct dfd_task_meta {
     int64_t created_at_ns; /* wall clock, ns since the epoch */
     int64_t updated_at_ns;
     int64_t finished_at_ns;
-    bool hard_linked; /* content shares the importer's inode */
+    bool hard_linked;   /* content shares the importer's inode */
+    uint32_t owner_uid; /* the importing uid; 0 for rows made before owners were recorded */
+    enum dfd_id_origin id_origin;
 };
 
 struct dfd_piece_meta {
@@ -43,7 +53,7 @@ struct dfd_piece_meta {
     char digest[DFC_CRC32_DIGEST_MAX];
 };
 
-/* Opens (creating) <dir>/pcache.db. */
+/* Opens (creating) <dir>/pcache.db and migrates its schema to the current version. */
 int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_error *err);
 void dfd_metadata_close(struct dfd_metadata *md);
 

@@ -12,7 +12,14 @@
  *
  * Commit. Spool in tmp/ -> fsync -> rename into content/ -> fsync the directory -> insert
  * the metadata row. Under commit_mu an existing row with the same id wins: the new spool is
- * dropped and the existing task returned.
+ * dropped and the existing task returned, if it holds the same bytes (import.c,
+ * check_same_content); else the import fails with -EEXIST.
+ *
+ * Modes. The cache is shared by every socket caller, but only through the daemon: content
+ * files are 0600 and the content directories 0700, so nobody reads or links them behind the
+ * daemon's back (the socket's mode and group decide who is a caller). Stores made by older
+ * versions (0755 directories, 0644 files) are fixed at open; hard-linked content keeps its
+ * mode (it is the importer's own, daemon-owned, read-only inode).
  */
 #include "storage.h"
 #include "storage_internal.h"
@@ -112,6 +119,7 @@ static int sweep_orphans(struct dfd_storage *s, struct dfd_recovery *rec, struct
         }
         char shard[PATH_MAX];
         (void)dfd__pathf(shard, sizeof(shard), "%s/%s", s->content_dir, de->d_name);
+        (void)chmod(shard, 0700); /* older versions made them 0755 */
         DIR *d = opendir(shard);
         if (d == NULL) {
             continue;
@@ -154,6 +162,9 @@ static int check_rows(struct dfd_storage *s, struct dfd_recovery *rec, struct df
         dfd__task_path(s, tasks[i].id, path, sizeof(path));
         if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
             (uint64_t)st.st_size == tasks[i].content_length) {
+            if (!tasks[i].hard_linked && (st.st_mode & 07177) != 0) {
+                (void)chmod(path, 0600); /* made by an older version, 0644 */
+            }
             rec->tasks++;
             continue;
         }
@@ -201,23 +212,29 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     pthread_mutex_init(&s->commit_mu, NULL);
+    s->unsafe_shared_inode_imports = opts->unsafe_shared_inode_imports;
     (void)dfd__pathf(s->content_dir, sizeof(s->content_dir), "%s/" CONTENT_SUBDIR, s->dir);
     (void)dfd__pathf(s->tmp_dir, sizeof(s->tmp_dir), "%s/tmp", s->dir);
     char meta_dir[PATH_MAX];
     (void)dfd__pathf(meta_dir, sizeof(meta_dir), "%s/metadata", s->dir);
+    char content_root[PATH_MAX];
+    (void)dfd__pathf(content_root, sizeof(content_root), "%s/content", s->dir);
     int r = 0;
     if (!opts->keep) {
         /* Dragonfly's storage.keep=false: start from nothing. */
-        char content_root[PATH_MAX];
-        (void)dfd__pathf(content_root, sizeof(content_root), "%s/content", s->dir);
         if ((r = rm_rf(content_root)) < 0 || (r = rm_rf(meta_dir)) < 0) {
             dfc_error_errno(err, r, "clear `%s`", s->dir);
             goto fail;
         }
     }
-    if ((r = dfc_mkdir_p(s->content_dir, 0755)) < 0 || (r = dfc_mkdir_p(s->tmp_dir, 0700)) < 0 ||
+    if ((r = dfc_mkdir_p(s->content_dir, 0700)) < 0 || (r = dfc_mkdir_p(s->tmp_dir, 0700)) < 0 ||
         (r = dfc_mkdir_p(meta_dir, 0700)) < 0) {
         dfc_error_errno(err, r, "create the storage directories under `%s`", s->dir);
+        goto fail;
+    }
+    /* Stores made by older versions have 0755 content directories (the shards: below). */
+    if (chmod(content_root, 0700) < 0 || chmod(s->content_dir, 0700) < 0) {
+        r = dfc_error_errno(err, -errno, "chmod the content directories under `%s`", s->dir);
         goto fail;
     }
     if ((r = dfd_metadata_open(meta_dir, &s->md, err)) < 0) {
@@ -359,8 +376,17 @@ int dfd_storage_export_to_path(struct dfd_storage *s, const char *id,
     if (dfd__pathf(tmp, sizeof(tmp), "%s/.dfcache-%s", dir, uuid) < 0) {
         return dfc_error_set(err, -ENAMETOOLONG, "output_path `%s` is too long", out);
     }
-    /* A hard link shares the cached inode: read-only for everyone but its owner. */
-    if (link(src, tmp) == 0) {
+    /* A hard link shares the cached inode: only for a reader who can read it (stored content
+     * is 0600), and it stays read-only for everyone but its owner. */
+    bool readable =
+        t->reader_uid == 0 || t->reader_uid == src_st.st_uid || (src_st.st_mode & S_IROTH) != 0;
+    if (!readable && t->force_hard_link) {
+        return dfc_error_set(err, -EACCES,
+                             "cannot hard link task %s to `%s` (force_hard_link): the stored "
+                             "content is readable only by the daemon",
+                             id, out);
+    }
+    if (readable && link(src, tmp) == 0) {
         if (rename(tmp, out) < 0) {
             int r = dfc_error_errno(err, -errno, "rename onto `%s`", out);
             (void)unlink(tmp);

@@ -1,7 +1,8 @@
 /*
  * storage.h - the persistent-cache storage engine: content files plus SQLite metadata.
  *
- * Layout under dir (as Dragonfly's, with SQLite in place of RocksDB):
+ * Layout under dir (as Dragonfly's, with SQLite in place of RocksDB; content files 0600, the
+ * content directories 0700, fixed at open for stores made by older versions):
  *   content/persistent-cache-tasks/<id[0..3]>/<id>   one file per task, full content
  *   metadata/pcache.db                               task and piece rows (metadata.h)
  *   tmp/                                             imports in progress
@@ -13,7 +14,8 @@
  *
  * Concurrent imports of the same content compute the same id; the first commit wins and the
  * others discard their spool and return the existing task (so re-importing is idempotent,
- * where upstream answers ALREADY_EXISTS from the scheduler).
+ * where upstream answers ALREADY_EXISTS from the scheduler). An id taken by other content,
+ * or by another uid's content_for_calculating_task_id import, is -EEXIST.
  *
  * Thread-safe. Logs nothing; reports recovery counts to the caller.
  */
@@ -33,6 +35,10 @@ struct dfd_import;
 struct dfd_storage_opts {
     const char *dir; /* absolute; created when missing */
     bool keep;       /* false: start empty, as Dragonfly's storage.keep=false */
+    /* storage.unsafeSharedInodeImports: hard-link any path import the filesystem allows, even
+     * a file its owner (or anyone) can still write, which then changes the cache under every
+     * later reader. Off: see dfd_storage_import_fd(). */
+    bool unsafe_shared_inode_imports;
 };
 
 struct dfd_recovery {
@@ -58,14 +64,24 @@ struct dfd_import_params {
     int64_t ttl_ns;
     bool persistent;
     int64_t expected_length; /* -1 when unknown; else more or fewer bytes fail the import */
+    uid_t owner_uid;         /* the importing caller (SO_PEERCRED), recorded in the task */
 };
+
+/* How a path import stored its content. */
+enum dfd_import_mode {
+    DFD_IMPORT_COPY,     /* read, hashed and written into a private spool */
+    DFD_IMPORT_REFLINK,  /* FICLONE: a private copy-on-write clone, hashed as stored */
+    DFD_IMPORT_HARDLINK, /* the source inode itself (nobody but the daemon can change it) */
+};
+
+const char *dfd_import_mode_name(enum dfd_import_mode m);
 
 /* Starts a streamed import: spools into tmp/. -ENOSPC when expected_length does not fit; an
  * import of unknown length may write at most what is free in the store when it begins. */
 int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
                      struct dfd_import **ret, struct dfc_error *err);
 
-/* Appends bytes; -ENOSPC when the disk fills, -EFBIG past expected_length. */
+/* Appends bytes; -ENOSPC when the disk fills, -EINVAL past expected_length. */
 int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct dfc_error *err);
 
 /* Bytes written so far. */
@@ -73,19 +89,26 @@ uint64_t dfd_import_written(const struct dfd_import *imp);
 
 /* Makes the task durable and visible, then frees imp (also on failure, leaving nothing).
  * *ret_task is filled (free with dfd_task_meta_done); *ret_existed tells whether an identical
- * task already existed. */
+ * task already existed. A task with the same id is returned only when it holds the same bytes
+ * (same length, piece length and piece digests) and either both ids are content-derived or
+ * both imports are by the same uid; otherwise -EEXIST ("task id ... is already taken"). */
 int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_meta *ret_task,
                       bool *ret_existed, struct dfc_error *err);
 
 /* Discards an import and frees it. NULL is fine. */
 void dfd_import_abort(struct dfd_import *imp);
 
-/* Imports an open regular file in one read pass: hard-links it into the store when the
- * filesystem allows, else copies it; either way computes the id and every piece's CRC.
- * should_stop(arg), when given, is polled between reads (a cancelled call). */
+/* Imports an open regular file in one read pass, computing the id and every piece's CRC. The
+ * store never shares an inode that anyone outside the daemon can change: the content is a
+ * FICLONE reflink (hashed by reading the clone, so what is hashed is what is stored) where
+ * the filesystem can, else a copy. A hard link is made only when the source is owned by the
+ * daemon's euid, has no write bit and no setuid/setgid bit, or with
+ * unsafe_shared_inode_imports (still never a setuid/setgid file). should_stop(arg), when
+ * given, is polled between reads (a cancelled call). *ret_mode (may be NULL) tells how. */
 int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params *p, int fd,
                           int64_t now_ns, bool (*should_stop)(void *), void *arg,
-                          struct dfd_task_meta *ret_task, bool *ret_existed, struct dfc_error *err);
+                          struct dfd_task_meta *ret_task, bool *ret_existed,
+                          enum dfd_import_mode *ret_mode, struct dfc_error *err);
 
 /* Looks a task up; -ENOENT when absent. */
 int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta *ret,
@@ -105,10 +128,13 @@ struct dfd_export_target {
     bool force_hard_link;
     uid_t owner_uid; /* chown a copied file to this; (uid_t)-1 keeps the daemon's */
     gid_t owner_gid;
+    uid_t reader_uid; /* the caller: a hard link only when its mode bits let this uid read */
 };
 
-/* Puts the task's content at output_path: a hard link when possible (-EXDEV with
- * force_hard_link when not), else a copy written beside it and renamed into place. Sets
+/* Puts the task's content at output_path: a hard link when possible, else a copy written
+ * beside it and renamed into place. Stored content is 0600, so a hard link is made only for
+ * a reader who can read the stored inode (uid 0, its owner, or others-readable); otherwise,
+ * or across filesystems, a copy (with force_hard_link: -EACCES or -EXDEV instead). Sets
  * *ret_linked. -EEXIST when the output exists and overwrite is false. */
 int dfd_storage_export_to_path(struct dfd_storage *s, const char *id,
                                const struct dfd_export_target *t, bool *ret_linked,

@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "metadata.h"
@@ -20,6 +21,7 @@ struct dfd_storage {
     char tmp_dir[PATH_MAX];
     struct dfd_metadata *md;
     pthread_mutex_t commit_mu;
+    bool unsafe_shared_inode_imports;
 };
 
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
