@@ -49,7 +49,7 @@ static int check_owner(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
     if (dfc_rpc_call_peer_cred(call, &cred) < 0) {
         return dfc_error_set(err, -EACCES,
                              "permission denied: the caller's credentials are unknown; only "
-                             "Unix-socket callers may %s a task",
+                             "Unix-socket callers may %s",
                              verb);
     }
     if (cred.uid == 0 || cred.uid == geteuid() || cred.uid == t->owner_uid) {
@@ -347,7 +347,7 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
         return r;
     }
     /* persistent=true turns persistence on: the owner's call, refused before the export. */
-    if (req->persistent && (r = check_owner(call, &t, "make persistent", err)) < 0) {
+    if (req->persistent && (r = check_owner(call, &t, "make it persistent", err)) < 0) {
         dfd_task_meta_done(&t);
         return r;
     }
@@ -471,7 +471,7 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r < 0) {
         return r;
     }
-    r = check_owner(call, &t, "delete", err);
+    r = check_owner(call, &t, "delete it", err);
     dfd_task_meta_done(&t);
     if (r == 0) {
         r = dfd_storage_delete(svc->storage, req->task_id, err);
@@ -494,7 +494,7 @@ static int update_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r < 0) {
         return r;
     }
-    r = check_owner(call, &t, "update", err);
+    r = check_owner(call, &t, "update it", err);
     dfd_task_meta_done(&t);
     if (r < 0 || !req->persistent) {
         return r; /* persistent=false is a no-op, as upstream (for the owner) */

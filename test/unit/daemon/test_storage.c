@@ -659,6 +659,182 @@ static void test_gc_thread_uses_the_injected_clock(void **state) {
     dfd_task_meta_done(&t);
 }
 
+/* ---- trust: private inodes, dedup rule, owners, migration ---- */
+
+static void import_path(struct fx *f, struct dfd_storage *s, const char *src,
+                        struct dfd_task_meta *t, enum dfd_import_mode *mode) {
+    struct dfc_error err;
+    bool existed;
+    int fd = open(src, O_RDONLY);
+    assert_true(fd >= 0);
+    struct dfd_import_params p = params();
+    assert_int_equal(dfd_storage_import_fd(s, &p, fd, T0, NULL, NULL, t, &existed, mode, &err), 0);
+    close(fd);
+}
+
+static void test_import_fd_never_shares_a_writable_inode(void **state) {
+    struct fx *f = *state;
+    char src[PATH_MAX], path[PATH_MAX];
+    snprintf(src, sizeof(src), "%s/writable.bin", f->dir);
+    char *buf = pattern(MiB, 21);
+    write_file(src, buf, MiB); /* 0644: its owner can still write it */
+    struct dfd_task_meta t;
+    enum dfd_import_mode mode;
+    import_path(f, f->s, src, &t, &mode);
+    assert_false(t.hard_linked);
+    assert_true(mode == DFD_IMPORT_COPY || mode == DFD_IMPORT_REFLINK);
+    content_path(f, t.id, path, sizeof(path));
+    struct stat a, b;
+    assert_int_equal(stat(src, &a), 0);
+    assert_int_equal(stat(path, &b), 0);
+    assert_true(a.st_ino != b.st_ino);
+    assert_int_equal(b.st_mode & 07777, 0600);
+    /* Rewriting the source does not reach the store. */
+    char *other = pattern(MiB, 22);
+    write_file(src, other, MiB);
+    int cfd = open(path, O_RDONLY);
+    char *back = malloc(MiB);
+    assert_int_equal(read(cfd, back, MiB), (ssize_t)MiB);
+    close(cfd);
+    assert_memory_equal(back, buf, MiB);
+    free(back);
+    free(other);
+    free(buf);
+    dfd_task_meta_done(&t);
+}
+
+static void test_unsafe_shared_inode_imports_opt_in(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char store[PATH_MAX], src[PATH_MAX], suid[PATH_MAX];
+    snprintf(store, sizeof(store), "%s/unsafe", f->dir);
+    snprintf(src, sizeof(src), "%s/shared.bin", f->dir);
+    snprintf(suid, sizeof(suid), "%s/suid.bin", f->dir);
+    struct dfd_storage *s;
+    struct dfd_storage_opts o = {.dir = store, .keep = true, .unsafe_shared_inode_imports = true};
+    assert_int_equal(dfd_storage_open(&o, &s, NULL, &err), 0);
+    char *buf = pattern(MiB, 23);
+    write_file(src, buf, MiB);
+    struct dfd_task_meta t;
+    enum dfd_import_mode mode;
+    import_path(f, s, src, &t, &mode); /* writable, but the operator opted in */
+    assert_true(t.hard_linked);
+    assert_int_equal(mode, DFD_IMPORT_HARDLINK);
+    dfd_task_meta_done(&t);
+    /* Never a set-id inode, even then. */
+    write_file(suid, buf + 1, MiB - 1);
+    chmod(suid, 04755);
+    import_path(f, s, suid, &t, &mode);
+    assert_false(t.hard_linked);
+    assert_int_not_equal(mode, DFD_IMPORT_HARDLINK);
+    dfd_task_meta_done(&t);
+    dfd_storage_close(s);
+    free(buf);
+}
+
+static void test_dedup_needs_the_same_bytes_and_origin(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->store);
+    char *x = pattern(MiB, 31), *y = pattern(MiB, 32);
+    struct dfd_task_meta a, b;
+    bool existed;
+    /* Content-derived ids: another uid gets the existing task. */
+    struct dfd_import_params p = params();
+    p.owner_uid = 1000;
+    stream_import(f, x, MiB, p, &a, &existed);
+    assert_int_equal(a.owner_uid, 1000);
+    assert_int_equal(a.id_origin, DFD_ID_ORIGIN_CONTENT);
+    p.owner_uid = 2000;
+    stream_import(f, x, MiB, p, &b, &existed);
+    assert_true(existed);
+    assert_int_equal(b.owner_uid, 1000); /* still its first importer's */
+    dfd_task_meta_done(&a);
+    dfd_task_meta_done(&b);
+    /* content_for_calculating_task_id: other bytes under the same id are refused... */
+    p = params();
+    p.content_for_id = "name";
+    p.owner_uid = 1000;
+    stream_import(f, x, MiB, p, &a, &existed);
+    assert_false(existed);
+    assert_int_equal(a.id_origin, DFD_ID_ORIGIN_STRING);
+    struct dfd_import *imp;
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, y, MiB, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &b, &existed, &err), -EEXIST);
+    assert_non_null(strstr(err.msg, "is already taken by other content"));
+    assert_int_equal(count_entries(tmp), 0);
+    /* ...and so are the same bytes from another uid (CRCs can be forged; the string says
+     * nothing about the bytes). */
+    p.owner_uid = 2000;
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, x, MiB, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &b, &existed, &err), -EEXIST);
+    assert_non_null(strstr(err.msg, "another user's import"));
+    assert_int_equal(count_entries(tmp), 0);
+    /* Its own importer gets it back. */
+    p.owner_uid = 1000;
+    stream_import(f, x, MiB, p, &b, &existed);
+    assert_true(existed);
+    dfd_task_meta_done(&a);
+    dfd_task_meta_done(&b);
+    free(x);
+    free(y);
+}
+
+static void test_an_old_store_is_migrated_and_fixed(void **state) {
+    struct fx *f = *state;
+    char dir[PATH_MAX], file[PATH_MAX + 80], cmd[PATH_MAX * 2];
+    if (system("command -v sqlite3 >/dev/null") != 0) {
+        skip(); /* needs the sqlite3 command */
+    }
+    dfd_storage_close(f->s);
+    f->s = NULL;
+    /* A store as the previous version left it: schema version 0, 0755 dirs, a 0644 file. */
+    const char *id = "1f2e3d4c5b6a79880f1e2d3c4b5a69780f1e2d3c4b5a69780f1e2d3c4b5a6978";
+    test_rmtree(f->store);
+    snprintf(dir, sizeof(dir), "%s/content/persistent-cache-tasks/1f2", f->store);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p -m 0755 '%s' '%s/metadata' '%s/tmp' && chmod 0755 '%s/content' "
+             "'%s/content/persistent-cache-tasks'",
+             dir, f->store, f->store, f->store, f->store);
+    assert_int_equal(system(cmd), 0);
+    snprintf(file, sizeof(file), "%s/%s", dir, id);
+    write_file(file, "old!", 4);
+    snprintf(cmd, sizeof(cmd),
+             "sqlite3 '%s/metadata/pcache.db' \"CREATE TABLE tasks (id TEXT PRIMARY KEY,"
+             " persistent INTEGER NOT NULL, replica_count INTEGER NOT NULL, tag TEXT,"
+             " application TEXT, piece_length INTEGER NOT NULL, content_length INTEGER NOT NULL,"
+             " piece_count INTEGER NOT NULL, ttl_ns INTEGER NOT NULL, created_at_ns INTEGER NOT"
+             " NULL, updated_at_ns INTEGER NOT NULL, finished_at_ns INTEGER NOT NULL, hard_linked"
+             " INTEGER NOT NULL) WITHOUT ROWID; INSERT INTO tasks VALUES ('%s', 1, 2, NULL, NULL,"
+             " 4194304, 4, 1, 3600000000000, 1, 1, 1, 0);\"",
+             f->store, id);
+    assert_int_equal(system(cmd), 0);
+    struct dfd_recovery rec;
+    struct dfc_error err;
+    struct dfd_storage_opts o = {.dir = f->store, .keep = true};
+    assert_int_equal(dfd_storage_open(&o, &f->s, &rec, &err), 0);
+    assert_int_equal(rec.tasks, 1);
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_storage_get(f->s, id, &t, &err), 0);
+    assert_int_equal(t.owner_uid, 0);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_UNKNOWN);
+    dfd_task_meta_done(&t);
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    snprintf(cmd, sizeof(cmd), "%s/content", f->store);
+    assert_int_equal(stat(cmd, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    /* Opening again is a no-op (the version is recorded). */
+    reopen(f, &rec);
+    assert_int_equal(rec.tasks, 1);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -679,6 +855,10 @@ int main(void) {
         T(test_gc_evicts_under_pressure_sparing_persistent),
         T(test_gc_evicts_only_what_is_needed),
         T(test_gc_thread_uses_the_injected_clock),
+        T(test_import_fd_never_shares_a_writable_inode),
+        T(test_unsafe_shared_inode_imports_opt_in),
+        T(test_dedup_needs_the_same_bytes_and_origin),
+        T(test_an_old_store_is_migrated_and_fixed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,6 +52,7 @@ static void test_ttl(void **state) {
     assert_int_equal(dfd_validate_ttl(7 * 86400 + 1, 0, &ns, &err), -EINVAL);
     assert_int_equal(dfd_validate_ttl(-1, 0, &ns, &err), -EINVAL);
     assert_int_equal(dfd_validate_ttl(600, -5, &ns, &err), -EINVAL);
+    assert_string_equal(err.msg, "ttl must be between 5m and 168h, got seconds=600 nanos=-5");
     assert_int_equal(dfd_validate_ttl(INT64_MAX, 0, &ns, &err), -EINVAL);
 }
 
