@@ -102,8 +102,10 @@ static void helper_stop(struct dfd_import *imp) {
     imp->helper = NULL;
 }
 
-/* Feeds one buffer: SHA here, CRC + write on the helper for large buffers. */
-static int feed(struct dfd_import *imp, const void *buf, size_t len) {
+/* Starts feeding one buffer: SHA here, CRC + write on the helper for large buffers. Returns
+ * once the SHA is done; the helper may still be using buf until feed_wait(), whose result
+ * is the helper's. The helper must be idle (feed_wait() since the last post). */
+static int feed_post(struct dfd_import *imp, const void *buf, size_t len) {
     if (len < (64 << 10) || !imp->dg.p.hash_content) {
         dfd_digester_update_sha(&imp->dg, buf, len);
         return crc_and_write(imp, buf, len);
@@ -134,14 +136,30 @@ static int feed(struct dfd_import *imp, const void *buf, size_t len) {
     pthread_mutex_unlock(&h->mu);
 
     dfd_digester_update_sha(&imp->dg, buf, len);
+    return 0;
+}
 
+/* Waits until the helper is idle; returns (and clears) the result of its last job. */
+static int feed_wait(struct dfd_import *imp) {
+    struct helper *h = imp->helper;
+    if (h == NULL) {
+        return 0;
+    }
     pthread_mutex_lock(&h->mu);
     while (h->busy) {
         pthread_cond_wait(&h->cv, &h->mu);
     }
     int r = h->result;
+    h->result = 0;
     pthread_mutex_unlock(&h->mu);
     return r;
+}
+
+/* Feeds one buffer and waits for both halves. */
+static int feed(struct dfd_import *imp, const void *buf, size_t len) {
+    int r = feed_post(imp, buf, len);
+    int w = feed_wait(imp);
+    return r < 0 ? r : w;
 }
 
 static char *dup_or_null(const char *s, bool *oom) {
@@ -275,6 +293,12 @@ int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
     return 0;
 }
 
+static int feed_error(struct dfd_import *imp, int r, struct dfc_error *err) {
+    return r == -ENOSPC || r == -EDQUOT
+               ? dfc_error_set(err, r, "no space left in `%s` while importing", imp->s->dir)
+               : dfc_error_errno(err, r, "spool an import into `%s`", imp->tmp_path);
+}
+
 int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct dfc_error *err) {
     if (imp->p.expected_length >= 0 && imp->written + len > (uint64_t)imp->p.expected_length) {
         return dfc_error_set(err, -EINVAL, "more content than the announced %lld bytes",
@@ -288,9 +312,7 @@ int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct
     }
     int r = feed(imp, buf, len);
     if (r < 0) {
-        return r == -ENOSPC || r == -EDQUOT
-                   ? dfc_error_set(err, r, "no space left in `%s` while importing", imp->s->dir)
-                   : dfc_error_errno(err, r, "spool an import into `%s`", imp->tmp_path);
+        return feed_error(imp, r, err);
     }
     imp->written += len;
     return 0;
@@ -335,6 +357,17 @@ static int fill_task(struct dfd_import *imp, const struct dfd_digest_result *dr,
     return 0;
 }
 
+/* May the store keep the source inode itself? Only when nobody but the daemon can change it:
+ * owned by the daemon's euid with no write bit for anyone (then no ACL can grant a write
+ * either: the group bits are the ACL mask). Never a setuid/setgid file: a link to it placed
+ * in a caller's directory by an export would hand out a set-id binary. */
+static bool may_share_inode(const struct dfd_storage *s, const struct stat *st) {
+    if ((st->st_mode & (S_ISUID | S_ISGID)) != 0) {
+        return false;
+    }
+    return s->unsafe_shared_inode_imports || (st->st_uid == geteuid() && (st->st_mode & 0222) == 0);
+}
+
 /* May this import be answered with the task old that holds its id? Only when old stores the
  * same bytes. Equal length, piece length and piece CRCs are necessary, not sufficient: CRC-32
  * is linear, so anyone can craft other bytes with the same piece CRCs. Equal ids settle it
@@ -363,6 +396,17 @@ static int check_same_content(const struct dfd_import *imp, const struct dfd_dig
     }
     if (!same) {
         return dfc_error_set(err, -EEXIST, "task id %s is already taken by other content", old->id);
+    }
+    /* A hard link made by an older version may still be the importer's writable inode: its
+     * bytes may no longer be the ones its digests describe. */
+    char path[PATH_MAX];
+    struct stat st;
+    dfd__task_path(imp->s, old->id, path, sizeof(path));
+    if (old->hard_linked && (stat(path, &st) < 0 || !may_share_inode(imp->s, &st))) {
+        return dfc_error_set(err, -EEXIST,
+                             "task id %s is already taken by a hard link to a file its owner can "
+                             "still change; delete the task and import again",
+                             old->id);
     }
     bool both_from_content = imp->content_for_id == NULL && old->id_origin == DFD_ID_ORIGIN_CONTENT;
     if (!both_from_content && old->owner_uid != (uint32_t)imp->p.owner_uid) {
@@ -467,17 +511,6 @@ const char *dfd_import_mode_name(enum dfd_import_mode m) {
     return m == DFD_IMPORT_HARDLINK ? "hardlink" : m == DFD_IMPORT_REFLINK ? "reflink" : "copy";
 }
 
-/* May the store keep the source inode itself? Only when nobody but the daemon can change it:
- * owned by the daemon's euid with no write bit for anyone (then no ACL can grant a write
- * either: the group bits are the ACL mask). Never a setuid/setgid file: a link to it placed
- * in a caller's directory by an export would hand out a set-id binary. */
-static bool may_share_inode(const struct dfd_storage *s, const struct stat *st) {
-    if ((st->st_mode & (S_ISUID | S_ISGID)) != 0) {
-        return false;
-    }
-    return s->unsafe_shared_inode_imports || (st->st_uid == geteuid() && (st->st_mode & 0222) == 0);
-}
-
 int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params *p, int fd,
                           int64_t now_ns, bool (*should_stop)(void *), void *arg,
                           struct dfd_task_meta *ret_task, bool *ret_existed,
@@ -526,18 +559,23 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
     }
     imp->p.expected_length = st.st_size;
     (void)posix_fadvise(src, 0, 0, POSIX_FADV_SEQUENTIAL);
-    uint8_t *buf = malloc(DFD_IO_CHUNK);
-    if (buf == NULL) {
+    /* Two buffers: the next chunk is read while the helper still writes the last one, so
+     * the read is off the helper's path and the SHA here stays the limit. */
+    uint8_t *bufs[2] = {malloc(DFD_IO_CHUNK), malloc(DFD_IO_CHUNK)};
+    if (bufs[0] == NULL || bufs[1] == NULL) {
+        free(bufs[0]);
+        free(bufs[1]);
         dfd_import_abort(imp);
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    for (;;) {
+    for (unsigned i = 0;; i ^= 1) {
         if (should_stop != NULL && should_stop(arg)) {
             r = dfc_error_set(err, -ECANCELED, "the import was cancelled");
             break;
         }
-        ssize_t n = pread(src, buf, DFD_IO_CHUNK, (off_t)imp->written);
+        ssize_t n = pread(src, bufs[i], DFD_IO_CHUNK, (off_t)imp->written);
         if (n < 0 && errno == EINTR) {
+            i ^= 1; /* retry into the same buffer */
             continue;
         }
         if (n < 0) {
@@ -551,11 +589,19 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
             r = dfc_error_set(err, -EAGAIN, "the source grew while it was being imported");
             break;
         }
-        if ((r = dfd_import_write(imp, buf, (size_t)n, err)) < 0) {
+        /* The helper is done with the other buffer before this one is handed over. */
+        if ((r = feed_wait(imp)) < 0 || (r = feed_post(imp, bufs[i], (size_t)n)) < 0) {
+            feed_error(imp, r, err);
             break;
         }
+        imp->written += (uint64_t)n;
     }
-    free(buf);
+    int w = feed_wait(imp); /* nothing may still use the buffers */
+    if (r == 0 && w < 0) {
+        r = feed_error(imp, w, err);
+    }
+    free(bufs[0]);
+    free(bufs[1]);
     if (r < 0) {
         dfd_import_abort(imp);
         return r;

@@ -729,6 +729,18 @@ static void test_unsafe_shared_inode_imports_opt_in(void **state) {
     assert_int_not_equal(mode, DFD_IMPORT_HARDLINK);
     dfd_task_meta_done(&t);
     dfd_storage_close(s);
+    /* Without the opt-in, a hard link to a still writable inode (as older versions made) is
+     * never served to a re-import: its bytes may have changed under its digests. */
+    o.unsafe_shared_inode_imports = false;
+    assert_int_equal(dfd_storage_open(&o, &s, NULL, &err), 0);
+    struct dfd_import_params p = params();
+    struct dfd_import *imp;
+    bool existed;
+    assert_int_equal(dfd_import_begin(s, &p, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, MiB, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), -EEXIST);
+    assert_non_null(strstr(err.msg, "a hard link to a file its owner can still change"));
+    dfd_storage_close(s);
     free(buf);
 }
 
