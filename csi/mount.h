@@ -38,7 +38,8 @@ extern const struct csi_mount_ops csi_mount_ops_linux;
 
 /* The scanners below are pure (no syscalls besides reading f) and read lines of any length. */
 
-/* Fills *ret for mount point path (as mountinfo spells it, unescaped): every mount on it. */
+/* Fills *ret for mount point path (as mountinfo spells it, unescaped): every mount on it. For
+ * tests and tools that look by path; the plugin itself asks csi_mountinfo_stack(). */
 int csi_mountinfo_scan(FILE *f, const char *path, struct csi_mount_state *ret);
 
 /* Fills *ret for the stack of mounts from mount top_id down to, not including, mount
