@@ -95,10 +95,42 @@ static void test_refuses_escapes(void **state) {
     assert_int_equal(check(root, t, canon, &err), -ENOENT);
 }
 
+/* Symlinks below the root are refused even when they stay inside it (they could be swapped
+ * for one that does not), and the descriptor handed back is the real parent. */
+static void test_resolves_once_without_symlinks(void **state) {
+    struct dfc_error err;
+    char link[500], t[600], canon[PATH_MAX];
+    snprintf(link, sizeof(link), "%s/pods/alias", root);
+    assert_int_equal(symlink("uid", link), 0);
+    snprintf(t, sizeof(t), "%s/volumes/kubernetes.io~csi/v/mount", link);
+    assert_int_equal(check(root, t, canon, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "goes through a symlink"));
+    snprintf(t, sizeof(t), "%s/mount", pod);
+    struct csi_target target;
+    assert_int_equal(csi_check_target(root, t, &target, &err), 0);
+    assert_string_equal(target.base, "mount");
+    struct stat a, b;
+    assert_int_equal(fstat(target.parent_fd, &a), 0);
+    assert_int_equal(stat(pod, &b), 0);
+    assert_true(a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    csi_target_close(&target);
+    assert_int_equal(target.parent_fd, -1);
+    /* A component that is a file, and a target right below the root. */
+    snprintf(t, sizeof(t), "%s/file", root);
+    FILE *fp = fopen(t, "w");
+    fclose(fp);
+    snprintf(t, sizeof(t), "%s/file/mount", root);
+    assert_int_equal(check(root, t, canon, &err), -ENOTDIR);
+    snprintf(t, sizeof(t), "%s/mount", root);
+    assert_int_equal(check(root, t, canon, &err), 0);
+    assert_string_equal(canon, t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_accepts_kubelet_targets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resolves_once_without_symlinks, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
