@@ -60,7 +60,7 @@ static void test_unescape(void **state) {
     assert_int_equal(csi_mountinfo_unescape("0123456789", 10, out, 5), -ENAMETOOLONG);
 }
 
-static void test_overlong_lines_are_skipped(void **state) {
+static void test_an_overlong_line_does_not_hide_the_next(void **state) {
     char path[] = "/tmp/dfc-mountinfo-XXXXXX";
     int fd = mkstemp(path);
     FILE *f = fdopen(fd, "w+");
@@ -163,7 +163,7 @@ int main(void) {
         cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_stacked_mounts_are_counted),
         cmocka_unit_test(test_unescape),
-        cmocka_unit_test(test_overlong_lines_are_skipped),
+        cmocka_unit_test(test_an_overlong_line_does_not_hide_the_next),
         cmocka_unit_test(test_scan_reads_a_64k_line),
         cmocka_unit_test(test_stack_by_mount_ids),
         cmocka_unit_test(test_stack_reads_a_64k_line),
