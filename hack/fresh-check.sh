@@ -164,6 +164,7 @@ fi
 # 2. A new root for this run, with the project's HEAD in /src.
 t0=$(now)
 root=$(mktemp -d "$cache/run.XXXXXX")
+chmod 0755 "$root" # it becomes `/`: mktemp's 0700 would lock out every other uid (_apt, nobody)
 tar -C "$root" --numeric-owner -xf "$base"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 {
