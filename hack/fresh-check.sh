@@ -152,6 +152,7 @@ else
         tail -20 "$cache/debootstrap.log" >&2
         die "debootstrap failed (log: $cache/debootstrap.log)"
     fi
+    chmod 0755 "$root"
     tar -C "$root" --numeric-owner -cf "$base.tmp" .
     rm -f "$cache"/base-"$suite"-"$variant"-*.tar
     mv "$base.tmp" "$base"
@@ -164,8 +165,8 @@ fi
 # 2. A new root for this run, with the project's HEAD in /src.
 t0=$(now)
 root=$(mktemp -d "$cache/run.XXXXXX")
-chmod 0755 "$root" # it becomes `/`: mktemp's 0700 would lock out every other uid (_apt, nobody)
 tar -C "$root" --numeric-owner -xf "$base"
+chmod 0755 "$root" # it becomes `/`: mktemp's 0700 would lock out every other uid (_apt, nobody)
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 {
     echo "deb $mirror $suite main"
