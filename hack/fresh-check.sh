@@ -14,7 +14,7 @@
 #
 # Cache, under ${DFC_FRESH_CACHE:-/var/cache/dragonfly-c/fresh} (outside the repo):
 #   base-bookworm-minbase-<key>.tar   the pristine root, tarred right after debootstrap. <key> is
-#                                     the sha256 of hack/install-deps.sh plus suite and variant,
+#                                     the sha256 of HEAD's hack/install-deps.sh, suite and variant,
 #                                     so a change to install-deps rebuilds it. Each run unpacks a
 #                                     NEW root from it (run.*/) and removes it on exit.
 #   archives/                         downloaded .deb files, bind-mounted over the root's
@@ -112,8 +112,9 @@ for tool in unshare chroot git tar mount; do
 done
 
 mkdir -p "$cache/archives/partial"
+sha=$(git -C "$repo" rev-parse HEAD)
 key=$( (
-    sha256sum <"$repo/hack/install-deps.sh"
+    git -C "$repo" show "$sha:hack/install-deps.sh" | sha256sum # the version under test
     echo "$suite $variant"
 ) | sha256sum | cut -c1-16)
 base=$cache/base-$suite-$variant-$key.tar
@@ -178,7 +179,6 @@ for k in Acquire::http::Proxy Acquire::https::Proxy Acquire::Check-Valid-Until A
     v=$(first "$(apt-config dump "$k" 2>/dev/null | sed -n "s/^$k \"\(.*\)\";\$/\1/p")")
     if [ -n "$v" ]; then printf '%s "%s";\n' "$k" "$v"; fi
 done >"$root/etc/apt/apt.conf.d/90host-access"
-sha=$(git -C "$repo" rev-parse HEAD)
 git clone -q --no-hardlinks --no-checkout "$repo" "$root/src"
 git -C "$root/src" cat-file -e "$sha^{commit}" 2>/dev/null || git -C "$root/src" fetch -q "$repo" HEAD
 git -C "$root/src" -c advice.detachedHead=false checkout -q "$sha"
