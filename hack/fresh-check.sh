@@ -138,8 +138,8 @@ cleanup() {
     exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'say "interrupted" >&2; exit 130' INT
+trap 'say "terminated" >&2; exit 143' TERM
 
 # 1. The pristine minimal root, cached.
 t0=$(now)
