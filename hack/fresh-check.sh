@@ -4,7 +4,7 @@
 # in it at /src (no build dirs, no uncommitted changes), and runs, as root inside that root,
 #     bash hack/demo.sh      then      bash hack/test.sh      (or --quick, see DFC_FRESH_QUICK)
 # each in a private mount and PID namespace with /proc, /sys, /dev (own /dev/shm and /dev/pts)
-# and a tmpfs /tmp mounted, and the root bind-mounted onto itself so that `/` is a mount point
+# and tmpfs /tmp and /run mounted, and the root bind-mounted onto itself so that `/` is a mount point
 # (tests run `mount --make-rprivate /`). Prints each command's exit status and wall time and
 # exits non-zero when either fails. Needs root (debootstrap, mounts, chroot).
 #
@@ -196,12 +196,14 @@ in_root() {
         r=$1 arch=$2 cmd=$3
         mount --bind "$r" "$r"
         mount -t proc proc "$r/proc"
-        mount -t sysfs sysfs "$r/sys" 2>/dev/null || mount --rbind /sys "$r/sys"
+        mount --rbind /sys "$r/sys" # with the host'"'"'s cgroup mounts, as a booted machine has
         mount --bind /dev "$r/dev"
         mount -t tmpfs -o mode=1777,nosuid,nodev shm "$r/dev/shm"
         mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts "$r/dev/pts"
         mount --bind "$r/dev/pts/ptmx" "$r/dev/ptmx"
         mount -t tmpfs -o mode=1777 tmpfs "$r/tmp"
+        mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$r/run"
+        mkdir -m 1777 "$r/run/lock"
         mount --bind "$arch" "$r/var/cache/apt/archives"
         chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 CI=true TERM="${TERM:-dumb}" \
             PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
