@@ -41,7 +41,7 @@ static grpc_byte_buffer *split(const uint8_t *data, size_t size) {
 
 static void decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc) {
     ProtobufCMessage *m = NULL;
-    if (dfc__rpc_unpack(bb, desc, &m) == 0) {
+    if (dfc__rpc_unpack(bb, desc, &m, NULL) == 0) {
         size_t n = protobuf_c_message_get_packed_size(m);
         uint8_t *out = malloc(n ? n : 1);
         protobuf_c_message_pack(m, out);

@@ -39,7 +39,7 @@ static Req *decode(const uint8_t *data, size_t len, size_t cut, int *ret) {
     grpc_byte_buffer *bb = sliced(data, len, cut);
     ProtobufCMessage *m = NULL;
     *ret = dfc__rpc_unpack(bb, &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor,
-                           &m);
+                           &m, NULL);
     grpc_byte_buffer_destroy(bb);
     return (Req *)m;
 }
