@@ -65,11 +65,19 @@ static struct fx *start(const char *server_yaml) {
     return f;
 }
 
-static void stop(struct fx *f) {
+/* The fixture: *state is the server_yaml (or NULL) before setup, the struct fx after. */
+static int setup(void **state) {
+    *state = start(*state);
+    return 0;
+}
+
+static int teardown(void **state) {
+    struct fx *f = *state;
+    int code = harness_destroy(&f->h); /* first: a failed test may have left streams open */
     dfc_rpc_client_free(f->c);
-    int code = harness_destroy(&f->h);
     free(f);
     assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
+    return 0;
 }
 
 /* A Stat of a task that does not exist, on client c: NOT_FOUND (5) when the daemon serves it. */
@@ -163,7 +171,7 @@ static void *trickle(void *arg) {
 }
 
 static void test_busy_streams_do_not_starve_unary_calls(void **state) {
-    struct fx *f = start(NULL); /* the defaults: 32 workers, 30 s idle timeout */
+    struct fx *f = *state; /* the defaults: 32 workers, 30 s idle timeout */
     struct dfc_rpc_stream *idle[N_IDLE];
     struct slow sl = {.stop = false};
     for (int i = 0; i < N_IDLE; i++) {
@@ -176,17 +184,17 @@ static void test_busy_streams_do_not_starve_unary_calls(void **state) {
     pthread_create(&th, NULL, trickle, &sl);
     /* Streams hold every worker they may: 28 of 32 (4 are reserved for unary calls). */
     struct spool_wait w = {f, 28};
-    assert_true(test_wait_for(spools_at_least, &w, 10000));
+    bool held = test_wait_for(spools_at_least, &w, 10000);
     usleep(300000);
     /* Another client's Stat is served, not queued behind the streams. */
     struct dfc_rpc_client *other = new_client(f);
     struct dfc_error err;
+    int codes[3];
     for (int i = 0; i < 3; i++) {
-        int code = stat_code(other, 10000, &err);
-        if (code != 5) {
-            fprintf(stderr, "stat: code %d: %s\n", code, err.msg);
+        codes[i] = stat_code(other, 10000, &err);
+        if (codes[i] != 5) {
+            fprintf(stderr, "stat: code %d: %s\n", codes[i], err.msg);
         }
-        assert_int_equal(code, 5);
     }
     dfc_rpc_client_free(other);
     atomic_store(&sl.stop, true);
@@ -197,15 +205,18 @@ static void test_busy_streams_do_not_starve_unary_calls(void **state) {
     for (int i = 0; i < N_SLOW; i++) {
         dfc_rpc_stream_free(sl.s[i]);
     }
+    assert_true(held);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(codes[i], 5);
+    }
     struct spool_wait none = {f, 0};
     assert_true(test_wait_for(spools_none, &none, 10000)); /* every cancelled import cleaned up */
-    stop(f);
 }
 
 /* ---- a stream that goes quiet ---- */
 
 static void test_quiet_import_is_ended_and_its_spool_removed(void **state) {
-    struct fx *f = start("    idleTimeout: 1s\n");
+    struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *s = import_start(f->c, 30000);
     assert_int_equal(send_byte(s), 0);
@@ -223,7 +234,6 @@ static void test_quiet_import_is_ended_and_its_spool_removed(void **state) {
     struct spool_wait none = {f, 0};
     assert_true(test_wait_for(spools_none, &none, 5000)); /* the import was aborted */
     assert_int_equal(stat_code(f->c, 5000, &err), 5);     /* and the daemon serves on */
-    stop(f);
 }
 
 /* ---- calls per uid ---- */
@@ -236,7 +246,7 @@ static void test_one_uid_cannot_take_every_call(void **state) {
     if (geteuid() != 0) {
         skip(); /* needs root to run dfcache as another uid */
     }
-    struct fx *f = start("    maxCallsPerUser: 4\n    idleTimeout: 1m\n");
+    struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *s[4];
     for (int i = 0; i < 4; i++) {
@@ -257,7 +267,6 @@ static void test_one_uid_cannot_take_every_call(void **state) {
     struct spool_wait none = {f, 0};
     assert_true(test_wait_for(spools_none, &none, 5000));
     assert_int_equal(stat_code(f->c, 5000, &err), 5);
-    stop(f);
 }
 
 /* ---- a connection flood ---- */
@@ -322,7 +331,7 @@ static bool stat_served(void *arg) {
 }
 
 static void test_connection_flood_is_capped(void **state) {
-    struct fx *f = start("    maxConnections: 16\n    maxConnectionsPerUser: 16\n");
+    struct fx *f = *state;
     struct dfc_error err;
     assert_int_equal(stat_code(f->c, 5000, &err), 5); /* the client's connection is open */
     size_t base = daemon_fds(f);
@@ -351,13 +360,12 @@ static void test_connection_flood_is_capped(void **state) {
     struct dfc_rpc_client *other = new_client(f);
     assert_true(test_wait_for(stat_served, other, 10000));
     dfc_rpc_client_free(other);
-    stop(f);
 }
 
 /* ---- a NUL byte in a path ---- */
 
 static void test_nul_in_a_path_is_invalid_argument(void **state) {
-    struct fx *f = start(NULL);
+    struct fx *f = *state;
     struct dfc_error err;
     char file[400];
     snprintf(file, sizeof(file), "%s/a", f->h.dir);
@@ -392,16 +400,17 @@ static void test_nul_in_a_path_is_invalid_argument(void **state) {
     assert_string_equal(err.msg, "field `path` contains a NUL byte");
     assert_int_equal(DFCACHE_AS(f, -1, "ls"), 0);
     assert_null(strchr(strchr(f->out, '\n') + 1, '\n')); /* nothing was imported */
-    stop(f);
 }
 
 int main(void) {
+#define T(fn, yaml) cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, (void *)(yaml))
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_busy_streams_do_not_starve_unary_calls),
-        cmocka_unit_test(test_quiet_import_is_ended_and_its_spool_removed),
-        cmocka_unit_test(test_one_uid_cannot_take_every_call),
-        cmocka_unit_test(test_connection_flood_is_capped),
-        cmocka_unit_test(test_nul_in_a_path_is_invalid_argument),
+        T(test_busy_streams_do_not_starve_unary_calls, NULL),
+        T(test_quiet_import_is_ended_and_its_spool_removed, "    idleTimeout: 1s\n"),
+        T(test_one_uid_cannot_take_every_call, "    maxCallsPerUser: 4\n    idleTimeout: 1m\n"),
+        T(test_connection_flood_is_capped,
+          "    maxConnections: 16\n    maxConnectionsPerUser: 16\n"),
+        T(test_nul_in_a_path_is_invalid_argument, NULL),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,6 +143,18 @@ static void fx_stop(struct fx *f) {
     free(f);
 }
 
+/* *state is the test's server options before setup, its struct fx after. */
+static int setup(void **state) {
+    *state = fx_start(*state);
+    return 0;
+}
+
+static int teardown(void **state) {
+    dfc_log_set_sink(NULL, NULL);
+    fx_stop(*state);
+    return 0;
+}
+
 static int echo_on(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_error *err) {
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     in.seq = 1;
@@ -173,9 +185,10 @@ static bool has_result(void *arg) {
 
 /* ---- the idle timeout ---- */
 
+static struct dfc_rpc_server_opts idle_opts = {.idle_timeout_ms = 300, .option_prefix = "test."};
+
 static void test_idle_client_stream_ends_deadline_exceeded(void **state) {
-    struct dfc_rpc_server_opts o = {.idle_timeout_ms = 300, .option_prefix = "test."};
-    struct fx *f = fx_start(&o);
+    struct fx *f = *state;
     struct dfc_error err;
     /* One message, then silence, well inside the call's own 20 s deadline. */
     struct dfc_rpc_stream *st = open_put(f, 20000);
@@ -201,12 +214,12 @@ static void test_idle_client_stream_ends_deadline_exceeded(void **state) {
     assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err), 1);
     dfc_rpc_msg_free(m);
     dfc_rpc_stream_free(st);
-    fx_stop(f);
 }
 
+static struct dfc_rpc_server_opts idle_no_prefix_opts = {.idle_timeout_ms = 300};
+
 static void test_client_that_stops_reading_frees_the_sender(void **state) {
-    struct dfc_rpc_server_opts o = {.idle_timeout_ms = 300};
-    struct fx *f = fx_start(&o);
+    struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *st;
     Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
@@ -228,25 +241,27 @@ static void test_client_that_stops_reading_frees_the_sender(void **state) {
     }
     assert_int_equal(r, -ETIMEDOUT);
     dfc_rpc_stream_free(st);
-    fx_stop(f);
 }
 
 /* ---- reserved workers ---- */
 
 static bool three_puts_running(void *arg) {
-    return atomic_load(&puts_running) == 3;
+    return atomic_load(&puts_running) >= 3;
 }
+
+static struct dfc_rpc_server_opts reserved_opts = {
+    .max_workers = 4, .reserved_workers = 1, .idle_timeout_ms = -1};
 
 static void test_unary_calls_are_served_while_streams_hold_the_workers(void **state) {
     /* 4 workers, 1 reserved: 3 streams run, the other 3 wait, and Echo still gets through. */
-    struct dfc_rpc_server_opts o = {.max_workers = 4, .reserved_workers = 1, .idle_timeout_ms = -1};
-    struct fx *f = fx_start(&o);
+    struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *st[6];
     for (int i = 0; i < 6; i++) {
         st[i] = open_put(f, 30000);
     }
     assert_true(test_wait_for(three_puts_running, NULL, 5000));
+    usleep(200000); /* a fourth would be running by now */
     for (int i = 0; i < 5; i++) {
         assert_int_equal(echo_on(f->client, 5000, &err), 0);
     }
@@ -264,7 +279,6 @@ static void test_unary_calls_are_served_while_streams_hold_the_workers(void **st
     for (int i = 3; i < 6; i++) {
         dfc_rpc_stream_free(st[i]);
     }
-    fx_stop(f);
 }
 
 /* ---- calls per uid ---- */
@@ -274,10 +288,11 @@ static bool echo_works(void *arg) {
     return echo_on(arg, 5000, &err) == 0;
 }
 
+static struct dfc_rpc_server_opts per_uid_opts = {
+    .max_calls_per_uid = 2, .idle_timeout_ms = -1, .option_prefix = "test."};
+
 static void test_calls_in_flight_are_capped_per_uid(void **state) {
-    struct dfc_rpc_server_opts o = {
-        .max_calls_per_uid = 2, .idle_timeout_ms = -1, .option_prefix = "test."};
-    struct fx *f = fx_start(&o);
+    struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *st[2];
     for (int i = 0; i < 2; i++) {
@@ -302,7 +317,6 @@ static void test_calls_in_flight_are_capped_per_uid(void **state) {
         dfc_rpc_stream_free(st[i]);
     }
     assert_true(test_wait_for(echo_works, f->client, 5000));
-    fx_stop(f);
 }
 
 /* ---- connections ---- */
@@ -359,8 +373,7 @@ static bool flood_refused(void *arg) {
     return closed >= fl->want_closed;
 }
 
-static void connection_flood(const struct dfc_rpc_server_opts *o, int cap) {
-    struct fx *f = fx_start(o);
+static void connection_flood(struct fx *f, int cap) {
     struct dfc_error err;
     assert_int_equal(echo_on(f->client, 5000, &err), 0); /* the client's own connection */
     atomic_store(&n_refused_lines, 0);
@@ -385,28 +398,30 @@ static void connection_flood(const struct dfc_rpc_server_opts *o, int cap) {
     assert_int_equal(dfc_rpc_client_new(f->addr, NULL, &c2, &err), 0);
     assert_true(test_wait_for(echo_works, c2, 10000));
     dfc_rpc_client_free(c2);
-    fx_stop(f);
 }
+
+static struct dfc_rpc_server_opts conns_opts = {.max_conns = 4, .option_prefix = "test."};
 
 static void test_connections_are_capped(void **state) {
-    struct dfc_rpc_server_opts o = {.max_conns = 4, .option_prefix = "test."};
-    connection_flood(&o, 4);
+    connection_flood(*state, 4);
 }
 
+static struct dfc_rpc_server_opts conns_per_uid_opts = {
+    .max_conns = 1000, .max_conns_per_uid = 3, .option_prefix = "test."};
+
 static void test_connections_are_capped_per_uid(void **state) {
-    struct dfc_rpc_server_opts o = {
-        .max_conns = 1000, .max_conns_per_uid = 3, .option_prefix = "test."};
-    connection_flood(&o, 3);
+    connection_flood(*state, 3);
 }
 
 int main(void) {
+#define T(fn, opts) cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, &(opts))
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_idle_client_stream_ends_deadline_exceeded),
-        cmocka_unit_test(test_client_that_stops_reading_frees_the_sender),
-        cmocka_unit_test(test_unary_calls_are_served_while_streams_hold_the_workers),
-        cmocka_unit_test(test_calls_in_flight_are_capped_per_uid),
-        cmocka_unit_test(test_connections_are_capped),
-        cmocka_unit_test(test_connections_are_capped_per_uid),
+        T(test_idle_client_stream_ends_deadline_exceeded, idle_opts),
+        T(test_client_that_stops_reading_frees_the_sender, idle_no_prefix_opts),
+        T(test_unary_calls_are_served_while_streams_hold_the_workers, reserved_opts),
+        T(test_calls_in_flight_are_capped_per_uid, per_uid_opts),
+        T(test_connections_are_capped, conns_opts),
+        T(test_connections_are_capped_per_uid, conns_per_uid_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
