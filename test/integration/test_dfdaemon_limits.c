@@ -1,7 +1,8 @@
 /*
  * Integration tests for dfdaemon's limits against callers that try to starve the others (the
  * socket is shared by every pod): streams that hold workers, a stream that goes quiet, one uid
- * with many calls, a connection flood, and a NUL byte smuggled into a path. A real daemon
+ * with many calls, a connection flood, a NUL byte smuggled into a path, and the limit keys'
+ * validation. A real daemon
  * (daemon_harness), real gRPC clients and raw Unix sockets.
  */
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
@@ -402,6 +404,46 @@ static void test_nul_in_a_path_is_invalid_argument(void **state) {
     assert_null(strchr(strchr(f->out, '\n') + 1, '\n')); /* nothing was imported */
 }
 
+/* ---- the keys ---- */
+
+static void test_limit_keys_are_validated(void **state) {
+    struct {
+        const char *set;
+        const char *text;
+    } cases[] = {
+        {"download.server.reservedWorkers=32",
+         "download.server.reservedWorkers (32) must be below download.server.maxWorkers (32)"},
+        {"download.server.idleTimeout=0s",
+         "download.server.idleTimeout must be between 1ms and 24h"},
+        {"download.server.maxCallsPerUser=0",
+         "download.server.maxCallsPerUser must be between 1 and 1000000"},
+        {"download.server.maxConnections=0",
+         "download.server.maxConnections must be between 1 and 1000000"},
+        {"download.server.maxConnectionsPerUser=2000",
+         "download.server.maxConnectionsPerUser (2000) must not exceed "
+         "download.server.maxConnections (1024)"},
+    };
+    char dir[256], out[300], cmd[1024];
+    test_mkdtemp(dir, sizeof(dir), "limits-keys");
+    snprintf(out, sizeof(out), "%s/out", dir);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(cmd, sizeof(cmd), "%s --set %s --print-config > %s 2>&1", DFDAEMON_BIN,
+                 cases[i].set, out);
+        int status = system(cmd);
+        assert_int_equal(WEXITSTATUS(status), 2);
+        char text[4096] = "";
+        FILE *fp = fopen(out, "r");
+        size_t n = fread(text, 1, sizeof(text) - 1, fp);
+        text[n] = '\0';
+        fclose(fp);
+        if (strstr(text, cases[i].text) == NULL) {
+            fprintf(stderr, "--set %s: got:\n%s\n", cases[i].set, text);
+        }
+        assert_non_null(strstr(text, cases[i].text));
+    }
+    test_rmtree(dir);
+}
+
 int main(void) {
 #define T(fn, yaml) cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, (void *)(yaml))
     const struct CMUnitTest tests[] = {
@@ -411,6 +453,7 @@ int main(void) {
         T(test_connection_flood_is_capped,
           "    maxConnections: 16\n    maxConnectionsPerUser: 16\n"),
         T(test_nul_in_a_path_is_invalid_argument, NULL),
+        cmocka_unit_test(test_limit_keys_are_validated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
