@@ -2,8 +2,7 @@
  * Integration tests for dfdaemon's limits against callers that try to starve the others (the
  * socket is shared by every pod): streams that hold workers, a stream that goes quiet, one uid
  * with many calls, a connection flood, a NUL byte smuggled into a path, and the limit keys'
- * validation. A real daemon
- * (daemon_harness), real gRPC clients and raw Unix sockets.
+ * validation. A real daemon (daemon_harness), real gRPC clients and raw Unix sockets.
  */
 #include <setjmp.h>
 #include <stdarg.h>
