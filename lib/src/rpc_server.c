@@ -29,7 +29,9 @@
  * DEADLINE_EXCEEDED, which the handler sees as -ETIMEDOUT and aborts on; streams may hold at
  * most max_workers - reserved_workers workers, so unary calls (List, Stat) always find one;
  * calls in flight are capped per peer uid at arrival on the CQ thread (RESOURCE_EXHAUSTED,
- * naming the limit); connections are capped at accept (rpc_listen.c).
+ * naming the limit); connections are capped at accept (rpc_listen.c), and one without a call
+ * for the idle timeout is closed by core (max_connection_idle), so idle connections cannot
+ * hold the caps.
  *
  * Shutdown: stop accepting on our own listeners, stop re-posting,
  * grpc_server_shutdown_and_notify(), wait up to the grace period, then
@@ -917,7 +919,7 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     /* A fixed receive window instead of BDP probing: a handler slower than the socket (an
      * import bound by SHA-256) otherwise lets the window, and the bytes buffered in it, grow;
      * measured on a 3 GiB import: peak RSS 63 -> 30 MB at the same throughput. */
-    grpc_arg args[4];
+    grpc_arg args[5];
     memset(args, 0, sizeof(args));
     args[2].type = GRPC_ARG_INTEGER;
     args[2].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
@@ -931,7 +933,14 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
     args[1].value.integer = 0;
-    grpc_channel_args chargs = {4, args};
+    /* A connection with no call for the idle timeout is sent GOAWAY and closed, so idle
+     * connections cannot sit on the connection caps (clients reconnect on their next call). */
+    args[4].type = GRPC_ARG_INTEGER;
+    args[4].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+    args[4].value.integer = s->idle_timeout_ms > 0 && s->idle_timeout_ms < INT32_MAX
+                                ? (int)s->idle_timeout_ms
+                                : INT32_MAX;
+    grpc_channel_args chargs = {5, args};
     s->server = grpc_server_create(&chargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->server, s->cq, NULL);

@@ -81,7 +81,8 @@ struct dfc_rpc_server_opts {
     /* Limits that keep one caller from starving the others (0 = the default given). */
     int64_t idle_timeout_ms;    /* a stream's longest wait for the client's next message, or
                                    for the client to take the last one sent; on expiry the call
-                                   ends DEADLINE_EXCEEDED; 0 = 30 s, < 0 = none */
+                                   ends DEADLINE_EXCEEDED; a connection with no call for as long
+                                   is closed (GOAWAY); 0 = 30 s, < 0 = none */
     unsigned reserved_workers;  /* workers that only unary calls may use, so they are served
                                    while streams hold the rest; 0 = max_workers / 8, at least 1
                                    (none when max_workers is 1); at most max_workers - 1 */

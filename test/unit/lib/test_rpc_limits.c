@@ -410,6 +410,22 @@ static void connection_flood(struct fx *f, int cap) {
     dfc_rpc_client_free(c2);
 }
 
+static bool raw_closed(void *arg) {
+    return closed_by_peer(*(int *)arg);
+}
+
+static void test_idle_connections_are_closed(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    int raw = raw_connect(f->path); /* never says a word */
+    assert_true(test_wait_for(raw_closed, &raw, 10000));
+    close(raw);
+    /* A client whose connection was closed while idle reconnects for its next call. */
+    assert_int_equal(echo_on(f->client, 5000, &err), 0);
+    usleep(1000000);
+    assert_int_equal(echo_on(f->client, 5000, &err), 0);
+}
+
 static struct dfc_rpc_server_opts conns_opts = {.max_conns = 4, .option_prefix = "test."};
 
 static void test_connections_are_capped(void **state) {
@@ -430,6 +446,7 @@ int main(void) {
         T(test_client_that_stops_reading_frees_the_sender, idle_no_prefix_opts),
         T(test_unary_calls_are_served_while_streams_hold_the_workers, reserved_opts),
         T(test_calls_in_flight_are_capped_per_uid, per_uid_opts),
+        T(test_idle_connections_are_closed, idle_opts),
         T(test_connections_are_capped, conns_opts),
         T(test_connections_are_capped_per_uid, conns_per_uid_opts),
     };
