@@ -58,6 +58,26 @@ static int validate_workers(const struct dfc_config_row *row, const void *field,
     return 0;
 }
 
+/* 1 .. 1,000,000: the limits that keep one caller from starving the others (0 would disable
+ * the server, and a larger bound than a descriptor table is no bound). */
+static int validate_limit(const struct dfc_config_row *row, const void *field,
+                          struct dfc_error *err) {
+    uint64_t v = *(const uint64_t *)field;
+    if (v < 1 || v > 1000000) {
+        return dfc_error_set(err, -EINVAL, "%s must be between 1 and 1000000", row->key);
+    }
+    return 0;
+}
+
+static int validate_idle_timeout(const struct dfc_config_row *row, const void *field,
+                                 struct dfc_error *err) {
+    int64_t v = *(const int64_t *)field;
+    if (v < 1000000 || v > (int64_t)24 * 3600 * 1000000000) {
+        return dfc_error_set(err, -EINVAL, "%s must be between 1ms and 24h", row->key);
+    }
+    return 0;
+}
+
 #define F(member) offsetof(struct dfd_config, member)
 
 static const struct dfc_config_row rows[] = {
@@ -66,6 +86,15 @@ static const struct dfc_config_row rows[] = {
     {"download.server.socketMode", DFC_CFG_MODE, F(socket_mode), "0777", NULL, NULL},
     {"download.server.socketGroup", DFC_CFG_STRING, F(socket_group), "", NULL, NULL},
     {"download.server.maxWorkers", DFC_CFG_UINT, F(max_workers), "32", NULL, validate_workers},
+    {"download.server.reservedWorkers", DFC_CFG_UINT, F(reserved_workers), "0", NULL, NULL},
+    {"download.server.idleTimeout", DFC_CFG_DURATION, F(idle_timeout), "30s", NULL,
+     validate_idle_timeout},
+    {"download.server.maxCallsPerUser", DFC_CFG_UINT, F(max_calls_per_user), "64", NULL,
+     validate_limit},
+    {"download.server.maxConnections", DFC_CFG_UINT, F(max_connections), "1024", NULL,
+     validate_limit},
+    {"download.server.maxConnectionsPerUser", DFC_CFG_UINT, F(max_conns_per_user), "128", NULL,
+     validate_limit},
     {"storage.dir", DFC_CFG_PATH, F(storage_dir), "/var/lib/dragonfly", "DFDAEMON_STORAGE_DIR",
      validate_nonempty_path},
     {"storage.keep", DFC_CFG_BOOL, F(storage_keep), "true", NULL, NULL},
@@ -111,6 +140,20 @@ int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
                              "gc.policy.diskLowThresholdPercent (%llu) must be below "
                              "gc.policy.diskHighThresholdPercent (%llu)",
                              (unsigned long long)cfg->disk_low, (unsigned long long)cfg->disk_high);
+    }
+    if (cfg->reserved_workers != 0 && cfg->reserved_workers >= cfg->max_workers) {
+        return dfc_error_set(err, -EINVAL,
+                             "download.server.reservedWorkers (%llu) must be below "
+                             "download.server.maxWorkers (%llu): streams need a worker",
+                             (unsigned long long)cfg->reserved_workers,
+                             (unsigned long long)cfg->max_workers);
+    }
+    if (cfg->max_conns_per_user > cfg->max_connections) {
+        return dfc_error_set(err, -EINVAL,
+                             "download.server.maxConnectionsPerUser (%llu) must not exceed "
+                             "download.server.maxConnections (%llu)",
+                             (unsigned long long)cfg->max_conns_per_user,
+                             (unsigned long long)cfg->max_connections);
     }
     if (cfg->host_ip[0] == '\0') {
         char ip[DFC_IP_STR_MAX];

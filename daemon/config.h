@@ -31,6 +31,13 @@ struct dfd_config {
     char *host_ip;           /* host.ip, "" = detect */
     char *hostname;          /* host.hostname, "" = gethostname() */
     char *log_level;         /* log.level */
+
+    /* download.server limits that keep one caller from starving the others. */
+    uint64_t reserved_workers;   /* reservedWorkers (0 = maxWorkers / 8, at least 1) */
+    int64_t idle_timeout;        /* idleTimeout (ns) */
+    uint64_t max_calls_per_user; /* maxCallsPerUser */
+    uint64_t max_connections;    /* maxConnections */
+    uint64_t max_conns_per_user; /* maxConnectionsPerUser */
 };
 
 extern const struct dfc_config_schema dfd_config_schema;

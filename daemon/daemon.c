@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "dfc/fs.h"
@@ -26,6 +27,7 @@
 #include "storage/storage.h"
 
 #define SHUTDOWN_GRACE_MS 10000
+#define FD_HEADROOM       256
 
 static int make_socket_dir(const char *path, struct dfc_error *err) {
     int r = dfc_mkdir_parent(path, 0755);
@@ -49,6 +51,31 @@ static int resolve_group(const char *name, int *ret_gid, struct dfc_error *err) 
         return 0;
     }
     return dfc_error_set(err, -EINVAL, "download.server.socketGroup: no group `%s`", name);
+}
+
+/* Raises the descriptor limit to its hard limit and returns the connection cap that leaves
+ * FD_HEADROOM descriptors for files, the database and gRPC's own, lowering the configured
+ * one (with a warning) when the limit is too small for it. */
+static unsigned connection_cap(uint64_t wanted) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        return (unsigned)wanted;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t old = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            rl.rlim_cur = old;
+        }
+    }
+    uint64_t room = rl.rlim_cur > 2 * FD_HEADROOM ? rl.rlim_cur - FD_HEADROOM : rl.rlim_cur / 2;
+    if (wanted <= room) {
+        return (unsigned)wanted;
+    }
+    DFC_LOG(DFC_LOG_WARN, "dfdaemon.connection_cap_lowered",
+            "download.server.maxConnections=%llu nofile=%llu cap=%llu", (unsigned long long)wanted,
+            (unsigned long long)rl.rlim_cur, (unsigned long long)room);
+    return (unsigned)room;
 }
 
 int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
@@ -90,6 +117,12 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         .max_workers = (unsigned)cfg->max_workers,
         .log_level_ok = DFC_LOG_DEBUG,
         .name = "dfdaemon",
+        .idle_timeout_ms = cfg->idle_timeout / 1000000,
+        .reserved_workers = (unsigned)cfg->reserved_workers,
+        .max_calls_per_uid = (unsigned)cfg->max_calls_per_user,
+        .max_conns = connection_cap(cfg->max_connections),
+        .max_conns_per_uid = (unsigned)cfg->max_conns_per_user,
+        .option_prefix = "download.server.",
     };
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = dfd_service_register(&svc, server, err)) < 0 ||

@@ -267,11 +267,11 @@ int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescrip
         st->got_eos = true;
         return wait_status(st, err);
     }
-    int r = dfc__rpc_unpack(bb, desc, ret_msg);
+    int r = dfc__rpc_unpack(bb, desc, ret_msg, err);
     grpc_byte_buffer_destroy(bb);
     if (r < 0) {
         dfc_rpc_stream_cancel(st);
-        return dfc_error_set(err, -EBADMSG, "malformed response: cannot decode %s", desc->name);
+        return dfc_error_prefix(err, "malformed response");
     }
     return 1;
 }

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include <grpc/slice_buffer.h>
 #include <grpc/support/time.h>
 
+#include "dfc/error.h"
 #include "dfc/rpc_bulk.h"
 #include "dfc/rpc_server.h"
 #include "rpc_internal.h"
@@ -294,14 +296,110 @@ static int find_bulk(struct cursor c, size_t total, const ProtobufCMessageDescri
     return 1;
 }
 
+/* ---- strings with a NUL byte ----
+ *
+ * protobuf-c hands a string field over as a C string, so "/tmp/a\0/etc/shadow" on the wire
+ * becomes "/tmp/a" in the message: a path, id or tag that silently means something else. The
+ * wire is walked once more with the descriptor, into sub-messages, repeated fields and map
+ * entries (which are messages), and any string field holding a 0x00 byte fails the decode.
+ * It runs on wire bytes that protobuf-c has just decoded, so the framing is known good; it
+ * still checks every length, as the fuzz target feeds it whatever decodes.
+ */
+
+#define NUL_MAX_DEPTH 32
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *ret = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Returns 1 with path (dotted field names) filled when a string field holds a NUL, else 0. */
+static int find_nul(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *desc,
+                    int depth, char *path, size_t size) {
+    while (p < end) {
+        uint64_t key, len;
+        if (!wire_varint(&p, end, &key)) {
+            return 0;
+        }
+        switch (key & 7) {
+        case 0:
+            if (!wire_varint(&p, end, &len)) {
+                return 0;
+            }
+            continue;
+        case 1:
+        case 5: {
+            size_t n = (key & 7) == 1 ? 8 : 4;
+            if ((size_t)(end - p) < n) {
+                return 0;
+            }
+            p += n;
+            continue;
+        }
+        case 2:
+            break;
+        default:
+            return 0;
+        }
+        if (!wire_varint(&p, end, &len) || len > (uint64_t)(end - p)) {
+            return 0;
+        }
+        const uint8_t *data = p;
+        p += len;
+        const ProtobufCFieldDescriptor *f =
+            (key >> 3) <= UINT32_MAX
+                ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
+                : NULL;
+        if (f == NULL) {
+            continue;
+        }
+        if (f->type == PROTOBUF_C_TYPE_STRING && memchr(data, 0, (size_t)len) != NULL) {
+            snprintf(path, size, "%s", f->name);
+            return 1;
+        }
+        if (f->type == PROTOBUF_C_TYPE_MESSAGE && depth < NUL_MAX_DEPTH &&
+            find_nul(data, data + len, f->descriptor, depth + 1, path, size)) {
+            char inner[256];
+            snprintf(inner, sizeof(inner), "%s", path);
+            snprintf(path, size, "%s.%s", f->name, inner);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int dfc__rpc_find_nul(const uint8_t *data, size_t len, const ProtobufCMessageDescriptor *desc,
+                      char *path, size_t size) {
+    return find_nul(data, data + len, desc, 0, path, size);
+}
+
+/* Fails a decoded message whose wire (data, len) has a string field holding a NUL. */
+static int check_strings(const uint8_t *data, size_t len, const ProtobufCMessageDescriptor *desc,
+                         ProtobufCMessage *m, struct dfc_error *err) {
+    char path[256];
+    if (dfc__rpc_find_nul(data, len, desc, path, sizeof(path))) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        return dfc_error_set(err, -EINVAL, "field `%s` contains a NUL byte", path);
+    }
+    return 0;
+}
+
 /* Returns 1 when decoded, 0 to fall back to the plain path, or a negative code. */
 static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessageDescriptor *desc,
-                       ProtobufCMessage **ret_msg) {
+                       ProtobufCMessage **ret_msg, struct dfc_error *err) {
     struct cursor c = {bb->data.raw.slice_buffer.slices, bb->data.raw.slice_buffer.count, 0, 0, 0};
     struct bulk_span span;
     int r = find_bulk(c, total, desc, &span);
     if (r <= 0) {
-        return r;
+        return r < 0 ? dfc_error_set(err, r, "cannot decode %s", desc->name) : 0;
     }
     /* Pass 2: the bytes before the bulk field's key and after its payload form the rest. */
     size_t data_len = span.data_end - span.data_at;
@@ -311,16 +409,18 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
     if (rest == NULL || data == NULL) {
         free(rest);
         free(data);
-        return -ENOMEM;
+        return dfc_error_set(err, -ENOMEM, "out of memory decoding %s", desc->name);
     }
     bool ok = cur_copy(&c, rest, span.key_at) && cur_copy(&c, NULL, span.data_at - span.key_at) &&
               cur_copy(&c, data, data_len) &&
               cur_copy(&c, rest + span.key_at, total - span.data_end);
     ProtobufCMessage *m = ok ? protobuf_c_message_unpack(desc, NULL, rest_len, rest) : NULL;
+    /* The bulk field is bytes: every string field is in the rest. */
+    r = m != NULL ? check_strings(rest, rest_len, desc, m, err) : 0;
     free(rest);
-    if (m == NULL) {
+    if (m == NULL || r < 0) {
         free(data);
-        return -EBADMSG;
+        return m == NULL ? dfc_error_set(err, -EBADMSG, "cannot decode %s", desc->name) : r;
     }
     const ProtobufCFieldDescriptor *f = span.field;
     ProtobufCBinaryData *bd = (ProtobufCBinaryData *)((char *)m + f->offset);
@@ -336,26 +436,28 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
 }
 
 int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
-                    ProtobufCMessage **ret_msg) {
+                    ProtobufCMessage **ret_msg, struct dfc_error *err) {
     size_t total = grpc_byte_buffer_length(bb);
     if (total >= dfc__rpc_bulk_min && bb->type == GRPC_BB_RAW &&
         bb->data.raw.compression == GRPC_COMPRESS_NONE) {
-        int r = unpack_bulk(bb, total, desc, ret_msg);
+        int r = unpack_bulk(bb, total, desc, ret_msg, err);
         if (r != 0) {
             return r < 0 ? r : 0;
         }
     }
     grpc_byte_buffer_reader reader;
     if (!grpc_byte_buffer_reader_init(&reader, bb)) {
-        return -EBADMSG;
+        return dfc_error_set(err, -EBADMSG, "cannot decode %s", desc->name);
     }
     grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
     ProtobufCMessage *m =
         protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
+    int r = m != NULL ? check_strings(GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s), desc, m, err)
+                      : dfc_error_set(err, -EBADMSG, "cannot decode %s", desc->name);
     grpc_slice_unref(s);
-    if (m == NULL) {
-        return -EBADMSG;
+    if (r < 0) {
+        return r;
     }
     *ret_msg = m;
     return 0;

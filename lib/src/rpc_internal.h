@@ -26,9 +26,18 @@ grpc_byte_buffer *dfc__rpc_pack_bulk(const ProtobufCMessage *msg, struct dfc_rpc
  * variable only so that the fuzz target can drive that path with small inputs. */
 extern size_t dfc__rpc_bulk_min;
 
-/* Unpacks bb into a new message of type desc; -EBADMSG when it does not decode. */
+struct dfc_error;
+
+/* Unpacks bb into a new message of type desc: -EBADMSG when it does not decode ("cannot
+ * decode <type>"), -EINVAL when a string field, at any depth, holds a NUL byte ("field
+ * `start.tag` contains a NUL byte"), which protobuf-c would silently cut short. */
 int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
-                    ProtobufCMessage **ret_msg);
+                    ProtobufCMessage **ret_msg, struct dfc_error *err);
+
+/* Looks for a string field holding a NUL byte in the wire bytes of a desc message. Returns 1
+ * with its dotted field path in path, else 0 (also for broken framing, left to the decoder). */
+int dfc__rpc_find_nul(const uint8_t *data, size_t len, const ProtobufCMessageDescriptor *desc,
+                      char *path, size_t size);
 
 /* An absolute monotonic deadline timeout_ms from now; infinite when timeout_ms <= 0. */
 gpr_timespec dfc__rpc_deadline(int64_t timeout_ms);

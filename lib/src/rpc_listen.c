@@ -4,6 +4,16 @@
  * the fd to gRPC core with grpc_server_add_channel_from_fd(). Core names such a call's peer
  * "fd:<n>", which maps it back to its connection; a closed connection's entry stays until a
  * new connection reuses the fd number and overwrites it.
+ *
+ * DESIGN: the connection caps. Every pod can connect, and each connection costs the daemon a
+ * descriptor, so the accept thread caps open connections (max_conns) and open connections per
+ * peer uid (max_conns_per_uid) and closes the ones beyond, right after accept. Core closes a
+ * connection's fd without telling us, so the counts are upper bounds: each entry remembers its
+ * socket's (dev, ino), and when a cap is reached the table is pruned of entries whose fd no
+ * longer holds that socket (fstat fails, or the number now names another file). A prune that
+ * freed nothing is not repeated for PRUNE_EVERY_MS, so a flood at the cap costs one scan per
+ * interval, not one per attempt. Refusals, and accept failures for want of descriptors, write
+ * at most one log line per LOG_EVERY_MS per listener, counting the ones in between.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <grpc/grpc_posix.h>
@@ -22,26 +33,97 @@
 #include "dfc/log.h"
 #include "rpc_server_internal.h"
 
-static void record_cred(struct dfc_rpc_server *s, int fd, const struct ucred *cred) {
-    pthread_mutex_lock(&s->cred_mu);
-    if ((size_t)fd >= s->n_creds) {
-        size_t n = (size_t)fd * 2 + 16;
-        struct ucred *c = realloc(s->creds, n * sizeof(*c));
-        bool *v = c != NULL ? realloc(s->cred_valid, n * sizeof(*v)) : NULL;
-        if (c != NULL) {
-            s->creds = c;
-        }
-        if (v == NULL) {
-            pthread_mutex_unlock(&s->cred_mu);
-            return; /* unknown credentials: calls on fd are treated as unauthenticated */
-        }
-        memset(v + s->n_creds, 0, (n - s->n_creds) * sizeof(*v));
-        s->cred_valid = v;
-        s->n_creds = n;
+#define PRUNE_EVERY_MS 50
+#define LOG_EVERY_MS   10000
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Forgets the connection on fd (cred_mu held). */
+static void conn_drop(struct dfc_rpc_server *s, int fd) {
+    struct conn_entry *e = &s->conns[fd];
+    if (e->open) {
+        e->open = false;
+        s->n_conns_open--;
+        dfc__uid_count_sub(&s->conn_uids, e->cred.uid);
     }
-    s->creds[fd] = *cred;
-    s->cred_valid[fd] = true;
+}
+
+/* Drops the entries whose fd core has closed (cred_mu held); returns how many. */
+static unsigned conn_prune(struct dfc_rpc_server *s) {
+    unsigned freed = 0;
+    for (size_t fd = 0; fd < s->n_conn_slots; fd++) {
+        struct conn_entry *e = &s->conns[fd];
+        struct stat st;
+        if (e->open && (fstat((int)fd, &st) < 0 || st.st_dev != e->dev || st.st_ino != e->ino)) {
+            conn_drop(s, (int)fd);
+            freed++;
+        }
+    }
+    return freed;
+}
+
+static bool conn_over(struct dfc_rpc_server *s, uid_t uid) {
+    return s->n_conns_open >= s->max_conns ||
+           dfc__uid_count(&s->conn_uids, uid) >= s->max_conns_per_uid;
+}
+
+/* Records the connection on fd, or refuses it when it would pass a cap (returns false). A
+ * connection whose bookkeeping fails for want of memory is refused too. */
+static bool conn_admit(struct dfc_rpc_server *s, int fd, const struct ucred *cred,
+                       const struct stat *st) {
+    pthread_mutex_lock(&s->cred_mu);
+    bool ok = false;
+    if ((size_t)fd >= s->n_conn_slots) {
+        size_t n = (size_t)fd * 2 + 16;
+        struct conn_entry *c = realloc(s->conns, n * sizeof(*c));
+        if (c == NULL) {
+            goto out;
+        }
+        memset(c + s->n_conn_slots, 0, (n - s->n_conn_slots) * sizeof(*c));
+        s->conns = c;
+        s->n_conn_slots = n;
+    }
+    conn_drop(s, fd); /* the kernel gave us this number again: its old connection is gone */
+    if (conn_over(s, cred->uid)) {
+        int64_t now = now_ms();
+        if (now - s->last_prune_ms >= PRUNE_EVERY_MS) {
+            if (conn_prune(s) == 0) {
+                s->last_prune_ms = now;
+            }
+        }
+        if (conn_over(s, cred->uid)) {
+            goto out;
+        }
+    }
+    if (dfc__uid_count_add(&s->conn_uids, cred->uid) < 0) {
+        goto out;
+    }
+    s->conns[fd] =
+        (struct conn_entry){.cred = *cred, .dev = st->st_dev, .ino = st->st_ino, .open = true};
+    s->n_conns_open++;
+    ok = true;
+out:
     pthread_mutex_unlock(&s->cred_mu);
+    return ok;
+}
+
+static void log_refused(struct unix_listener *l, const struct ucred *cred) {
+    struct dfc_rpc_server *s = l->server;
+    unsigned n;
+    if (dfc__ratelimit_hit(&l->refused_log, LOG_EVERY_MS, &n)) {
+        pthread_mutex_lock(&s->cred_mu);
+        unsigned open = s->n_conns_open, mine = dfc__uid_count(&s->conn_uids, cred->uid);
+        pthread_mutex_unlock(&s->cred_mu);
+        DFC_LOG(DFC_LOG_WARN, "rpc.connection_refused",
+                "server=%s socket=%s refused=%u last_uid=%u open=%u open_uid=%u "
+                "%smaxConnections=%u %smaxConnectionsPerUser=%u",
+                s->name, l->path, n, (unsigned)cred->uid, open, mine, s->prefix, s->max_conns,
+                s->prefix, s->max_conns_per_uid);
+    }
 }
 
 static void *accept_main(void *arg) {
@@ -61,18 +143,28 @@ static void *accept_main(void *arg) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
-                DFC_LOG(DFC_LOG_WARN, "rpc.accept_failed", "server=%s errno=%d", s->name, errno);
+                int e = errno;
+                unsigned n;
+                if (dfc__ratelimit_hit(&l->accept_log, LOG_EVERY_MS, &n)) {
+                    DFC_LOG(DFC_LOG_WARN, "rpc.accept_failed",
+                            "server=%s socket=%s errno=%d times=%u", s->name, l->path, e, n);
+                }
                 usleep(100000); /* out of descriptors: back off instead of spinning */
             }
             continue;
         }
         struct ucred cred;
         socklen_t len = sizeof(cred);
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        struct stat st;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || fstat(fd, &st) < 0) {
             (void)close(fd);
             continue;
         }
-        record_cred(s, fd, &cred);
+        if (!conn_admit(s, fd, &cred, &st)) {
+            (void)close(fd);
+            log_refused(l, &cred);
+            continue;
+        }
         grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
         grpc_server_add_channel_from_fd(s->server, fd, creds); /* core owns fd from here */
         grpc_server_credentials_release(creds);
@@ -151,8 +243,8 @@ int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsig
 int dfc__listener_cred(struct dfc_rpc_server *s, int fd, struct ucred *ret) {
     int r = -ENOENT;
     pthread_mutex_lock(&s->cred_mu);
-    if (fd >= 0 && (size_t)fd < s->n_creds && s->cred_valid[fd]) {
-        *ret = s->creds[fd];
+    if (fd >= 0 && (size_t)fd < s->n_conn_slots && s->conns[fd].open) {
+        *ret = s->conns[fd].cred;
         r = 0;
     }
     pthread_mutex_unlock(&s->cred_mu);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <grpc/grpc.h>
 
@@ -22,6 +23,49 @@ struct tag {
 
 struct registered;
 
+/* Counts by uid (rpc_limits.c); the owner's lock guards it. */
+struct uid_count {
+    uid_t uid;
+    unsigned n;
+};
+
+struct uid_counts {
+    struct uid_count *v;
+    size_t n, cap;
+};
+
+/* The count of uid (0 when absent). */
+unsigned dfc__uid_count(struct uid_counts *u, uid_t uid);
+
+/* Adds one to uid's count; returns the new count, or -ENOMEM. */
+int dfc__uid_count_add(struct uid_counts *u, uid_t uid);
+
+/* Takes one from uid's count; a uid at zero leaves the table. */
+void dfc__uid_count_sub(struct uid_counts *u, uid_t uid);
+
+void dfc__uid_counts_free(struct uid_counts *u);
+
+/* One log line per interval for a repeated event (rpc_limits.c); the owner's lock guards it. */
+struct ratelimit {
+    int64_t last_ms; /* CLOCK_MONOTONIC of the last line */
+    unsigned count;  /* events since the last line */
+    bool logged;
+};
+
+/* Counts an event. True when a line may be written now; *ret_count is then the number of
+ * events it stands for (this one included). */
+bool dfc__ratelimit_hit(struct ratelimit *rl, int64_t interval_ms, unsigned *ret_count);
+
+/* A connection accepted by rpc_listen.c and handed to core, recorded by fd. Core closes the
+ * fd without telling us; the entry is known to be stale when fstat(fd) fails or shows another
+ * socket (dev, ino): the number was reused. */
+struct conn_entry {
+    struct ucred cred;
+    dev_t dev;
+    ino_t ino;
+    bool open;
+};
+
 /* A Unix socket accepted by this layer (for SO_PEERCRED). */
 struct unix_listener {
     int fd;
@@ -30,6 +74,8 @@ struct unix_listener {
     pthread_t thread;
     bool running;
     struct dfc_rpc_server *server;
+    struct ratelimit refused_log; /* rpc.connection_refused lines (accept thread only) */
+    struct ratelimit accept_log;  /* rpc.accept_failed lines (accept thread only) */
 };
 
 struct dfc_rpc_server {
@@ -46,6 +92,11 @@ struct dfc_rpc_server {
     size_t window;
     int log_level_ok;
     char name[32];
+    char prefix[64];         /* option names in messages: "download.server." */
+    int64_t idle_timeout_ms; /* < 0: none */
+    unsigned stream_workers; /* workers that streams may occupy: max_workers - reserved */
+    unsigned max_calls_per_uid;
+    unsigned max_conns, max_conns_per_uid;
 
     struct registered *methods;
     size_t n_methods;
@@ -55,11 +106,18 @@ struct dfc_rpc_server {
     struct unix_listener *own[MAX_LISTENERS];
     size_t n_own;
 
-    /* Credentials of accepted connections, indexed by fd; guarded by cred_mu. */
+    /* Connections accepted by our listeners, indexed by fd, with their counts (upper bounds
+     * until the next prune); guarded by cred_mu. */
     pthread_mutex_t cred_mu;
-    struct ucred *creds;
-    bool *cred_valid;
-    size_t n_creds;
+    struct conn_entry *conns;
+    size_t n_conn_slots;
+    unsigned n_conns_open;
+    struct uid_counts conn_uids;
+    int64_t last_prune_ms;
+
+    /* Calls in flight by the caller's uid (listen_unix connections only); guarded by uid_mu. */
+    pthread_mutex_t uid_mu;
+    struct uid_counts call_uids;
 
     atomic_bool shutting_down;
     atomic_uint in_flight;
@@ -69,11 +127,15 @@ struct dfc_rpc_server {
     pthread_cond_t cv;
     bool shutdown_done;
 
-    /* Worker pool, guarded by mu; work_cv wakes idle workers. */
+    /* Worker pool, guarded by mu; work_cv wakes idle workers. Unary calls and streams wait in
+     * separate queues: streams may hold at most stream_workers workers, so the rest are always
+     * there for unary calls, and a stream waiting for a stream slot never holds up a unary
+     * call queued after it. */
     pthread_cond_t work_cv;
-    struct dfc_rpc_call *queue_head, *queue_tail;
+    struct dfc_rpc_call *unary_head, *unary_tail;
+    struct dfc_rpc_call *stream_head, *stream_tail;
     pthread_t *workers;
-    unsigned n_workers, idle_workers;
+    unsigned n_workers, idle_workers, busy_streams;
     bool stop_workers;
 };
 

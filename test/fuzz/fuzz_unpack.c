@@ -2,7 +2,8 @@
  * Fuzz target: the RPC layer's message decoder, fed what a peer could send. The input is cut
  * into gRPC slices at points the fuzzer chooses (the hand-written bulk path walks fields across
  * slice boundaries), then decoded as a streamed-import request and as an export response, whose
- * bytes fields take the bulk path. Whatever decodes must re-encode.
+ * bytes fields take the bulk path, and as an upload request, whose string fields the NUL check
+ * walks. Whatever decodes must re-encode.
  */
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
@@ -41,7 +42,7 @@ static grpc_byte_buffer *split(const uint8_t *data, size_t size) {
 
 static void decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc) {
     ProtobufCMessage *m = NULL;
-    if (dfc__rpc_unpack(bb, desc, &m) == 0) {
+    if (dfc__rpc_unpack(bb, desc, &m, NULL) == 0) {
         size_t n = protobuf_c_message_get_packed_size(m);
         uint8_t *out = malloc(n ? n : 1);
         protobuf_c_message_pack(m, out);
@@ -60,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     grpc_byte_buffer *bb = split(data, size);
     decode(bb, &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor);
     decode(bb, &dfdaemon__v2__download_persistent_cache_task_response__descriptor);
+    decode(bb, &dfdaemon__v2__upload_persistent_cache_task_request__descriptor); /* strings */
     grpc_byte_buffer_destroy(bb);
     return 0;
 }

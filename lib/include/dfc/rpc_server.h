@@ -77,7 +77,28 @@ struct dfc_rpc_server_opts {
                              bounds what a slow handler lets pile up; 0 = 4 MiB */
     int log_level_ok;     /* level of the per-call log line for OK calls (DFC_LOG_DEBUG) */
     const char *name;     /* server name in log lines; borrowed; NULL = "rpc" */
+
+    /* Limits that keep one caller from starving the others (0 = the default given). */
+    int64_t idle_timeout_ms;    /* a stream's longest wait for the client's next message, or
+                                   for the client to take the last one sent; on expiry the call
+                                   ends DEADLINE_EXCEEDED; a connection with no call for as long
+                                   is closed (GOAWAY); 0 = 30 s, < 0 = none */
+    unsigned reserved_workers;  /* workers that only unary calls may use, so they are served
+                                   while streams hold the rest; 0 = max_workers / 8, at least 1
+                                   (none when max_workers is 1); at most max_workers - 1 */
+    unsigned max_calls_per_uid; /* calls in flight per peer uid on listen_unix sockets, uid 0
+                                   included; more get RESOURCE_EXHAUSTED; 0 = 64 */
+    unsigned max_conns;         /* open connections over all listen_unix sockets; more are
+                                   closed as they are accepted; 0 = 1024 */
+    unsigned max_conns_per_uid; /* the same per peer uid; 0 = 128 */
+    const char *option_prefix;  /* prepended to the limits' names in messages (the config keys:
+                                   "download.server."); borrowed; NULL = "" */
 };
+
+#define DFC_RPC_DEFAULT_IDLE_TIMEOUT_MS   30000
+#define DFC_RPC_DEFAULT_MAX_CALLS_PER_UID 64
+#define DFC_RPC_DEFAULT_MAX_CONNS         1024
+#define DFC_RPC_DEFAULT_MAX_CONNS_PER_UID 128
 
 /* Creates a server (calls grpc_init). opts may be NULL. Free with dfc_rpc_server_free(). */
 int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_server **ret,
@@ -115,7 +136,9 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s);
 
 /* Receives the next message of a client or bidi stream. Returns 1 with *ret_msg set (free it
  * with dfc_rpc_msg_free), 0 at the end of the stream, or a negative code: -ECANCELED when the
- * client cancelled, -ETIMEDOUT past the deadline, -EBADMSG for an undecodable message.
+ * client cancelled, -ETIMEDOUT past the deadline or when no message came for the idle timeout
+ * (the call is then already ended DEADLINE_EXCEEDED), -EBADMSG for an undecodable message,
+ * -EINVAL for a string field holding a NUL byte (err names the field).
  * CAUTION: gRPC core reports a client that vanishes mid-stream as a clean end of stream, and
  * the cancellation may only be known later. A stream that commits work must carry its own
  * completion proof (a length or digest in the first message, or a final message) and commit
@@ -125,7 +148,8 @@ int dfc_rpc_call_recv(struct dfc_rpc_call *call, ProtobufCMessage **ret_msg, str
 /* Sends one message of a server or bidi stream. The message is packed before this returns,
  * and the send is pipelined one deep: it returns once the previous message has gone, so the
  * handler prepares the next one while this one is on the wire. -ECANCELED when the client is
- * gone. */
+ * gone, -ETIMEDOUT when it took nothing for the idle timeout (the call is then ended
+ * DEADLINE_EXCEEDED). */
 int dfc_rpc_call_send(struct dfc_rpc_call *call, const ProtobufCMessage *msg,
                       struct dfc_error *err);
 

@@ -1,7 +1,8 @@
 /*
  * Tests for lib/src/rpc_common.c's decoder: the hand-written bulk path must decode exactly as
  * protobuf-c does, whatever the slicing, and hand every awkward case (a oneof sibling, a
- * repeated field, truncation) to protobuf-c's own rules. Leaks fail under ASan.
+ * repeated field, truncation) to protobuf-c's own rules; a string field holding a NUL byte, at
+ * any depth and on either path, is refused naming the field. Leaks fail under ASan.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dfc/error.h"
 #include "dfc/import.pb-c.h"
+#include "dragonfly/common.pb-c.h"
 #include "rpc_internal.h"
 
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest Req;
@@ -39,7 +42,7 @@ static Req *decode(const uint8_t *data, size_t len, size_t cut, int *ret) {
     grpc_byte_buffer *bb = sliced(data, len, cut);
     ProtobufCMessage *m = NULL;
     *ret = dfc__rpc_unpack(bb, &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor,
-                           &m);
+                           &m, NULL);
     grpc_byte_buffer_destroy(bb);
     return (Req *)m;
 }
@@ -140,12 +143,85 @@ static void test_truncated_and_garbage_are_refused(void **state) {
     assert_int_equal(r, -EBADMSG);
 }
 
+/* ---- string fields holding a NUL byte ---- */
+
+static int decode_as(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                     size_t cut, struct dfc_error *err) {
+    grpc_byte_buffer *bb = sliced(data, len, cut);
+    ProtobufCMessage *m = NULL;
+    int r = dfc__rpc_unpack(bb, desc, &m, err);
+    grpc_byte_buffer_destroy(bb);
+    if (r == 0) {
+        assert_non_null(m);
+        protobuf_c_message_free_unpacked(m, NULL);
+    } else {
+        assert_null(m);
+    }
+    return r;
+}
+
+static void test_nul_in_a_string_is_refused_naming_the_field(void **state) {
+    /* protobuf-c alone would decode the tag as "a" and say nothing. */
+    static const uint8_t tag[] = {'a', 0, '/', 'e', 't', 'c'};
+    uint8_t start[32], wire[64];
+    size_t k = put_len(start, 3, tag, sizeof(tag)); /* ImportStart.tag */
+    size_t n = put_len(wire, 1, start, k);          /* ImportPersistentCacheTaskRequest.start */
+    struct dfc_error err;
+    const ProtobufCMessageDescriptor *req =
+        &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor;
+    for (size_t cut = 1; cut <= n; cut++) {
+        assert_int_equal(decode_as(req, wire, n, cut, &err), -EINVAL);
+        assert_string_equal(err.msg, "field `start.tag` contains a NUL byte");
+    }
+    /* The same string without the NUL decodes. */
+    static const uint8_t clean[] = {'a', '/', 'e', 't', 'c'};
+    k = put_len(start, 3, clean, sizeof(clean));
+    n = put_len(wire, 1, start, k);
+    assert_int_equal(decode_as(req, wire, n, 3, &err), 0);
+    /* A NUL in bytes is data, not an attack. */
+    static const uint8_t bytes[] = {0, 0, 1};
+    n = put_len(wire, 2, bytes, sizeof(bytes));
+    assert_int_equal(decode_as(req, wire, n, 1, &err), 0);
+}
+
+static void test_nul_beside_a_bulk_field_is_refused(void **state) {
+    /* Piece{digest: "sha256:\0", content: 1000 bytes}: content takes the bulk path (over
+     * dfc__rpc_bulk_min here); digest is checked in the bytes gathered around it. */
+    static uint8_t content[1000], wire[1100];
+    static const uint8_t digest[] = {'s', 'h', 'a', '2', '5', '6', ':', 0};
+    size_t n = put_len(wire, 5, digest, sizeof(digest));
+    n += put_len(wire + n, 6, content, sizeof(content));
+    struct dfc_error err;
+    for (size_t cut = 1; cut <= 1100; cut = cut * 3 + 1) {
+        assert_int_equal(decode_as(&common__v2__piece__descriptor, wire, n, cut, &err), -EINVAL);
+        assert_string_equal(err.msg, "field `digest` contains a NUL byte");
+    }
+    n = put_len(wire, 5, digest, sizeof(digest) - 1);
+    n += put_len(wire + n, 6, content, sizeof(content));
+    assert_int_equal(decode_as(&common__v2__piece__descriptor, wire, n, 64, &err), 0);
+}
+
+static void test_nul_finder_survives_broken_framing(void **state) {
+    /* It runs after protobuf-c accepted the bytes, but must not read past them either way. */
+    static const uint8_t broken[][4] = {{0x0a, 0x7f, 'a', 0}, {0x0a, 0x80}, {0x0b, 0, 0, 0}};
+    char path[64];
+    for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
+        assert_int_equal(dfc__rpc_find_nul(broken[i], 2 + i,
+                                           &dfc__dfdaemon__v1__import_start__descriptor, path,
+                                           sizeof(path)),
+                         0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_matches_protobuf_c_at_any_slicing),
         cmocka_unit_test(test_oneof_sibling_last_one_wins),
         cmocka_unit_test(test_repeated_bulk_field_last_one_wins),
         cmocka_unit_test(test_truncated_and_garbage_are_refused),
+        cmocka_unit_test(test_nul_in_a_string_is_refused_naming_the_field),
+        cmocka_unit_test(test_nul_beside_a_bulk_field_is_refused),
+        cmocka_unit_test(test_nul_finder_survives_broken_framing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,454 @@
+/*
+ * Tests for the limits in lib/src/rpc_server.c, rpc_listen.c and rpc_limits.c that keep one
+ * caller from starving the others: the idle timeout on both directions of a stream, workers
+ * reserved for unary calls, the per-uid cap on calls in flight and the caps on connections,
+ * with their rate-limited log line. A real server on a temp Unix socket, real clients, and raw
+ * sockets for the connection flood.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dfc/log.h"
+#include "dfc/rpc_client.h"
+#include "dfc/rpc_server.h"
+#include "test/rpc_test.pb-c.h"
+#include "test_support.h"
+
+#define ECHO "/dfc.test.v1.RpcTest/Echo"
+#define PUT  "/dfc.test.v1.RpcTest/Put"
+#define GET  "/dfc.test.v1.RpcTest/Get"
+#define CHAT "/dfc.test.v1.RpcTest/Chat"
+
+/* What the handlers observed. */
+static atomic_int puts_running; /* Put handlers inside their receive loop */
+static atomic_int put_result;   /* the last Put handler's return code (1 = none yet) */
+static atomic_int get_result;   /* the last Get handler's return code (1 = none yet) */
+static char handler_msg[512];   /* the message that came with it */
+static pthread_mutex_t handler_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void record(atomic_int *slot, int r, const struct dfc_error *err) {
+    pthread_mutex_lock(&handler_mu);
+    snprintf(handler_msg, sizeof(handler_msg), "%s", r < 0 ? err->msg : "");
+    pthread_mutex_unlock(&handler_mu);
+    atomic_store(slot, r);
+}
+
+static int echo(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                ProtobufCMessage *resp, struct dfc_error *err) {
+    ((Dfc__Test__V1__Chunk *)resp)->seq = ((const Dfc__Test__V1__Chunk *)req)->seq + 1;
+    return 0;
+}
+
+/* Receives until the end of the stream. */
+static int put(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+               ProtobufCMessage *resp, struct dfc_error *err) {
+    ProtobufCMessage *m;
+    int r;
+    atomic_fetch_add(&puts_running, 1);
+    while ((r = dfc_rpc_call_recv(call, &m, err)) > 0) {
+        dfc_rpc_msg_free(m);
+    }
+    atomic_fetch_sub(&puts_running, 1);
+    record(&put_result, r, err);
+    return r;
+}
+
+/* Sends req.seq messages of req.total bytes. */
+static int get(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+               ProtobufCMessage *resp, struct dfc_error *err) {
+    const Dfc__Test__V1__Chunk *in = (const Dfc__Test__V1__Chunk *)req;
+    uint8_t *buf = calloc(1, in->total ? in->total : 1);
+    int r = 0;
+    for (uint64_t i = 0; i < in->seq && r == 0; i++) {
+        Dfc__Test__V1__Chunk out = DFC__TEST__V1__CHUNK__INIT;
+        out.seq = i;
+        out.data.data = buf;
+        out.data.len = in->total;
+        r = dfc_rpc_call_send(call, &out.base, err);
+    }
+    free(buf);
+    record(&get_result, r, err);
+    return r;
+}
+
+static int chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                ProtobufCMessage *resp, struct dfc_error *err) {
+    ProtobufCMessage *m;
+    int r;
+    while ((r = dfc_rpc_call_recv(call, &m, err)) > 0) {
+        r = dfc_rpc_call_send(call, m, err);
+        dfc_rpc_msg_free(m);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return r;
+}
+
+static const struct dfc_rpc_method methods[] = {
+    {"Echo", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
+     echo},
+    {"Put", DFC_RPC_CLIENT_STREAM, &dfc__test__v1__chunk__descriptor,
+     &dfc__test__v1__summary__descriptor, put},
+    {"Get", DFC_RPC_SERVER_STREAM, &dfc__test__v1__chunk__descriptor,
+     &dfc__test__v1__chunk__descriptor, get},
+    {"Chat", DFC_RPC_BIDI_STREAM, &dfc__test__v1__chunk__descriptor,
+     &dfc__test__v1__chunk__descriptor, chat},
+};
+
+/* ---- fixture: a server on a socket this layer accepts (so callers have a uid) ---- */
+
+struct fx {
+    char dir[256];
+    char path[300];
+    char addr[320];
+    struct dfc_rpc_server *server;
+    struct dfc_rpc_client *client;
+};
+
+static struct fx *fx_start(const struct dfc_rpc_server_opts *o) {
+    struct fx *f = calloc(1, sizeof(*f));
+    struct dfc_error err;
+    atomic_store(&puts_running, 0);
+    atomic_store(&put_result, 1);
+    atomic_store(&get_result, 1);
+    test_mkdtemp(f->dir, sizeof(f->dir), "rpc-limits");
+    snprintf(f->path, sizeof(f->path), "%s/l.sock", f->dir);
+    snprintf(f->addr, sizeof(f->addr), "unix:%s", f->path);
+    assert_int_equal(dfc_rpc_server_new(o, &f->server, &err), 0);
+    assert_int_equal(dfc_rpc_server_add_service(f->server, &dfc__test__v1__rpc_test__descriptor,
+                                                methods, 4, NULL, &err),
+                     0);
+    assert_int_equal(dfc_rpc_server_listen_unix(f->server, f->path, 0600, -1, &err), 0);
+    assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
+    assert_int_equal(dfc_rpc_client_new(f->addr, NULL, &f->client, &err), 0);
+    return f;
+}
+
+static void fx_stop(struct fx *f) {
+    dfc_rpc_client_free(f->client);
+    dfc_rpc_server_free(f->server);
+    test_rmtree(f->dir);
+    free(f);
+}
+
+/* *state is the test's server options before setup, its struct fx after. */
+static int setup(void **state) {
+    *state = fx_start(*state);
+    return 0;
+}
+
+static int teardown(void **state) {
+    dfc_log_set_sink(NULL, NULL);
+    fx_stop(*state);
+    return 0;
+}
+
+static int echo_on(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_error *err) {
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.seq = 1;
+    ProtobufCMessage *out = NULL;
+    int r =
+        dfc_rpc_unary(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, timeout_ms, &out, err);
+    if (r == 0) {
+        assert_true(((Dfc__Test__V1__Chunk *)out)->seq == 2);
+    }
+    dfc_rpc_msg_free(out);
+    return r;
+}
+
+static struct dfc_rpc_stream *open_put(struct fx *f, int64_t timeout_ms) {
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, timeout_ms, &st, &err), 0);
+    Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+    c.data.data = (uint8_t *)"x";
+    c.data.len = 1;
+    assert_int_equal(dfc_rpc_stream_send(st, &c.base, &err), 0);
+    return st;
+}
+
+static bool has_result(void *arg) {
+    return atomic_load((atomic_int *)arg) != 1;
+}
+
+/* ---- the idle timeout ---- */
+
+static struct dfc_rpc_server_opts idle_opts = {.idle_timeout_ms = 300, .option_prefix = "test."};
+
+static void test_idle_client_stream_ends_deadline_exceeded(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    /* One message, then silence, well inside the call's own 20 s deadline. */
+    struct dfc_rpc_stream *st = open_put(f, 20000);
+    ProtobufCMessage *m = NULL;
+    int r = dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err);
+    assert_int_equal(r, -ETIMEDOUT);
+    assert_string_equal(err.msg, "no message for 300ms (test.idleTimeout)");
+    dfc_rpc_stream_free(st);
+    /* The handler was told, with the same words, and so could clean up. */
+    assert_true(test_wait_for(has_result, &put_result, 5000));
+    assert_int_equal(atomic_load(&put_result), -ETIMEDOUT);
+    pthread_mutex_lock(&handler_mu);
+    assert_string_equal(handler_msg, "no message for 300ms (test.idleTimeout)");
+    pthread_mutex_unlock(&handler_mu);
+    /* A stream that keeps talking is not cut, however long it lasts in all. */
+    st = open_put(f, 20000);
+    for (int i = 0; i < 8; i++) {
+        usleep(100000);
+        Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+        assert_int_equal(dfc_rpc_stream_send(st, &c.base, &err), 0);
+    }
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err), 1);
+    dfc_rpc_msg_free(m);
+    dfc_rpc_stream_free(st);
+}
+
+static struct dfc_rpc_server_opts idle_no_prefix_opts = {.idle_timeout_ms = 300};
+
+static void test_client_that_stops_reading_frees_the_sender(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st;
+    Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
+    req.seq = 1000; /* 1 GiB that the client never reads */
+    req.total = 1 << 20;
+    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 30000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    assert_true(test_wait_for(has_result, &get_result, 10000));
+    assert_int_equal(atomic_load(&get_result), -ETIMEDOUT);
+    pthread_mutex_lock(&handler_mu);
+    assert_string_equal(handler_msg, "the client read nothing for 300ms (idleTimeout)");
+    pthread_mutex_unlock(&handler_mu);
+    /* What was in flight may still arrive, then the status. */
+    ProtobufCMessage *m;
+    int r;
+    while ((r = dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err)) > 0) {
+        dfc_rpc_msg_free(m);
+    }
+    assert_int_equal(r, -ETIMEDOUT);
+    dfc_rpc_stream_free(st);
+}
+
+/* ---- reserved workers ---- */
+
+static bool three_puts_running(void *arg) {
+    return atomic_load(&puts_running) >= 3;
+}
+
+static struct dfc_rpc_server_opts reserved_opts = {
+    .max_workers = 4, .reserved_workers = 1, .idle_timeout_ms = -1};
+
+static void test_unary_calls_are_served_while_streams_hold_the_workers(void **state) {
+    /* 4 workers, 1 reserved: 3 streams run, the other 3 wait, and Echo still gets through. */
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st[6];
+    for (int i = 0; i < 6; i++) {
+        st[i] = open_put(f, 30000);
+    }
+    assert_true(test_wait_for(three_puts_running, NULL, 5000));
+    usleep(200000); /* a fourth would be running by now */
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(echo_on(f->client, 5000, &err), 0);
+    }
+    assert_int_equal(atomic_load(&puts_running), 3); /* the cap on streams held */
+    /* The waiting streams run as the others end. */
+    for (int i = 0; i < 3; i++) {
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(dfc_rpc_stream_close_send(st[i], &err), 0);
+        assert_int_equal(dfc_rpc_stream_recv(st[i], &dfc__test__v1__summary__descriptor, &m, &err),
+                         1);
+        dfc_rpc_msg_free(m);
+        dfc_rpc_stream_free(st[i]);
+    }
+    assert_true(test_wait_for(three_puts_running, NULL, 5000));
+    for (int i = 3; i < 6; i++) {
+        dfc_rpc_stream_free(st[i]);
+    }
+}
+
+/* ---- calls per uid ---- */
+
+static bool echo_works(void *arg) {
+    struct dfc_error err;
+    return echo_on(arg, 5000, &err) == 0;
+}
+
+static struct dfc_rpc_server_opts per_uid_opts = {
+    .max_calls_per_uid = 2, .idle_timeout_ms = -1, .option_prefix = "test."};
+
+static void test_calls_in_flight_are_capped_per_uid(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dfc_rpc_stream_open(f->client, CHAT, 30000, &st[i], &err), 0);
+        Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
+        ProtobufCMessage *m;
+        assert_int_equal(dfc_rpc_stream_send(st[i], &c.base, &err), 0);
+        assert_int_equal(dfc_rpc_stream_recv(st[i], &dfc__test__v1__chunk__descriptor, &m, &err),
+                         1); /* in its handler */
+        dfc_rpc_msg_free(m);
+    }
+    int r = echo_on(f->client, 5000, &err);
+    assert_int_equal(dfc_error_to_grpc(r), 8); /* RESOURCE_EXHAUSTED */
+    char want[200];
+    snprintf(want, sizeof(want),
+             "server busy: uid %u already has 2 calls in flight (test.maxCallsPerUser)",
+             (unsigned)getuid());
+    assert_string_equal(err.msg, want);
+    /* A call that ends gives its slot back. */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dfc_rpc_stream_finish(st[i], &err), 0);
+        dfc_rpc_stream_free(st[i]);
+    }
+    assert_true(test_wait_for(echo_works, f->client, 5000));
+}
+
+/* ---- connections ---- */
+
+/* The rpc.connection_refused lines logged (by the accept thread); guarded by refused_mu. */
+static char refused_line[512];
+static int n_refused_lines;
+static pthread_mutex_t refused_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_refused(int level, const char *line, size_t len, void *ud) {
+    if (strstr(line, "rpc.connection_refused") != NULL) {
+        pthread_mutex_lock(&refused_mu);
+        if (n_refused_lines++ == 0) {
+            snprintf(refused_line, sizeof(refused_line), "%.*s", (int)len, line);
+        }
+        pthread_mutex_unlock(&refused_mu);
+    }
+}
+
+static int raw_connect(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(path) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* True when the server closed fd (what it sent before, if anything, is read and dropped). */
+static bool closed_by_peer(int fd) {
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0) {
+            return true;
+        }
+        if (n < 0 && errno != EINTR) {
+            return errno != EAGAIN; /* EAGAIN: open and quiet; ECONNRESET: closed */
+        }
+    }
+}
+
+enum { N_RAW = 60 };
+
+struct flood {
+    int fds[N_RAW];
+    int want_closed;
+};
+
+static bool flood_refused(void *arg) {
+    struct flood *fl = arg;
+    int closed = 0;
+    for (int i = 0; i < N_RAW; i++) {
+        closed += closed_by_peer(fl->fds[i]);
+    }
+    return closed >= fl->want_closed;
+}
+
+static void connection_flood(struct fx *f, int cap) {
+    struct dfc_error err;
+    assert_int_equal(echo_on(f->client, 5000, &err), 0); /* the client's own connection */
+    pthread_mutex_lock(&refused_mu);
+    n_refused_lines = 0;
+    pthread_mutex_unlock(&refused_mu);
+    dfc_log_set_sink(capture_refused, NULL);
+    struct flood fl = {.want_closed = N_RAW - (cap - 1)};
+    for (int i = 0; i < N_RAW; i++) {
+        fl.fds[i] = raw_connect(f->path);
+    }
+    /* All but cap - 1 (the client holds one) are closed as they are accepted. */
+    assert_true(test_wait_for(flood_refused, &fl, 10000));
+    /* One line for the whole flood, with its numbers, not one per connection. */
+    dfc_log_set_sink(NULL, NULL);
+    pthread_mutex_lock(&refused_mu);
+    int lines = n_refused_lines;
+    char line[512];
+    snprintf(line, sizeof(line), "%s", refused_line);
+    pthread_mutex_unlock(&refused_mu);
+    assert_int_equal(lines, 1);
+    assert_non_null(strstr(line, "refused=1 "));
+    assert_non_null(strstr(line, "test.maxConnections="));
+    /* The connection already open still works; once the flood is gone, new ones do too. */
+    assert_int_equal(echo_on(f->client, 5000, &err), 0);
+    for (int i = 0; i < N_RAW; i++) {
+        close(fl.fds[i]);
+    }
+    struct dfc_rpc_client *c2;
+    assert_int_equal(dfc_rpc_client_new(f->addr, NULL, &c2, &err), 0);
+    assert_true(test_wait_for(echo_works, c2, 10000));
+    dfc_rpc_client_free(c2);
+}
+
+static bool raw_closed(void *arg) {
+    return closed_by_peer(*(int *)arg);
+}
+
+static void test_idle_connections_are_closed(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    int raw = raw_connect(f->path); /* never says a word */
+    assert_true(test_wait_for(raw_closed, &raw, 10000));
+    close(raw);
+    /* A client whose connection was closed while idle reconnects for its next call. */
+    assert_int_equal(echo_on(f->client, 5000, &err), 0);
+    usleep(1000000);
+    assert_int_equal(echo_on(f->client, 5000, &err), 0);
+}
+
+static struct dfc_rpc_server_opts conns_opts = {.max_conns = 4, .option_prefix = "test."};
+
+static void test_connections_are_capped(void **state) {
+    connection_flood(*state, 4);
+}
+
+static struct dfc_rpc_server_opts conns_per_uid_opts = {
+    .max_conns = 1000, .max_conns_per_uid = 3, .option_prefix = "test."};
+
+static void test_connections_are_capped_per_uid(void **state) {
+    connection_flood(*state, 3);
+}
+
+int main(void) {
+#define T(fn, opts) cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, &(opts))
+    const struct CMUnitTest tests[] = {
+        T(test_idle_client_stream_ends_deadline_exceeded, idle_opts),
+        T(test_client_that_stops_reading_frees_the_sender, idle_no_prefix_opts),
+        T(test_unary_calls_are_served_while_streams_hold_the_workers, reserved_opts),
+        T(test_calls_in_flight_are_capped_per_uid, per_uid_opts),
+        T(test_idle_connections_are_closed, idle_opts),
+        T(test_connections_are_capped, conns_opts),
+        T(test_connections_are_capped_per_uid, conns_per_uid_opts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
