@@ -79,29 +79,44 @@ static int copy_fd(int in_fd, int out_fd, uint64_t len) {
     return r;
 }
 
-/* Gives the file at /proc/self/fd/<fd> (or dirfd/tmp when tmp is named) the name base: with
- * overwrite, through a temp name renamed onto base; without, only if base does not exist. */
-static int publish(int fd, int dirfd, const char *named_tmp, const char *base, bool overwrite) {
-    char self[32], tmp[TEMP_NAME_MAX];
-    if (named_tmp != NULL) {
-        int r = overwrite ? renameat(dirfd, named_tmp, dirfd, base)
-                          : renameat2(dirfd, named_tmp, dirfd, base, RENAME_NOREPLACE);
-        return r < 0 ? -errno : 0;
-    }
+/* Links the open file fd into dirfd as name (the caller needs the right to make that link). */
+static int link_fd(int fd, int dirfd, const char *name) {
+    char self[32];
     proc_fd(fd, self);
-    if (!overwrite) {
-        return linkat(AT_FDCWD, self, dirfd, base, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
-    }
-    temp_name(tmp);
-    if (linkat(AT_FDCWD, self, dirfd, tmp, AT_SYMLINK_FOLLOW) < 0) {
-        return -errno;
-    }
+    return linkat(AT_FDCWD, self, dirfd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+}
+
+/* Renames the temp name onto base; removes it when that fails. */
+static int replace_with(int dirfd, const char *tmp, const char *base) {
     if (renameat(dirfd, tmp, dirfd, base) < 0) {
         int r = -errno;
         (void)unlinkat(dirfd, tmp, 0);
         return r;
     }
     return 0;
+}
+
+/* Gives the file at /proc/self/fd/<fd> (or dirfd/named_tmp) the name base: with overwrite
+ * through a temp name renamed onto base; without, only if base does not exist (atomically).
+ * *ret_link_failed tells that making the first link was refused (nothing was created). */
+static int publish(int fd, int dirfd, const char *named_tmp, const char *base, bool overwrite,
+                   bool *ret_link_failed) {
+    *ret_link_failed = false;
+    if (named_tmp != NULL) {
+        int r = overwrite ? renameat(dirfd, named_tmp, dirfd, base)
+                          : renameat2(dirfd, named_tmp, dirfd, base, RENAME_NOREPLACE);
+        return r < 0 ? -errno : 0;
+    }
+    char tmp[TEMP_NAME_MAX];
+    if (overwrite) {
+        temp_name(tmp);
+    }
+    int r = link_fd(fd, dirfd, overwrite ? tmp : base);
+    if (r < 0) {
+        *ret_link_failed = true;
+        return r;
+    }
+    return overwrite ? replace_with(dirfd, tmp, base) : 0;
 }
 
 static int export_error(int r, const struct dfd_export_opts *o, const char *what,
@@ -138,8 +153,9 @@ static int copy_into(int content_fd, uint64_t len, int dirfd, const char *base,
     if (r == 0 && fsync(fd) < 0) {
         r = -errno;
     }
+    bool link_failed;
     if (r == 0) {
-        r = publish(fd, dirfd, named, base, o->overwrite);
+        r = publish(fd, dirfd, named, base, o->overwrite, &link_failed);
     }
     if (r < 0 && named != NULL) {
         (void)unlinkat(dirfd, named, 0);
@@ -169,10 +185,14 @@ int dfd_export_into(int content_fd, int dirfd, const char *base, const struct df
     }
     /* A hard link shares the cached inode; the kernel allows it only where the caller could
      * make that link itself (fs.protected_hardlinks: owner, or read and write access). */
-    int r = publish(content_fd, dirfd, NULL, base, o->overwrite);
+    bool link_failed;
+    int r = publish(content_fd, dirfd, NULL, base, o->overwrite, &link_failed);
     if (r == 0) {
         *ret_linked = true;
         return 0;
+    }
+    if (!link_failed) { /* linked, but the rename onto base was refused */
+        return export_error(r, o, "replace", err);
     }
     bool no_link = r == -EXDEV || r == -EPERM || r == -EMLINK || r == -EOPNOTSUPP;
     if (o->force_hard_link && r == -EPERM) {

@@ -216,6 +216,28 @@ static void test_as_another_uid(void **state) {
     r = dfd_export_into(f->content_fd, f->dirfd, "other.bin", &o, &linked, &err);
     dfd_caller_leave(&saved);
     assert_int_equal(r, -EACCES);
+    /* In a sticky world-writable directory another user's file is not the caller's to
+     * replace: the kernel says so, and the temp link is removed. */
+    char sticky[PATH_MAX], theirs[PATH_MAX + 16];
+    snprintf(sticky, sizeof(sticky), "%s/sticky", f->dir);
+    snprintf(theirs, sizeof(theirs), "%s/theirs.bin", sticky);
+    assert_int_equal(mkdir(sticky, 0777), 0);
+    assert_int_equal(chmod(sticky, 01777), 0);
+    int fd = open(theirs, O_WRONLY | O_CREAT, 0666);
+    close(fd);
+    int sticky_fd = open(sticky, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    o.shown = theirs;
+    o.overwrite = true;
+    assert_int_equal(dfd_caller_enter(&c, &saved, &err), 0);
+    r = dfd_export_into(f->content_fd, sticky_fd, "theirs.bin", &o, &linked, &err);
+    dfd_caller_leave(&saved);
+    assert_int_equal(r, -EACCES);
+    struct stat th;
+    assert_int_equal(stat(theirs, &th), 0);
+    assert_int_equal(th.st_size, 0);
+    assert_int_equal(th.st_uid, 0);
+    assert_int_equal(temp_files(sticky), 0);
+    close(sticky_fd);
     assert_int_equal(temp_files(f->dir), 0);
     assert_int_equal(temp_files(mine), 0);
     close(dirfd);
