@@ -70,17 +70,30 @@ void dfd_caller_init(struct dfd_caller *c, pid_t pid, uid_t uid, gid_t gid) {
     }
 }
 
-/* The raw syscalls: per thread, where glibc's setgroups() changes every thread. */
+/* The raw syscalls: per thread, where glibc's setgroups() changes every thread. 32-bit
+ * architectures name the 32-bit-id versions *32. */
+#ifdef SYS_setfsuid32
+#define SYS_SETFSUID  SYS_setfsuid32
+#define SYS_SETFSGID  SYS_setfsgid32
+#define SYS_SETGROUPS SYS_setgroups32
+#define SYS_GETGROUPS SYS_getgroups32
+#else
+#define SYS_SETFSUID  SYS_setfsuid
+#define SYS_SETFSGID  SYS_setfsgid
+#define SYS_SETGROUPS SYS_setgroups
+#define SYS_GETGROUPS SYS_getgroups
+#endif
+
 static int thread_setgroups(int n, const gid_t *groups) {
-    return syscall(SYS_setgroups, (size_t)n, groups) < 0 ? -errno : 0;
+    return syscall(SYS_SETGROUPS, (size_t)n, groups) < 0 ? -errno : 0;
 }
 
 static uid_t thread_fsuid(uid_t uid) {
-    return (uid_t)syscall(SYS_setfsuid, uid);
+    return (uid_t)syscall(SYS_SETFSUID, uid);
 }
 
 static gid_t thread_fsgid(gid_t gid) {
-    return (gid_t)syscall(SYS_setfsgid, gid);
+    return (gid_t)syscall(SYS_SETFSGID, gid);
 }
 
 /* setfsuid() cannot report failure; asking with an invalid id returns the current one. */
@@ -123,7 +136,7 @@ int dfd_caller_enter(const struct dfd_caller *c, struct dfd_caller_saved *saved,
                              "too many for the daemon to act for it; stream the file instead",
                              (int)c->uid, DFD_CALLER_MAX_GROUPS);
     }
-    long n = syscall(SYS_getgroups, DFD_CALLER_MAX_GROUPS, saved->groups);
+    long n = syscall(SYS_GETGROUPS, DFD_CALLER_MAX_GROUPS, saved->groups);
     if (n < 0) {
         return dfc_error_errno(err, -errno, "read the daemon's supplementary groups");
     }
