@@ -2,14 +2,19 @@
  * node.c - the CSI Node service: publish the socket directory onto a pod's target path.
  *
  * DESIGN: NodePublishVolume is a non-recursive bind of the configured socket *directory*
- * (a file bind goes stale when dfdaemon re-creates its socket), read-only when asked. It is
- * idempotent by reading mountinfo: a target that already carries the socket directory (same
+ * (a file bind goes stale when dfdaemon re-creates its socket), read-only when asked. The
+ * target path is resolved once, beneath the kubelet root and with no symlinks (paths.h); from
+ * then on everything goes through descriptors: mkdirat on the parent, the target opened beneath
+ * it, the mount attached to that descriptor, the unmount through a fresh one. A rename or a
+ * symlink swapped in on the way can make a request fail, never lead it elsewhere. It is
+ * idempotent by the mount table: a target that already carries the socket directory (same
  * device and inode) with the same read-only-ness is left alone, so kubelet's re-publishes after
  * a restart never stack mounts. Unpublish takes off every mount stacked on the target, then
  * removes the directory; a target that is not there is fine. Calls on one target are
  * serialized by a striped lock.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@
 #include "driver.h"
 #include "driver_internal.h"
 #include "paths.h"
+#include "sys.h"
 
 #define EPHEMERAL_KEY "csi.storage.k8s.io/ephemeral"
 
@@ -64,14 +70,65 @@ static int check_ids(const char *volume_id, const char *target, struct dfc_error
     return 0;
 }
 
-/* True when target shows the socket directory itself (a bind of it). */
-static bool shows_socket_dir(const struct csi_driver *d, const char *target) {
+/* True when the directory fd refers to shows the socket directory itself (a bind of it). */
+static bool shows_socket_dir(const struct csi_driver *d, int fd) {
     struct stat a, b;
-    return stat(target, &a) == 0 && stat(d->cfg.socket_dir, &b) == 0 && a.st_dev == b.st_dev &&
+    return fstat(fd, &a) == 0 && stat(d->cfg.socket_dir, &b) == 0 && a.st_dev == b.st_dev &&
            a.st_ino == b.st_ino;
 }
 
-static int publish_locked(struct csi_driver *d, const char *target, bool read_only,
+/* Opens the target beneath its parent descriptor, at the top of whatever is mounted there. */
+static int open_target(const struct csi_target *t, struct dfc_error *err) {
+    int fd = csi_openat_beneath(t->parent_fd, t->base, O_PATH | O_DIRECTORY);
+    if (fd == -ELOOP) {
+        return dfc_error_set(err, -EINVAL, "target_path `%s` is a symlink", t->path);
+    }
+    if (fd == -ENOTDIR) {
+        return dfc_error_set(err, -EINVAL, "target_path `%s` exists and is not a directory",
+                             t->path);
+    }
+    if (fd < 0 && fd != -ENOENT) {
+        return dfc_error_set(err, DFC_E_INTERNAL, "open target_path `%s`: %s", t->path,
+                             dfc_strerror(fd));
+    }
+    return fd;
+}
+
+static int publish_on(struct csi_driver *d, const struct csi_target *t, int fd, bool read_only,
+                      bool created, struct dfc_error *err) {
+    struct csi_mount_state ms;
+    int r = d->mount->state(t->parent_fd, fd, &ms);
+    if (r < 0) {
+        return dfc_error_errno(err, r, "read the mount table");
+    }
+    if (ms.count > 0) {
+        if (!shows_socket_dir(d, fd)) {
+            return dfc_error_set(err, -EEXIST,
+                                 "target_path `%s` is already a mount of something "
+                                 "else",
+                                 t->path);
+        }
+        if (ms.read_only != read_only) {
+            return dfc_error_set(err, -EEXIST,
+                                 "target_path `%s` is already published %s; this request asks "
+                                 "for %s",
+                                 t->path, ms.read_only ? "read-only" : "read-write",
+                                 read_only ? "read-only" : "read-write");
+        }
+        return 0; /* already done: kubelet re-publishes after restarts */
+    }
+    r = d->mount->bind(d->cfg.socket_dir, fd, read_only);
+    if (r < 0) {
+        if (created) { /* only an empty directory goes, named beneath the parent only */
+            (void)unlinkat(t->parent_fd, t->base, AT_REMOVEDIR);
+        }
+        return dfc_error_set(err, DFC_E_INTERNAL, "bind-mount `%s` onto `%s`: %s",
+                             d->cfg.socket_dir, t->path, dfc_strerror(r));
+    }
+    return 0;
+}
+
+static int publish_locked(struct csi_driver *d, const struct csi_target *t, bool read_only,
                           struct dfc_error *err) {
     struct stat st;
     if (stat(d->cfg.socket_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -81,47 +138,25 @@ static int publish_locked(struct csi_driver *d, const char *target, bool read_on
                              d->cfg.socket_dir);
     }
     bool created = false;
-    if (mkdir(target, 0750) == 0) {
+    if (mkdirat(t->parent_fd, t->base, 0750) == 0) {
         created = true;
-    } else if (errno == ENOENT) {
+    } else if (errno == ENOENT) { /* the parent was removed since it was resolved */
         return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
-                             "the parent directory of target_path `%s` is missing", target);
+                             "the parent directory of target_path `%s` is missing", t->path);
     } else if (errno != EEXIST) {
-        return dfc_error_errno(err, -errno, "create target_path `%s`", target);
-    } else if (lstat(target, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        return dfc_error_set(err, -EINVAL, "target_path `%s` exists and is not a directory",
-                             target);
+        return dfc_error_errno(err, -errno, "create target_path `%s`", t->path);
     }
-    struct csi_mount_state ms;
-    int r = d->mount->state(target, &ms);
-    if (r < 0) {
-        return dfc_error_errno(err, r, "read the mount table");
+    int fd = open_target(t, err);
+    if (fd == -ENOENT) {
+        fd = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                           "target_path `%s` was removed while being published", t->path);
     }
-    if (ms.count > 0) {
-        if (!shows_socket_dir(d, target)) {
-            return dfc_error_set(err, -EEXIST,
-                                 "target_path `%s` is already a mount of something "
-                                 "else",
-                                 target);
-        }
-        if (ms.read_only != read_only) {
-            return dfc_error_set(err, -EEXIST,
-                                 "target_path `%s` is already published %s; this request asks "
-                                 "for %s",
-                                 target, ms.read_only ? "read-only" : "read-write",
-                                 read_only ? "read-only" : "read-write");
-        }
-        return 0; /* already done: kubelet re-publishes after restarts */
+    if (fd < 0) {
+        return fd;
     }
-    r = d->mount->bind(d->cfg.socket_dir, target, read_only);
-    if (r < 0) {
-        if (created) {
-            (void)rmdir(target);
-        }
-        return dfc_error_set(err, DFC_E_INTERNAL, "bind-mount `%s` onto `%s`: %s",
-                             d->cfg.socket_dir, target, dfc_strerror(r));
-    }
-    return 0;
+    int r = publish_on(d, t, fd, read_only, created, err);
+    close(fd);
+    return r;
 }
 
 static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
@@ -139,9 +174,9 @@ static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMes
                           "readonly must be true: this driver publishes read-only only (set "
                           "readOnly: true on the pod's csi volume)");
     }
-    char target[PATH_MAX];
+    struct csi_target t = {.parent_fd = -1};
     if (r == 0) {
-        r = csi_check_target(d->cfg.kubelet_dir, req->target_path, target, err);
+        r = csi_check_target(d->cfg.kubelet_dir, req->target_path, &t, err);
         if (r == -ENOENT) {
             r = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
                               "the parent directory of target_path `%s` is missing",
@@ -157,10 +192,48 @@ static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMes
         }
         /* Every other key (pod info, provisioner identity, ...) is ignored. */
     }
-    pthread_mutex_t *mu = lock_for(d, target);
+    pthread_mutex_t *mu = lock_for(d, t.path);
     pthread_mutex_lock(mu);
-    r = publish_locked(d, target, req->readonly, err);
+    r = publish_locked(d, &t, req->readonly, err);
     pthread_mutex_unlock(mu);
+    csi_target_close(&t);
+    return r;
+}
+
+/* Takes off every mount stacked on the target, bounded in case one never goes, then removes
+ * the directory: all through the parent descriptor. */
+static int unpublish_locked(struct csi_driver *d, struct dfc_rpc_call *call,
+                            const struct csi_target *t, struct dfc_error *err) {
+    int r = 0;
+    for (int i = 0; i < 64 && r == 0; i++) {
+        int fd = open_target(t, err);
+        if (fd == -ENOENT) {
+            return 0; /* gone: already unpublished */
+        }
+        if (fd < 0) {
+            return fd;
+        }
+        struct csi_mount_state ms;
+        if ((r = d->mount->state(t->parent_fd, fd, &ms)) < 0) {
+            dfc_error_errno(err, r, "read the mount table");
+        } else if (ms.count == 0) {
+            close(fd);
+            break;
+        } else if ((r = d->mount->unmount(fd)) < 0) {
+            r = dfc_error_set(err, DFC_E_INTERNAL, "unmount `%s`: %s", t->path, dfc_strerror(r));
+        }
+        close(fd);
+    }
+    if (r == 0 && unlinkat(t->parent_fd, t->base, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+        if (errno == ENOTEMPTY || errno == EEXIST) {
+            /* Unmounted, but holding files this driver never made: leave them to kubelet's
+             * clean-up rather than keep the pod Terminating with an error. */
+            dfc_rpc_call_log_field(call, "target_left", "not empty");
+        } else {
+            r = dfc_error_set(err, DFC_E_INTERNAL, "remove target_path `%s`: %s", t->path,
+                              dfc_strerror(-errno));
+        }
+    }
     return r;
 }
 
@@ -174,38 +247,19 @@ static int node_unpublish(void *drv, struct dfc_rpc_call *call, const ProtobufCM
     if (r < 0) {
         return r;
     }
-    char target[PATH_MAX];
-    r = csi_check_target(d->cfg.kubelet_dir, req->target_path, target, err);
+    struct csi_target t;
+    r = csi_check_target(d->cfg.kubelet_dir, req->target_path, &t, err);
     if (r == -ENOENT) {
         return 0; /* nothing there: already unpublished (a reboot, a retry) */
     }
     if (r < 0) {
         return r;
     }
-    pthread_mutex_t *mu = lock_for(d, target);
+    pthread_mutex_t *mu = lock_for(d, t.path);
     pthread_mutex_lock(mu);
-    struct csi_mount_state ms;
-    /* Take off every mount stacked on the target, bounded in case one never goes. */
-    for (int i = 0; i < 64 && r == 0; i++) {
-        if ((r = d->mount->state(target, &ms)) < 0) {
-            dfc_error_errno(err, r, "read the mount table");
-        } else if (ms.count == 0) {
-            break;
-        } else if ((r = d->mount->unmount(target)) < 0) {
-            r = dfc_error_set(err, DFC_E_INTERNAL, "unmount `%s`: %s", target, dfc_strerror(r));
-        }
-    }
-    if (r == 0 && rmdir(target) < 0 && errno != ENOENT) {
-        if (errno == ENOTEMPTY || errno == EEXIST) {
-            /* Unmounted, but holding files this driver never made: leave them to kubelet's
-             * clean-up rather than keep the pod Terminating with an error. */
-            dfc_rpc_call_log_field(call, "target_left", "not empty");
-        } else {
-            r = dfc_error_set(err, DFC_E_INTERNAL, "remove target_path `%s`: %s", target,
-                              dfc_strerror(-errno));
-        }
-    }
+    r = unpublish_locked(d, call, &t, err);
     pthread_mutex_unlock(mu);
+    csi_target_close(&t);
     return r;
 }
 

@@ -21,6 +21,7 @@ struct dfd_config {
     uint64_t max_workers;    /* download.server.maxWorkers */
     char *storage_dir;       /* storage.dir */
     bool storage_keep;       /* storage.keep */
+    bool discard_broken;     /* --discard-broken-store (a flag only, never a config key) */
     int64_t gc_interval;     /* gc.interval (ns) */
     int64_t default_ttl;     /* gc.policy.persistentCacheTaskTTL (ns) */
     uint64_t disk_threshold; /* gc.policy.diskThreshold (bytes, 0 = the filesystem's size) */

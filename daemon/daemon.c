@@ -59,9 +59,16 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct dfd_recovery rec;
     int gid, r;
 
-    struct dfd_storage_opts so = {.dir = cfg->storage_dir, .keep = cfg->storage_keep};
+    struct dfd_storage_opts so = {
+        .dir = cfg->storage_dir, .keep = cfg->storage_keep, .discard_broken = cfg->discard_broken};
     if ((r = dfd_storage_open(&so, &storage, &rec, err)) < 0) {
         return r;
+    }
+    if (rec.discarded_reason != NULL) {
+        DFC_LOG(DFC_LOG_WARN, "storage.discarded",
+                "dir=%s reason=%s files=%u bytes=%llu moved_db=%s/metadata/pcache.db.broken",
+                cfg->storage_dir, rec.discarded_reason, rec.discarded_files,
+                (unsigned long long)rec.discarded_bytes, cfg->storage_dir);
     }
     DFC_LOG(DFC_LOG_INFO, "storage.ready",
             "dir=%s tasks=%u removed_temp=%u removed_orphans=%u removed_broken=%u",

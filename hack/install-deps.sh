@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency from Debian 12 packages. Idempotent: packages that are
-# already present are skipped, so a second run does no network I/O.
+# already present are skipped, so a second run does no network I/O. Packages come without their
+# Recommends, so everything a command needs is named here (hack/fresh-check.sh proves the list on a
+# minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh).
 set -euo pipefail
 
 pkgs=(
@@ -8,7 +10,7 @@ pkgs=(
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
     libsqlite3-dev libhiredis-dev redis-server
-    clang clang-format openssl util-linux procps bc acl sqlite3
+    clang libclang-rt-dev clang-format openssl util-linux procps bc acl sqlite3
 )
 
 missing=()

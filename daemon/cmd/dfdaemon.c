@@ -28,6 +28,9 @@ static void usage(FILE *out) {
                  "  -l, --log-level LEVEL    log.level: debug, info, warn, error\n"
                  "      --set KEY=VALUE      set any configuration key (repeatable)\n"
                  "      --print-config       print the effective configuration and exit\n"
+                 "      --discard-broken-store  when the metadata database is corrupt or\n"
+                 "                           missing, move it aside, delete the cached content\n"
+                 "                           and start empty (otherwise dfdaemon refuses)\n"
                  "  -V, --version            print the version and exit\n"
                  "  -h, --help               print this help and exit\n"
                  "\n"
@@ -36,7 +39,7 @@ static void usage(FILE *out) {
                  "defaults.\n");
 }
 
-enum { OPT_SOCKET = 256, OPT_STORAGE, OPT_SET, OPT_PRINT };
+enum { OPT_SOCKET = 256, OPT_STORAGE, OPT_SET, OPT_PRINT, OPT_DISCARD };
 
 #define MAX_SETS 64
 
@@ -48,6 +51,7 @@ int main(int argc, char **argv) {
         {"log-level", required_argument, NULL, 'l'},
         {"set", required_argument, NULL, OPT_SET},
         {"print-config", no_argument, NULL, OPT_PRINT},
+        {"discard-broken-store", no_argument, NULL, OPT_DISCARD},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -56,7 +60,7 @@ int main(int argc, char **argv) {
     const char *keys[MAX_SETS], *values[MAX_SETS];
     char *owned[MAX_SETS];
     int n_sets = 0, n_owned = 0, opt;
-    bool print = false;
+    bool print = false, discard = false;
 
     sigset_t signals;
     dfc_rpc_tune_process();
@@ -96,6 +100,9 @@ int main(int argc, char **argv) {
         }
         case OPT_PRINT:
             print = true;
+            break;
+        case OPT_DISCARD:
+            discard = true;
             break;
         case 'V':
             printf("dfdaemon %s\n", DFC_VERSION);
@@ -141,6 +148,7 @@ int main(int argc, char **argv) {
     int level;
     dfc_log_parse_level(cfg.log_level, &level);
     dfc_log_set_level(level);
+    cfg.discard_broken = discard;
     r = dfd_daemon_run(&cfg, &err);
     if (r < 0) {
         DFC_LOG(DFC_LOG_ERROR, "dfdaemon.failed", "error=\"%s\"", dfc_error_msg(&err));

@@ -5,6 +5,12 @@
  * transaction durable before it returns, which is what the import commit needs: the task row
  * (with its pieces) is inserted only after the content file is fsynced and renamed into place,
  * so a crash either leaves no row (recovery deletes the orphan content) or a complete task.
+ *
+ * Health. dfd_metadata_check() runs before the store trusts the database: PRAGMA quick_check
+ * (page structure, record formats, NOT NULL) plus the presence of the schema, so that a damaged
+ * file is reported as such instead of reading as "no such row". A DELETE in WAL mode appends
+ * frames to the WAL, so it needs free space; dfd_metadata_checkpoint() folds the WAL back and
+ * truncates it, which frees that space for the next write (storage.c uses it on a full disk).
  */
 #include "metadata.h"
 
@@ -79,6 +85,74 @@ int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_err
     }
     *ret = md;
     return 0;
+}
+
+int dfd_metadata_check(const char *dir, struct dfd_metadata_health *ret, struct dfc_error *err) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s/pcache.db", dir) >= (int)sizeof(path)) {
+        return dfc_error_set(err, -ENAMETOOLONG, "metadata path under `%s` is too long", dir);
+    }
+    memset(ret, 0, sizeof(*ret));
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    /* Read-write but never create: the caller has seen the file. Reads change nothing. */
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        /* Leave the WAL as found: no checkpoint when this connection closes. */
+        (void)sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+        rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL);
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        const unsigned char *row = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+        if (row != NULL) {
+            snprintf(ret->detail, sizeof(ret->detail), "%s", (const char *)row);
+            ret->state =
+                strcmp((const char *)row, "ok") == 0 ? DFD_METADATA_OK : DFD_METADATA_CORRUPT;
+            rc = SQLITE_OK;
+        } else if (rc == SQLITE_DONE) {
+            rc = SQLITE_CORRUPT; /* quick_check always answers a row */
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    if (rc == SQLITE_OK && ret->state == DFD_METADATA_OK) {
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                                " AND name IN ('tasks', 'pieces')",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (sqlite3_column_int(st, 0) != 2) {
+                ret->state = DFD_METADATA_NO_SCHEMA;
+                snprintf(ret->detail, sizeof(ret->detail), "no tasks and pieces tables");
+            }
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(st);
+    }
+    int r = 0;
+    if (rc != SQLITE_OK) {
+        int primary = rc & 0xff;
+        const char *msg = db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+        if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
+            ret->state = DFD_METADATA_CORRUPT;
+            snprintf(ret->detail, sizeof(ret->detail), "%s", msg);
+        } else {
+            r = dfc_error_set(err, primary == SQLITE_FULL ? -ENOSPC : -EIO,
+                              "check metadata `%s`: %s", path, msg);
+        }
+    }
+    sqlite3_close(db);
+    return r;
+}
+
+int dfd_metadata_checkpoint(struct dfd_metadata *md, struct dfc_error *err) {
+    pthread_mutex_lock(&md->mu);
+    int rc = sqlite3_wal_checkpoint_v2(md->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    int r = rc == SQLITE_OK ? 0 : db_error(md, err, "checkpoint");
+    pthread_mutex_unlock(&md->mu);
+    return r;
 }
 
 void dfd_metadata_close(struct dfd_metadata *md) {

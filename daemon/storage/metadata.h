@@ -43,6 +43,22 @@ struct dfd_piece_meta {
     char digest[DFC_CRC32_DIGEST_MAX];
 };
 
+enum dfd_metadata_state {
+    DFD_METADATA_OK,
+    DFD_METADATA_CORRUPT,   /* quick_check failed, or SQLite calls it corrupt / not a database */
+    DFD_METADATA_NO_SCHEMA, /* a readable SQLite file without the tasks and pieces tables */
+};
+
+struct dfd_metadata_health {
+    enum dfd_metadata_state state;
+    char detail[160]; /* quick_check's first line or SQLite's message; "ok" when healthy */
+};
+
+/* Checks an existing, non-empty <dir>/pcache.db without changing its contents (never creates
+ * it): PRAGMA quick_check and the schema. Corruption is a result in *ret, not an error;
+ * errors are what keeps the check from running (permissions, I/O, a lock). */
+int dfd_metadata_check(const char *dir, struct dfd_metadata_health *ret, struct dfc_error *err);
+
 /* Opens (creating) <dir>/pcache.db. */
 int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_error *err);
 void dfd_metadata_close(struct dfd_metadata *md);
@@ -63,8 +79,11 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
 int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_t *ret_n,
                       struct dfc_error *err);
 
-/* Deletes the task and its pieces; 0 even when absent. */
+/* Deletes the task and its pieces; 0 even when absent. -ENOSPC when the WAL cannot grow. */
 int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_error *err);
+
+/* Checkpoints the WAL into the database and truncates it (frees the WAL's disk space). */
+int dfd_metadata_checkpoint(struct dfd_metadata *md, struct dfc_error *err);
 
 /* Sets persistent and bumps updated_at. -ENOENT when absent. */
 int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool persistent,

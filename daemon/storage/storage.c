@@ -13,6 +13,25 @@
  * Commit. Spool in tmp/ -> fsync -> rename into content/ -> fsync the directory -> insert
  * the metadata row. Under commit_mu an existing row with the same id wins: the new spool is
  * dropped and the existing task returned.
+ *
+ * Never destroy what cannot be read. Recovery deletes content only on a definite answer: a
+ * content file goes when the database, checked healthy, says "no such row"; a row goes when its
+ * content is missing or of the wrong size. Before anything is deleted, open checks the database
+ * (check_store): missing, empty (0 bytes with no WAL), without the schema, or failing PRAGMA
+ * quick_check, while content files are present, open refuses and changes nothing; a corrupt
+ * database refuses even with no content. Any other metadata error during recovery aborts the
+ * open the same way. Only opts->discard_broken (dfdaemon --discard-broken-store) lets open
+ * move the database aside (metadata/pcache.db.broken, with its WAL as pcache.db.broken-wal),
+ * delete the content and start empty, reporting counts in struct dfd_recovery. A database
+ * that is healthy but holds no rows is not broken: its content files are orphans of imports
+ * that crashed before their commit, and are swept.
+ *
+ * Deleting on a full disk. A DELETE appends to the WAL, which needs free blocks. The store
+ * keeps a RESERVE_BYTES file, metadata/reserve, fallocated whenever at least twice that is
+ * free (at open, after every delete, at every GC pass). A delete that fails with -ENOSPC
+ * unlinks the reserve and retries; if that is still not enough, it checkpoints and truncates
+ * the WAL and retries once more. The order stays row first, content second, so a crash
+ * mid-delete leaves the whole task or nothing, as before.
  */
 #include "storage.h"
 #include "storage_internal.h"
@@ -35,6 +54,9 @@
 #include "dfc/fs.h"
 
 #define CONTENT_SUBDIR "content/persistent-cache-tasks"
+
+/* Released when a delete finds the disk full; see DESIGN. */
+#define RESERVE_BYTES ((off_t)1 << 20)
 
 /* ---- small file helpers ---- */
 
@@ -120,14 +142,26 @@ static int sweep_orphans(struct dfd_storage *s, struct dfd_recovery *rec, struct
             if (fe->d_name[0] == '.') {
                 continue;
             }
-            struct dfd_task_meta t;
-            struct dfc_error e;
-            if (dfd_task_id_valid(fe->d_name) && dfd_metadata_get(s->md, fe->d_name, &t, &e) == 0) {
-                dfd_task_meta_done(&t);
-                continue;
-            }
             char path[PATH_MAX];
             (void)dfd__pathf(path, sizeof(path), "%s/%s", shard, fe->d_name);
+            if (dfd_task_id_valid(fe->d_name)) {
+                struct dfd_task_meta t;
+                struct dfc_error e;
+                int r = dfd_metadata_get(s->md, fe->d_name, &t, &e);
+                if (r == 0) {
+                    dfd_task_meta_done(&t);
+                    continue;
+                }
+                if (r != -ENOENT) {
+                    /* Only a definite "no such row" makes content an orphan. */
+                    closedir(d);
+                    closedir(top);
+                    return dfc_error_set(err, r,
+                                         "storage recovery cannot tell whether `%s` has a "
+                                         "metadata row (%s); nothing more was deleted",
+                                         path, e.msg);
+                }
+            }
             if (rm_rf(path) == 0) {
                 rec->orphan_files++;
             }
@@ -151,12 +185,19 @@ static int check_rows(struct dfd_storage *s, struct dfd_recovery *rec, struct df
         char path[PATH_MAX];
         struct stat st;
         dfd__task_path(s, tasks[i].id, path, sizeof(path));
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-            (uint64_t)st.st_size == tasks[i].content_length) {
+        int sr = stat(path, &st);
+        if (sr == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == tasks[i].content_length) {
             rec->tasks++;
             continue;
         }
-        r = dfd_metadata_delete(s->md, tasks[i].id, err);
+        if (sr < 0 && errno != ENOENT) {
+            r = dfc_error_errno(
+                err, -errno, "storage recovery cannot stat `%s`; nothing more was deleted", path);
+            break;
+        }
+        if ((r = dfd_metadata_delete(s->md, tasks[i].id, err)) < 0) {
+            break; /* the row stays, and so does whatever content there is */
+        }
         (void)unlink(path);
         rec->broken_rows++;
     }
@@ -184,6 +225,169 @@ static int empty_tmp(struct dfd_storage *s, struct dfd_recovery *rec) {
     return 0;
 }
 
+/* Files below the content directory, counted by count_entry (nftw has no user pointer). */
+static _Thread_local unsigned count_files;
+static _Thread_local uint64_t count_bytes;
+
+static int count_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)path;
+    (void)ftw;
+    if (flag != FTW_D && flag != FTW_DP && flag != FTW_DNR) {
+        count_files++;
+        count_bytes += (uint64_t)st->st_size;
+    }
+    return 0;
+}
+
+static int count_content(const char *dir, unsigned *ret_files, uint64_t *ret_bytes) {
+    count_files = 0;
+    count_bytes = 0;
+    if (nftw(dir, count_entry, 16, FTW_PHYS) < 0) {
+        return -errno;
+    }
+    *ret_files = count_files;
+    *ret_bytes = count_bytes;
+    return 0;
+}
+
+static bool file_has_bytes(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_size > 0;
+}
+
+/* Moves <meta_dir>/pcache.db and its WAL aside as pcache.db.broken(-wal); drops the -shm. */
+static int move_db_aside(const char *meta_dir) {
+    static const char *const from[] = {"pcache.db", "pcache.db-wal"};
+    static const char *const to[] = {"pcache.db.broken", "pcache.db.broken-wal"};
+    char a[PATH_MAX], b[PATH_MAX];
+    bool moved_db = false;
+    for (size_t i = 0; i < 2; i++) {
+        (void)dfd__pathf(a, sizeof(a), "%s/%s", meta_dir, from[i]);
+        (void)dfd__pathf(b, sizeof(b), "%s/%s", meta_dir, to[i]);
+        if (rename(a, b) == 0) {
+            moved_db = moved_db || i == 0;
+            continue;
+        }
+        if (errno != ENOENT) {
+            return -errno;
+        }
+        /* No WAL: none may stay beside the new copy; no database: an earlier copy stays. */
+        if (i == 1 && moved_db && unlink(b) < 0 && errno != ENOENT) {
+            return -errno;
+        }
+    }
+    (void)dfd__pathf(a, sizeof(a), "%s/pcache.db-shm", meta_dir);
+    if (unlink(a) < 0 && errno != ENOENT) {
+        return -errno;
+    }
+    return dfd__fsync_dir(meta_dir);
+}
+
+/* Decides, before anything is deleted, whether the database can be trusted (see DESIGN). */
+static int check_store(struct dfd_storage *s, const char *meta_dir, bool discard,
+                       struct dfd_recovery *rec, struct dfc_error *err) {
+    char db[PATH_MAX], wal[PATH_MAX];
+    (void)dfd__pathf(db, sizeof(db), "%s/pcache.db", meta_dir);
+    (void)dfd__pathf(wal, sizeof(wal), "%s/pcache.db-wal", meta_dir);
+    struct dfd_metadata_health h = {.state = DFD_METADATA_OK};
+    const char *reason = NULL;
+    char what[256];
+    struct stat st;
+    int r;
+    if (stat(db, &st) < 0) {
+        if (errno != ENOENT) {
+            return dfc_error_errno(err, -errno, "storage: stat `%s`", db);
+        }
+        reason = "missing";
+        snprintf(what, sizeof(what), "is missing");
+    } else if (st.st_size == 0 && !file_has_bytes(wal)) {
+        reason = "empty";
+        snprintf(what, sizeof(what), "is empty (0 bytes)");
+    } else {
+        if ((r = dfd_metadata_check(meta_dir, &h, err)) < 0) {
+            return r;
+        }
+        if (h.state == DFD_METADATA_CORRUPT) {
+            reason = "corrupt";
+            snprintf(what, sizeof(what), "is corrupt (%s)", h.detail);
+        } else if (h.state == DFD_METADATA_NO_SCHEMA) {
+            reason = "no-schema";
+            snprintf(what, sizeof(what), "has no schema (%s)", h.detail);
+        }
+    }
+    if (reason == NULL) {
+        return 0;
+    }
+    unsigned files = 0;
+    uint64_t bytes = 0;
+    if ((r = count_content(s->content_dir, &files, &bytes)) < 0) {
+        return dfc_error_errno(err, r, "storage: count the files in `%s`", s->content_dir);
+    }
+    if (files == 0 && h.state != DFD_METADATA_CORRUPT) {
+        /* Nothing to lose: a first start. A WAL left without its database must not be
+         * replayed into the new one. */
+        char shm[PATH_MAX];
+        (void)dfd__pathf(shm, sizeof(shm), "%s/pcache.db-shm", meta_dir);
+        if (h.state == DFD_METADATA_OK &&
+            ((unlink(wal) < 0 && errno != ENOENT) || (unlink(shm) < 0 && errno != ENOENT))) {
+            return dfc_error_errno(err, -errno, "storage: remove the stale WAL in `%s`", meta_dir);
+        }
+        return 0;
+    }
+    if (!discard) {
+        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                             "storage: the metadata database `%s` %s, and %u content files "
+                             "(%llu bytes) are in `%s`; nothing was changed. Start dfdaemon "
+                             "with --discard-broken-store to move the database aside, delete "
+                             "that content and start empty",
+                             db, what, files, (unsigned long long)bytes, s->content_dir);
+    }
+    if ((r = move_db_aside(meta_dir)) < 0) {
+        return dfc_error_errno(err, r, "storage: move the broken database `%s` aside", db);
+    }
+    if ((r = rm_rf(s->content_dir)) < 0 || (r = dfc_mkdir_p(s->content_dir, 0755)) < 0) {
+        return dfc_error_errno(err, r, "storage: discard the content in `%s`", s->content_dir);
+    }
+    rec->discarded_reason = reason;
+    rec->discarded_files = files;
+    rec->discarded_bytes = bytes;
+    return 0;
+}
+
+/* ---- the space reserve ---- */
+
+void dfd_storage_ensure_reserve(struct dfd_storage *s) {
+    pthread_mutex_lock(&s->reserve_mu);
+    struct stat st;
+    struct statvfs v;
+    if (stat(s->reserve_path, &st) == 0 && st.st_size == RESERVE_BYTES) {
+        goto out; /* in place */
+    }
+    if (statvfs(s->meta_dir, &v) < 0 || (uint64_t)v.f_bavail * v.f_frsize < 2 * RESERVE_BYTES) {
+        goto out; /* no room yet; tried again later */
+    }
+    int fd = open(s->reserve_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        goto out;
+    }
+    int e = posix_fallocate(fd, 0, RESERVE_BYTES);
+    if (e == 0 && fsync(fd) < 0) {
+        e = errno;
+    }
+    close(fd);
+    if (e != 0) {
+        (void)unlink(s->reserve_path);
+    }
+out:
+    pthread_mutex_unlock(&s->reserve_mu);
+}
+
+static void release_reserve(struct dfd_storage *s) {
+    pthread_mutex_lock(&s->reserve_mu);
+    (void)unlink(s->reserve_path);
+    pthread_mutex_unlock(&s->reserve_mu);
+}
+
 int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **ret,
                      struct dfd_recovery *ret_recovery, struct dfc_error *err) {
     struct dfd_recovery rec = {0};
@@ -200,10 +404,12 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     pthread_mutex_init(&s->commit_mu, NULL);
+    pthread_mutex_init(&s->reserve_mu, NULL);
     (void)dfd__pathf(s->content_dir, sizeof(s->content_dir), "%s/" CONTENT_SUBDIR, s->dir);
     (void)dfd__pathf(s->tmp_dir, sizeof(s->tmp_dir), "%s/tmp", s->dir);
-    char meta_dir[PATH_MAX];
-    (void)dfd__pathf(meta_dir, sizeof(meta_dir), "%s/metadata", s->dir);
+    (void)dfd__pathf(s->meta_dir, sizeof(s->meta_dir), "%s/metadata", s->dir);
+    (void)dfd__pathf(s->reserve_path, sizeof(s->reserve_path), "%s/metadata/reserve", s->dir);
+    const char *meta_dir = s->meta_dir;
     int r = 0;
     if (!opts->keep) {
         /* Dragonfly's storage.keep=false: start from nothing. */
@@ -219,7 +425,8 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
         dfc_error_errno(err, r, "create the storage directories under `%s`", s->dir);
         goto fail;
     }
-    if ((r = dfd_metadata_open(meta_dir, &s->md, err)) < 0) {
+    if ((r = check_store(s, meta_dir, opts->discard_broken, &rec, err)) < 0 ||
+        (r = dfd_metadata_open(meta_dir, &s->md, err)) < 0) {
         goto fail;
     }
     if ((r = empty_tmp(s, &rec)) < 0) {
@@ -229,6 +436,7 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
     if ((r = sweep_orphans(s, &rec, err)) < 0 || (r = check_rows(s, &rec, err)) < 0) {
         goto fail;
     }
+    dfd_storage_ensure_reserve(s);
     if (ret_recovery != NULL) {
         *ret_recovery = rec;
     }
@@ -245,6 +453,7 @@ void dfd_storage_close(struct dfd_storage *s) {
     }
     dfd_metadata_close(s->md);
     pthread_mutex_destroy(&s->commit_mu);
+    pthread_mutex_destroy(&s->reserve_mu);
     free(s->dir);
     free(s);
 }
@@ -278,6 +487,15 @@ int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
 
 int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *err) {
     int r = dfd_metadata_delete(s->md, id, err);
+    if (r == -ENOSPC) {
+        /* The disk is full and the WAL cannot grow: give it the reserve... */
+        release_reserve(s);
+        r = dfd_metadata_delete(s->md, id, err);
+    }
+    if (r == -ENOSPC && dfd_metadata_checkpoint(s->md, NULL) == 0) {
+        /* ...or the blocks of the WAL itself, folded into the database. */
+        r = dfd_metadata_delete(s->md, id, err);
+    }
     if (r < 0) {
         return r;
     }
@@ -286,6 +504,7 @@ int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *
     if (unlink(path) < 0 && errno != ENOENT) {
         return dfc_error_errno(err, -errno, "remove `%s`", path);
     }
+    dfd_storage_ensure_reserve(s);
     return 0;
 }
 

@@ -11,6 +11,18 @@
  * commit point. dfd_storage_open() recovers: it empties tmp/, deletes content that has no row,
  * and rows whose content is missing or of the wrong size. Deleting drops the row first.
  *
+ * Never destroying what it cannot read: open first checks the database (PRAGMA quick_check and
+ * the schema). When it is corrupt, or missing, empty or without its schema while content files
+ * are present, open fails with DFC_E_FAILED_PRECONDITION and a message that names the database,
+ * the problem and the content count, and changes nothing; only opts.discard_broken moves the
+ * database aside (metadata/pcache.db.broken), deletes the content and starts empty, counted in
+ * struct dfd_recovery. Content is deleted as an orphan only on a definite "no such row"; any
+ * other metadata error aborts the open.
+ *
+ * A full disk: metadata/reserve (1 MiB, kept when twice that is free) is released, and the WAL
+ * checkpointed and truncated, when a delete cannot write its transaction, so deleting (by an
+ * operator or by GC) frees space on a 100% full filesystem.
+ *
  * Concurrent imports of the same content compute the same id; the first commit wins and the
  * others discard their spool and return the existing task (so re-importing is idempotent,
  * where upstream answers ALREADY_EXISTS from the scheduler).
@@ -31,8 +43,9 @@ struct dfd_storage;
 struct dfd_import;
 
 struct dfd_storage_opts {
-    const char *dir; /* absolute; created when missing */
-    bool keep;       /* false: start empty, as Dragonfly's storage.keep=false */
+    const char *dir;     /* absolute; created when missing */
+    bool keep;           /* false: start empty, as Dragonfly's storage.keep=false */
+    bool discard_broken; /* a broken database: discard it and the content instead of failing */
 };
 
 struct dfd_recovery {
@@ -40,6 +53,11 @@ struct dfd_recovery {
     unsigned orphan_files; /* content without a row */
     unsigned broken_rows;  /* rows without (complete) content */
     unsigned tasks;        /* tasks kept */
+    /* With discard_broken: why the store was discarded ("corrupt", "missing", "empty",
+     * "no-schema"; a static string), or NULL when it was not; and what was deleted. */
+    const char *discarded_reason;
+    unsigned discarded_files;
+    uint64_t discarded_bytes;
 };
 
 int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **ret,
@@ -95,8 +113,13 @@ int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta 
 int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
                              struct dfc_error *err);
 
-/* Deletes a task: its row first (it vanishes), then its content. 0 when absent. */
+/* Deletes a task: its row first (it vanishes), then its content. 0 when absent. Works on a
+ * full disk (the reserve, then the WAL's own space). */
 int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *err);
+
+/* Re-creates metadata/reserve when it is missing and twice its size is free (GC calls this on
+ * every pass; open and delete do too). */
+void dfd_storage_ensure_reserve(struct dfd_storage *s);
 
 /* Bytes used by content files (for disk-pressure accounting with a configured threshold). */
 int dfd_storage_content_bytes(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err);

@@ -18,8 +18,11 @@ struct dfd_storage {
     char *dir;
     char content_dir[PATH_MAX];
     char tmp_dir[PATH_MAX];
+    char meta_dir[PATH_MAX];
+    char reserve_path[PATH_MAX]; /* metadata/reserve: space a delete can free on a full disk */
     struct dfd_metadata *md;
     pthread_mutex_t commit_mu;
+    pthread_mutex_t reserve_mu; /* creating or releasing the reserve */
 };
 
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */

@@ -1,5 +1,6 @@
 /*
- * Fuzz target: the mountinfo scanner and its octal unescaping, on arbitrary tables.
+ * Fuzz target: the mountinfo scanners (by path, by mount ids) and the octal unescaping, on
+ * arbitrary tables.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         rewind(f);
         (void)csi_mountinfo_scan(f, paths[i], &st);
     }
+    rewind(f);
+    (void)csi_mountinfo_stack(f, 416, 28, &st);
     fclose(f);
     return 0;
 }

@@ -36,7 +36,7 @@ static bool socket_ready(const char *path) {
     return ok;
 }
 
-static void spawn(struct harness *h) {
+static void spawn(struct harness *h, const char *extra_arg) {
     pid_t pid = fork();
     if (pid < 0) {
         die("fork");
@@ -45,7 +45,7 @@ static void spawn(struct harness *h) {
         int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
         dup2(fd, 1);
-        execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, (char *)NULL);
+        execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, extra_arg, (char *)NULL);
         _exit(127);
     }
     h->pid = pid;
@@ -84,11 +84,34 @@ void harness_start(struct harness *h, const char *extra_yaml) {
             "%s",
             h->socket, h->store, extra_yaml ? extra_yaml : "");
     fclose(f);
-    spawn(h);
+    spawn(h, NULL);
 }
 
 void harness_restart(struct harness *h) {
-    spawn(h);
+    spawn(h, NULL);
+}
+
+void harness_restart_with(struct harness *h, const char *arg) {
+    spawn(h, arg);
+}
+
+int harness_run_daemon(struct harness *h, const char *arg) {
+    pid_t pid = fork();
+    if (pid < 0) {
+        die("fork");
+    }
+    if (pid == 0) {
+        int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 2);
+        dup2(fd, 1);
+        execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, arg, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid) {
+        die("waitpid");
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int harness_stop(struct harness *h, int sig) {

@@ -25,6 +25,13 @@ void harness_start(struct harness *h, const char *extra_yaml);
 /* Starts the daemon again on the same dir and config. */
 void harness_restart(struct harness *h);
 
+/* The same with one more command-line argument (NULL: none). */
+void harness_restart_with(struct harness *h, const char *arg);
+
+/* Runs the daemon on the same config (plus arg, NULL: none) in the foreground, for a start
+ * that is expected to fail; its output goes to the log. Returns its exit code. */
+int harness_run_daemon(struct harness *h, const char *arg);
+
 /* Stops the daemon with sig (SIGTERM: clean, SIGKILL: crash) and waits for it. Returns its
  * exit code, or 128 + the signal that ended it. */
 int harness_stop(struct harness *h, int sig);

@@ -6,11 +6,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,10 +126,61 @@ static int teardown(void **state) {
         }                                                                                          \
     } while (0)
 
+/* One /proc/self/mountinfo entry as the tests read it: with getline, so no line is too long,
+ * independently of the plugin's own scanners. */
+struct table_entry {
+    const char *point; /* unescaped */
+    bool rw;
+    size_t line_len;
+};
+
+/* Calls fn for every entry of the mount table; stops early when fn returns false. */
+static void each_mount(bool (*fn)(void *, const struct table_entry *), void *arg) {
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    assert_non_null(f);
+    char *line = NULL, *point = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        const char *p = line, *fields[6];
+        int i = 0;
+        for (fields[i++] = p; i < 6 && (p = strchr(p, ' ')) != NULL; fields[i++] = ++p) {
+        }
+        if (i < 6) {
+            continue;
+        }
+        size_t len = (size_t)(strchr(fields[4], ' ') - fields[4]);
+        point = realloc(point, len + 1);
+        assert_int_equal(csi_mountinfo_unescape(fields[4], len, point, len + 1), 0);
+        struct table_entry e = {point, strncmp(fields[5], "rw", 2) == 0, (size_t)n};
+        if (!fn(arg, &e)) {
+            break;
+        }
+    }
+    free(point);
+    free(line);
+    fclose(f);
+}
+
+struct on_path {
+    const char *path;
+    unsigned count;
+    size_t line_len; /* the longest line for path */
+};
+
+static bool count_on_path(void *arg, const struct table_entry *e) {
+    struct on_path *w = arg;
+    if (strcmp(e->point, w->path) == 0) {
+        w->count++;
+        w->line_len = e->line_len > w->line_len ? e->line_len : w->line_len;
+    }
+    return true;
+}
+
 static unsigned mounts_on(const char *path) {
-    struct csi_mount_state st;
-    assert_int_equal(csi_mount_ops_linux.state(path, &st), 0);
-    return st.count;
+    struct on_path w = {path, 0, 0};
+    each_mount(count_on_path, &w);
+    return w.count;
 }
 
 static unsigned total_mounts(void) {
@@ -341,6 +394,184 @@ static void test_concurrent_publishes_make_one_mount(void **state) {
     assert_int_equal(mounts_on(f->target), 1);
     struct dfc_error err;
     assert_int_equal(unpublish(f, "race", f->target, &err), 0);
+}
+
+/* ---- the trust boundary: whoever can write inside the kubelet tree ---- */
+
+struct swapper {
+    char a[600], b[600]; /* exchanged: a directory on the target's way and a symlink */
+    atomic_bool stop;
+    unsigned long swaps;
+};
+
+static void *swap_loop(void *arg) {
+    struct swapper *s = arg;
+    /* Bounded: the publishing loop ends it much sooner. */
+    for (unsigned long i = 0; i < 100000000ul && !atomic_load(&s->stop); i++) {
+        if (renameat2(AT_FDCWD, s->a, AT_FDCWD, s->b, RENAME_EXCHANGE) == 0) {
+            s->swaps++;
+        }
+    }
+    return NULL;
+}
+
+struct escape_check {
+    const char *kubelet, *outside;
+    unsigned outside_mounts, rw_mounts;
+};
+
+static bool below_dir(const char *dir, const char *path) {
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+/* Every mount the test can see under the kubelet dir or the outside dir is one the plugin made
+ * for a read-only request; those outside are taken off again here, so that each counts once. */
+static bool check_escape(void *arg, const struct table_entry *e) {
+    struct escape_check *c = arg;
+    bool outside = below_dir(c->outside, e->point);
+    if (outside || below_dir(c->kubelet, e->point)) {
+        c->rw_mounts += e->rw;
+        c->outside_mounts += outside;
+        if (outside) {
+            assert_int_equal(umount2(e->point, MNT_DETACH), 0);
+        }
+    }
+    return true;
+}
+
+static unsigned count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    unsigned n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A component of the target's path exchanged with a symlink out of the kubelet dir
+ * (renameat2(RENAME_EXCHANGE)) while publishes and unpublishes run: a request may fail, but no
+ * mount ever lands outside, none is read-write, and nothing is left behind. */
+static void test_symlink_exchange_race_never_escapes(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    enum { CYCLES = 2000 };
+    char outside[400], outside_pod[600], cmd[1400];
+    snprintf(outside, sizeof(outside), "%s/outside", f->h.dir);
+    snprintf(outside_pod, sizeof(outside_pod), "%s/kubernetes.io~csi/dfcache", outside);
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", outside_pod);
+    assert_int_equal(system(cmd), 0);
+    struct swapper sw = {.swaps = 0};
+    snprintf(sw.a, sizeof(sw.a), "%s/pods/0b1c/volumes", f->kubelet);
+    snprintf(sw.b, sizeof(sw.b), "%s/pods/0b1c/evil", f->kubelet);
+    assert_int_equal(symlink(outside, sw.b), 0);
+    atomic_init(&sw.stop, false);
+    unsigned before = total_mounts();
+    struct escape_check c = {f->kubelet, outside, 0, 0};
+    unsigned ok = 0, invalid = 0, internal = 0, other = 0;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, swap_loop, &sw), 0);
+    for (int i = 0; i < CYCLES; i++) {
+        struct dfc_error err;
+        int code = publish(f, "race", f->target, true, NULL, &err);
+        ok += code == 0;
+        invalid += code == 3;
+        internal += code == 13;
+        other += code != 0 && code != 3 && code != 13;
+        each_mount(check_escape, &c);
+        (void)unpublish(f, "race", f->target, &err);
+    }
+    atomic_store(&sw.stop, true);
+    pthread_join(th, NULL);
+    struct stat st;
+    if (lstat(sw.a, &st) == 0 && S_ISLNK(st.st_mode)) { /* put the real directory back */
+        assert_int_equal(renameat2(AT_FDCWD, sw.a, AT_FDCWD, sw.b, RENAME_EXCHANGE), 0);
+    }
+    struct dfc_error err;
+    assert_int_equal(unpublish(f, "race", f->target, &err), 0);
+    each_mount(check_escape, &c);
+    unsigned leaked = count_entries(outside_pod);
+    unsigned after = total_mounts();
+    bool target_left = stat(f->target, &st) == 0;
+    fprintf(stderr,
+            "symlink exchange race: %lu swaps, %d publishes: %u OK, %u INVALID_ARGUMENT, %u "
+            "INTERNAL, %u other; %u mounts outside, %u read-write, %u leaked outside, %u more "
+            "mounts at the end%s\n",
+            sw.swaps, CYCLES, ok, invalid, internal, other, c.outside_mounts, c.rw_mounts, leaked,
+            after - before, target_left ? ", target left" : "");
+    snprintf(cmd, sizeof(cmd), "umount -R '%s' 2>/dev/null; rm -rf '%s'", outside, outside_pod);
+    (void)system(cmd);
+    assert_int_equal(c.outside_mounts, 0);
+    assert_int_equal(c.rw_mounts, 0);
+    assert_int_equal(leaked, 0);
+    assert_int_equal(after, before);
+    assert_false(target_left);
+    assert_int_equal(internal + other, 0);
+    /* The race was real: both sides of the swap were met. */
+    assert_true(sw.swaps > 0);
+    assert_true(ok > 0);
+    assert_true(invalid > 0);
+}
+
+/* A target whose mountinfo line is longer than 8 KiB (each space is "\040" there): still one
+ * mount after three publishes, and none after the unpublish. */
+static void test_overlong_mountinfo_line(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    static char target[PATH_MAX];
+    int n = snprintf(target, sizeof(target), "%s/pods", f->kubelet);
+    for (int level = 0; level < 10; level++) {
+        target[n++] = '/';
+        memset(target + n, ' ', 250);
+        n += 250;
+        target[n] = '\0';
+        assert_int_equal(mkdir(target, 0755), 0);
+    }
+    snprintf(target + n, sizeof(target) - (size_t)n, "/mount");
+    struct dfc_error err;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(publish(f, "spaces", target, true, NULL, &err), 0);
+    }
+    struct on_path w = {target, 0, 0};
+    each_mount(count_on_path, &w);
+    assert_true(w.line_len > 8192);
+    assert_int_equal(w.count, 1);
+    assert_int_equal(unpublish(f, "spaces", target, &err), 0);
+    assert_int_equal(mounts_on(target), 0);
+    struct stat st;
+    assert_int_equal(stat(target, &st), -1);
+}
+
+/* kubelet's pods dir is rshared (Bidirectional propagation in real clusters): a publish shows
+ * at a peer of the kubelet dir too, read-only there as well, and the unpublish takes it off
+ * both. */
+static void test_publish_propagates_to_a_shared_peer(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    char peer[400], peer_target[800];
+    snprintf(peer, sizeof(peer), "%s/host-view", f->h.dir);
+    assert_int_equal(mkdir(peer, 0755), 0);
+    assert_int_equal(mount(f->kubelet, f->kubelet, NULL, MS_BIND, NULL), 0);
+    assert_int_equal(mount(NULL, f->kubelet, NULL, MS_SHARED, NULL), 0);
+    assert_int_equal(mount(f->kubelet, peer, NULL, MS_BIND, NULL), 0);
+    snprintf(peer_target, sizeof(peer_target), "%s%s", peer, f->target + strlen(f->kubelet));
+    struct dfc_error err;
+    assert_int_equal(publish(f, "shared", f->target, true, NULL, &err), 0);
+    assert_int_equal(publish(f, "shared", f->target, true, NULL, &err), 0);
+    assert_int_equal(mounts_on(f->target), 1);
+    assert_int_equal(mounts_on(peer_target), 1);
+    assert_int_equal(dfdaemon_through(peer_target), 0);
+    char file[900];
+    snprintf(file, sizeof(file), "%s/written-through-the-peer", peer_target);
+    assert_int_equal(open(file, O_WRONLY | O_CREAT, 0644), -1);
+    assert_int_equal(errno, EROFS);
+    assert_int_equal(unpublish(f, "shared", f->target, &err), 0);
+    assert_int_equal(mounts_on(f->target), 0);
+    assert_int_equal(mounts_on(peer_target), 0);
+    assert_int_equal(umount2(peer, 0), 0);
+    assert_int_equal(umount2(f->kubelet, 0), 0);
 }
 
 static void test_node_invalid_arguments(void **state) {
@@ -646,6 +877,9 @@ int main(void) {
         T(test_a_thousand_cycles_leave_no_mounts),
         T(test_concurrent_publishes_make_one_mount),
         T(test_node_invalid_arguments),
+        T(test_symlink_exchange_race_never_escapes),
+        T(test_overlong_mountinfo_line),
+        T(test_publish_propagates_to_a_shared_peer),
         cmocka_unit_test_setup_teardown(test_require_readonly, setup_readonly_only, teardown),
         T(test_identity_and_node_info),
         T(test_controller),

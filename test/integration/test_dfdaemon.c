@@ -808,6 +808,51 @@ static void test_gc_in_the_daemon(void **state) {
     assert_int_equal(stat(shard, &st), -1); /* its content went with it */
 }
 
+static void test_corrupt_store_refuses_then_discards(void **state) {
+    /* A damaged metadata database: the daemon refuses to start and deletes nothing, until the
+     * operator asks it to discard the store. */
+    struct fx *f = *state;
+    char src[400], ids[3][65], content[400];
+    for (int i = 0; i < 3; i++) {
+        path_in(f, "c.bin", src, sizeof(src));
+        harness_write_file(src, MiB, 30 + (unsigned)i);
+        assert_int_equal(DFCACHE(f, "import", "--no-progress", "--transfer", "stream", src), 0);
+        done_id(f->out, ids[i]);
+    }
+    assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
+    char db[400];
+    snprintf(db, sizeof(db), "%s/metadata/pcache.db", f->h.store);
+    int fd = open(db, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char hdr[18];
+    assert_int_equal(pread(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+    size_t page_size = (size_t)hdr[16] << 8 | hdr[17];
+    page_size = page_size == 1 ? 65536 : page_size;
+    char *junk = malloc(page_size);
+    memset(junk, 0xa5, page_size);
+    assert_int_equal(pwrite(fd, junk, page_size, (off_t)page_size),
+                     (ssize_t)page_size); /* page 2 */
+    free(junk);
+    close(fd);
+    snprintf(content, sizeof(content), "%s/content/persistent-cache-tasks", f->h.store);
+    size_t before = harness_count(content);
+
+    assert_int_equal(harness_run_daemon(&f->h, NULL), 1);
+    assert_int_equal(harness_count(content), before); /* nothing was deleted */
+    assert_true(harness_log_has(&f->h, "level=error event=dfdaemon.failed"));
+    assert_true(harness_log_has(&f->h, "pcache.db` is corrupt"));
+    assert_true(harness_log_has(&f->h, "3 content files (3145728 bytes)"));
+    assert_true(harness_log_has(&f->h, "--discard-broken-store"));
+
+    harness_restart_with(&f->h, "--discard-broken-store");
+    assert_true(harness_log_has(&f->h, "level=warn event=storage.discarded"));
+    assert_true(harness_log_has(&f->h, "reason=corrupt files=3 bytes=3145728"));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(DFCACHE(f, "stat", ids[i]), 1); /* gone */
+    }
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--transfer", "stream", src), 0);
+}
+
 /* Sends start + some content of a larger announced import, and leaves the stream open. */
 static struct dfc_rpc_stream *partial_import(struct fx *f, size_t announced, size_t sent) {
     struct dfc_error err;
@@ -1423,6 +1468,7 @@ int main(int argc, char **argv) {
         T(test_restart_keeps_tasks),
         T(test_gc_in_the_daemon),
         T(test_kill9_mid_import_leaves_nothing),
+        T(test_corrupt_store_refuses_then_discards),
         T(test_cancelled_stream_leaves_nothing),
         T(test_peer_credentials_are_checked),
         T(test_an_acl_lets_the_caller_import_by_path),

@@ -27,7 +27,7 @@ static _Atomic unsigned fake_count;
 static _Atomic int fake_bind_error, fake_unmount_error, fake_state_error;
 static _Atomic unsigned binds, unmounts;
 
-static int fake_bind(const char *source, const char *target, bool ro) {
+static int fake_bind(const char *source, int target_fd, bool ro) {
     binds++;
     if (fake_bind_error) {
         return fake_bind_error;
@@ -36,7 +36,7 @@ static int fake_bind(const char *source, const char *target, bool ro) {
     return 0;
 }
 
-static int fake_unmount(const char *target) {
+static int fake_unmount(int target_fd) {
     unmounts++;
     if (fake_unmount_error) {
         return fake_unmount_error;
@@ -45,7 +45,7 @@ static int fake_unmount(const char *target) {
     return 0;
 }
 
-static int fake_state(const char *path, struct csi_mount_state *ret) {
+static int fake_state(int parent_fd, int target_fd, struct csi_mount_state *ret) {
     if (fake_state_error) {
         return fake_state_error;
     }

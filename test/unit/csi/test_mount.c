@@ -60,7 +60,7 @@ static void test_unescape(void **state) {
     assert_int_equal(csi_mountinfo_unescape("0123456789", 10, out, 5), -ENAMETOOLONG);
 }
 
-static void test_overlong_lines_are_skipped(void **state) {
+static void test_an_overlong_line_does_not_hide_the_next(void **state) {
     char path[] = "/tmp/dfc-mountinfo-XXXXXX";
     int fd = mkstemp(path);
     FILE *f = fdopen(fd, "w+");
@@ -78,13 +78,95 @@ static void test_overlong_lines_are_skipped(void **state) {
     unlink(path);
 }
 
+/* A table in memory with a 64 KiB line: mount point "/" plus 16000 spaces, "\040" each. */
+static FILE *table_with_long_line(char **ret_buf, char *ret_path) {
+    size_t cap = 128 * 1024, n = 0;
+    char *buf = malloc(cap);
+    n += (size_t)snprintf(buf + n, cap - n, "1 0 0:1 / / rw - tmpfs tmpfs rw\n");
+    n += (size_t)snprintf(buf + n, cap - n, "7 1 0:2 / /");
+    ret_path[0] = '/';
+    for (int i = 0; i < 16000; i++) {
+        memcpy(buf + n, "\\040", 4);
+        n += 4;
+        ret_path[1 + i] = ' ';
+    }
+    ret_path[16001] = '\0';
+    n += (size_t)snprintf(buf + n, cap - n, " ro,nosuid shared:5 - tmpfs tmpfs rw\n");
+    n += (size_t)snprintf(buf + n, cap - n, "8 7 0:2 / /after rw - tmpfs tmpfs rw\n");
+    assert_true(n > 64000);
+    *ret_buf = buf;
+    FILE *f = fmemopen(buf, n, "r");
+    assert_non_null(f);
+    return f;
+}
+
+static void test_scan_reads_a_64k_line(void **state) {
+    static char path[16002];
+    char *buf;
+    FILE *f = table_with_long_line(&buf, path);
+    struct csi_mount_state st;
+    assert_int_equal(csi_mountinfo_scan(f, path, &st), 0);
+    assert_int_equal(st.count, 1);
+    assert_true(st.read_only);
+    rewind(f);
+    assert_int_equal(csi_mountinfo_scan(f, "/after", &st), 0); /* the next line is intact */
+    assert_int_equal(st.count, 1);
+    assert_false(st.read_only);
+    fclose(f);
+    free(buf);
+}
+
+static struct csi_mount_state stack(uint64_t top, uint64_t under) {
+    FILE *f = fopen(TESTDATA "/mountinfo", "r");
+    assert_non_null(f);
+    struct csi_mount_state st;
+    assert_int_equal(csi_mountinfo_stack(f, top, under, &st), 0);
+    fclose(f);
+    return st;
+}
+
+static void test_stack_by_mount_ids(void **state) {
+    struct csi_mount_state st = stack(416, 28); /* 416 on 415 on 414, on a dir of mount 28 */
+    assert_int_equal(st.count, 3);
+    assert_true(st.read_only);
+    st = stack(415, 28);
+    assert_int_equal(st.count, 2);
+    assert_false(st.read_only);
+    st = stack(412, 28);
+    assert_int_equal(st.count, 1);
+    assert_true(st.read_only);
+    assert_int_equal(stack(28, 28).count, 0);  /* the target is on its parent's mount */
+    assert_int_equal(stack(999, 28).count, 0); /* gone from the table */
+    /* Down to the root's parent: the chain ends where the table does. */
+    assert_int_equal(stack(416, 0).count, 4);
+}
+
+static void test_stack_reads_a_64k_line(void **state) {
+    static char path[16002];
+    char *buf;
+    FILE *f = table_with_long_line(&buf, path);
+    struct csi_mount_state st;
+    assert_int_equal(csi_mountinfo_stack(f, 8, 1, &st), 0);
+    assert_int_equal(st.count, 2); /* 8 on 7, and 7 is the 64 KiB line */
+    assert_false(st.read_only);
+    rewind(f);
+    assert_int_equal(csi_mountinfo_stack(f, 7, 1, &st), 0);
+    assert_int_equal(st.count, 1);
+    assert_true(st.read_only);
+    fclose(f);
+    free(buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_stacked_mounts_are_counted),
         cmocka_unit_test(test_unescape),
-        cmocka_unit_test(test_overlong_lines_are_skipped),
+        cmocka_unit_test(test_an_overlong_line_does_not_hide_the_next),
+        cmocka_unit_test(test_scan_reads_a_64k_line),
+        cmocka_unit_test(test_stack_by_mount_ids),
+        cmocka_unit_test(test_stack_reads_a_64k_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
  * Tests for daemon/storage/storage.c and daemon/gc.c on real files and a real SQLite store in
- * a temp dir: imports (stream, hard link, copy), dedupe, delete, crash recovery, and
+ * a temp dir: imports (stream, hard link, copy), dedupe, delete, crash recovery, a
+ * damaged or missing database (refused, or discarded on request), deleting on a full disk, and
  * GC with an injected clock.
  */
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "dfc/digest.h"
@@ -601,6 +603,279 @@ static void test_gc_thread_uses_the_injected_clock(void **state) {
     dfd_task_meta_done(&t);
 }
 
+/* ---- a damaged database is never read as "no rows" ---- */
+
+static size_t count_files(const char *dir) {
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof(cmd), "find '%s' -type f | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    assert_int_equal(fscanf(p, "%zu", &n), 1);
+    pclose(p);
+    return n;
+}
+
+static size_t content_files(struct fx *f) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/content", f->store);
+    return count_files(dir);
+}
+
+static void db_path(struct fx *f, const char *name, char *buf, size_t size) {
+    snprintf(buf, size, "%s/metadata/%s", f->store, name);
+}
+
+/* Imports n distinct tasks of len bytes each; returns their total size. */
+static uint64_t import_some(struct fx *f, unsigned n, uint64_t len, uint64_t piece_length) {
+    char *buf = pattern(len + n, 40);
+    for (unsigned i = 0; i < n; i++) {
+        struct dfd_task_meta t;
+        bool existed;
+        struct dfd_import_params p = params();
+        p.piece_length = piece_length;
+        stream_import(f, buf + i, len, p, &t, &existed);
+        assert_false(existed);
+        dfd_task_meta_done(&t);
+    }
+    free(buf);
+    return n * len;
+}
+
+/* Writes garbage over page number pgno (1-based) of the closed database. */
+static void corrupt_page(struct fx *f, unsigned pgno) {
+    char db[PATH_MAX];
+    db_path(f, "pcache.db", db, sizeof(db));
+    int fd = open(db, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char hdr[18];
+    assert_int_equal(pread(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
+    size_t page_size = (size_t)hdr[16] << 8 | hdr[17];
+    page_size = page_size == 1 ? 65536 : page_size;
+    char *junk = pattern(page_size, 77);
+    assert_int_equal(pwrite(fd, junk, page_size, (off_t)(pgno - 1) * (off_t)page_size),
+                     (ssize_t)page_size);
+    close(fd);
+    free(junk);
+}
+
+static int open_store(struct fx *f, bool discard, struct dfd_recovery *rec, struct dfc_error *err) {
+    struct dfd_storage_opts o = {.dir = f->store, .keep = true, .discard_broken = discard};
+    return dfd_storage_open(&o, &f->s, rec, err);
+}
+
+static void close_store(struct fx *f) {
+    dfd_storage_close(f->s);
+    f->s = NULL;
+}
+
+static void test_corrupt_db_refuses_and_keeps_content(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_recovery rec;
+    uint64_t bytes = import_some(f, 5, 1000, 0);
+    close_store(f);
+    corrupt_page(f, 2); /* the first page after the header page: the tasks table */
+    int r = open_store(f, false, &rec, &err);
+    assert_int_equal(content_files(f), 5); /* before: all 5 deleted as "orphans" */
+    assert_int_equal(r, DFC_E_FAILED_PRECONDITION);
+    assert_null(f->s);
+    assert_non_null(strstr(err.msg, "/metadata/pcache.db` is corrupt"));
+    assert_non_null(strstr(err.msg, "5 content files (5000 bytes)"));
+    assert_non_null(strstr(err.msg, "nothing was changed"));
+    assert_non_null(strstr(err.msg, "--discard-broken-store"));
+    /* Refusing changed nothing: it refuses the same way again. */
+    assert_int_equal(open_store(f, false, &rec, &err), DFC_E_FAILED_PRECONDITION);
+    assert_int_equal(content_files(f), 5);
+    /* Asked to, it discards: the database moves aside and the store starts empty. */
+    assert_int_equal(open_store(f, true, &rec, &err), 0);
+    assert_string_equal(rec.discarded_reason, "corrupt");
+    assert_int_equal(rec.discarded_files, 5);
+    assert_true(rec.discarded_bytes == bytes);
+    assert_int_equal(rec.tasks, 0);
+    assert_int_equal(content_files(f), 0);
+    char broken[PATH_MAX];
+    db_path(f, "pcache.db.broken", broken, sizeof(broken));
+    struct stat st;
+    assert_int_equal(stat(broken, &st), 0);
+    import_some(f, 1, 10, 0); /* and works */
+    reopen(f, &rec);
+    assert_int_equal(rec.tasks, 1);
+    assert_null(rec.discarded_reason);
+}
+
+static void test_missing_or_empty_db_refuses(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_recovery rec;
+    import_some(f, 3, 100, 0);
+    close_store(f);
+    char db[PATH_MAX];
+    db_path(f, "pcache.db", db, sizeof(db));
+    assert_int_equal(unlink(db), 0);
+    int r = open_store(f, false, &rec, &err);
+    assert_int_equal(content_files(f), 3); /* before: all deleted, at info level */
+    assert_int_equal(r, DFC_E_FAILED_PRECONDITION);
+    assert_non_null(strstr(err.msg, "pcache.db` is missing, and 3 content files (300 bytes)"));
+    write_file(db, "", 0);
+    assert_int_equal(open_store(f, false, &rec, &err), DFC_E_FAILED_PRECONDITION);
+    assert_non_null(strstr(err.msg, "pcache.db` is empty (0 bytes), and 3 content files"));
+    assert_int_equal(content_files(f), 3);
+    assert_int_equal(open_store(f, true, &rec, &err), 0);
+    assert_string_equal(rec.discarded_reason, "empty");
+    assert_int_equal(rec.discarded_files, 3);
+    assert_int_equal(content_files(f), 0);
+    /* With no content, a missing database is a first start. */
+    close_store(f);
+    unlink(db);
+    assert_int_equal(open_store(f, false, &rec, &err), 0);
+    assert_null(rec.discarded_reason);
+}
+
+static void test_db_without_schema_refuses(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_recovery rec;
+    if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
+        skip(); /* needs the sqlite3 command-line shell */
+    }
+    import_some(f, 2, 100, 0);
+    close_store(f);
+    char db[PATH_MAX], cmd[PATH_MAX + 64];
+    db_path(f, "pcache.db", db, sizeof(db));
+    unlink(db);
+    snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'CREATE TABLE other (x)'", db);
+    assert_int_equal(system(cmd), 0); /* a valid SQLite file, but not ours */
+    assert_int_equal(open_store(f, false, &rec, &err), DFC_E_FAILED_PRECONDITION);
+    assert_non_null(strstr(err.msg, "has no schema"));
+    assert_int_equal(content_files(f), 2);
+}
+
+static void test_corrupt_pieces_page_refuses(void **state) {
+    /* Before, the store opened and every export of an affected task failed. */
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_recovery rec;
+    if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
+        skip(); /* needs the sqlite3 command-line shell (its dbstat table finds the page) */
+    }
+    import_some(f, 2, 400 * 1024, 1024); /* 800 piece rows: many pages */
+    close_store(f);
+    char db[PATH_MAX], cmd[PATH_MAX + 200];
+    db_path(f, "pcache.db", db, sizeof(db));
+    snprintf(cmd, sizeof(cmd),
+             "sqlite3 '%s' \"SELECT pageno FROM dbstat WHERE name = 'pieces' AND"
+             " pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 3\"",
+             db);
+    FILE *p = popen(cmd, "r");
+    unsigned pgno = 0;
+    assert_int_equal(fscanf(p, "%u", &pgno), 1);
+    pclose(p);
+    assert_true(pgno > 2);
+    corrupt_page(f, pgno);
+    assert_int_equal(open_store(f, false, &rec, &err), DFC_E_FAILED_PRECONDITION);
+    assert_non_null(strstr(err.msg, "is corrupt"));
+    assert_int_equal(content_files(f), 2);
+}
+
+/* ---- deleting on a full disk ---- */
+
+static void fill_disk(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    assert_true(fd >= 0);
+    static char chunk[65536];
+    for (size_t n = sizeof(chunk); n > 0; n /= 2) {
+        while (write(fd, chunk, n) == (ssize_t)n) {
+        }
+    }
+    close(fd);
+}
+
+static uint64_t free_bytes(const char *dir) {
+    struct statvfs v;
+    assert_int_equal(statvfs(dir, &v), 0);
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+static bool has_reserve(const char *store) {
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/metadata/reserve", store);
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_size == (off_t)MiB;
+}
+
+static void test_delete_on_a_full_disk(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    if (geteuid() != 0) {
+        skip(); /* needs root to mount a small tmpfs in a private mount namespace */
+    }
+    assert_int_equal(unshare(CLONE_NEWNS), 0);
+    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char small[280], filler[300];
+    snprintf(small, sizeof(small), "%s/full", f->dir);
+    snprintf(filler, sizeof(filler), "%s/filler", small);
+    mkdir(small, 0755);
+    assert_int_equal(mount("none", small, "tmpfs", 0, "size=8m"), 0);
+    struct fx g = {.s = NULL};
+    snprintf(g.store, sizeof(g.store), "%s", small);
+    struct dfd_storage_opts o = {.dir = small, .keep = true};
+    assert_int_equal(dfd_storage_open(&o, &g.s, NULL, &err), 0);
+    char *buf = pattern(MiB + 3, 50);
+    struct dfd_task_meta a, b, c;
+    import_at(&g, buf, MiB, false, 3600 * SEC, T0, &a);
+    import_at(&g, buf + 1, MiB, false, 300 * SEC, T0, &b);
+    import_at(&g, buf + 2, MiB, false, 3600 * SEC, T0, &c);
+
+    /* 100% full: an operator's delete still goes through and frees the space. */
+    fill_disk(filler);
+    assert_true(free_bytes(small) == 0);
+    int r = dfd_storage_delete(g.s, a.id, &err);
+    if (r < 0) {
+        fprintf(stderr, "delete on a full disk: %s\n", err.msg);
+    }
+    assert_int_equal(r, 0);
+    assert_false(exists(&g, a.id));
+    assert_true(free_bytes(small) >= MiB);
+
+    /* With room again the reserve comes back (here at the next GC pass); then GC's TTL path
+     * deletes on a full disk. */
+    struct dfd_gc_policy ttl_only = {
+        .interval_ns = SEC, .high_percent = 100, .low_percent = 90, .disk_threshold = 1ULL << 40};
+    struct dfd_gc_report rep;
+    unlink(filler);
+    assert_int_equal(dfd_gc_run_once(g.s, &ttl_only, T0, &rep, &err), 0);
+    assert_true(has_reserve(small));
+    fill_disk(filler);
+    assert_int_equal(dfd_gc_run_once(g.s, &ttl_only, T0 + 301 * SEC, &rep, &err), 0);
+    assert_int_equal(rep.expired, 1);
+    assert_false(exists(&g, b.id));
+
+    /* And its disk-pressure path (the filesystem's own usage). */
+    unlink(filler);
+    assert_int_equal(dfd_gc_run_once(g.s, &ttl_only, T0, &rep, &err), 0);
+    fill_disk(filler);
+    struct dfd_gc_policy pressure = {.interval_ns = SEC, .high_percent = 90, .low_percent = 50};
+    assert_int_equal(dfd_gc_run_once(g.s, &pressure, T0, &rep, &err), 0);
+    assert_int_equal(rep.usage_percent, 100);
+    assert_int_equal(rep.evicted, 1);
+    assert_false(exists(&g, c.id));
+
+    /* Once there is space, imports work again and the reserve is back. */
+    unlink(filler);
+    struct dfd_task_meta d;
+    import_at(&g, buf + 3, MiB, false, 3600 * SEC, T0, &d);
+    assert_true(exists(&g, d.id));
+    assert_int_equal(dfd_storage_delete(g.s, d.id, &err), 0);
+    assert_true(has_reserve(small));
+    dfd_storage_close(g.s);
+    assert_int_equal(umount(small), 0);
+    dfd_task_meta_done(&a);
+    dfd_task_meta_done(&b);
+    dfd_task_meta_done(&c);
+    dfd_task_meta_done(&d);
+    free(buf);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -620,6 +895,11 @@ int main(void) {
         T(test_gc_evicts_under_pressure_sparing_persistent),
         T(test_gc_evicts_only_what_is_needed),
         T(test_gc_thread_uses_the_injected_clock),
+        T(test_corrupt_db_refuses_and_keeps_content),
+        T(test_missing_or_empty_db_refuses),
+        T(test_db_without_schema_refuses),
+        T(test_corrupt_pieces_page_refuses),
+        T(test_delete_on_a_full_disk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
