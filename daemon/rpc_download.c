@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "access.h"
+#include "caller.h"
 #include "dfc/cleanup.h"
 #include "dfc/digest.h"
 #include "dfc/id.h"
@@ -23,7 +24,9 @@
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
+#include "export.h"
 #include "google/protobuf/empty.pb-c.h"
+#include "pathfd.h"
 #include "service.h"
 #include "validate.h"
 
@@ -55,9 +58,8 @@ static int check_owner(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
     if (cred.uid == 0 || cred.uid == geteuid() || cred.uid == t->owner_uid) {
         return 0;
     }
-    return dfc_error_set(err, -EACCES,
-                         "task %s belongs to uid %u; only its owner or root may %s it", t->id,
-                         (unsigned)t->owner_uid, verb);
+    return dfc_error_set(err, -EACCES, "task %s belongs to uid %u; only its owner or root may %s",
+                         t->id, (unsigned)t->owner_uid, verb);
 }
 
 static bool call_cancelled(void *call) {
@@ -87,32 +89,17 @@ static int check_identity(struct dfc_rpc_call *call, int fd, const char *path,
     return 0;
 }
 
-static int open_source(const char *path, int *ret_fd, struct dfc_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT || e == ENOTDIR) {
-            return dfc_error_set(err, -ENOENT, "path `%s` does not exist", path);
-        }
-        if (e == EACCES || e == EPERM) {
-            return dfc_error_set(err, -EACCES, "permission denied: the daemon cannot read `%s`",
-                                 path);
-        }
-        return dfc_error_errno(err, -e, "open `%s`", path);
+/* Opens the caller's file acting as the caller: the kernel decides (ACLs included), and the
+ * caller learns only what it could learn itself. */
+static int open_source(const struct dfd_caller *caller, const char *path, int *ret_fd,
+                       struct dfc_error *err) {
+    struct dfd_caller_saved saved;
+    int r = dfd_caller_enter(caller, &saved, err);
+    if (r == 0) {
+        r = dfd_pathfd_open_file(path, caller->uid, ret_fd, err);
+        dfd_caller_leave(&saved);
     }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int r = dfc_error_errno(err, -errno, "stat `%s`", path);
-        close(fd);
-        return r;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return dfc_error_set(err, -EINVAL, "path `%s` is %s, not a regular file", path,
-                             S_ISDIR(st.st_mode) ? "a directory" : "special");
-    }
-    *ret_fd = fd;
-    return 0;
+    return r;
 }
 
 static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
@@ -136,10 +123,7 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     }
     _cleanup_close_ int fd = -1;
     if (r == 0) {
-        r = open_source(req->path, &fd, err);
-    }
-    if (r == 0) { /* rights first: the identity check must tell nothing to a stranger */
-        r = dfd_access_read_fd(&caller, fd, req->path, err);
+        r = open_source(&caller, req->path, &fd, err);
     }
     if (r == 0) {
         r = check_identity(call, fd, req->path, err);
@@ -313,6 +297,17 @@ static int send_pieces(struct exporter *x, int fd, bool with_content, const stru
     return r;
 }
 
+static int open_output_dir(const struct dfd_caller *caller, const char *output, int *ret_dirfd,
+                           char *base, size_t size, struct dfc_error *err) {
+    struct dfd_caller_saved saved;
+    int r = dfd_caller_enter(caller, &saved, err);
+    if (r == 0) {
+        r = dfd_pathfd_open_parent("output_path", output, caller->uid, ret_dirfd, base, size, err);
+        dfd_caller_leave(&saved);
+    }
+    return r;
+}
+
 static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                          ProtobufCMessage *resp_, struct dfc_error *err) {
     struct dfd_service *svc = svc_;
@@ -332,11 +327,14 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if (r == 0 && req->force_hard_link && output == NULL) {
         r = dfc_error_set(err, -EINVAL, "force_hard_link needs an output_path");
     }
+    /* The output's directory is resolved once, as the caller; every later step works on it. */
     struct dfd_caller caller;
+    _cleanup_close_ int dirfd = -1;
+    char base[NAME_MAX + 1];
     if (r == 0 && output != NULL) {
         r = get_caller(call, &caller, err);
         if (r == 0) {
-            r = dfd_access_create(&caller, output, err);
+            r = open_output_dir(&caller, output, &dirfd, base, sizeof(base), err);
         }
     }
     if (r < 0) {
@@ -379,15 +377,14 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     }
     bool linked = false;
     if (output != NULL) {
-        struct dfd_export_target target = {
-            .output_path = output,
-            .overwrite = req->overwrite,
-            .force_hard_link = req->force_hard_link,
-            .owner_uid = geteuid() == 0 ? caller.uid : (uid_t)-1,
-            .owner_gid = geteuid() == 0 ? caller.gid : (gid_t)-1,
-            .reader_uid = caller.uid,
-        };
-        if ((r = dfd_storage_export_to_path(svc->storage, t.id, &target, &linked, err)) < 0) {
+        struct dfd_export_opts o = {req->overwrite, req->force_hard_link, output, caller.uid};
+        struct dfd_caller_saved saved;
+        if ((r = dfd_caller_enter(&caller, &saved, err)) < 0) {
+            goto out;
+        }
+        r = dfd_export_into(fd, dirfd, base, &o, &linked, err);
+        dfd_caller_leave(&saved);
+        if (r < 0) {
             goto out;
         }
     }

@@ -3,8 +3,9 @@
  * persistent-cache methods of dfdaemon.v2.DfdaemonUpload (so `dfcache rm` can delete over the
  * socket), and this project's dfc.dfdaemon.v1.DfdaemonImport (streamed import).
  *
- * Handlers are thin: validate (validate.h), check the caller (access.h), call the storage
- * engine, convert the result. Borrowed: storage, config; they must outlive the service.
+ * Handlers are thin: validate (validate.h), act as the caller on the paths it names (caller.h,
+ * pathfd.h, export.h), call the storage engine, convert the result. Borrowed: storage, config; they
+ * must outlive the service.
  */
 #ifndef DFD_SERVICE_H
 #define DFD_SERVICE_H

@@ -59,7 +59,6 @@
 
 #include "dfc/cleanup.h"
 #include "dfc/fs.h"
-#include "dfc/id.h"
 
 #define CONTENT_SUBDIR "content/persistent-cache-tasks"
 
@@ -484,7 +483,7 @@ struct dfd_metadata *dfd_storage_metadata(struct dfd_storage *s) {
     return s->md;
 }
 
-/* ---- lookups, delete, export ---- */
+/* ---- lookups, delete ---- */
 
 int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta *ret,
                     struct dfc_error *err) {
@@ -523,126 +522,6 @@ int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *
         return dfc_error_errno(err, -errno, "remove `%s`", path);
     }
     dfd_storage_ensure_reserve(s);
-    return 0;
-}
-
-/* Copies all of in_fd to out_fd in the kernel (reflinks where the filesystem can). */
-static int copy_fd(int in_fd, int out_fd, uint64_t len) {
-    loff_t in_off = 0, out_off = 0;
-    while ((uint64_t)in_off < len) {
-        ssize_t n = copy_file_range(in_fd, &in_off, out_fd, &out_off, len - (uint64_t)in_off, 0);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS) && in_off == 0) {
-            break; /* fall back to read/write below */
-        }
-        if (n <= 0) {
-            return n < 0 ? -errno : -EIO;
-        }
-    }
-    if ((uint64_t)in_off == len) {
-        return 0;
-    }
-    uint8_t *buf = malloc(DFD_IO_CHUNK);
-    if (buf == NULL) {
-        return -ENOMEM;
-    }
-    int r = 0;
-    while ((uint64_t)in_off < len && r == 0) {
-        ssize_t n = pread(in_fd, buf, DFD_IO_CHUNK, in_off);
-        if (n <= 0) {
-            r = n < 0 ? -errno : -EIO;
-            break;
-        }
-        r = dfd__write_all(out_fd, buf, (size_t)n);
-        in_off += n;
-    }
-    free(buf);
-    return r;
-}
-
-int dfd_storage_export_to_path(struct dfd_storage *s, const char *id,
-                               const struct dfd_export_target *t, bool *ret_linked,
-                               struct dfc_error *err) {
-    char src[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX];
-    dfd__task_path(s, id, src, sizeof(src));
-    const char *out = t->output_path;
-    const char *slash = strrchr(out, '/');
-    if (slash == NULL || slash[1] == '\0') {
-        return dfc_error_set(err, -EINVAL, "output_path `%s` does not name a file", out);
-    }
-    (void)dfd__pathf(dir, sizeof(dir), "%.*s", slash == out ? 1 : (int)(slash - out), out);
-
-    struct stat src_st, out_st;
-    if (stat(src, &src_st) < 0) {
-        return dfc_error_errno(err, -errno, "stat the content of task %s", id);
-    }
-    if (lstat(out, &out_st) == 0) {
-        if (out_st.st_dev == src_st.st_dev && out_st.st_ino == src_st.st_ino) {
-            *ret_linked = true;
-            return 0; /* already this very content */
-        }
-        if (!t->overwrite) {
-            return dfc_error_set(err, -EEXIST, "output_path `%s` already exists", out);
-        }
-        if (S_ISDIR(out_st.st_mode)) {
-            return dfc_error_set(err, -EISDIR, "output_path `%s` is a directory", out);
-        }
-    }
-    char uuid[DFC_UUID_STR_LEN + 1];
-    dfc_uuid_v4(uuid);
-    if (dfd__pathf(tmp, sizeof(tmp), "%s/.dfcache-%s", dir, uuid) < 0) {
-        return dfc_error_set(err, -ENAMETOOLONG, "output_path `%s` is too long", out);
-    }
-    /* A hard link shares the cached inode: only for a reader who can read it (stored content
-     * is 0600), and it stays read-only for everyone but its owner. */
-    bool readable =
-        t->reader_uid == 0 || t->reader_uid == src_st.st_uid || (src_st.st_mode & S_IROTH) != 0;
-    if (!readable && t->force_hard_link) {
-        return dfc_error_set(err, -EACCES,
-                             "cannot hard link task %s to `%s` (force_hard_link): the stored "
-                             "content is readable only by the daemon",
-                             id, out);
-    }
-    if (readable && link(src, tmp) == 0) {
-        if (rename(tmp, out) < 0) {
-            int r = dfc_error_errno(err, -errno, "rename onto `%s`", out);
-            (void)unlink(tmp);
-            return r;
-        }
-        *ret_linked = true;
-        return 0;
-    }
-    if (t->force_hard_link) {
-        return dfc_error_errno(err, -errno == -EXDEV ? -EXDEV : -errno,
-                               "cannot hard link task %s to `%s` (force_hard_link)", id, out);
-    }
-    _cleanup_close_ int in_fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (in_fd < 0) {
-        return dfc_error_errno(err, -errno, "open the content of task %s", id);
-    }
-    _cleanup_close_ int out_fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out_fd < 0) {
-        return dfc_error_errno(err, -errno, "create a file in `%s`", dir);
-    }
-    int r = copy_fd(in_fd, out_fd, (uint64_t)src_st.st_size);
-    if (r == 0 && t->owner_uid != (uid_t)-1 && fchown(out_fd, t->owner_uid, t->owner_gid) < 0) {
-        r = -errno;
-    }
-    if (r == 0 && fsync(out_fd) < 0) {
-        r = -errno;
-    }
-    if (r == 0 && rename(tmp, out) < 0) {
-        r = -errno;
-    }
-    if (r < 0) {
-        (void)unlink(tmp);
-        return r == -ENOSPC || r == -EDQUOT
-                   ? dfc_error_set(err, r, "no space left writing `%s`", out)
-                   : dfc_error_errno(err, r, "copy task %s to `%s`", id, out);
-    }
-    *ret_linked = false;
     return 0;
 }
 

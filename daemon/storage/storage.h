@@ -144,25 +144,6 @@ int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *
  * every pass; open and delete do too). */
 void dfd_storage_ensure_reserve(struct dfd_storage *s);
 
-/* Where an export may write and as whom the result should be owned. */
-struct dfd_export_target {
-    const char *output_path; /* absolute */
-    bool overwrite;
-    bool force_hard_link;
-    uid_t owner_uid; /* chown a copied file to this; (uid_t)-1 keeps the daemon's */
-    gid_t owner_gid;
-    uid_t reader_uid; /* the caller: a hard link only when its mode bits let this uid read */
-};
-
-/* Puts the task's content at output_path: a hard link when possible, else a copy written
- * beside it and renamed into place. Stored content is 0600, so a hard link is made only for
- * a reader who can read the stored inode (uid 0, its owner, or others-readable); otherwise,
- * or across filesystems, a copy (with force_hard_link: -EACCES or -EXDEV instead). Sets
- * *ret_linked. -EEXIST when the output exists and overwrite is false. */
-int dfd_storage_export_to_path(struct dfd_storage *s, const char *id,
-                               const struct dfd_export_target *t, bool *ret_linked,
-                               struct dfc_error *err);
-
 /* Bytes used by content files (for disk-pressure accounting with a configured threshold). */
 int dfd_storage_content_bytes(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err);
 

@@ -36,7 +36,8 @@ static bool socket_ready(const char *path) {
     return ok;
 }
 
-static void spawn(struct harness *h, const char *extra_arg) {
+/* Starts dfdaemon on h's config with one optional extra argument, its output in h->log. */
+static pid_t exec_daemon(struct harness *h, const char *extra_arg) {
     pid_t pid = fork();
     if (pid < 0) {
         die("fork");
@@ -48,6 +49,11 @@ static void spawn(struct harness *h, const char *extra_arg) {
         execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, extra_arg, (char *)NULL);
         _exit(127);
     }
+    return pid;
+}
+
+static void spawn(struct harness *h, const char *extra_arg) {
+    pid_t pid = exec_daemon(h, extra_arg);
     h->pid = pid;
     double until = test_now_ms() + 10000;
     while (test_now_ms() < until) {
@@ -96,17 +102,7 @@ void harness_restart_with(struct harness *h, const char *arg) {
 }
 
 int harness_run_daemon(struct harness *h, const char *arg) {
-    pid_t pid = fork();
-    if (pid < 0) {
-        die("fork");
-    }
-    if (pid == 0) {
-        int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 2);
-        dup2(fd, 1);
-        execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, arg, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = exec_daemon(h, arg);
     int status;
     if (waitpid(pid, &status, 0) != pid) {
         die("waitpid");

@@ -15,6 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
+#include <poll.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
@@ -977,7 +980,7 @@ static void test_peer_credentials_are_checked(void **state) {
     assert_int_equal(stat(out, &st), -1);
 }
 
-static void test_auto_streams_what_only_an_acl_lets_the_caller_read(void **state) {
+static void test_an_acl_lets_the_caller_import_by_path(void **state) {
     struct fx *f = *state;
     if (geteuid() != 0 || system("command -v setfacl >/dev/null 2>&1") != 0) {
         skip(); /* needs root (to run as another uid) and setfacl */
@@ -990,18 +993,329 @@ static void test_auto_streams_what_only_an_acl_lets_the_caller_read(void **state
     if (system(cmd) != 0) {
         skip(); /* the filesystem has no ACLs */
     }
-    /* The daemon judges by mode bits and refuses the path import... */
+    /* The daemon acts as the caller, so the kernel applies the ACL: the path import works... */
     const char *path_only[] = {"import", "--no-progress", "--transfer", "path", file, NULL};
     assert_int_equal(
         harness_dfcache(&f->h, 65534, f->out, sizeof(f->out), f->err, sizeof(f->err), path_only),
-        1);
-    assert_non_null(strstr(f->err, "PERMISSION_DENIED"));
-    /* ...so auto mode streams it: nobody can read it, through the ACL. */
+        0);
+    done_id(f->out, id);
+    assert_true(harness_log_has(&f->h, "bytes=5000 pieces=1 existed=0 uid=65534"));
+    /* ...and so does auto mode, by path too: nothing is streamed. */
     const char *autom[] = {"import", "--no-progress", file, NULL};
     assert_int_equal(
         harness_dfcache(&f->h, 65534, f->out, sizeof(f->out), f->err, sizeof(f->err), autom), 0);
+    char id2[65];
+    done_id(f->out, id2);
+    assert_string_equal(id, id2);
+    assert_false(harness_log_has(&f->h, "mode=stream"));
+}
+
+/* ---- acting as another uid: attacks on the root daemon ----
+ *
+ * The calls must come from a process that runs as the attacker (SO_PEERCRED), so the test
+ * binary re-executes itself as that uid ("--caller", below main) and prints what the daemon
+ * answered: "<grpc code>\t<message>". Races loop there, without a process per try. */
+
+static char self_exe[PATH_MAX];
+
+/* Runs this binary as uid (and gid uid) with args; captures its stdout. Returns its exit code. */
+static int run_caller(struct fx *f, int uid, char *out, size_t size, const char *const *args) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char uid_s[16];
+        snprintf(uid_s, sizeof(uid_s), "%d", uid);
+        const char *argv[16] = {self_exe, "--caller", uid_s, f->h.socket};
+        int n = 4;
+        for (int i = 0; args[i] != NULL && n < 15; i++) {
+            argv[n++] = args[i];
+        }
+        argv[n] = NULL;
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execv(self_exe, (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < size && (k = read(p[0], out + got, size - 1 - got)) > 0) {
+        got += (size_t)k;
+    }
+    out[got] = '\0';
+    close(p[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The gRPC code the caller got for a path import of path (0: OK); its message into msg. */
+static int upload_as(struct fx *f, int uid, const char *path, char *msg, size_t size) {
+    char out[2048];
+    assert_int_equal(
+        run_caller(f, uid, out, sizeof(out), (const char *const[]){"upload", path, NULL}), 0);
+    char *tab = strchr(out, '\t');
+    assert_non_null(tab);
+    snprintf(msg, size, "%s", tab + 1);
+    return (int)strtol(out, NULL, 10);
+}
+
+/* The gRPC code of an export as uid: output, overwrite and force_hard_link. */
+static int export_as(struct fx *f, int uid, const char *id, const char *output, bool overwrite,
+                     bool force, char *msg, size_t size) {
+    char out[2048];
+    assert_int_equal(run_caller(f, uid, out, sizeof(out),
+                                (const char *const[]){"export", id, output, overwrite ? "1" : "0",
+                                                      force ? "1" : "0", NULL}),
+                     0);
+    char *tab = strchr(out, '\t');
+    assert_non_null(tab);
+    snprintf(msg, size, "%s", tab + 1);
+    return (int)strtol(out, NULL, 10);
+}
+
+static void make_dir(const char *path, mode_t mode, uid_t uid) {
+    assert_int_equal(mkdir(path, mode), 0);
+    assert_int_equal(chown(path, uid, uid), 0);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+/* Imports a file of len bytes as root by path; its id into id. */
+static void import_as_root(struct fx *f, const char *name, size_t len, unsigned seed, char id[65]) {
+    char src[400];
+    path_in(f, name, src, sizeof(src));
+    harness_write_file(src, len, seed);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
     done_id(f->out, id);
-    assert_true(harness_log_has(&f->h, "mode=stream bytes=5000"));
+}
+
+static size_t count_temp_files(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        n += strncmp(e->d_name, ".dfcache-", 9) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Item 1: the rights check and the export resolved the output path separately, so a
+ * directory symlink swapped in between let a stranger replace a root-only file (and leaked
+ * temp files where it cannot write). Now the daemon resolves the directory once, as the
+ * caller, and the kernel refuses the locked directory whichever way the race goes. */
+static void test_export_symlink_race_cannot_write_as_root(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0) {
+        skip(); /* needs root to run the attacker as another uid */
+    }
+    const int nobody = 65534;
+    char id[65], d[400], mine[420], locked[400], victim[420], link[420], alt[420], out[440];
+    import_as_root(f, "race-src.bin", 8 * MiB, 21, id);
+    path_in(f, "race", d, sizeof(d));
+    path_in(f, "race-locked", locked, sizeof(locked));
+    snprintf(mine, sizeof(mine), "%s/mine", d);
+    snprintf(link, sizeof(link), "%s/link", d);
+    snprintf(alt, sizeof(alt), "%s/alt", d);
+    snprintf(victim, sizeof(victim), "%s/victim", locked);
+    snprintf(out, sizeof(out), "%s/victim", link);
+    make_dir(d, 0755, nobody);
+    make_dir(mine, 0755, nobody);
+    make_dir(locked, 0700, 0);
+    harness_write_file(victim, 100, 22);
+    chmod(victim, 0600);
+    struct stat before, after;
+    assert_int_equal(stat(victim, &before), 0);
+    assert_int_equal(symlink(mine, link), 0);
+    assert_int_equal(symlink(locked, alt), 0);
+    assert_int_equal(lchown(link, nobody, nobody), 0);
+    assert_int_equal(lchown(alt, nobody, nobody), 0);
+    /* The flipper swaps the two names as fast as it can, as the attacker. */
+    pid_t flipper = fork();
+    assert_true(flipper >= 0);
+    if (flipper == 0) {
+        if (setgid(nobody) != 0 || setuid(nobody) != 0) {
+            _exit(1);
+        }
+        for (;;) {
+            (void)renameat2(AT_FDCWD, link, AT_FDCWD, alt, RENAME_EXCHANGE);
+        }
+    }
+    /* The digest check sits between the old rights check and the export: a wide window. */
+    char src[400], digest[DFC_CRC32_DIGEST_MAX], result[256];
+    path_in(f, "race-src.bin", src, sizeof(src));
+    int fd = open(src, O_RDONLY);
+    char *buf = malloc(8 * MiB);
+    assert_int_equal(read(fd, buf, 8 * MiB), (ssize_t)(8 * MiB));
+    close(fd);
+    dfc_crc32_format(dfc_crc32_update(0, buf, 8 * MiB), digest);
+    free(buf);
+    int code =
+        run_caller(f, nobody, result, sizeof(result),
+                   (const char *const[]){"export-loop", id, out, digest, "2000", "60000", NULL});
+    kill(flipper, SIGKILL);
+    waitpid(flipper, NULL, 0);
+    assert_int_equal(code, 0);
+    print_message("export race as uid %d: %s\n", nobody, result);
+    int ok = 0, denied = 0, other = 0;
+    assert_int_equal(sscanf(result, "ok=%d denied=%d other=%d", &ok, &denied, &other), 3);
+    assert_true(ok + denied + other > 0);
+    size_t leaked = count_temp_files(locked);
+    assert_int_equal(stat(victim, &after), 0);
+    print_message("victim %s, %zu temp files leaked beside it\n",
+                  after.st_ino != before.st_ino ? "REPLACED" : "untouched", leaked);
+    /* The victim is untouched: same inode, owner, mode and bytes; nothing left beside it. */
+    assert_int_equal(after.st_ino, before.st_ino);
+    assert_int_equal(after.st_uid, 0);
+    assert_int_equal(after.st_mode & 07777, 0600);
+    assert_int_equal(after.st_size, 100);
+    assert_int_equal(leaked, 0);
+    assert_int_equal(count_temp_files(mine), 0);
+    assert_int_equal(other, 0);
+}
+
+/* Item 4: the daemon opened the caller's path as root before it checked rights, so a
+ * stranger learned what exists in directories it cannot search. */
+static void test_no_existence_oracle(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0) {
+        skip(); /* needs root to run the caller as another uid */
+    }
+    char locked[400], there[420], missing[420], m1[512], m2[512];
+    path_in(f, "oracle", locked, sizeof(locked));
+    make_dir(locked, 0700, 0);
+    snprintf(there, sizeof(there), "%s/there.bin", locked);
+    snprintf(missing, sizeof(missing), "%s/missing.bin", locked);
+    harness_write_file(there, 100, 23);
+    chmod(there, 0644);
+    int c1 = upload_as(f, 65534, there, m1, sizeof(m1));
+    int c2 = upload_as(f, 65534, missing, m2, sizeof(m2));
+    print_message("existing: %d %s; missing: %d %s", c1, m1, c2, m2);
+    assert_int_equal(c1, 7); /* PERMISSION_DENIED */
+    assert_int_equal(c2, 7);
+    assert_non_null(strstr(m1, "uid 65534 cannot read"));
+    assert_non_null(strstr(m2, "uid 65534 cannot read"));
+}
+
+struct blocked_writer {
+    pid_t pid;
+    int status_fd; /* becomes readable when the writer's open() returned */
+};
+
+static bool readable(void *arg) {
+    struct pollfd p = {.fd = *(int *)arg, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+static void start_writer(const char *fifo, struct blocked_writer *w) {
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    w->pid = fork();
+    assert_true(w->pid >= 0);
+    if (w->pid == 0) {
+        close(p[0]);
+        int fd = open(fifo, O_WRONLY); /* blocks until someone opens it for reading */
+        (void)!write(p[1], fd >= 0 ? "o" : "e", 1);
+        _exit(0);
+    }
+    close(p[1]);
+    w->status_fd = p[0];
+}
+
+/* True when the writer is still blocked after a generous wait; then ends it. */
+static bool writer_still_blocked(const char *fifo, struct blocked_writer *w) {
+    bool released = test_wait_for(readable, &w->status_fd, 500);
+    if (!released) { /* let it go: open the FIFO for reading ourselves */
+        int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+        (void)test_wait_for(readable, &w->status_fd, 5000);
+        close(fd);
+    }
+    waitpid(w->pid, NULL, 0);
+    close(w->status_fd);
+    return !released;
+}
+
+/* Item 4: the daemon opened FIFOs and devices as root (releasing a blocked writer) before it
+ * looked at what they were. Now they are refused before anything opens them for reading. */
+static void test_fifos_and_devices_are_never_opened(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0) {
+        skip(); /* needs root to run the caller as another uid */
+    }
+    char fifo[400], msg[512];
+    path_in(f, "root.fifo", fifo, sizeof(fifo));
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    struct blocked_writer w;
+    start_writer(fifo, &w);
+    int code = upload_as(f, 65534, fifo, msg, sizeof(msg));
+    assert_true(writer_still_blocked(fifo, &w));
+    assert_int_equal(code, 3); /* INVALID_ARGUMENT */
+    assert_non_null(strstr(msg, "is special, not a regular file (a FIFO)"));
+    /* Refused before it is opened even for root. */
+    start_writer(fifo, &w);
+    code = upload_as(f, 0, fifo, msg, sizeof(msg));
+    assert_true(writer_still_blocked(fifo, &w));
+    assert_int_equal(code, 3);
+    assert_int_equal(upload_as(f, 65534, "/dev/null", msg, sizeof(msg)), 3);
+    assert_non_null(strstr(msg, "character device"));
+}
+
+/* Item 4: /proc/self/fd/N resolved in the daemon names the daemon's own descriptors; its
+ * /proc files are readable by the daemon whatever the caller's identity. */
+static void test_proc_magic_links_are_refused(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0) {
+        skip(); /* needs root to run the caller as another uid */
+    }
+    char path[64], msg[512];
+    /* The daemon's stderr is its log file, a regular file. */
+    assert_int_equal(upload_as(f, 65534, "/proc/self/fd/2", msg, sizeof(msg)), 3);
+    assert_non_null(strstr(msg, "magic link"));
+    snprintf(path, sizeof(path), "/proc/%d/fd/2", (int)f->h.pid);
+    assert_int_equal(upload_as(f, 65534, path, msg, sizeof(msg)), 3);
+    assert_non_null(strstr(msg, "magic link"));
+    snprintf(path, sizeof(path), "/proc/%d/cwd/%s", (int)f->h.pid, f->h.log + 1);
+    assert_int_equal(upload_as(f, 65534, path, msg, sizeof(msg)), 3);
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)f->h.pid);
+    assert_int_equal(upload_as(f, 65534, path, msg, sizeof(msg)), 3);
+    assert_non_null(strstr(msg, "is in /proc"));
+    assert_int_equal(upload_as(f, 0, "/proc/self/status", msg, sizeof(msg)), 3);
+}
+
+/* Files an export creates belong to the caller; a hard link happens only where the kernel
+ * lets the caller make it (fs.protected_hardlinks), else the content is copied. */
+static void test_export_acts_as_the_caller(void **state) {
+    struct fx *f = *state;
+    if (geteuid() != 0) {
+        skip(); /* needs root to run the caller as another uid */
+    }
+    const int nobody = 65534;
+    char id[65], mine[400], out[420], linked[420], msg[512];
+    import_as_root(f, "own-src.bin", 3 * MiB, 24, id);
+    path_in(f, "own", mine, sizeof(mine));
+    make_dir(mine, 0755, nobody);
+    snprintf(out, sizeof(out), "%s/copy.bin", mine);
+    snprintf(linked, sizeof(linked), "%s/linked.bin", mine);
+    assert_int_equal(export_as(f, nobody, id, out, false, false, msg, sizeof(msg)), 0);
+    struct stat st;
+    assert_int_equal(stat(out, &st), 0);
+    assert_int_equal(st.st_uid, nobody);
+    assert_int_equal(st.st_gid, nobody);
+    assert_int_equal(st.st_nlink, 1); /* a copy, not root's inode */
+    char src[400];
+    path_in(f, "own-src.bin", src, sizeof(src));
+    assert_true(harness_same_file(src, out));
+    /* Root's content is not the caller's to hard-link: refused, and nothing is left. */
+    int code = export_as(f, nobody, id, linked, false, true, msg, sizeof(msg));
+    print_message("forced hard link as uid %d: %d %s", nobody, code, msg);
+    assert_int_equal(code, 7);
+    assert_non_null(strstr(msg, "the kernel refused uid 65534 a hard link"));
+    assert_int_equal(lstat(linked, &st), -1);
+    assert_int_equal(count_temp_files(mine), 0);
 }
 
 static void test_auto_streams_from_another_mount_namespace(void **state) {
@@ -1036,7 +1350,111 @@ static void test_auto_streams_from_another_mount_namespace(void **state) {
     assert_non_null(strstr(f->out, "Content length:       3000000"));
 }
 
-int main(void) {
+/* ---- --caller: this binary re-executed as another uid (run_caller) ----
+ *   --caller UID SOCKET upload PATH
+ *   --caller UID SOCKET export TASK_ID OUTPUT OVERWRITE FORCE_HARD_LINK
+ *   --caller UID SOCKET export-loop TASK_ID OUTPUT DIGEST MAX_TRIES MAX_MS
+ * print "<grpc code>\t<message>" (the loop: "ok=N denied=N other=N") and exit 0. */
+
+static int caller_export(struct dfc_rpc_client *c, const char *id, const char *output,
+                         bool overwrite, bool force, const char *digest, struct dfc_error *err) {
+    Dfdaemon__V2__DownloadPersistentCacheTaskRequest r =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    r.task_id = (char *)id;
+    r.opt_output_path_case =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_OUTPUT_PATH_OUTPUT_PATH;
+    r.output_path = (char *)output;
+    r.overwrite = overwrite;
+    r.force_hard_link = force;
+    if (digest != NULL) {
+        r.opt_digest_case = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_DIGEST_DIGEST;
+        r.digest = (char *)digest;
+    }
+    struct dfc_rpc_stream *st;
+    int rc = dfc_rpc_stream_open(c, DOWNLOAD, 30000, &st, err);
+    if (rc == 0 && (rc = dfc_rpc_stream_send(st, &r.base, err)) == 0) {
+        rc = dfc_rpc_stream_close_send(st, err);
+    }
+    ProtobufCMessage *m;
+    while (rc == 0 && (rc = dfc_rpc_stream_recv(
+                           st, &dfdaemon__v2__download_persistent_cache_task_response__descriptor,
+                           &m, err)) > 0) {
+        dfc_rpc_msg_free(m);
+        rc = 0;
+    }
+    dfc_rpc_stream_free(st);
+    return rc < 0 ? dfc_error_to_grpc(rc) : 0;
+}
+
+static int caller_main(int argc, char **argv) {
+    if (argc < 5) {
+        return 2;
+    }
+    uid_t uid = (uid_t)strtoul(argv[2], NULL, 10);
+    if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0) {
+        perror("caller: drop to uid");
+        return 2;
+    }
+    char target[400];
+    snprintf(target, sizeof(target), "unix:%s", argv[3]);
+    struct dfc_rpc_client *c;
+    struct dfc_error err = {0};
+    if (dfc_rpc_client_new(target, NULL, &c, &err) < 0) {
+        return 2;
+    }
+    const char *op = argv[4];
+    int code = 0;
+    bool bad = false;
+    if (strcmp(op, "upload") == 0 && argc == 6) {
+        Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
+        ttl.seconds = 3600;
+        Dfdaemon__V2__UploadPersistentCacheTaskRequest r =
+            DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+        r.path = argv[5];
+        r.persistent_replica_count = 1;
+        r.ttl = &ttl;
+        ProtobufCMessage *resp = NULL;
+        int rc = dfc_rpc_unary(c, UPLOAD, &r.base, &common__v2__persistent_cache_task__descriptor,
+                               30000, &resp, &err);
+        dfc_rpc_msg_free(resp);
+        code = rc < 0 ? dfc_error_to_grpc(rc) : 0;
+        printf("%d\t%s\n", code, rc < 0 ? err.msg : "");
+    } else if (strcmp(op, "export") == 0 && argc == 9) {
+        code = caller_export(c, argv[5], argv[6], argv[7][0] == '1', argv[8][0] == '1', NULL, &err);
+        printf("%d\t%s\n", code, code != 0 ? err.msg : "");
+    } else if (strcmp(op, "export-loop") == 0 && argc == 10) {
+        long tries = strtol(argv[8], NULL, 10);
+        double until = test_now_ms() + (double)strtol(argv[9], NULL, 10);
+        int ok = 0, denied = 0, other = 0;
+        for (long i = 0; i < tries && test_now_ms() < until; i++) {
+            int rc = caller_export(c, argv[5], argv[6], true, false, argv[7], &err);
+            /* OK: into the caller's own directory; PERMISSION_DENIED: the locked one;
+             * NOT_FOUND: the directory swapped away mid-resolution. */
+            ok += rc == 0;
+            denied += rc == 7 || rc == 5;
+            if (rc != 0 && rc != 7 && rc != 5) {
+                other++;
+                fprintf(stderr, "caller: export: %d %s\n", rc, err.msg);
+            }
+        }
+        printf("ok=%d denied=%d other=%d\n", ok, denied, other);
+    } else {
+        bad = true;
+    }
+    dfc_rpc_client_free(c);
+    return bad ? 2 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--caller") == 0) {
+        return caller_main(argc, argv);
+    }
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        return 1;
+    }
+    self_exe[n] = '\0';
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_round_trips),
@@ -1056,7 +1474,12 @@ int main(void) {
         T(test_corrupt_store_refuses_then_discards),
         T(test_cancelled_stream_leaves_nothing),
         T(test_peer_credentials_are_checked),
-        T(test_auto_streams_what_only_an_acl_lets_the_caller_read),
+        T(test_an_acl_lets_the_caller_import_by_path),
+        T(test_export_symlink_race_cannot_write_as_root),
+        T(test_no_existence_oracle),
+        T(test_fifos_and_devices_are_never_opened),
+        T(test_proc_magic_links_are_refused),
+        T(test_export_acts_as_the_caller),
         T(test_auto_streams_from_another_mount_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -328,7 +328,8 @@ int dfcache_import(int argc, char **argv) {
         dfc_error_errno(&err, errno == ENOENT ? -ENOENT : -errno, "`%s`", o.path);
         return dfcache_fail("import", &err);
     }
-    /* A path import needs no read access here: the daemon checks the caller's rights. */
+    /* A path import needs no read access checked here: the daemon opens the file acting as
+     * this process (its uid and groups), so the kernel decides. */
     struct stat st;
     if (stat(abs, &st) < 0) {
         dfc_error_errno(&err, -errno, "stat `%s`", o.path);
@@ -351,9 +352,9 @@ int dfcache_import(int argc, char **argv) {
     r = -ENOENT;
     if (strcmp(o.transfer, "stream") != 0) {
         r = import_by_path(c, &o, abs, &st, &err);
-        /* The daemon does not see this file (it lives in another mount namespace), or may
-         * not read it for us (it judges by mode bits; an ACL may still let us): streaming
-         * needs only our own access. */
+        /* The daemon does not see this file (it lives in another mount namespace), or cannot
+         * act for us (a daemon that is not root serves only its own uid): streaming needs
+         * only our own access. */
         bool elsewhere = r == -ENOENT || r == DFC_E_FAILED_PRECONDITION || r == -EACCES;
         if (r < 0 && elsewhere && strcmp(o.transfer, "auto") == 0) {
             r = 1;

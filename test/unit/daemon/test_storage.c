@@ -1,6 +1,6 @@
 /*
  * Tests for daemon/storage/storage.c and daemon/gc.c on real files and a real SQLite store in
- * a temp dir: imports (stream, hard link, copy), dedupe, export, delete, crash recovery, a
+ * a temp dir: imports (stream, hard link, copy), dedupe, delete, crash recovery, a
  * damaged or missing database (refused, or discarded on request), deleting on a full disk, and
  * GC with an injected clock.
  */
@@ -10,7 +10,6 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,59 +414,7 @@ static void test_concurrent_imports_of_the_same_content(void **state) {
     free(buf);
 }
 
-/* ---- export and delete ---- */
-
-static void test_export_to_path(void **state) {
-    struct fx *f = *state;
-    struct dfc_error err;
-    char *buf = pattern(2 * MiB, 6);
-    struct dfd_task_meta t;
-    bool existed, linked;
-    stream_import(f, buf, 2 * MiB, params(), &t, &existed);
-    char out[PATH_MAX];
-    snprintf(out, sizeof(out), "%s/out.bin", f->dir);
-    struct dfd_export_target tg = {.output_path = out, .owner_uid = (uid_t)-1};
-    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
-    assert_true(linked);
-    /* Exporting again to the same (already linked) file is fine. */
-    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
-    /* Another file there needs overwrite. */
-    unlink(out);
-    write_file(out, "old", 3);
-    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), -EEXIST);
-    tg.overwrite = true;
-    assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
-    int fd = open(out, O_RDONLY);
-    char *back = malloc(2 * MiB);
-    assert_int_equal(read(fd, back, 2 * MiB), (ssize_t)(2 * MiB));
-    close(fd);
-    assert_memory_equal(back, buf, 2 * MiB);
-    /* Across filesystems: a copy, or EXDEV when a hard link is demanded. */
-    struct stat shm, store;
-    if (stat("/dev/shm", &shm) == 0 && stat(f->store, &store) == 0 && shm.st_dev != store.st_dev) {
-        char shm_out[] = "/dev/shm/dfc-test-out.bin";
-        unlink(shm_out);
-        tg.output_path = shm_out;
-        tg.force_hard_link = true;
-        assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), -EXDEV);
-        tg.force_hard_link = false;
-        assert_int_equal(dfd_storage_export_to_path(f->s, t.id, &tg, &linked, &err), 0);
-        assert_false(linked);
-        fd = open(shm_out, O_RDONLY);
-        assert_int_equal(read(fd, back, 2 * MiB), (ssize_t)(2 * MiB));
-        close(fd);
-        assert_memory_equal(back, buf, 2 * MiB);
-        unlink(shm_out);
-    }
-    /* No temp files are left beside the outputs. */
-    glob_t g;
-    char pat[PATH_MAX];
-    snprintf(pat, sizeof(pat), "%s/.dfcache-*", f->dir);
-    assert_int_equal(glob(pat, 0, NULL, &g), GLOB_NOMATCH);
-    free(back);
-    free(buf);
-    dfd_task_meta_done(&t);
-}
+/* ---- delete ---- */
 
 static void test_delete(void **state) {
     struct fx *f = *state;
@@ -1138,7 +1085,6 @@ int main(void) {
         T(test_cancelled_import_leaves_nothing),
         T(test_disk_full_leaves_nothing),
         T(test_concurrent_imports_of_the_same_content),
-        T(test_export_to_path),
         T(test_delete),
         T(test_recovery_removes_half_written_state),
         T(test_keep_false_starts_empty),
