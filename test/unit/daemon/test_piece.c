@@ -40,7 +40,7 @@ static void digest(const char *buf, size_t len, const char *tag, const char *app
 }
 
 static void test_upstream_task_id_vectors(void **state) {
-    /* shared/reference/dragonfly-persistent-cache.md 2.2, content "This is a test file". */
+    /* The upstream client's own vector: content "This is a test file". */
     static const char content[] = "This is a test file";
     const size_t n = sizeof(content) - 1;
     struct dfd_digest_result r;
