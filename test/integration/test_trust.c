@@ -36,7 +36,6 @@
 #define UPLOAD   "/dfdaemon.v2.DfdaemonDownload/UploadPersistentCacheTask"
 #define DOWNLOAD "/dfdaemon.v2.DfdaemonDownload/DownloadPersistentCacheTask"
 #define UPDATE   "/dfdaemon.v2.DfdaemonUpload/UpdatePersistentCacheTask"
-#define IMPORT   "/dfc.dfdaemon.v1.DfdaemonImport/ImportPersistentCacheTask"
 
 struct fx {
     struct harness h;
