@@ -131,7 +131,7 @@ static void test_stream_import_round_trip(void **state) {
     struct dfd_piece_meta *pieces;
     size_t n;
     struct dfc_error err;
-    assert_int_equal(dfd_metadata_pieces(dfd_storage_metadata(f->s), t.id, &pieces, &n, &err), 0);
+    assert_int_equal(dfd_storage_pieces(f->s, t.id, &pieces, &n, &err), 0);
     assert_int_equal(n, 3);
     for (size_t i = 0; i < n; i++) {
         char want[DFC_CRC32_DIGEST_MAX];
@@ -302,7 +302,7 @@ static void test_cancelled_import_leaves_nothing(void **state) {
     assert_int_equal(count_entries(tmp), 0);
     struct dfd_task_meta *list;
     size_t n;
-    assert_int_equal(dfd_metadata_list(dfd_storage_metadata(f->s), &list, &n, &err), 0);
+    assert_int_equal(dfd_storage_list(f->s, &list, &n, &err), 0);
     assert_int_equal(n, 0);
     dfd_task_meta_list_free(list, n);
     free(buf);
