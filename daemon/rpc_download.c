@@ -240,18 +240,16 @@ static int open_output_dir(const struct dfd_caller *caller, const char *output, 
     return r;
 }
 
-static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                         ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
-    const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req = (const void *)req_;
+/* The request's fields; *ret_algo and *ret_want (into req) stay NULL without a digest. */
+static int validate_download(const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req,
+                             const char **ret_algo, const char **ret_want, struct dfc_error *err) {
     const char *output = OPT(req, output_path);
-    const char *algo = NULL, *want = NULL;
     int r = dfd_validate_task_id(req->task_id, err);
     if (r == 0 && output != NULL) {
         r = dfd_validate_path("output_path", output, err);
     }
     if (r == 0 && req->opt_digest_case != 0) {
-        r = dfd_validate_digest(req->digest, &algo, &want, err);
+        r = dfd_validate_digest(req->digest, ret_algo, ret_want, err);
     }
     if (r == 0 && req->opt_remote_ip_case != 0) {
         r = dfd_validate_ip("remote_ip", req->remote_ip, err);
@@ -259,6 +257,28 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if (r == 0 && req->force_hard_link && output == NULL) {
         r = dfc_error_set(err, -EINVAL, "force_hard_link needs an output_path");
     }
+    return r;
+}
+
+static int send_started(struct exporter *x, uint64_t content_length, struct dfc_error *err) {
+    Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse started =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
+    Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
+    init_response(x, &m);
+    started.content_length = content_length;
+    m.response_case =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE;
+    m.download_persistent_cache_task_started_response = &started;
+    return dfc_rpc_call_send(x->call, &m.base, err);
+}
+
+static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                         ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req = (const void *)req_;
+    const char *output = OPT(req, output_path);
+    const char *algo = NULL, *want = NULL;
+    int r = validate_download(req, &algo, &want, err);
     /* The output's directory is resolved once, as the caller; every later step works on it. */
     struct dfd_caller caller;
     _cleanup_close_ int dirfd = -1;
@@ -296,15 +316,7 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if (algo != NULL && (r = dfd_storage_verify_digest(fd, algo, want, err)) < 0) {
         goto out;
     }
-    Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse started =
-        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
-    Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
-    init_response(&x, &m);
-    started.content_length = t.content_length;
-    m.response_case =
-        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE;
-    m.download_persistent_cache_task_started_response = &started;
-    if ((r = dfc_rpc_call_send(call, &m.base, err)) < 0) {
+    if ((r = send_started(&x, t.content_length, err)) < 0) {
         goto out;
     }
     bool linked = false;
