@@ -50,9 +50,10 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
     for (size_t i = 0; i < n && r == 0; i++) {
         struct dfd_task_meta *t = &tasks[i];
         if (t->created_at_ns + t->ttl_ns < now_ns) {
-            r = dfd_storage_delete(s, t->id, err);
-            t->id[0] = '\0'; /* gone: not an eviction candidate */
-            rep.expired++;
+            bool deleted; /* not when it was imported again since the list was read */
+            r = dfd_storage_delete_task(s, t, false, &deleted, err);
+            t->id[0] = '\0'; /* gone, or new: not an eviction candidate */
+            rep.expired += deleted;
         }
     }
     uint64_t total = 0, used = 0;
@@ -70,9 +71,10 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
                 if (t->id[0] == '\0' || t->persistent) {
                     continue;
                 }
-                r = dfd_storage_delete(s, t->id, err);
-                rep.evicted++;
-                rep.evicted_bytes += t->content_length;
+                bool deleted; /* not when it was used, made persistent or imported again */
+                r = dfd_storage_delete_task(s, t, true, &deleted, err);
+                rep.evicted += deleted;
+                rep.evicted_bytes += deleted ? t->content_length : 0;
             }
         }
     }

@@ -412,10 +412,11 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         return r;
     }
     r = check_owner(call, &t, "delete it", err);
-    dfd_task_meta_done(&t);
+    bool deleted = false; /* only the task whose owner was checked, not a newer import */
     if (r == 0) {
-        r = dfd_storage_delete(svc->storage, req->task_id, err);
+        r = dfd_storage_delete_task(svc->storage, &t, false, &deleted, err);
     }
+    dfd_task_meta_done(&t);
     if (r == 0) {
         DFC_LOG(DFC_LOG_INFO, "delete.done", "task_id=%s", req->task_id);
     }

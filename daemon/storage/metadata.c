@@ -467,6 +467,17 @@ int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_erro
     return r < 0 ? r : 0;
 }
 
+int dfd_metadata_delete_if(struct dfd_metadata *md, const char *id, int64_t created_at_ns,
+                           int64_t updated_at_ns, struct dfc_error *err) {
+    if (updated_at_ns < 0) {
+        return exec_id(md, "DELETE FROM tasks WHERE id = ?1 AND created_at_ns = ?2", id,
+                       created_at_ns, 0, 1, err);
+    }
+    return exec_id(md,
+                   "DELETE FROM tasks WHERE id = ?1 AND created_at_ns = ?2 AND updated_at_ns = ?3",
+                   id, created_at_ns, updated_at_ns, 2, err);
+}
+
 int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool persistent,
                                 int64_t now_ns, struct dfc_error *err) {
     int r = exec_id(md, "UPDATE tasks SET persistent = ?2, updated_at_ns = ?3 WHERE id = ?1", id,

@@ -59,6 +59,12 @@ int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_
 /* Deletes the task and its pieces; 0 even when absent. -ENOSPC when the WAL cannot grow. */
 int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_error *err);
 
+/* Deletes the task only while its row is the one read earlier: the same import (created_at_ns)
+ * and, when updated_at_ns >= 0, not used or changed since. Returns 1 when it deleted, 0 when
+ * the row is gone or is another one now. One statement, so nothing slips in between. */
+int dfd_metadata_delete_if(struct dfd_metadata *md, const char *id, int64_t created_at_ns,
+                           int64_t updated_at_ns, struct dfc_error *err);
+
 /* Checkpoints the WAL into the database and truncates it (frees the WAL's disk space). */
 int dfd_metadata_checkpoint(struct dfd_metadata *md, struct dfc_error *err);
 

@@ -518,27 +518,62 @@ int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
     return 0;
 }
 
-int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *err) {
-    int r = dfd_metadata_delete(s->md, id, err);
-    if (r == -ENOSPC) {
-        /* The disk is full and the WAL cannot grow: give it the reserve... */
-        release_reserve(s);
-        r = dfd_metadata_delete(s->md, id, err);
-    }
-    if (r == -ENOSPC && dfd_metadata_checkpoint(s->md, NULL) == 0) {
-        /* ...or the blocks of the WAL itself, folded into the database. */
-        r = dfd_metadata_delete(s->md, id, err);
+/* The row (all of it, or only while it is still *expect), then the content; under commit_mu,
+ * which every import commit holds from its existence check to its insert. */
+static int delete_locked(struct dfd_storage *s, const char *id, const struct dfd_task_meta *expect,
+                         bool same_use, bool *ret_deleted, struct dfc_error *err) {
+    int64_t created = expect != NULL ? expect->created_at_ns : 0;
+    int64_t updated = expect != NULL && same_use ? expect->updated_at_ns : -1;
+    int r = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        r = expect != NULL ? dfd_metadata_delete_if(s->md, id, created, updated, err)
+                           : dfd_metadata_delete(s->md, id, err);
+        if (r != -ENOSPC) {
+            break;
+        }
+        /* The disk is full and the WAL cannot grow: give it the reserve, then the blocks of
+         * the WAL itself, folded into the database. */
+        if (attempt == 0) {
+            release_reserve(s);
+        } else if (dfd_metadata_checkpoint(s->md, NULL) < 0) {
+            break;
+        }
     }
     if (r < 0) {
         return r;
+    }
+    *ret_deleted = expect == NULL || r > 0;
+    if (!*ret_deleted) {
+        return 0; /* gone already, or another import's row now: its content stays */
     }
     char path[PATH_MAX];
     dfd__task_path(s, id, path, sizeof(path));
     if (unlink(path) < 0 && errno != ENOENT) {
         return dfc_error_errno(err, -errno, "remove `%s`", path);
     }
-    dfd_storage_ensure_reserve(s);
     return 0;
+}
+
+int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *err) {
+    bool deleted;
+    pthread_mutex_lock(&s->commit_mu);
+    int r = delete_locked(s, id, NULL, false, &deleted, err);
+    pthread_mutex_unlock(&s->commit_mu);
+    if (r == 0) {
+        dfd_storage_ensure_reserve(s);
+    }
+    return r;
+}
+
+int dfd_storage_delete_task(struct dfd_storage *s, const struct dfd_task_meta *t, bool same_use,
+                            bool *ret_deleted, struct dfc_error *err) {
+    pthread_mutex_lock(&s->commit_mu);
+    int r = delete_locked(s, t->id, t, same_use, ret_deleted, err);
+    pthread_mutex_unlock(&s->commit_mu);
+    if (r == 0) {
+        dfd_storage_ensure_reserve(s);
+    }
+    return r;
 }
 
 int dfd_storage_content_bytes(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err) {

@@ -169,8 +169,15 @@ int dfd_storage_verify_digest(int content_fd, const char *algo, const char *want
                               struct dfc_error *err);
 
 /* Deletes a task: its row first (it vanishes), then its content. 0 when absent. Works on a
- * full disk (the reserve, then the WAL's own space). */
+ * full disk (the reserve, then the WAL's own space). Runs under the commit lock, so an import
+ * of the same id cannot land between the row and the content. */
 int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *err);
+
+/* Deletes t only while the stored task is still the one t was read from: the same import and,
+ * with same_use, not used or changed since (GC decides from a list that may have gone stale).
+ * *ret_deleted tells whether it deleted; a task that is gone or was imported again is left. */
+int dfd_storage_delete_task(struct dfd_storage *s, const struct dfd_task_meta *t, bool same_use,
+                            bool *ret_deleted, struct dfc_error *err);
 
 /* Re-creates metadata/reserve when it is missing and twice its size is free (GC calls this on
  * every pass; open and delete do too). */

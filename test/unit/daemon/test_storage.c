@@ -606,6 +606,38 @@ static bool exists(struct fx *f, const char *id) {
     return true;
 }
 
+/* A delete decided on a row read earlier removes only that task: not a later import of the
+ * same id (whose fresh content an unconditional unlink would remove under its new row), and,
+ * for eviction, not a task used since the list was read. */
+static void test_delete_task_spares_a_newer_import(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_task_meta old, fresh;
+    bool deleted;
+    import_at(f, "stale", 5, false, 3600 * SEC, T0, &old);
+    assert_int_equal(dfd_storage_delete(f->s, old.id, &err), 0);
+    import_at(f, "stale", 5, false, 3600 * SEC, T0 + SEC, &fresh);
+    assert_string_equal(fresh.id, old.id);
+    assert_int_equal(dfd_storage_delete_task(f->s, &old, false, &deleted, &err), 0);
+    assert_false(deleted);
+    assert_true(exists(f, fresh.id));
+    char path[PATH_MAX];
+    struct stat st;
+    content_path(f, fresh.id, path, sizeof(path));
+    assert_int_equal(stat(path, &st), 0);
+    /* Used since it was listed: eviction leaves it; expiry (the same import) deletes it. */
+    assert_int_equal(dfd_storage_touch(f->s, fresh.id, T0 + 2 * SEC, &err), 0);
+    assert_int_equal(dfd_storage_delete_task(f->s, &fresh, true, &deleted, &err), 0);
+    assert_false(deleted);
+    assert_true(exists(f, fresh.id));
+    assert_int_equal(dfd_storage_delete_task(f->s, &fresh, false, &deleted, &err), 0);
+    assert_true(deleted);
+    assert_false(exists(f, fresh.id));
+    assert_int_equal(stat(path, &st), -1);
+    dfd_task_meta_done(&old);
+    dfd_task_meta_done(&fresh);
+}
+
 static void test_gc_expires_by_ttl(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
@@ -1184,6 +1216,7 @@ int main(void) {
         T(test_disk_full_leaves_nothing),
         T(test_concurrent_imports_of_the_same_content),
         T(test_delete),
+        T(test_delete_task_spares_a_newer_import),
         T(test_read_piece_checks_its_crc),
         T(test_verify_digest),
         T(test_recovery_removes_half_written_state),
