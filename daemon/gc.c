@@ -42,7 +42,7 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
     struct dfd_task_meta *tasks;
     size_t n;
     dfd_storage_ensure_reserve(s); /* in case a delete on a full disk used it up */
-    int r = dfd_metadata_list(dfd_storage_metadata(s), &tasks, &n, err);
+    int r = dfd_storage_list(s, &tasks, &n, err);
     if (r < 0) {
         return r;
     }

@@ -17,11 +17,9 @@
 
 #include "caller.h"
 #include "dfc/cleanup.h"
-#include "dfc/digest.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/rpc_bulk.h"
-#include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "export.h"
@@ -165,62 +163,13 @@ static void init_response(struct exporter *x,
     m->peer_id = x->peer_id;
 }
 
-/* Whole-file digest of the stored content, "algo:value" compared with want. */
-static int verify_content(int fd, const char *algo, const char *want, struct dfc_error *err) {
-    uint8_t *buf = malloc((size_t)4 << 20);
-    if (buf == NULL) {
-        return dfc_error_set(err, -ENOMEM, "out of memory");
-    }
-    struct dfc_evp h = {0};
-    bool crc = strcmp(algo, "crc32") == 0;
-    uint32_t c = 0;
-    int r = crc ? 0 : dfc_evp_init(&h, algo);
-    off_t off = 0;
-    while (r == 0) {
-        ssize_t n = pread(fd, buf, (size_t)4 << 20, off);
-        if (n < 0) {
-            r = dfc_error_errno(err, -errno, "read the content");
-            break;
-        }
-        if (n == 0) {
-            break;
-        }
-        if (crc) {
-            c = dfc_crc32_update(c, buf, (size_t)n);
-        } else {
-            dfc_evp_update(&h, buf, (size_t)n);
-        }
-        off += n;
-    }
-    free(buf);
-    if (r < 0) {
-        dfc_evp_done(&h);
-        return r;
-    }
-    char have[DFC_EVP_HEX_MAX];
-    bool match;
-    if (crc) {
-        uint64_t w = 0;
-        snprintf(have, sizeof(have), "%u", c);
-        match = dfc_parse_u64(want, &w) == 0 && w == c; /* "crc32:0042" is 42 */
-    } else {
-        dfc_evp_final_hex(&h, have);
-        dfc_evp_done(&h);
-        match = strcasecmp(have, want) == 0;
-    }
-    if (!match) {
-        return dfc_error_set(err, DFC_E_DATA_LOSS, "digest mismatch: want %s:%s, content has %s:%s",
-                             algo, want, algo, have);
-    }
-    return 0;
-}
-
-/* Sends every piece; with content, each read into its own bulk buffer and CRC-checked. */
+/* Sends every piece; with content, each read into its own bulk buffer and CRC-checked (the
+ * bulk is sent as is, without another copy). */
 static int send_pieces(struct exporter *x, int fd, bool with_content, const struct dfd_task_meta *t,
                        struct dfc_error *err) {
     struct dfd_piece_meta *pieces;
     size_t n;
-    int r = dfd_metadata_pieces(dfd_storage_metadata(x->svc->storage), t->id, &pieces, &n, err);
+    int r = dfd_storage_pieces(x->svc->storage, t->id, &pieces, &n, err);
     if (r < 0) {
         return r;
     }
@@ -253,24 +202,7 @@ static int send_pieces(struct exporter *x, int fd, bool with_content, const stru
                 break;
             }
             uint8_t *data = dfc_rpc_bulk_data(bulk);
-            for (uint64_t got = 0; got < pm->length && r == 0;) {
-                ssize_t k = pread(fd, data + got, pm->length - got, (off_t)(pm->offset + got));
-                if (k <= 0) {
-                    r = k < 0 ? dfc_error_errno(err, -errno, "read piece %u", pm->number)
-                              : dfc_error_set(err, DFC_E_DATA_LOSS,
-                                              "task %s: piece %u is cut short", t->id, pm->number);
-                }
-                got += k > 0 ? (uint64_t)k : 0;
-            }
-            char have[DFC_CRC32_DIGEST_MAX];
-            if (r == 0) {
-                dfc_crc32_format(dfc_crc32_update(0, data, pm->length), have);
-                if (strcmp(have, pm->digest) != 0) {
-                    r = dfc_error_set(err, DFC_E_DATA_LOSS,
-                                      "task %s: piece %u is corrupt on disk (%s, stored %s)", t->id,
-                                      pm->number, have, pm->digest);
-                }
-            }
+            r = dfd_storage_read_piece(fd, t->id, pm, data, err);
             piece.opt_content_case = COMMON__V2__PIECE__OPT_CONTENT_CONTENT;
             piece.content.data = data;
             piece.content.len = pm->length;
@@ -308,18 +240,16 @@ static int open_output_dir(const struct dfd_caller *caller, const char *output, 
     return r;
 }
 
-static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                         ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
-    const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req = (const void *)req_;
+/* The request's fields; *ret_algo and *ret_want (into req) stay NULL without a digest. */
+static int validate_download(const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req,
+                             const char **ret_algo, const char **ret_want, struct dfc_error *err) {
     const char *output = OPT(req, output_path);
-    const char *algo = NULL, *want = NULL;
     int r = dfd_validate_task_id(req->task_id, err);
     if (r == 0 && output != NULL) {
         r = dfd_validate_path("output_path", output, err);
     }
     if (r == 0 && req->opt_digest_case != 0) {
-        r = dfd_validate_digest(req->digest, &algo, &want, err);
+        r = dfd_validate_digest(req->digest, ret_algo, ret_want, err);
     }
     if (r == 0 && req->opt_remote_ip_case != 0) {
         r = dfd_validate_ip("remote_ip", req->remote_ip, err);
@@ -327,6 +257,28 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if (r == 0 && req->force_hard_link && output == NULL) {
         r = dfc_error_set(err, -EINVAL, "force_hard_link needs an output_path");
     }
+    return r;
+}
+
+static int send_started(struct exporter *x, uint64_t content_length, struct dfc_error *err) {
+    Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse started =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
+    Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
+    init_response(x, &m);
+    started.content_length = content_length;
+    m.response_case =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE;
+    m.download_persistent_cache_task_started_response = &started;
+    return dfc_rpc_call_send(x->call, &m.base, err);
+}
+
+static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                         ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req = (const void *)req_;
+    const char *output = OPT(req, output_path);
+    const char *algo = NULL, *want = NULL;
+    int r = validate_download(req, &algo, &want, err);
     /* The output's directory is resolved once, as the caller; every later step works on it. */
     struct dfd_caller caller;
     _cleanup_close_ int dirfd = -1;
@@ -361,18 +313,10 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     }
     /* Verify before anything leaves when nothing else reads the bytes; while streaming the
      * per-piece CRCs guard each piece. */
-    if (algo != NULL && (r = verify_content(fd, algo, want, err)) < 0) {
+    if (algo != NULL && (r = dfd_storage_verify_digest(fd, algo, want, err)) < 0) {
         goto out;
     }
-    Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse started =
-        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
-    Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
-    init_response(&x, &m);
-    started.content_length = t.content_length;
-    m.response_case =
-        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE;
-    m.download_persistent_cache_task_started_response = &started;
-    if ((r = dfc_rpc_call_send(call, &m.base, err)) < 0) {
+    if ((r = send_started(&x, t.content_length, err)) < 0) {
         goto out;
     }
     bool linked = false;
@@ -393,10 +337,9 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     }
     struct dfc_error e;
     if (req->persistent) { /* promote only: an export never demotes a persistent replica */
-        (void)dfd_metadata_set_persistent(dfd_storage_metadata(svc->storage), t.id, true,
-                                          dfd__now(svc), &e);
+        (void)dfd_storage_set_persistent(svc->storage, t.id, true, dfd__now(svc), &e);
     } else {
-        (void)dfd_metadata_touch(dfd_storage_metadata(svc->storage), t.id, dfd__now(svc), &e);
+        (void)dfd_storage_touch(svc->storage, t.id, dfd__now(svc), &e);
     }
     DFC_LOG(DFC_LOG_INFO, "export.done", "task_id=%s output=%s mode=%s pieces=%u content=%d", t.id,
             output ? output : "-", output ? (linked ? "hardlink" : "copy") : "stream",
@@ -439,7 +382,7 @@ static int list_local_tasks(void *svc_, struct dfc_rpc_call *call, const Protobu
     Dfdaemon__V2__ListLocalPersistentCacheTasksResponse *resp = (void *)resp_;
     struct dfd_task_meta *tasks;
     size_t n;
-    int r = dfd_metadata_list(dfd_storage_metadata(svc->storage), &tasks, &n, err);
+    int r = dfd_storage_list(svc->storage, &tasks, &n, err);
     if (r < 0) {
         return r;
     }
@@ -496,8 +439,7 @@ static int update_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r < 0 || !req->persistent) {
         return r; /* persistent=false is a no-op, as upstream (for the owner) */
     }
-    return dfd_metadata_set_persistent(dfd_storage_metadata(svc->storage), req->task_id, true,
-                                       dfd__now(svc), err);
+    return dfd_storage_set_persistent(svc->storage, req->task_id, true, dfd__now(svc), err);
 }
 
 const struct dfc_rpc_method dfd__download_methods[] = {

@@ -5,8 +5,8 @@
  * (one transaction with its pieces) is the commit point of an import. Thread-safe: one
  * connection behind a mutex.
  *
- * Ownership: dfd_task_meta's tag and application are heap strings owned by the struct (free
- * with dfd_task_meta_done); lists are arrays the caller frees with the matching _free.
+ * Private to daemon/storage: everything else reaches tasks through storage.h. The records
+ * and their ownership are in task.h.
  */
 #ifndef DFD_STORAGE_METADATA_H
 #define DFD_STORAGE_METADATA_H
@@ -16,42 +16,9 @@
 #include <stdint.h>
 
 #include "dfc/error.h"
-#include "piece.h"
+#include "task.h"
 
 struct dfd_metadata;
-
-/* Where a task id came from. Rows made before this was recorded are UNKNOWN and are treated
- * as not content-derived. Stored as the text 'unknown', 'content', 'string'. */
-enum dfd_id_origin {
-    DFD_ID_ORIGIN_UNKNOWN = 0,
-    DFD_ID_ORIGIN_CONTENT, /* SHA-256 over the content (and tag, application, piece length) */
-    DFD_ID_ORIGIN_STRING,  /* SHA-256 of content_for_calculating_task_id */
-};
-
-struct dfd_task_meta {
-    char id[DFD_TASK_ID_LEN + 1];
-    bool persistent;
-    uint64_t replica_count;
-    char *tag;         /* NULL when the import had none */
-    char *application; /* NULL when the import had none */
-    uint64_t piece_length;
-    uint64_t content_length;
-    uint32_t piece_count;
-    int64_t ttl_ns;
-    int64_t created_at_ns; /* wall clock, ns since the epoch */
-    int64_t updated_at_ns;
-    int64_t finished_at_ns;
-    bool hard_linked;   /* content shares the importer's inode */
-    uint32_t owner_uid; /* the importing uid; 0 for rows made before owners were recorded */
-    enum dfd_id_origin id_origin;
-};
-
-struct dfd_piece_meta {
-    uint32_t number;
-    uint64_t offset;
-    uint64_t length;
-    char digest[DFC_CRC32_DIGEST_MAX];
-};
 
 enum dfd_metadata_state {
     DFD_METADATA_OK,
@@ -102,8 +69,5 @@ int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool pe
 /* Bumps updated_at (an export uses the task). */
 int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,
                        struct dfc_error *err);
-
-void dfd_task_meta_done(struct dfd_task_meta *t);
-void dfd_task_meta_list_free(struct dfd_task_meta *list, size_t n);
 
 #endif /* DFD_STORAGE_METADATA_H */

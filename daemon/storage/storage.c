@@ -479,15 +479,31 @@ const char *dfd_storage_dir(const struct dfd_storage *s) {
     return s->dir;
 }
 
-struct dfd_metadata *dfd_storage_metadata(struct dfd_storage *s) {
-    return s->md;
-}
-
 /* ---- lookups, delete ---- */
 
 int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta *ret,
                     struct dfc_error *err) {
     return dfd_metadata_get(s->md, id, ret, err);
+}
+
+int dfd_storage_list(struct dfd_storage *s, struct dfd_task_meta **ret, size_t *ret_n,
+                     struct dfc_error *err) {
+    return dfd_metadata_list(s->md, ret, ret_n, err);
+}
+
+int dfd_storage_pieces(struct dfd_storage *s, const char *id, struct dfd_piece_meta **ret,
+                       size_t *ret_n, struct dfc_error *err) {
+    return dfd_metadata_pieces(s->md, id, ret, ret_n, err);
+}
+
+int dfd_storage_touch(struct dfd_storage *s, const char *id, int64_t now_ns,
+                      struct dfc_error *err) {
+    return dfd_metadata_touch(s->md, id, now_ns, err);
+}
+
+int dfd_storage_set_persistent(struct dfd_storage *s, const char *id, bool persistent,
+                               int64_t now_ns, struct dfc_error *err) {
+    return dfd_metadata_set_persistent(s->md, id, persistent, now_ns, err);
 }
 
 int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,

@@ -4,7 +4,7 @@
  * Layout under dir (as Dragonfly's, with SQLite in place of RocksDB; content files 0600, the
  * content directories 0700, fixed at open for stores made by older versions):
  *   content/persistent-cache-tasks/<id[0..3]>/<id>   one file per task, full content
- *   metadata/pcache.db                               task and piece rows (metadata.h)
+ *   metadata/pcache.db                               task and piece rows (task.h)
  *   tmp/                                             imports in progress
  *
  * Crash safety: an import spools into tmp/, is fsynced, renamed into content/ (and the
@@ -35,11 +35,12 @@
 #define DFD_STORAGE_STORAGE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "dfc/error.h"
-#include "metadata.h"
+#include "task.h"
 
 struct dfd_storage;
 struct dfd_import;
@@ -128,13 +129,44 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
                           struct dfd_task_meta *ret_task, bool *ret_existed,
                           enum dfd_import_mode *ret_mode, struct dfc_error *err);
 
-/* Looks a task up; -ENOENT when absent. */
+/* Looks a task up; -ENOENT when absent. *ret is filled; free with dfd_task_meta_done(). */
 int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta *ret,
                     struct dfc_error *err);
 
-/* Opens a task's content read-only (the fd stays valid if the task is deleted meanwhile). */
+/* All tasks, least recently used (oldest updated_at) first; *ret_n may be 0. The caller owns
+ * the array: free with dfd_task_meta_list_free(). */
+int dfd_storage_list(struct dfd_storage *s, struct dfd_task_meta **ret, size_t *ret_n,
+                     struct dfc_error *err);
+
+/* The pieces of a task in order; *ret_n may be 0 (an absent task has none). The caller owns
+ * the array: free with free(). */
+int dfd_storage_pieces(struct dfd_storage *s, const char *id, struct dfd_piece_meta **ret,
+                       size_t *ret_n, struct dfc_error *err);
+
+/* Marks a task used now (bumps updated_at, which orders eviction). */
+int dfd_storage_touch(struct dfd_storage *s, const char *id, int64_t now_ns, struct dfc_error *err);
+
+/* Sets a task's persistent flag and marks it used now. -ENOENT when absent. */
+int dfd_storage_set_persistent(struct dfd_storage *s, const char *id, bool persistent,
+                               int64_t now_ns, struct dfc_error *err);
+
+/* Opens a task's content read-only (the fd stays valid if the task is deleted meanwhile).
+ * The caller owns *ret_fd and closes it. */
 int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
                              struct dfc_error *err);
+
+/* Reads piece pm of task id from its content fd (dfd_storage_open_content) into buf, which
+ * the caller owns and which holds pm->length bytes, and checks the piece's CRC-32 against
+ * the stored digest: DFC_E_DATA_LOSS when the content is cut short or the CRC differs. Every
+ * reader of pieces (the export, the P2P piece server) goes through this call. */
+int dfd_storage_read_piece(int content_fd, const char *id, const struct dfd_piece_meta *pm,
+                           void *buf, struct dfc_error *err);
+
+/* Digests the whole content behind content_fd with algo ("crc32", "sha256", "sha512", as
+ * dfd_validate_digest() accepts) and compares it with want (hex, or decimal for crc32):
+ * DFC_E_DATA_LOSS on a mismatch, naming both values. */
+int dfd_storage_verify_digest(int content_fd, const char *algo, const char *want,
+                              struct dfc_error *err);
 
 /* Deletes a task: its row first (it vanishes), then its content. 0 when absent. Works on a
  * full disk (the reserve, then the WAL's own space). */
@@ -146,7 +178,5 @@ void dfd_storage_ensure_reserve(struct dfd_storage *s);
 
 /* Bytes used by content files (for disk-pressure accounting with a configured threshold). */
 int dfd_storage_content_bytes(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err);
-
-struct dfd_metadata *dfd_storage_metadata(struct dfd_storage *s);
 
 #endif /* DFD_STORAGE_STORAGE_H */

@@ -648,6 +648,14 @@ static int stream_messages(struct fx *f, const void **msgs, size_t n, struct dfc
     return r < 0 ? dfc_error_to_grpc(r) : 0;
 }
 
+static size_t count_lines(const char *text) {
+    size_t n = 0;
+    for (const char *p = text; (p = strchr(p, '\n')) != NULL; p++) {
+        n++;
+    }
+    return n;
+}
+
 static void test_stream_import_protocol(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
@@ -698,9 +706,24 @@ static void test_stream_import_protocol(void **state) {
     assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 8);
     assert_non_null(strstr(err.msg, "not enough space"));
     start.opt_content_length_case = 0;
+    /* Content after finish: refused, and nothing is imported. */
+    assert_int_equal(DFCACHE(f, "ls"), 0);
+    size_t listed = count_lines(f->out);
+    m_data.content.data = (uint8_t *)"after";
+    assert_int_equal(
+        stream_messages(f, (const void *[]){&m_start, &m_data, &m_fin, &m_data}, 4, &err), 3);
+    assert_string_equal(err.msg, "a message arrived after finish; nothing was imported");
+    assert_int_equal(DFCACHE(f, "ls"), 0);
+    assert_int_equal(count_lines(f->out), listed);
+    m_data.content.data = (uint8_t *)"hello";
     ttl.seconds = 10;
     assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 3);
     ttl.seconds = 3600;
+    /* A negative nanos is named as given. */
+    ttl.nanos = -1;
+    assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 3);
+    assert_string_equal(err.msg, "ttl must be between 5m and 168h, got seconds=3600 nanos=-1");
+    ttl.nanos = 0;
     start.persistent_replica_count = 0;
     assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 3);
     /* None of the failures left anything. */

@@ -35,14 +35,12 @@
 #define NOBODY 65534
 
 /* The methods the tests call, resolved in main() before any test runs. */
-static struct dfc_rpc_client_method upload_m, download_m, update_m, import_m;
+static struct dfc_rpc_client_method upload_m, download_m, update_m;
 static const struct dfc_rpc_client_row client_methods[] = {
     DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "UploadPersistentCacheTask", &upload_m),
     DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "DownloadPersistentCacheTask",
                           &download_m),
     DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "UpdatePersistentCacheTask", &update_m),
-    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_import, "ImportPersistentCacheTask",
-                          &import_m),
 };
 
 struct fx {
@@ -457,68 +455,6 @@ static void test_stored_content_is_private(void **state) {
     assert_int_equal(mode_of(content), 0700);
 }
 
-/* ---- the small ones ---- */
-
-static int stream_messages(struct fx *f, const void **msgs, size_t n, struct dfc_error *err) {
-    struct dfc_rpc_stream *s;
-    int r = dfc_rpc_stream_open(f->c, &import_m, 10000, &s, err);
-    for (size_t i = 0; i < n && r == 0; i++) {
-        r = dfc_rpc_stream_send(s, (const ProtobufCMessage *)msgs[i], err);
-    }
-    ProtobufCMessage *m = NULL;
-    if (r == 0 && (r = dfc_rpc_stream_close_send(s, err)) == 0) {
-        r = dfc_rpc_stream_recv(s, import_m.resp, &m, err);
-    }
-    dfc_rpc_msg_free(m);
-    dfc_rpc_stream_free(s);
-    return r < 0 ? dfc_error_to_grpc(r) : 0;
-}
-
-static void test_stream_and_ttl_rules(void **state) {
-    struct fx *f = *state;
-    struct dfc_error err;
-    Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
-    ttl.seconds = 3600;
-    Dfc__Dfdaemon__V1__ImportStart start = DFC__DFDAEMON__V1__IMPORT_START__INIT;
-    start.ttl = &ttl;
-    start.persistent_replica_count = 1;
-    Dfc__Dfdaemon__V1__ImportFinish fin = DFC__DFDAEMON__V1__IMPORT_FINISH__INIT;
-    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m_start =
-        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
-    m_start.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_START;
-    m_start.start = &start;
-    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m_data =
-        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
-    m_data.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT;
-    m_data.content.data = (uint8_t *)"hello";
-    m_data.content.len = 5;
-    Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest m_fin =
-        DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
-    m_fin.request_case = DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_FINISH;
-    m_fin.finish = &fin;
-    fin.content_length = 5;
-    /* More content than start announced. */
-    start.opt_content_length_case =
-        DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
-    start.content_length = 4;
-    assert_int_equal(stream_messages(f, (const void *[]){&m_start, &m_data, &m_fin}, 3, &err), 3);
-    assert_string_equal(err.msg, "more content than the announced 4 bytes");
-    start.opt_content_length_case = 0;
-    /* Content after finish: refused, nothing imported. */
-    assert_int_equal(
-        stream_messages(f, (const void *[]){&m_start, &m_data, &m_fin, &m_data}, 4, &err), 3);
-    assert_string_equal(err.msg, "a message arrived after finish; nothing was imported");
-    assert_int_equal(DFCACHE_AS(f, -1, "ls"), 0);
-    assert_null(strchr(strchr(f->out, '\n') + 1, '\n')); /* the header line only */
-    assert_int_equal(tmp_entries(f), 0);
-    /* A negative nanos is named as given. */
-    ttl.nanos = -1;
-    assert_int_equal(stream_messages(f, (const void *[]){&m_start}, 1, &err), 3);
-    assert_string_equal(err.msg, "ttl must be between 5m and 168h, got seconds=3600 nanos=-1");
-    ttl.nanos = 0;
-    assert_int_equal(stream_messages(f, (const void *[]){&m_start, &m_data, &m_fin}, 3, &err), 0);
-}
-
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -529,7 +465,6 @@ int main(void) {
         T(test_dedup_only_identical_content),
         T(test_only_the_owner_or_root_may_delete_or_update),
         T(test_stored_content_is_private),
-        T(test_stream_and_ttl_rules),
     };
     struct dfc_error methods_err;
     if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &methods_err) < 0) {

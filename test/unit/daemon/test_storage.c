@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -131,7 +132,7 @@ static void test_stream_import_round_trip(void **state) {
     struct dfd_piece_meta *pieces;
     size_t n;
     struct dfc_error err;
-    assert_int_equal(dfd_metadata_pieces(dfd_storage_metadata(f->s), t.id, &pieces, &n, &err), 0);
+    assert_int_equal(dfd_storage_pieces(f->s, t.id, &pieces, &n, &err), 0);
     assert_int_equal(n, 3);
     for (size_t i = 0; i < n; i++) {
         char want[DFC_CRC32_DIGEST_MAX];
@@ -302,7 +303,7 @@ static void test_cancelled_import_leaves_nothing(void **state) {
     assert_int_equal(count_entries(tmp), 0);
     struct dfd_task_meta *list;
     size_t n;
-    assert_int_equal(dfd_metadata_list(dfd_storage_metadata(f->s), &list, &n, &err), 0);
+    assert_int_equal(dfd_storage_list(f->s, &list, &n, &err), 0);
     assert_int_equal(n, 0);
     dfd_task_meta_list_free(list, n);
     free(buf);
@@ -430,6 +431,103 @@ static void test_delete(void **state) {
     assert_int_equal(stat(path, &st), -1);
     assert_int_equal(dfd_storage_delete(f->s, t.id, &err), 0); /* idempotent */
     dfd_task_meta_done(&t);
+}
+
+/* ---- reading content back ---- */
+
+/* Every piece reads back as imported; a flipped byte or a cut file is DATA_LOSS naming the
+ * task and the piece, and the bytes read so far are never passed off as the piece. */
+static void test_read_piece_checks_its_crc(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    const uint64_t len = 9 * MiB + 7;
+    char *buf = pattern(len, 3);
+    struct dfd_task_meta t;
+    bool existed;
+    stream_import(f, buf, len, params(), &t, &existed);
+    struct dfd_piece_meta *pieces;
+    size_t n;
+    assert_int_equal(dfd_storage_pieces(f->s, t.id, &pieces, &n, &err), 0);
+    assert_int_equal(n, 3);
+    int fd;
+    assert_int_equal(dfd_storage_open_content(f->s, t.id, &fd, &err), 0);
+    char *got = malloc(4 * MiB);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(dfd_storage_read_piece(fd, t.id, &pieces[i], got, &err), 0);
+        assert_memory_equal(got, buf + pieces[i].offset, pieces[i].length);
+    }
+    /* One byte of piece 1 changes on disk (the fd sees the same inode). */
+    char path[PATH_MAX];
+    content_path(f, t.id, path, sizeof(path));
+    int wfd = open(path, O_WRONLY);
+    assert_true(wfd >= 0);
+    char flipped = (char)~buf[pieces[1].offset + 5];
+    assert_int_equal(pwrite(wfd, &flipped, 1, (off_t)pieces[1].offset + 5), 1);
+    assert_int_equal(dfd_storage_read_piece(fd, t.id, &pieces[0], got, &err), 0);
+    assert_int_equal(dfd_storage_read_piece(fd, t.id, &pieces[1], got, &err), DFC_E_DATA_LOSS);
+    char want[200];
+    snprintf(want, sizeof(want), "task %s: piece 1 is corrupt on disk (crc32:", t.id);
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, pieces[1].digest));
+    /* The file loses its last byte: piece 2 is cut short. */
+    assert_int_equal(ftruncate(wfd, (off_t)len - 1), 0);
+    close(wfd);
+    assert_int_equal(dfd_storage_read_piece(fd, t.id, &pieces[2], got, &err), DFC_E_DATA_LOSS);
+    snprintf(want, sizeof(want), "task %s: piece 2 is cut short", t.id);
+    assert_string_equal(err.msg, want);
+    close(fd);
+    free(got);
+    free(pieces);
+    dfd_task_meta_done(&t);
+    free(buf);
+}
+
+/* The whole-file digest: sha256, sha512 (hex, any case) and crc32 (decimal, leading zeros
+ * allowed) match the content; anything else is DATA_LOSS naming both values. */
+static void test_verify_digest(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    const uint64_t len = 5 * MiB + 3; /* more than one read unit */
+    char *buf = pattern(len, 4);
+    struct dfd_task_meta t;
+    bool existed;
+    stream_import(f, buf, len, params(), &t, &existed);
+    int fd;
+    assert_int_equal(dfd_storage_open_content(f->s, t.id, &fd, &err), 0);
+    char sha[DFC_EVP_HEX_MAX], sha512[DFC_EVP_HEX_MAX], crc[32];
+    struct dfc_evp h;
+    assert_int_equal(dfc_evp_init(&h, "sha256"), 0);
+    dfc_evp_update(&h, buf, len);
+    dfc_evp_final_hex(&h, sha);
+    dfc_evp_done(&h);
+    assert_int_equal(dfc_evp_init(&h, "sha512"), 0);
+    dfc_evp_update(&h, buf, len);
+    dfc_evp_final_hex(&h, sha512);
+    dfc_evp_done(&h);
+    snprintf(crc, sizeof(crc), "00%u", dfc_crc32_update(0, buf, len));
+    assert_int_equal(dfd_storage_verify_digest(fd, "sha256", sha, &err), 0);
+    assert_int_equal(dfd_storage_verify_digest(fd, "sha512", sha512, &err), 0);
+    assert_int_equal(dfd_storage_verify_digest(fd, "crc32", crc, &err), 0);
+    for (char *c = sha; *c != '\0'; c++) {
+        *c = (char)toupper((unsigned char)*c);
+    }
+    assert_int_equal(dfd_storage_verify_digest(fd, "sha256", sha, &err), 0);
+    const char *zero = "0000000000000000000000000000000000000000000000000000000000000000";
+    assert_int_equal(dfd_storage_verify_digest(fd, "sha256", zero, &err), DFC_E_DATA_LOSS);
+    char want[300];
+    for (char *c = sha; *c != '\0'; c++) {
+        *c = (char)tolower((unsigned char)*c);
+    }
+    snprintf(want, sizeof(want), "digest mismatch: want sha256:%s, content has sha256:%s", zero,
+             sha);
+    assert_string_equal(err.msg, want);
+    assert_int_equal(dfd_storage_verify_digest(fd, "crc32", "1", &err), DFC_E_DATA_LOSS);
+    snprintf(want, sizeof(want), "digest mismatch: want crc32:1, content has crc32:%u",
+             dfc_crc32_update(0, buf, len));
+    assert_string_equal(err.msg, want);
+    close(fd);
+    dfd_task_meta_done(&t);
+    free(buf);
 }
 
 /* ---- recovery ---- */
@@ -1086,6 +1184,8 @@ int main(void) {
         T(test_disk_full_leaves_nothing),
         T(test_concurrent_imports_of_the_same_content),
         T(test_delete),
+        T(test_read_piece_checks_its_crc),
+        T(test_verify_digest),
         T(test_recovery_removes_half_written_state),
         T(test_keep_false_starts_empty),
         T(test_gc_expires_by_ttl),
