@@ -219,18 +219,16 @@ static int controller_get_capabilities(void *drv, struct dfc_rpc_call *call,
     return 0;
 }
 
-#define M(name, req, resp, fn)                                                                     \
-    { name, DFC_RPC_UNARY, &req##__descriptor, &resp##__descriptor, fn }
-
 const struct dfc_rpc_method csi__controller_methods[] = {
-    M("CreateVolume", csi__v1__create_volume_request, csi__v1__create_volume_response,
-      create_volume),
-    M("DeleteVolume", csi__v1__delete_volume_request, csi__v1__delete_volume_response,
-      delete_volume),
-    M("ValidateVolumeCapabilities", csi__v1__validate_volume_capabilities_request,
-      csi__v1__validate_volume_capabilities_response, validate_capabilities),
-    M("ControllerGetCapabilities", csi__v1__controller_get_capabilities_request,
-      csi__v1__controller_get_capabilities_response, controller_get_capabilities),
+    DFC_RPC_METHOD("CreateVolume", DFC_RPC_UNARY, csi__v1__create_volume_request,
+                   csi__v1__create_volume_response, create_volume),
+    DFC_RPC_METHOD("DeleteVolume", DFC_RPC_UNARY, csi__v1__delete_volume_request,
+                   csi__v1__delete_volume_response, delete_volume),
+    DFC_RPC_METHOD("ValidateVolumeCapabilities", DFC_RPC_UNARY,
+                   csi__v1__validate_volume_capabilities_request,
+                   csi__v1__validate_volume_capabilities_response, validate_capabilities),
+    DFC_RPC_METHOD("ControllerGetCapabilities", DFC_RPC_UNARY,
+                   csi__v1__controller_get_capabilities_request,
+                   csi__v1__controller_get_capabilities_response, controller_get_capabilities),
 };
-const size_t csi__n_controller_methods =
-    sizeof(csi__controller_methods) / sizeof(csi__controller_methods[0]);
+const size_t csi__n_controller_methods = DFC_RPC_N(csi__controller_methods);

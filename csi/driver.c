@@ -146,22 +146,18 @@ static int probe(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *r
     return 0;
 }
 
-#define M(name, req, resp, fn)                                                                     \
-    { name, DFC_RPC_UNARY, &req##__descriptor, &resp##__descriptor, fn }
-
 static const struct dfc_rpc_method identity_methods[] = {
-    M("GetPluginInfo", csi__v1__get_plugin_info_request, csi__v1__get_plugin_info_response,
-      get_plugin_info),
-    M("GetPluginCapabilities", csi__v1__get_plugin_capabilities_request,
-      csi__v1__get_plugin_capabilities_response, get_plugin_capabilities),
-    M("Probe", csi__v1__probe_request, csi__v1__probe_response, probe),
+    DFC_RPC_METHOD("GetPluginInfo", DFC_RPC_UNARY, csi__v1__get_plugin_info_request,
+                   csi__v1__get_plugin_info_response, get_plugin_info),
+    DFC_RPC_METHOD("GetPluginCapabilities", DFC_RPC_UNARY, csi__v1__get_plugin_capabilities_request,
+                   csi__v1__get_plugin_capabilities_response, get_plugin_capabilities),
+    DFC_RPC_METHOD("Probe", DFC_RPC_UNARY, csi__v1__probe_request, csi__v1__probe_response, probe),
 };
 
 int csi_driver_register(struct csi_driver *d, struct dfc_rpc_server *server,
                         struct dfc_error *err) {
-    int r =
-        dfc_rpc_server_add_service(server, &csi__v1__identity__descriptor, identity_methods,
-                                   sizeof(identity_methods) / sizeof(identity_methods[0]), d, err);
+    int r = dfc_rpc_server_add_service(server, &csi__v1__identity__descriptor, identity_methods,
+                                       DFC_RPC_N(identity_methods), d, err);
     if (r == 0) {
         r = dfc_rpc_server_add_service(server, &csi__v1__node__descriptor, csi__node_methods,
                                        csi__n_node_methods, d, err);

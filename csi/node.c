@@ -277,17 +277,14 @@ static int node_get_info(void *drv, struct dfc_rpc_call *call, const ProtobufCMe
     return 0;
 }
 
-#define M(name, req, resp, fn)                                                                     \
-    { name, DFC_RPC_UNARY, &req##__descriptor, &resp##__descriptor, fn }
-
 const struct dfc_rpc_method csi__node_methods[] = {
-    M("NodePublishVolume", csi__v1__node_publish_volume_request,
-      csi__v1__node_publish_volume_response, node_publish),
-    M("NodeUnpublishVolume", csi__v1__node_unpublish_volume_request,
-      csi__v1__node_unpublish_volume_response, node_unpublish),
-    M("NodeGetCapabilities", csi__v1__node_get_capabilities_request,
-      csi__v1__node_get_capabilities_response, node_get_capabilities),
-    M("NodeGetInfo", csi__v1__node_get_info_request, csi__v1__node_get_info_response,
-      node_get_info),
+    DFC_RPC_METHOD("NodePublishVolume", DFC_RPC_UNARY, csi__v1__node_publish_volume_request,
+                   csi__v1__node_publish_volume_response, node_publish),
+    DFC_RPC_METHOD("NodeUnpublishVolume", DFC_RPC_UNARY, csi__v1__node_unpublish_volume_request,
+                   csi__v1__node_unpublish_volume_response, node_unpublish),
+    DFC_RPC_METHOD("NodeGetCapabilities", DFC_RPC_UNARY, csi__v1__node_get_capabilities_request,
+                   csi__v1__node_get_capabilities_response, node_get_capabilities),
+    DFC_RPC_METHOD("NodeGetInfo", DFC_RPC_UNARY, csi__v1__node_get_info_request,
+                   csi__v1__node_get_info_response, node_get_info),
 };
-const size_t csi__n_node_methods = sizeof(csi__node_methods) / sizeof(csi__node_methods[0]);
+const size_t csi__n_node_methods = DFC_RPC_N(csi__node_methods);

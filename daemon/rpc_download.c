@@ -443,37 +443,37 @@ static int update_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     return dfd_storage_set_persistent(svc->storage, req->task_id, true, dfd__now(svc), err);
 }
 
-#define M(name, kind, req, resp, fn)                                                               \
-    { name, kind, &req##__descriptor, &resp##__descriptor, fn }
-
 const struct dfc_rpc_method dfd__download_methods[] = {
-    M("UploadPersistentCacheTask", DFC_RPC_UNARY,
-      dfdaemon__v2__upload_persistent_cache_task_request, common__v2__persistent_cache_task,
-      upload_task),
-    M("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
-      dfdaemon__v2__download_persistent_cache_task_request,
-      dfdaemon__v2__download_persistent_cache_task_response, download_task),
-    M("StatPersistentCacheTask", DFC_RPC_UNARY, dfdaemon__v2__stat_persistent_cache_task_request,
-      common__v2__persistent_cache_task, stat_task),
-    M("StatLocalPersistentCacheTask", DFC_RPC_UNARY,
-      dfdaemon__v2__stat_local_persistent_cache_task_request,
-      dfdaemon__v2__stat_local_persistent_cache_task_response, stat_local_task),
-    M("ListLocalPersistentCacheTasks", DFC_RPC_UNARY,
-      dfdaemon__v2__list_local_persistent_cache_tasks_request,
-      dfdaemon__v2__list_local_persistent_cache_tasks_response, list_local_tasks),
+    DFC_RPC_METHOD("UploadPersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__upload_persistent_cache_task_request,
+                   common__v2__persistent_cache_task, upload_task),
+    DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
+                   dfdaemon__v2__download_persistent_cache_task_request,
+                   dfdaemon__v2__download_persistent_cache_task_response, download_task),
+    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__stat_persistent_cache_task_request,
+                   common__v2__persistent_cache_task, stat_task),
+    DFC_RPC_METHOD("StatLocalPersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__stat_local_persistent_cache_task_request,
+                   dfdaemon__v2__stat_local_persistent_cache_task_response, stat_local_task),
+    DFC_RPC_METHOD("ListLocalPersistentCacheTasks", DFC_RPC_UNARY,
+                   dfdaemon__v2__list_local_persistent_cache_tasks_request,
+                   dfdaemon__v2__list_local_persistent_cache_tasks_response, list_local_tasks),
 };
-const size_t dfd__n_download_methods =
-    sizeof(dfd__download_methods) / sizeof(dfd__download_methods[0]);
+const size_t dfd__n_download_methods = DFC_RPC_N(dfd__download_methods);
 
 const struct dfc_rpc_method dfd__upload_methods[] = {
-    M("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
-      dfdaemon__v2__download_persistent_cache_task_request,
-      dfdaemon__v2__download_persistent_cache_task_response, download_task),
-    M("UpdatePersistentCacheTask", DFC_RPC_UNARY,
-      dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty, update_task),
-    M("StatPersistentCacheTask", DFC_RPC_UNARY, dfdaemon__v2__stat_persistent_cache_task_request,
-      common__v2__persistent_cache_task, stat_task),
-    M("DeletePersistentCacheTask", DFC_RPC_UNARY,
-      dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty, delete_task),
+    DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
+                   dfdaemon__v2__download_persistent_cache_task_request,
+                   dfdaemon__v2__download_persistent_cache_task_response, download_task),
+    DFC_RPC_METHOD("UpdatePersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty,
+                   update_task),
+    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__stat_persistent_cache_task_request,
+                   common__v2__persistent_cache_task, stat_task),
+    DFC_RPC_METHOD("DeletePersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty,
+                   delete_task),
 };
-const size_t dfd__n_upload_methods = sizeof(dfd__upload_methods) / sizeof(dfd__upload_methods[0]);
+const size_t dfd__n_upload_methods = DFC_RPC_N(dfd__upload_methods);

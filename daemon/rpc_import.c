@@ -122,8 +122,8 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
 }
 
 const struct dfc_rpc_method dfd__import_methods[] = {
-    {"ImportPersistentCacheTask", DFC_RPC_CLIENT_STREAM,
-     &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor,
-     &common__v2__persistent_cache_task__descriptor, import_task},
+    DFC_RPC_METHOD("ImportPersistentCacheTask", DFC_RPC_CLIENT_STREAM,
+                   dfc__dfdaemon__v1__import_persistent_cache_task_request,
+                   common__v2__persistent_cache_task, import_task),
 };
-const size_t dfd__n_import_methods = 1;
+const size_t dfd__n_import_methods = DFC_RPC_N(dfd__import_methods);

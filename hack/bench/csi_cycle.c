@@ -48,6 +48,15 @@ int main(int argc, char **argv) {
     char target[4200];
     snprintf(target, sizeof(target), "unix:%s", argv[1]);
     struct dfc_error err;
+    struct dfc_rpc_client_method publish, unpublish;
+    const struct dfc_rpc_client_row methods[] = {
+        DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodePublishVolume", &publish),
+        DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeUnpublishVolume", &unpublish),
+    };
+    if (dfc_rpc_client_resolve(methods, DFC_RPC_N(methods), &err) < 0) {
+        fprintf(stderr, "%s\n", dfc_error_msg(&err));
+        return 1;
+    }
     struct dfc_rpc_client *c;
     if (dfc_rpc_client_new(target, NULL, &c, &err) < 0) {
         fprintf(stderr, "%s\n", dfc_error_msg(&err));
@@ -74,16 +83,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < cycles; i++) {
         ProtobufCMessage *m;
         double t0 = now_us();
-        if (dfc_rpc_unary(c, "/csi.v1.Node/NodePublishVolume", &pub.base,
-                          &csi__v1__node_publish_volume_response__descriptor, 10000, &m,
-                          &err) < 0) {
+        if (dfc_rpc_unary(c, &publish, &pub.base, 10000, &m, &err) < 0) {
             fprintf(stderr, "publish: %s\n", dfc_error_msg(&err));
             return 1;
         }
         dfc_rpc_msg_free(m);
-        if (dfc_rpc_unary(c, "/csi.v1.Node/NodeUnpublishVolume", &unpub.base,
-                          &csi__v1__node_unpublish_volume_response__descriptor, 10000, &m,
-                          &err) < 0) {
+        if (dfc_rpc_unary(c, &unpublish, &unpub.base, 10000, &m, &err) < 0) {
             fprintf(stderr, "unpublish: %s\n", dfc_error_msg(&err));
             return 1;
         }

@@ -192,14 +192,17 @@ static int unused(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *
 }
 
 static const struct dfc_rpc_method methods[] = {
-    {"Echo", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
-     unused},
-    {"Put", DFC_RPC_CLIENT_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__summary__descriptor, put},
-    {"Get", DFC_RPC_SERVER_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__chunk__descriptor, get},
-    {"Chat", DFC_RPC_BIDI_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__chunk__descriptor, unused},
+    DFC_RPC_METHOD("Echo", DFC_RPC_UNARY, dfc__test__v1__chunk, dfc__test__v1__chunk, unused),
+    DFC_RPC_METHOD("Put", DFC_RPC_CLIENT_STREAM, dfc__test__v1__chunk, dfc__test__v1__summary, put),
+    DFC_RPC_METHOD("Get", DFC_RPC_SERVER_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, get),
+    DFC_RPC_METHOD("Chat", DFC_RPC_BIDI_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, unused),
+};
+
+/* The methods the client calls, resolved in main(). */
+static struct dfc_rpc_client_method put_m, get_m;
+static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Put", &put_m),
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Get", &get_m),
 };
 
 static void check(int r, const struct dfc_error *err, const char *what) {
@@ -217,7 +220,7 @@ static double run_put(struct dfc_rpc_client *c, bool from_file) {
         die("open source");
     }
     double t0 = now_s();
-    check(dfc_rpc_stream_open(c, "/dfc.test.v1.RpcTest/Put", 600000, &st, &err), &err, "open");
+    check(dfc_rpc_stream_open(c, &put_m, 600000, &st, &err), &err, "open");
     for (size_t sent = 0; sent < total_bytes; sent += chunk_bytes) {
         Dfc__Test__V1__Chunk m = DFC__TEST__V1__CHUNK__INIT;
         struct dfc_rpc_bulk *b = bulk;
@@ -238,7 +241,7 @@ static double run_put(struct dfc_rpc_client *c, bool from_file) {
     }
     check(dfc_rpc_stream_close_send(st, &err), &err, "close_send");
     ProtobufCMessage *resp;
-    check(dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &resp, &err), &err, "recv");
+    check(dfc_rpc_stream_recv(st, put_m.resp, &resp, &err), &err, "recv");
     check(dfc_rpc_stream_finish(st, &err), &err, "finish");
     double dt = now_s() - t0;
     if (((Dfc__Test__V1__Summary *)resp)->bytes != total_bytes) {
@@ -259,13 +262,13 @@ static double run_get(struct dfc_rpc_client *c) {
     Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
     req.seq = total_bytes / chunk_bytes;
     double t0 = now_s();
-    check(dfc_rpc_stream_open(c, "/dfc.test.v1.RpcTest/Get", 600000, &st, &err), &err, "open");
+    check(dfc_rpc_stream_open(c, &get_m, 600000, &st, &err), &err, "open");
     check(dfc_rpc_stream_send(st, &req.base, &err), &err, "send");
     check(dfc_rpc_stream_close_send(st, &err), &err, "close_send");
     size_t got = 0;
     ProtobufCMessage *m;
     int r;
-    while ((r = dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err)) > 0) {
+    while ((r = dfc_rpc_stream_recv(st, get_m.resp, &m, &err)) > 0) {
         got += ((Dfc__Test__V1__Chunk *)m)->data.len;
         dfc_rpc_msg_free(m);
     }
@@ -316,10 +319,12 @@ int main(int argc, char **argv) {
     struct dfc_error err;
     struct dfc_rpc_server *s;
     struct dfc_rpc_client *c;
+    check(dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err), &err,
+          "client methods");
     check(dfc_rpc_server_new(NULL, &s, &err), &err, "server");
-    check(
-        dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods, 4, NULL, &err),
-        &err, "add_service");
+    check(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods,
+                                     DFC_RPC_N(methods), NULL, &err),
+          &err, "add_service");
     check(dfc_rpc_server_listen(s, addr, &err), &err, "listen");
     check(dfc_rpc_server_start(s, &err), &err, "start");
     check(dfc_rpc_client_new(addr, NULL, &c, &err), &err, "client");

@@ -11,6 +11,8 @@
  */
 #include "dfc/rpc_client.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,16 +111,47 @@ static int wait_status(struct dfc_rpc_stream *st, struct dfc_error *err) {
     return dfc_error_set(err, code, "%s", dfc_strerror(code));
 }
 
-int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
-                        struct dfc_rpc_stream **ret, struct dfc_error *err) {
-    return dfc_rpc_stream_open_md(c, method, timeout_ms, NULL, 0, ret, err);
+int dfc_rpc_method_lookup(const ProtobufCServiceDescriptor *svc, const char *name,
+                          struct dfc_rpc_client_method *ret, struct dfc_error *err) {
+    for (unsigned i = 0; i < svc->n_methods; i++) {
+        const ProtobufCMethodDescriptor *md = &svc->methods[i];
+        if (strcmp(md->name, name) != 0) {
+            continue;
+        }
+        int n = snprintf(ret->path, sizeof(ret->path), "/%s/%s", svc->name, md->name);
+        if (n < 0 || (size_t)n >= sizeof(ret->path)) {
+            return dfc_error_set(err, -ENAMETOOLONG, "%s/%s: the method path is over %d bytes",
+                                 svc->name, name, DFC_RPC_PATH_MAX - 1);
+        }
+        ret->req = md->input;
+        ret->resp = md->output;
+        return 0;
+    }
+    return dfc_error_set(err, -EINVAL, "%s has no method `%s`", svc->name, name);
+}
+
+int dfc_rpc_client_resolve(const struct dfc_rpc_client_row *rows, size_t n_rows,
+                           struct dfc_error *err) {
+    for (size_t i = 0; i < n_rows; i++) {
+        int r = dfc_rpc_method_lookup(rows[i].svc, rows[i].name, rows[i].ret, err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+int dfc_rpc_stream_open(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                        int64_t timeout_ms, struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    return dfc_rpc_stream_open_md(c, m, timeout_ms, NULL, 0, ret, err);
 }
 
 #define MAX_MD 8
 
-int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
-                           const struct dfc_rpc_md *md, size_t n_md, struct dfc_rpc_stream **ret,
-                           struct dfc_error *err) {
+int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                           int64_t timeout_ms, const struct dfc_rpc_md *md, size_t n_md,
+                           struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    const char *method = m->path;
     if (n_md > MAX_MD) {
         return dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
     }
@@ -130,9 +163,10 @@ int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const char *method, int64_t
     grpc_metadata_array_init(&st->md);
     grpc_metadata_array_init(&st->trailing);
     st->details = grpc_empty_slice();
-    st->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq,
-                                        grpc_slice_from_static_string(method), NULL,
-                                        dfc__rpc_deadline(timeout_ms), NULL);
+    grpc_slice path = grpc_slice_from_copied_string(method); /* m need not outlive the call */
+    st->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq, path,
+                                        NULL, dfc__rpc_deadline(timeout_ms), NULL);
+    grpc_slice_unref(path);
     if (st->call == NULL) {
         dfc_rpc_stream_free(st);
         return dfc_error_set(err, -ENOMEM, "cannot create a call to %s", method);
@@ -325,18 +359,19 @@ void dfc_rpc_stream_free(struct dfc_rpc_stream *st) {
     free(st);
 }
 
-int dfc_rpc_unary(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
-                  const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
-                  ProtobufCMessage **ret_resp, struct dfc_error *err) {
-    return dfc_rpc_unary_md(c, method, req, resp_desc, timeout_ms, NULL, 0, ret_resp, err);
+int dfc_rpc_unary(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                  const ProtobufCMessage *req, int64_t timeout_ms, ProtobufCMessage **ret_resp,
+                  struct dfc_error *err) {
+    return dfc_rpc_unary_md(c, m, req, timeout_ms, NULL, 0, ret_resp, err);
 }
 
-int dfc_rpc_unary_md(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
-                     const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
-                     const struct dfc_rpc_md *md, size_t n_md, ProtobufCMessage **ret_resp,
-                     struct dfc_error *err) {
+int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                     const ProtobufCMessage *req, int64_t timeout_ms, const struct dfc_rpc_md *md,
+                     size_t n_md, ProtobufCMessage **ret_resp, struct dfc_error *err) {
+    const char *method = m->path;
+    const ProtobufCMessageDescriptor *resp_desc = m->resp;
     struct dfc_rpc_stream *st = NULL;
-    int r = dfc_rpc_stream_open_md(c, method, timeout_ms, md, n_md, &st, err);
+    int r = dfc_rpc_stream_open_md(c, m, timeout_ms, md, n_md, &st, err);
     if (r < 0) {
         return r;
     }

@@ -28,11 +28,30 @@
 #include "mount.h"
 #include "test_support.h"
 
-#define NODE       "/csi.v1.Node/"
-#define CONTROLLER "/csi.v1.Controller/"
-#define IDENT      "/csi.v1.Identity/"
-
 static bool is_root;
+
+/* The methods the tests call, resolved in main() before any test runs. */
+static struct dfc_rpc_client_method controller_get_capabilities_m, create_volume_m, delete_volume_m,
+    validate_volume_capabilities_m, get_plugin_capabilities_m, get_plugin_info_m, probe_m,
+    node_get_capabilities_m, node_get_info_m, node_publish_volume_m, node_unpublish_volume_m,
+    list_local_m;
+static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(csi__v1__controller, "ControllerGetCapabilities",
+                          &controller_get_capabilities_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__controller, "CreateVolume", &create_volume_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__controller, "DeleteVolume", &delete_volume_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__controller, "ValidateVolumeCapabilities",
+                          &validate_volume_capabilities_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__identity, "GetPluginCapabilities", &get_plugin_capabilities_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__identity, "GetPluginInfo", &get_plugin_info_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__identity, "Probe", &probe_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeGetCapabilities", &node_get_capabilities_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeGetInfo", &node_get_info_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodePublishVolume", &node_publish_volume_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeUnpublishVolume", &node_unpublish_volume_m),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "ListLocalPersistentCacheTasks",
+                          &list_local_m),
+};
 
 struct fx {
     struct harness h; /* dfdaemon; its socket dir is h.dir/run */
@@ -219,11 +238,10 @@ static void cap_init(struct cap *c, bool block) {
     }
 }
 
-static int call(struct fx *f, const char *method, const ProtobufCMessage *req,
-                const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **ret,
-                struct dfc_error *err) {
+static int call(struct fx *f, const struct dfc_rpc_client_method *method,
+                const ProtobufCMessage *req, ProtobufCMessage **ret, struct dfc_error *err) {
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary(f->c, method, req, resp_desc, 10000, &resp, err);
+    int r = dfc_rpc_unary(f->c, method, req, 10000, &resp, err);
     if (ret != NULL) {
         *ret = resp;
     } else {
@@ -253,8 +271,7 @@ static int publish(struct fx *f, const char *volume_id, const char *target, bool
     Csi__V1__NodePublishVolumeRequest__VolumeContextEntry *ctx[] = {&e1, &e2};
     r.volume_context = ctx;
     r.n_volume_context = 2;
-    return call(f, NODE "NodePublishVolume", &r.base,
-                &csi__v1__node_publish_volume_response__descriptor, NULL, err);
+    return call(f, &node_publish_volume_m, &r.base, NULL, err);
 }
 
 static int unpublish(struct fx *f, const char *volume_id, const char *target,
@@ -262,8 +279,7 @@ static int unpublish(struct fx *f, const char *volume_id, const char *target,
     Csi__V1__NodeUnpublishVolumeRequest r = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
     r.volume_id = (char *)volume_id;
     r.target_path = (char *)target;
-    return call(f, NODE "NodeUnpublishVolume", &r.base,
-                &csi__v1__node_unpublish_volume_response__descriptor, NULL, err);
+    return call(f, &node_unpublish_volume_m, &r.base, NULL, err);
 }
 
 /* A real dfdaemon RPC through the published directory. */
@@ -278,9 +294,7 @@ static int dfdaemon_through(const char *target) {
     Dfdaemon__V2__ListLocalPersistentCacheTasksRequest req =
         DFDAEMON__V2__LIST_LOCAL_PERSISTENT_CACHE_TASKS_REQUEST__INIT;
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary(
-        c, "/dfdaemon.v2.DfdaemonDownload/ListLocalPersistentCacheTasks", &req.base,
-        &dfdaemon__v2__list_local_persistent_cache_tasks_response__descriptor, 5000, &resp, &err);
+    int r = dfc_rpc_unary(c, &list_local_m, &req.base, 5000, &resp, &err);
     dfc_rpc_msg_free(resp);
     dfc_rpc_client_free(c);
     return r;
@@ -591,9 +605,7 @@ static void test_node_invalid_arguments(void **state) {
     Csi__V1__NodePublishVolumeRequest r = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
     r.volume_id = "v";
     r.target_path = f->target;
-    assert_int_equal(call(f, NODE "NodePublishVolume", &r.base,
-                          &csi__v1__node_publish_volume_response__descriptor, NULL, &err),
-                     3);
+    assert_int_equal(call(f, &node_publish_volume_m, &r.base, NULL, &err), 3);
     assert_string_equal(err.msg, "volume_capability is required");
     struct cap c;
     cap_init(&c, true);
@@ -639,51 +651,58 @@ static void test_require_readonly(void **state) {
     assert_int_equal(unpublish(f, "v", f->target, &err), 0);
 }
 
+/* Methods of the full CSI spec that the trimmed proto/csi/csi.proto leaves out (Node, then
+ * Controller): a client built from the full spec may still call them. */
+static const ProtobufCMethodDescriptor unserved[] = {
+    {"NodeStageVolume", &csi__v1__node_get_capabilities_request__descriptor,
+     &csi__v1__node_get_info_response__descriptor},
+    {"ListVolumes", &csi__v1__node_get_capabilities_request__descriptor,
+     &csi__v1__node_get_info_response__descriptor},
+};
+
 static void test_identity_and_node_info(void **state) {
     NEED_ROOT();
     struct fx *f = *state;
     struct dfc_error err;
     ProtobufCMessage *m;
     Csi__V1__GetPluginInfoRequest info = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
-    assert_int_equal(call(f, IDENT "GetPluginInfo", &info.base,
-                          &csi__v1__get_plugin_info_response__descriptor, &m, &err),
-                     0);
+    assert_int_equal(call(f, &get_plugin_info_m, &info.base, &m, &err), 0);
     assert_string_equal(((Csi__V1__GetPluginInfoResponse *)m)->name, "uds.csi.dragonflyoss.io");
     assert_true(((Csi__V1__GetPluginInfoResponse *)m)->vendor_version[0] != '\0');
     dfc_rpc_msg_free(m);
     Csi__V1__GetPluginCapabilitiesRequest caps = CSI__V1__GET_PLUGIN_CAPABILITIES_REQUEST__INIT;
-    assert_int_equal(call(f, IDENT "GetPluginCapabilities", &caps.base,
-                          &csi__v1__get_plugin_capabilities_response__descriptor, &m, &err),
-                     0);
+    assert_int_equal(call(f, &get_plugin_capabilities_m, &caps.base, &m, &err), 0);
     Csi__V1__GetPluginCapabilitiesResponse *pc = (void *)m;
     assert_int_equal(pc->n_capabilities, 1);
     assert_int_equal(pc->capabilities[0]->service->type,
                      CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
     dfc_rpc_msg_free(m);
     Csi__V1__ProbeRequest probe = CSI__V1__PROBE_REQUEST__INIT;
-    assert_int_equal(
-        call(f, IDENT "Probe", &probe.base, &csi__v1__probe_response__descriptor, &m, &err), 0);
+    assert_int_equal(call(f, &probe_m, &probe.base, &m, &err), 0);
     assert_true(((Csi__V1__ProbeResponse *)m)->ready->value);
     dfc_rpc_msg_free(m);
     Csi__V1__NodeGetInfoRequest ni = CSI__V1__NODE_GET_INFO_REQUEST__INIT;
-    assert_int_equal(call(f, NODE "NodeGetInfo", &ni.base,
-                          &csi__v1__node_get_info_response__descriptor, &m, &err),
-                     0);
+    assert_int_equal(call(f, &node_get_info_m, &ni.base, &m, &err), 0);
     assert_string_equal(((Csi__V1__NodeGetInfoResponse *)m)->node_id, "node-a");
     dfc_rpc_msg_free(m);
     Csi__V1__NodeGetCapabilitiesRequest nc = CSI__V1__NODE_GET_CAPABILITIES_REQUEST__INIT;
-    assert_int_equal(call(f, NODE "NodeGetCapabilities", &nc.base,
-                          &csi__v1__node_get_capabilities_response__descriptor, &m, &err),
-                     0);
+    assert_int_equal(call(f, &node_get_capabilities_m, &nc.base, &m, &err), 0);
     assert_int_equal(((Csi__V1__NodeGetCapabilitiesResponse *)m)->n_capabilities, 0);
     dfc_rpc_msg_free(m);
     /* What this driver does not serve. */
-    assert_int_equal(call(f, NODE "NodeStageVolume", &nc.base,
-                          &csi__v1__node_get_info_response__descriptor, NULL, &err),
-                     12);
-    assert_int_equal(call(f, CONTROLLER "ListVolumes", &nc.base,
-                          &csi__v1__node_get_info_response__descriptor, NULL, &err),
-                     12);
+    ProtobufCServiceDescriptor full_node = csi__v1__node__descriptor;
+    full_node.n_methods = 1;
+    full_node.methods = &unserved[0];
+    full_node.method_indices_by_name = NULL;
+    struct dfc_rpc_client_method stage, list;
+    assert_int_equal(dfc_rpc_method_lookup(&full_node, "NodeStageVolume", &stage, &err), 0);
+    assert_int_equal(call(f, &stage, &nc.base, NULL, &err), 12);
+    ProtobufCServiceDescriptor full_controller = csi__v1__controller__descriptor;
+    full_controller.n_methods = 1;
+    full_controller.methods = &unserved[1];
+    full_controller.method_indices_by_name = NULL;
+    assert_int_equal(dfc_rpc_method_lookup(&full_controller, "ListVolumes", &list, &err), 0);
+    assert_int_equal(call(f, &list, &nc.base, NULL, &err), 12);
 }
 
 static int create(struct fx *f, const char *name, int64_t bytes, struct cap *c, int n_caps,
@@ -697,8 +716,7 @@ static int create(struct fx *f, const char *name, int64_t bytes, struct cap *c, 
     r.volume_capabilities = caps;
     r.n_volume_capabilities = (size_t)n_caps;
     ProtobufCMessage *m = NULL;
-    int code = call(f, CONTROLLER "CreateVolume", &r.base,
-                    &csi__v1__create_volume_response__descriptor, &m, err);
+    int code = call(f, &create_volume_m, &r.base, &m, err);
     if (code == 0) {
         Csi__V1__CreateVolumeResponse *resp = (void *)m;
         snprintf(ret_id, 64, "%s", resp->volume->volume_id);
@@ -717,8 +735,7 @@ static int validate(struct fx *f, const char *id, struct cap *c, bool *ret_confi
     r.volume_capabilities = caps;
     r.n_volume_capabilities = c ? 1 : 0;
     ProtobufCMessage *m = NULL;
-    int code = call(f, CONTROLLER "ValidateVolumeCapabilities", &r.base,
-                    &csi__v1__validate_volume_capabilities_response__descriptor, &m, err);
+    int code = call(f, &validate_volume_capabilities_m, &r.base, &m, err);
     if (code == 0) {
         *ret_confirmed = ((Csi__V1__ValidateVolumeCapabilitiesResponse *)m)->confirmed != NULL;
     }
@@ -729,8 +746,7 @@ static int validate(struct fx *f, const char *id, struct cap *c, bool *ret_confi
 static int delete (struct fx *f, const char *id, struct dfc_error *err) {
     Csi__V1__DeleteVolumeRequest r = CSI__V1__DELETE_VOLUME_REQUEST__INIT;
     r.volume_id = (char *)id;
-    return call(f, CONTROLLER "DeleteVolume", &r.base, &csi__v1__delete_volume_response__descriptor,
-                NULL, err);
+    return call(f, &delete_volume_m, &r.base, NULL, err);
 }
 
 static void test_controller(void **state) {
@@ -777,9 +793,7 @@ static void test_controller(void **state) {
     Csi__V1__ControllerGetCapabilitiesRequest cr =
         CSI__V1__CONTROLLER_GET_CAPABILITIES_REQUEST__INIT;
     ProtobufCMessage *m;
-    assert_int_equal(call(f, CONTROLLER "ControllerGetCapabilities", &cr.base,
-                          &csi__v1__controller_get_capabilities_response__descriptor, &m, &err),
-                     0);
+    assert_int_equal(call(f, &controller_get_capabilities_m, &cr.base, &m, &err), 0);
     Csi__V1__ControllerGetCapabilitiesResponse *cc = (void *)m;
     assert_int_equal(cc->n_capabilities, 1);
     assert_int_equal(cc->capabilities[0]->rpc->type,
@@ -819,12 +833,12 @@ static void test_one_log_line_per_rpc(void **state) {
     assert_int_equal(publish(f, "logged-vol", f->target, true, NULL, &err), 0);
     assert_int_equal(unpublish(f, "logged-vol", f->target, &err), 0);
     char want[800];
-    snprintf(want, sizeof(want),
-             "method=/csi.v1.Node/NodePublishVolume volume_id=logged-vol target_path=%s",
-             f->target);
+    snprintf(want, sizeof(want), "method=%s volume_id=logged-vol target_path=%s",
+             node_publish_volume_m.path, f->target);
     assert_logged(f, want);
     assert_logged(f, "ephemeral=true code=OK ms=");
-    assert_logged(f, "method=/csi.v1.Node/NodeUnpublishVolume volume_id=logged-vol");
+    snprintf(want, sizeof(want), "method=%s volume_id=logged-vol", node_unpublish_volume_m.path);
+    assert_logged(f, want);
 }
 
 static void test_plugin_command_line(void **state) {
@@ -886,5 +900,10 @@ int main(void) {
         T(test_one_log_line_per_rpc),
         cmocka_unit_test(test_plugin_command_line),
     };
+    struct dfc_error methods_err;
+    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &methods_err) < 0) {
+        fprintf(stderr, "%s\n", methods_err.msg);
+        return 1;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,11 +28,16 @@
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "test_support.h"
 
-#define UPLOAD "/dfdaemon.v2.DfdaemonDownload/UploadPersistentCacheTask"
-#define STAT   "/dfdaemon.v2.DfdaemonDownload/StatPersistentCacheTask"
-#define IMPORT "/dfc.dfdaemon.v1.DfdaemonImport/ImportPersistentCacheTask"
-
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest ImportRequest;
+
+/* The methods the tests call, resolved in main() before any test runs. */
+static struct dfc_rpc_client_method upload_m, stat_m, import_m;
+static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "UploadPersistentCacheTask", &upload_m),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatPersistentCacheTask", &stat_m),
+    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_import, "ImportPersistentCacheTask",
+                          &import_m),
+};
 
 struct fx {
     struct harness h;
@@ -87,8 +92,7 @@ static int stat_code(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_er
         DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     s.task_id = "0000000000000000000000000000000000000000000000000000000000000000";
     ProtobufCMessage *m = NULL;
-    int r = dfc_rpc_unary(c, STAT, &s.base, &common__v2__persistent_cache_task__descriptor,
-                          timeout_ms, &m, err);
+    int r = dfc_rpc_unary(c, &stat_m, &s.base, timeout_ms, &m, err);
     dfc_rpc_msg_free(m);
     return r < 0 ? dfc_error_to_grpc(r) : 0;
 }
@@ -106,7 +110,7 @@ static struct dfc_rpc_client *new_client(struct fx *f) {
 static struct dfc_rpc_stream *import_start(struct dfc_rpc_client *c, int64_t timeout_ms) {
     struct dfc_error err;
     struct dfc_rpc_stream *s;
-    assert_int_equal(dfc_rpc_stream_open(c, IMPORT, timeout_ms, &s, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(c, &import_m, timeout_ms, &s, &err), 0);
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
     ttl.seconds = 3600;
     Dfc__Dfdaemon__V1__ImportStart st = DFC__DFDAEMON__V1__IMPORT_START__INIT;
@@ -225,7 +229,7 @@ static void test_quiet_import_is_ended_and_its_spool_removed(void **state) {
     assert_true(test_wait_for(spools_at_least, &w, 5000));
     /* Then nothing: the daemon ends the call long before the client's 30 s deadline. */
     ProtobufCMessage *m = NULL;
-    int r = dfc_rpc_stream_recv(s, &common__v2__persistent_cache_task__descriptor, &m, &err);
+    int r = dfc_rpc_stream_recv(s, import_m.resp, &m, &err);
     assert_int_equal(dfc_error_to_grpc(r), 4); /* DEADLINE_EXCEEDED */
     if (strstr(err.msg, "download.server.idleTimeout") == NULL) {
         fprintf(stderr, "status message: %s\n", err.msg);
@@ -391,8 +395,7 @@ static void test_nul_in_a_path_is_invalid_argument(void **state) {
     req.base.n_unknown_fields = 1;
     req.base.unknown_fields = &raw;
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary(f->c, UPLOAD, &req.base, &common__v2__persistent_cache_task__descriptor,
-                          10000, &resp, &err);
+    int r = dfc_rpc_unary(f->c, &upload_m, &req.base, 10000, &resp, &err);
     dfc_rpc_msg_free(resp);
     if (r == 0) {
         fprintf(stderr, "the upload succeeded: the path was cut at its NUL\n");
@@ -454,5 +457,10 @@ int main(void) {
         T(test_nul_in_a_path_is_invalid_argument, NULL),
         cmocka_unit_test(test_limit_keys_are_validated),
     };
+    struct dfc_error methods_err;
+    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &methods_err) < 0) {
+        fprintf(stderr, "%s\n", methods_err.msg);
+        return 1;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

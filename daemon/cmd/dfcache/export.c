@@ -328,15 +328,12 @@ int dfcache_export(int argc, char **argv) {
     struct dfcache_progress prog;
     uint64_t content_length = 0, got = 0;
     bool started = false;
-    r = dfc_rpc_stream_open(c, "/dfdaemon.v2.DfdaemonDownload/DownloadPersistentCacheTask",
-                            o.timeout_ns / 1000000, &s, &err);
+    r = dfc_rpc_stream_open(c, &dfcache_m.download, o.timeout_ns / 1000000, &s, &err);
     if (r == 0 && (r = dfc_rpc_stream_send(s, &req.base, &err)) == 0) {
         r = dfc_rpc_stream_close_send(s, &err);
     }
     ProtobufCMessage *m;
-    while (r == 0 && (r = dfc_rpc_stream_recv(
-                          s, &dfdaemon__v2__download_persistent_cache_task_response__descriptor, &m,
-                          &err)) > 0) {
+    while (r == 0 && (r = dfc_rpc_stream_recv(s, dfcache_m.download.resp, &m, &err)) > 0) {
         Dfdaemon__V2__DownloadPersistentCacheTaskResponse *resp = (void *)m;
         r = 0;
         if (resp->response_case ==

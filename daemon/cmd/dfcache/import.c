@@ -210,9 +210,8 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
              (uint64_t)st->st_ino);
     const struct dfc_rpc_md md[] = {{"x-dfc-file-identity", identity}};
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary_md(c, "/dfdaemon.v2.DfdaemonDownload/UploadPersistentCacheTask",
-                             &req.base, &common__v2__persistent_cache_task__descriptor,
-                             o->timeout_ns / 1000000, md, 1, &resp, err);
+    int r = dfc_rpc_unary_md(c, &dfcache_m.upload, &req.base, o->timeout_ns / 1000000, md, 1, &resp,
+                             err);
     if (r == 0) {
         print_done((Common__V2__PersistentCacheTask *)resp);
         dfc_rpc_msg_free(resp);
@@ -223,8 +222,7 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
 static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *o, int fd,
                             const struct stat *st, struct dfc_error *err) {
     struct dfc_rpc_stream *s;
-    int r = dfc_rpc_stream_open(c, "/dfc.dfdaemon.v1.DfdaemonImport/ImportPersistentCacheTask",
-                                o->timeout_ns / 1000000, &s, err);
+    int r = dfc_rpc_stream_open(c, &dfcache_m.import, o->timeout_ns / 1000000, &s, err);
     if (r < 0) {
         return r;
     }
@@ -299,7 +297,7 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
     }
     ProtobufCMessage *resp = NULL;
     if (r == 0 && (r = dfc_rpc_stream_close_send(s, err)) == 0) {
-        r = dfc_rpc_stream_recv(s, &common__v2__persistent_cache_task__descriptor, &resp, err);
+        r = dfc_rpc_stream_recv(s, dfcache_m.import.resp, &resp, err);
         if (r == 0) {
             r = dfc_error_set(err, -EBADMSG, "the daemon sent no task");
         }

@@ -9,11 +9,32 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dfc/import.pb-c.h"
 #include "dfcache.h"
+#include "dragonfly/dfdaemon.pb-c.h"
 
 #ifndef DFC_VERSION
 #define DFC_VERSION "0.0.0"
 #endif
+
+struct dfcache_methods dfcache_m;
+
+static const struct dfc_rpc_client_row methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "UploadPersistentCacheTask",
+                          &dfcache_m.upload),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "DownloadPersistentCacheTask",
+                          &dfcache_m.download),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatPersistentCacheTask",
+                          &dfcache_m.stat),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatLocalPersistentCacheTask",
+                          &dfcache_m.stat_local),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "ListLocalPersistentCacheTasks",
+                          &dfcache_m.list_local),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "DeletePersistentCacheTask",
+                          &dfcache_m.delete_task),
+    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_import, "ImportPersistentCacheTask",
+                          &dfcache_m.import),
+};
 
 static const struct command {
     const char *name;
@@ -29,13 +50,18 @@ static const struct command {
 
 static void usage(FILE *out) {
     fprintf(out, "Usage: dfcache <command> [options]\n\nCommands:\n");
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+    for (size_t i = 0; i < DFC_RPC_N(commands); i++) {
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
     }
     fprintf(out, "\nRun `dfcache <command> --help` for a command's options.\n");
 }
 
 int main(int argc, char **argv) {
+    struct dfc_error err;
+    if (dfc_rpc_client_resolve(methods, DFC_RPC_N(methods), &err) < 0) {
+        fprintf(stderr, "dfcache: %s\n", err.msg);
+        return DFCACHE_FAILED;
+    }
     if (argc < 2) {
         usage(stderr);
         return DFCACHE_USAGE;
@@ -49,7 +75,7 @@ int main(int argc, char **argv) {
         printf("dfcache %s\n", DFC_VERSION);
         return DFCACHE_OK;
     }
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+    for (size_t i = 0; i < DFC_RPC_N(commands); i++) {
         if (strcmp(argv[1], commands[i].name) == 0) {
             return commands[i].run(argc - 1, argv + 1);
         }

@@ -9,7 +9,6 @@
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
-#include "google/protobuf/empty.pb-c.h"
 #include "dfcache.h"
 
 #define TIMEOUT_MS 30000
@@ -77,8 +76,7 @@ int dfcache_stat(int argc, char **argv) {
         DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     req.task_id = (char *)id;
     ProtobufCMessage *m = NULL;
-    r = dfc_rpc_unary(client, "/dfdaemon.v2.DfdaemonDownload/StatPersistentCacheTask", &req.base,
-                      &common__v2__persistent_cache_task__descriptor, TIMEOUT_MS, &m, &err);
+    r = dfc_rpc_unary(client, &dfcache_m.stat, &req.base, TIMEOUT_MS, &m, &err);
     dfc_rpc_client_free(client);
     if (r < 0) {
         return dfcache_fail("stat", &err);
@@ -125,10 +123,7 @@ int dfcache_ls(int argc, char **argv) {
     Dfdaemon__V2__ListLocalPersistentCacheTasksRequest req =
         DFDAEMON__V2__LIST_LOCAL_PERSISTENT_CACHE_TASKS_REQUEST__INIT;
     ProtobufCMessage *m = NULL;
-    r = dfc_rpc_unary(client, "/dfdaemon.v2.DfdaemonDownload/ListLocalPersistentCacheTasks",
-                      &req.base,
-                      &dfdaemon__v2__list_local_persistent_cache_tasks_response__descriptor,
-                      TIMEOUT_MS, &m, &err);
+    r = dfc_rpc_unary(client, &dfcache_m.list_local, &req.base, TIMEOUT_MS, &m, &err);
     dfc_rpc_client_free(client);
     if (r < 0) {
         return dfcache_fail("ls", &err);
@@ -167,17 +162,14 @@ int dfcache_rm(int argc, char **argv) {
         DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     sreq.task_id = (char *)id;
     ProtobufCMessage *m = NULL;
-    r = dfc_rpc_unary(
-        client, "/dfdaemon.v2.DfdaemonDownload/StatLocalPersistentCacheTask", &sreq.base,
-        &dfdaemon__v2__stat_local_persistent_cache_task_response__descriptor, TIMEOUT_MS, &m, &err);
+    r = dfc_rpc_unary(client, &dfcache_m.stat_local, &sreq.base, TIMEOUT_MS, &m, &err);
     dfc_rpc_msg_free(m);
     m = NULL;
     if (r == 0) {
         Dfdaemon__V2__DeletePersistentCacheTaskRequest req =
             DFDAEMON__V2__DELETE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
         req.task_id = (char *)id;
-        r = dfc_rpc_unary(client, "/dfdaemon.v2.DfdaemonUpload/DeletePersistentCacheTask",
-                          &req.base, &google__protobuf__empty__descriptor, TIMEOUT_MS, &m, &err);
+        r = dfc_rpc_unary(client, &dfcache_m.delete_task, &req.base, TIMEOUT_MS, &m, &err);
         dfc_rpc_msg_free(m);
     }
     dfc_rpc_client_free(client);

@@ -10,6 +10,12 @@
  *   client streaming  open, send..., close_send, recv(resp), finish
  *   bidi streaming    open, send/recv in any order, close_send, recv until 0
  *
+ * A call names its method by a struct dfc_rpc_client_method, resolved once from the protobuf-c
+ * service descriptor (path, request and response types come from there), so no method path is
+ * typed by hand. A binary lists the methods it calls in a table of DFC_RPC_CLIENT_METHOD rows
+ * and resolves it at start-up with dfc_rpc_client_resolve(): a name that is not in the .proto
+ * fails there, not at call time.
+ *
  * Errors are negative codes mapped back from the gRPC status through DFC_ERRNO_MAP (NOT_FOUND
  * -> -ENOENT, ...), with the server's status message in err->msg.
  * Messages returned to the caller are owned by it: free them with dfc_rpc_msg_free().
@@ -28,6 +34,41 @@ struct dfc_rpc_bulk;
 struct dfc_rpc_client;
 struct dfc_rpc_stream;
 
+/* The number of elements of an array (a method table); also defined in rpc_server.h. */
+#ifndef DFC_RPC_N
+#define DFC_RPC_N(array) (sizeof(array) / sizeof((array)[0]))
+#endif
+
+/* Longest "/package.Service/Method" path, NUL included. */
+#define DFC_RPC_PATH_MAX 128
+
+/* A method as a client calls it; filled by dfc_rpc_method_lookup(), owns nothing. */
+struct dfc_rpc_client_method {
+    char path[DFC_RPC_PATH_MAX];            /* "/package.Service/Method" */
+    const ProtobufCMessageDescriptor *req;  /* the request type, from the descriptor */
+    const ProtobufCMessageDescriptor *resp; /* the response type, from the descriptor */
+};
+
+/* Looks name ("UploadPersistentCacheTask") up in svc and fills *ret. -EINVAL naming the service
+ * and the method when svc has no such method; -ENAMETOOLONG when the path does not fit. */
+int dfc_rpc_method_lookup(const ProtobufCServiceDescriptor *svc, const char *name,
+                          struct dfc_rpc_client_method *ret, struct dfc_error *err);
+
+/* One row of a client's method table: resolve svc's method name into *ret. */
+struct dfc_rpc_client_row {
+    const ProtobufCServiceDescriptor *svc;
+    const char *name;
+    struct dfc_rpc_client_method *ret;
+};
+
+/* A row: svc is the protobuf-c service prefix (dfdaemon__v2__dfdaemon_download). */
+#define DFC_RPC_CLIENT_METHOD(svc, name, ret)                                                      \
+    { &svc##__descriptor, name, ret }
+
+/* Resolves every row with dfc_rpc_method_lookup(); stops at the first failure (err names it). */
+int dfc_rpc_client_resolve(const struct dfc_rpc_client_row *rows, size_t n_rows,
+                           struct dfc_error *err);
+
 struct dfc_rpc_client_opts {
     size_t max_recv_msg; /* 0 = DFC_RPC_DEFAULT_MAX_MSG */
     bool wait_for_ready; /* queue calls until the server is up instead of failing UNAVAILABLE */
@@ -40,10 +81,11 @@ int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opt
 /* Frees the client; every stream opened on it must be freed first. NULL is fine. */
 void dfc_rpc_client_free(struct dfc_rpc_client *c);
 
-/* One request, one response. method is "/package.Service/Method". timeout_ms <= 0: none. */
-int dfc_rpc_unary(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
-                  const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
-                  ProtobufCMessage **ret_resp, struct dfc_error *err);
+/* One request, one response of type m->resp. m is borrowed for the call. timeout_ms <= 0:
+ * none. */
+int dfc_rpc_unary(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                  const ProtobufCMessage *req, int64_t timeout_ms, ProtobufCMessage **ret_resp,
+                  struct dfc_error *err);
 
 /* A request metadata entry; key lowercase ASCII (a "-bin" suffix for binary values). */
 struct dfc_rpc_md {
@@ -52,19 +94,19 @@ struct dfc_rpc_md {
 };
 
 /* dfc_rpc_unary() with request metadata (borrowed for the call). */
-int dfc_rpc_unary_md(struct dfc_rpc_client *c, const char *method, const ProtobufCMessage *req,
-                     const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
-                     const struct dfc_rpc_md *md, size_t n_md, ProtobufCMessage **ret_resp,
-                     struct dfc_error *err);
+int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                     const ProtobufCMessage *req, int64_t timeout_ms, const struct dfc_rpc_md *md,
+                     size_t n_md, ProtobufCMessage **ret_resp, struct dfc_error *err);
 
 /* dfc_rpc_stream_open() with request metadata (borrowed for the call). */
-int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
-                           const struct dfc_rpc_md *md, size_t n_md, struct dfc_rpc_stream **ret,
-                           struct dfc_error *err);
+int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                           int64_t timeout_ms, const struct dfc_rpc_md *md, size_t n_md,
+                           struct dfc_rpc_stream **ret, struct dfc_error *err);
 
-/* Opens a call; the deadline covers the whole stream. Free with dfc_rpc_stream_free(). */
-int dfc_rpc_stream_open(struct dfc_rpc_client *c, const char *method, int64_t timeout_ms,
-                        struct dfc_rpc_stream **ret, struct dfc_error *err);
+/* Opens a call of m (borrowed for this call only); the deadline covers the whole stream.
+ * Free with dfc_rpc_stream_free(). */
+int dfc_rpc_stream_open(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                        int64_t timeout_ms, struct dfc_rpc_stream **ret, struct dfc_error *err);
 
 /* Sends one message, pipelined one deep (returns once the previous one has gone). */
 int dfc_rpc_stream_send(struct dfc_rpc_stream *st, const ProtobufCMessage *msg,

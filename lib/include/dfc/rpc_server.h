@@ -69,6 +69,16 @@ struct dfc_rpc_method {
     dfc_rpc_handler_fn handler;
 };
 
+/* A row of a method table: name as in the .proto, req and resp the protobuf-c message prefixes
+ * (dfdaemon__v2__stat_persistent_cache_task_request), fn the handler. */
+#define DFC_RPC_METHOD(name, kind, req, resp, fn)                                                  \
+    { name, kind, &req##__descriptor, &resp##__descriptor, fn }
+
+/* The number of elements of an array (a method table); also defined in rpc_client.h. */
+#ifndef DFC_RPC_N
+#define DFC_RPC_N(array) (sizeof(array) / sizeof((array)[0]))
+#endif
+
 struct dfc_rpc_server_opts {
     size_t max_recv_msg;  /* largest accepted message; 0 = DFC_RPC_DEFAULT_MAX_MSG */
     unsigned max_workers; /* handler threads, started on demand; 0 = 32 */

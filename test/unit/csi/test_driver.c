@@ -106,6 +106,13 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* The methods the tests call, resolved in main() before any test runs. */
+static struct dfc_rpc_client_method publish_m, unpublish_m;
+static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodePublishVolume", &publish_m),
+    DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeUnpublishVolume", &unpublish_m),
+};
+
 static int publish(struct fx *f, struct dfc_error *err) {
     Csi__V1__NodePublishVolumeRequest r = CSI__V1__NODE_PUBLISH_VOLUME_REQUEST__INIT;
     Csi__V1__VolumeCapability cap = CSI__V1__VOLUME_CAPABILITY__INIT;
@@ -120,8 +127,7 @@ static int publish(struct fx *f, struct dfc_error *err) {
     r.volume_capability = &cap;
     r.readonly = 1;
     ProtobufCMessage *m = NULL;
-    int rc = dfc_rpc_unary(f->client, "/csi.v1.Node/NodePublishVolume", &r.base,
-                           &csi__v1__node_publish_volume_response__descriptor, 5000, &m, err);
+    int rc = dfc_rpc_unary(f->client, &publish_m, &r.base, 5000, &m, err);
     dfc_rpc_msg_free(m);
     return rc < 0 ? dfc_error_to_grpc(rc) : 0;
 }
@@ -131,8 +137,7 @@ static int unpublish(struct fx *f, struct dfc_error *err) {
     r.volume_id = "v";
     r.target_path = f->target;
     ProtobufCMessage *m = NULL;
-    int rc = dfc_rpc_unary(f->client, "/csi.v1.Node/NodeUnpublishVolume", &r.base,
-                           &csi__v1__node_unpublish_volume_response__descriptor, 5000, &m, err);
+    int rc = dfc_rpc_unary(f->client, &unpublish_m, &r.base, 5000, &m, err);
     dfc_rpc_msg_free(m);
     return rc < 0 ? dfc_error_to_grpc(rc) : 0;
 }
@@ -241,5 +246,10 @@ int main(void) {
         T(test_missing_socket_dir_is_failed_precondition),
         cmocka_unit_test(test_ids_and_names),
     };
+    struct dfc_error err;
+    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err) < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

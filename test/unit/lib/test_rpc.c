@@ -1,7 +1,8 @@
 /*
  * Tests for lib/src/rpc_server.c and rpc_client.c: a real server on a temp Unix socket and a
  * real client, covering the four call kinds, deadlines, client cancellation, an unknown method,
- * an oversized and a malformed message, table validation and graceful shutdown.
+ * an oversized and a malformed message, table validation (server rows and client method
+ * lookup) and graceful shutdown.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,10 +25,14 @@
 #include "test/rpc_test.pb-c.h"
 #include "test_support.h"
 
-#define ECHO "/dfc.test.v1.RpcTest/Echo"
-#define PUT  "/dfc.test.v1.RpcTest/Put"
-#define GET  "/dfc.test.v1.RpcTest/Get"
-#define CHAT "/dfc.test.v1.RpcTest/Chat"
+/* The methods the tests call, resolved in main() before any test runs. */
+static struct dfc_rpc_client_method echo_m, put_m, get_m, chat_m;
+static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Echo", &echo_m),
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Put", &put_m),
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Get", &get_m),
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Chat", &chat_m),
+};
 
 enum put_outcome { PUT_NONE, PUT_COMPLETE, PUT_TRUNCATED, PUT_CANCELLED };
 
@@ -171,14 +177,10 @@ static int chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *re
 }
 
 static const struct dfc_rpc_method methods[] = {
-    {"Echo", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
-     echo},
-    {"Put", DFC_RPC_CLIENT_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__summary__descriptor, put},
-    {"Get", DFC_RPC_SERVER_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__chunk__descriptor, get},
-    {"Chat", DFC_RPC_BIDI_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__chunk__descriptor, chat},
+    DFC_RPC_METHOD("Echo", DFC_RPC_UNARY, dfc__test__v1__chunk, dfc__test__v1__chunk, echo),
+    DFC_RPC_METHOD("Put", DFC_RPC_CLIENT_STREAM, dfc__test__v1__chunk, dfc__test__v1__summary, put),
+    DFC_RPC_METHOD("Get", DFC_RPC_SERVER_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, get),
+    DFC_RPC_METHOD("Chat", DFC_RPC_BIDI_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, chat),
 };
 
 /* ---- fixture ---- */
@@ -199,7 +201,7 @@ static struct fx *fx_start(size_t max_recv) {
     struct dfc_rpc_server_opts o = {.max_recv_msg = max_recv, .name = "test"};
     assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
     assert_int_equal(dfc_rpc_server_add_service(f->server, &dfc__test__v1__rpc_test__descriptor,
-                                                methods, 4, NULL, &err),
+                                                methods, DFC_RPC_N(methods), NULL, &err),
                      0);
     assert_int_equal(dfc_rpc_server_listen(f->server, f->addr, &err), 0);
     assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
@@ -228,8 +230,7 @@ static int teardown(void **state) {
 static Dfc__Test__V1__Chunk *echo_call(struct fx *f, Dfc__Test__V1__Chunk *in, int64_t timeout,
                                        int *ret, struct dfc_error *err) {
     ProtobufCMessage *out = NULL;
-    *ret = dfc_rpc_unary(f->client, ECHO, &in->base, &dfc__test__v1__chunk__descriptor, timeout,
-                         &out, err);
+    *ret = dfc_rpc_unary(f->client, &echo_m, &in->base, timeout, &out, err);
     return (Dfc__Test__V1__Chunk *)out;
 }
 
@@ -240,7 +241,9 @@ static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void capture_log(int level, const char *line, size_t len, void *ud) {
     pthread_mutex_lock(&log_mu);
-    if (strstr(line, "method=/dfc.test.v1.RpcTest/Echo") != NULL) {
+    char echo_field[DFC_RPC_PATH_MAX + 8];
+    snprintf(echo_field, sizeof(echo_field), "method=%s", echo_m.path);
+    if (strstr(line, echo_field) != NULL) {
         snprintf(last_log, sizeof(last_log), "%.*s", (int)len, line);
     }
     pthread_mutex_unlock(&log_mu);
@@ -304,7 +307,7 @@ static void test_client_stream(void **state) {
     enum { N = 10, SZ = 1 << 20 };
     uint8_t *buf = malloc(SZ);
     uint32_t crc = 0;
-    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
     for (int i = 0; i < N; i++) {
         memset(buf, i, SZ);
         crc = dfc_crc32_update(crc, buf, SZ);
@@ -334,7 +337,7 @@ static void test_client_stream_error_status(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
     Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
     c.total = 100;
     c.data.data = (uint8_t *)"abc";
@@ -355,7 +358,7 @@ static void test_server_stream(void **state) {
     Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
     req.seq = 6;            /* messages */
     req.total = 300 * 1024; /* bytes each */
-    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 10000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m;
@@ -378,7 +381,7 @@ static void test_bidi_stream(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, CHAT, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &chat_m, 10000, &st, &err), 0);
     for (uint64_t i = 0; i < 20; i++) {
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         c.seq = i;
@@ -423,7 +426,7 @@ static void test_client_cancels_mid_stream(void **state) {
     struct dfc_error err;
     struct dfc_rpc_stream *st;
     uint8_t buf[4096] = {0};
-    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
     for (int i = 0; i < 3; i++) {
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         c.total = 1 << 20;
@@ -453,7 +456,7 @@ static void test_client_stops_reading_server_stream(void **state) {
     req.seq = 100000;
     req.total = 64 * 1024;
     req.sleep_ms = 1;
-    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 10000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m;
@@ -475,7 +478,7 @@ static void test_bulk_client_stream(void **state) {
         dfc_rpc_bulk_data(b)[i] = (uint8_t)(i * 13 + 1);
     }
     uint32_t crc = 0;
-    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
     for (int i = 0; i < N; i++) {
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         c.seq = (uint64_t)i;
@@ -504,7 +507,7 @@ static void test_bulk_server_stream(void **state) {
     req.seq = 5;
     req.total = 1 << 20;
     req.bulk = 1;
-    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 10000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m;
@@ -524,19 +527,86 @@ static void test_bulk_server_stream(void **state) {
     dfc_rpc_stream_free(st);
 }
 
+/* A method a newer .proto might add to RpcTest, which the test server does not serve. */
+static const ProtobufCMethodDescriptor newer_methods[] = {
+    {"Nope", &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor},
+};
+
 static void test_unknown_method(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
+    ProtobufCServiceDescriptor newer = dfc__test__v1__rpc_test__descriptor;
+    newer.n_methods = 1;
+    newer.methods = newer_methods;
+    newer.method_indices_by_name = NULL;
+    struct dfc_rpc_client_method nope;
+    assert_int_equal(dfc_rpc_method_lookup(&newer, "Nope", &nope, &err), 0);
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     ProtobufCMessage *out = NULL;
-    int r = dfc_rpc_unary(f->client, "/dfc.test.v1.RpcTest/Nope", &in.base,
-                          &dfc__test__v1__chunk__descriptor, 5000, &out, &err);
+    int r = dfc_rpc_unary(f->client, &nope, &in.base, 5000, &out, &err);
     assert_int_equal(r, -ENOSYS);
     assert_int_equal(dfc_error_to_grpc(r), 12);
-    assert_string_equal(err.msg, "unknown method /dfc.test.v1.RpcTest/Nope");
-    r = dfc_rpc_unary(f->client, "/no.Such/Service", &in.base, &dfc__test__v1__chunk__descriptor,
-                      5000, &out, &err);
+    char want[DFC_RPC_PATH_MAX + 32];
+    snprintf(want, sizeof(want), "unknown method %s", nope.path);
+    assert_string_equal(err.msg, want);
+    /* a service the server does not have at all */
+    newer.name = "no.Such";
+    assert_int_equal(dfc_rpc_method_lookup(&newer, "Nope", &nope, &err), 0);
+    r = dfc_rpc_unary(f->client, &nope, &in.base, 5000, &out, &err);
     assert_int_equal(dfc_error_to_grpc(r), 12);
+}
+
+static void test_client_method_lookup(void **state) {
+    struct dfc_error err;
+    const ProtobufCServiceDescriptor *svc = &dfc__test__v1__rpc_test__descriptor;
+    struct dfc_rpc_client_method m;
+    memset(&m, 0, sizeof(m));
+    assert_int_equal(dfc_rpc_method_lookup(svc, "Put", &m, &err), 0);
+    char want[DFC_RPC_PATH_MAX];
+    snprintf(want, sizeof(want), "/%s/Put", svc->name); /* the server's spelling */
+    assert_string_equal(m.path, want);
+    assert_ptr_equal(m.req, &dfc__test__v1__chunk__descriptor);
+    assert_ptr_equal(m.resp, &dfc__test__v1__summary__descriptor);
+    /* the resolved table of main() agrees */
+    assert_string_equal(put_m.path, want);
+    assert_ptr_equal(put_m.resp, &dfc__test__v1__summary__descriptor);
+
+    /* an unknown name fails, naming the service and the method, and fills nothing */
+    struct dfc_rpc_client_method bad;
+    memset(&bad, 0, sizeof(bad));
+    assert_int_equal(dfc_rpc_method_lookup(svc, "Pub", &bad, &err), -EINVAL);
+    assert_string_equal(err.msg, "dfc.test.v1.RpcTest has no method `Pub`");
+    assert_null(bad.req);
+    assert_string_equal(bad.path, "");
+    /* names are exact: no case folding, no prefix match */
+    assert_int_equal(dfc_rpc_method_lookup(svc, "put", &bad, &err), -EINVAL);
+    assert_int_equal(dfc_rpc_method_lookup(svc, "Pu", &bad, &err), -EINVAL);
+    assert_int_equal(dfc_rpc_method_lookup(svc, "", &bad, &err), -EINVAL);
+
+    /* a path that does not fit is refused, not truncated */
+    char long_name[DFC_RPC_PATH_MAX + 8];
+    memset(long_name, 'x', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    ProtobufCServiceDescriptor long_svc = *svc;
+    long_svc.name = long_name;
+    assert_int_equal(dfc_rpc_method_lookup(&long_svc, "Echo", &bad, &err), -ENAMETOOLONG);
+    assert_non_null(strstr(err.msg, "/Echo: the method path is over 127 bytes"));
+}
+
+static void test_client_table_with_bad_name_fails_at_resolve(void **state) {
+    struct dfc_error err;
+    struct dfc_rpc_client_method echo, pub;
+    memset(&pub, 0, sizeof(pub));
+    const struct dfc_rpc_client_row rows[] = {
+        DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Echo", &echo),
+        DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Pub", &pub),
+    };
+    assert_int_equal(dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), &err), -EINVAL);
+    assert_string_equal(err.msg, "dfc.test.v1.RpcTest has no method `Pub`");
+    assert_null(pub.req);
+    /* the good rows alone resolve */
+    assert_int_equal(dfc_rpc_client_resolve(rows, 1, &err), 0);
+    assert_ptr_equal(echo.resp, &dfc__test__v1__chunk__descriptor);
 }
 
 static void test_malformed_request(void **state) {
@@ -546,14 +616,13 @@ static void test_malformed_request(void **state) {
     bad.seq.data = (uint8_t *)"xyz";
     bad.seq.len = 3;
     ProtobufCMessage *out = NULL;
-    int r = dfc_rpc_unary(f->client, ECHO, &bad.base, &dfc__test__v1__chunk__descriptor, 5000, &out,
-                          &err);
+    int r = dfc_rpc_unary(f->client, &echo_m, &bad.base, 5000, &out, &err);
     assert_int_equal(dfc_error_to_grpc(r), 3);
     assert_string_equal(err.msg, "malformed request: cannot decode dfc.test.v1.Chunk");
 
     /* The same in a stream: the handler's recv reports it. */
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, 5000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 5000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &bad.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m = NULL;
@@ -589,7 +658,7 @@ static void test_unavailable_without_server(void **state) {
     assert_int_equal(dfc_rpc_client_new("unix:/nonexistent/dir/x.sock", NULL, &c, &err), 0);
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     ProtobufCMessage *out = NULL;
-    int r = dfc_rpc_unary(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, 5000, &out, &err);
+    int r = dfc_rpc_unary(c, &echo_m, &in.base, 5000, &out, &err);
     assert_int_equal(dfc_error_to_grpc(r), 14);
     dfc_rpc_client_free(c);
 }
@@ -610,7 +679,7 @@ static void test_table_is_checked_against_descriptor(void **state) {
     assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, wrong_type,
                                                 1, NULL, &err),
                      -EINVAL);
-    assert_non_null(strstr(err.msg, "dfc.test.v1.RpcTest/Put"));
+    assert_non_null(strstr(err.msg, put_m.path + 1)); /* "package.Service/Put" */
     const struct dfc_rpc_method wrong_name[] = {
         {"Pub", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
          never_called},
@@ -649,9 +718,9 @@ static void test_unix_listener_knows_the_caller(void **state) {
     snprintf(path, sizeof(path), "%s/cred.sock", dir);
     snprintf(addr, sizeof(addr), "unix:%s", path);
     assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
-    assert_int_equal(
-        dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods, 4, NULL, &err),
-        0);
+    assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods,
+                                                DFC_RPC_N(methods), NULL, &err),
+                     0);
     assert_int_equal(dfc_rpc_server_listen_unix(s, path, 0660, -1, &err), 0);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
@@ -663,9 +732,7 @@ static void test_unix_listener_knows_the_caller(void **state) {
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     const struct dfc_rpc_md md[] = {{"x-dfc-echo", "from-metadata"}};
     ProtobufCMessage *out = NULL;
-    assert_int_equal(dfc_rpc_unary_md(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, 5000,
-                                      md, 1, &out, &err),
-                     0);
+    assert_int_equal(dfc_rpc_unary_md(c, &echo_m, &in.base, 5000, md, 1, &out, &err), 0);
     Dfc__Test__V1__Chunk *o = (Dfc__Test__V1__Chunk *)out;
     assert_true(o->total == (uint64_t)getpid() + 1);
     assert_int_equal(o->fail_code, getuid());
@@ -675,7 +742,7 @@ static void test_unix_listener_knows_the_caller(void **state) {
 
     /* Streams work over the same connection kind. */
     struct dfc_rpc_stream *stream;
-    assert_int_equal(dfc_rpc_stream_open(c, CHAT, 5000, &stream, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(c, &chat_m, 5000, &stream, &err), 0);
     Dfc__Test__V1__Chunk m = DFC__TEST__V1__CHUNK__INIT;
     assert_int_equal(dfc_rpc_stream_send(stream, &m.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_recv(stream, &dfc__test__v1__chunk__descriptor, &out, &err), 1);
@@ -706,9 +773,9 @@ static void test_tcp_listener(void **state) {
     struct dfc_rpc_server *s;
     struct dfc_rpc_client *c;
     assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
-    assert_int_equal(
-        dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods, 4, NULL, &err),
-        0);
+    assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods,
+                                                DFC_RPC_N(methods), NULL, &err),
+                     0);
     int port = dfc_rpc_server_listen(s, "127.0.0.1:0", &err);
     assert_true(port > 0);
     assert_int_equal(dfc_rpc_server_start(s, &err), 0);
@@ -718,8 +785,7 @@ static void test_tcp_listener(void **state) {
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     in.seq = 9;
     ProtobufCMessage *out = NULL;
-    assert_int_equal(
-        dfc_rpc_unary(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, 5000, &out, &err), 0);
+    assert_int_equal(dfc_rpc_unary(c, &echo_m, &in.base, 5000, &out, &err), 0);
     assert_true(((Dfc__Test__V1__Chunk *)out)->seq == 10);
     dfc_rpc_msg_free(out);
     dfc_rpc_client_free(c);
@@ -803,6 +869,8 @@ int main(void) {
         cmocka_unit_test(test_oversized_message),
         cmocka_unit_test(test_unavailable_without_server),
         cmocka_unit_test(test_table_is_checked_against_descriptor),
+        cmocka_unit_test(test_client_method_lookup),
+        cmocka_unit_test(test_client_table_with_bad_name_fails_at_resolve),
         cmocka_unit_test(test_listen_refuses_non_socket),
         cmocka_unit_test(test_tcp_listener),
         cmocka_unit_test(test_unix_listener_knows_the_caller),
@@ -811,5 +879,10 @@ int main(void) {
         T(test_shutdown_cancels_after_grace),
         T(test_concurrent_unary_calls),
     };
+    struct dfc_error err;
+    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err) < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,10 +25,14 @@
 #include "test/rpc_test.pb-c.h"
 #include "test_support.h"
 
-#define ECHO "/dfc.test.v1.RpcTest/Echo"
-#define PUT  "/dfc.test.v1.RpcTest/Put"
-#define GET  "/dfc.test.v1.RpcTest/Get"
-#define CHAT "/dfc.test.v1.RpcTest/Chat"
+/* The methods the tests call, resolved in main() before any test runs. */
+static struct dfc_rpc_client_method echo_m, put_m, get_m, chat_m;
+static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Echo", &echo_m),
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Put", &put_m),
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Get", &get_m),
+    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Chat", &chat_m),
+};
 
 /* What the handlers observed. */
 static atomic_int puts_running; /* Put handlers inside their receive loop */
@@ -97,14 +101,10 @@ static int chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *re
 }
 
 static const struct dfc_rpc_method methods[] = {
-    {"Echo", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
-     echo},
-    {"Put", DFC_RPC_CLIENT_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__summary__descriptor, put},
-    {"Get", DFC_RPC_SERVER_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__chunk__descriptor, get},
-    {"Chat", DFC_RPC_BIDI_STREAM, &dfc__test__v1__chunk__descriptor,
-     &dfc__test__v1__chunk__descriptor, chat},
+    DFC_RPC_METHOD("Echo", DFC_RPC_UNARY, dfc__test__v1__chunk, dfc__test__v1__chunk, echo),
+    DFC_RPC_METHOD("Put", DFC_RPC_CLIENT_STREAM, dfc__test__v1__chunk, dfc__test__v1__summary, put),
+    DFC_RPC_METHOD("Get", DFC_RPC_SERVER_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, get),
+    DFC_RPC_METHOD("Chat", DFC_RPC_BIDI_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, chat),
 };
 
 /* ---- fixture: a server on a socket this layer accepts (so callers have a uid) ---- */
@@ -128,7 +128,7 @@ static struct fx *fx_start(const struct dfc_rpc_server_opts *o) {
     snprintf(f->addr, sizeof(f->addr), "unix:%s", f->path);
     assert_int_equal(dfc_rpc_server_new(o, &f->server, &err), 0);
     assert_int_equal(dfc_rpc_server_add_service(f->server, &dfc__test__v1__rpc_test__descriptor,
-                                                methods, 4, NULL, &err),
+                                                methods, DFC_RPC_N(methods), NULL, &err),
                      0);
     assert_int_equal(dfc_rpc_server_listen_unix(f->server, f->path, 0600, -1, &err), 0);
     assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
@@ -159,8 +159,7 @@ static int echo_on(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_erro
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     in.seq = 1;
     ProtobufCMessage *out = NULL;
-    int r =
-        dfc_rpc_unary(c, ECHO, &in.base, &dfc__test__v1__chunk__descriptor, timeout_ms, &out, err);
+    int r = dfc_rpc_unary(c, &echo_m, &in.base, timeout_ms, &out, err);
     if (r == 0) {
         assert_true(((Dfc__Test__V1__Chunk *)out)->seq == 2);
     }
@@ -171,7 +170,7 @@ static int echo_on(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_erro
 static struct dfc_rpc_stream *open_put(struct fx *f, int64_t timeout_ms) {
     struct dfc_error err;
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, PUT, timeout_ms, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, timeout_ms, &st, &err), 0);
     Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
     c.data.data = (uint8_t *)"x";
     c.data.len = 1;
@@ -225,7 +224,7 @@ static void test_client_that_stops_reading_frees_the_sender(void **state) {
     Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
     req.seq = 1000; /* 1 GiB that the client never reads */
     req.total = 1 << 20;
-    assert_int_equal(dfc_rpc_stream_open(f->client, GET, 30000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 30000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     assert_true(test_wait_for(has_result, &get_result, 10000));
@@ -296,7 +295,7 @@ static void test_calls_in_flight_are_capped_per_uid(void **state) {
     struct dfc_error err;
     struct dfc_rpc_stream *st[2];
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(dfc_rpc_stream_open(f->client, CHAT, 30000, &st[i], &err), 0);
+        assert_int_equal(dfc_rpc_stream_open(f->client, &chat_m, 30000, &st[i], &err), 0);
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         ProtobufCMessage *m;
         assert_int_equal(dfc_rpc_stream_send(st[i], &c.base, &err), 0);
@@ -450,5 +449,10 @@ int main(void) {
         T(test_connections_are_capped, conns_opts),
         T(test_connections_are_capped_per_uid, conns_per_uid_opts),
     };
+    struct dfc_error err;
+    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err) < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
