@@ -87,6 +87,7 @@ static const struct dfc_config_row rows[] = {
     {"download.server.socketGroup", DFC_CFG_STRING, F(socket_group), "", NULL, NULL},
     {"download.server.maxWorkers", DFC_CFG_UINT, F(max_workers), "32", NULL, validate_workers},
     {"download.server.reservedWorkers", DFC_CFG_UINT, F(reserved_workers), "0", NULL, NULL},
+    {"download.server.maxWorkersPerUser", DFC_CFG_UINT, F(max_workers_per_user), "0", NULL, NULL},
     {"download.server.idleTimeout", DFC_CFG_DURATION, F(idle_timeout), "30s", NULL,
      validate_idle_timeout},
     {"download.server.maxCallsPerUser", DFC_CFG_UINT, F(max_calls_per_user), "64", NULL,
@@ -146,6 +147,13 @@ int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
                              "download.server.reservedWorkers (%llu) must be below "
                              "download.server.maxWorkers (%llu): streams need a worker",
                              (unsigned long long)cfg->reserved_workers,
+                             (unsigned long long)cfg->max_workers);
+    }
+    if (cfg->max_workers_per_user != 0 && cfg->max_workers_per_user > cfg->max_workers) {
+        return dfc_error_set(err, -EINVAL,
+                             "download.server.maxWorkersPerUser (%llu) must be between 1 and "
+                             "download.server.maxWorkers (%llu)",
+                             (unsigned long long)cfg->max_workers_per_user,
                              (unsigned long long)cfg->max_workers);
     }
     if (cfg->max_conns_per_user > cfg->max_connections) {

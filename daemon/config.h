@@ -33,11 +33,12 @@ struct dfd_config {
     char *log_level;         /* log.level */
 
     /* download.server limits that keep one caller from starving the others. */
-    uint64_t reserved_workers;   /* reservedWorkers (0 = maxWorkers / 8, at least 1) */
-    int64_t idle_timeout;        /* idleTimeout (ns) */
-    uint64_t max_calls_per_user; /* maxCallsPerUser */
-    uint64_t max_connections;    /* maxConnections */
-    uint64_t max_conns_per_user; /* maxConnectionsPerUser */
+    uint64_t reserved_workers;     /* reservedWorkers (0 = maxWorkers / 8, at least 1) */
+    uint64_t max_workers_per_user; /* maxWorkersPerUser (0 = maxWorkers / 4, at least 1) */
+    int64_t idle_timeout;          /* idleTimeout (ns) */
+    uint64_t max_calls_per_user;   /* maxCallsPerUser */
+    uint64_t max_connections;      /* maxConnections */
+    uint64_t max_conns_per_user;   /* maxConnectionsPerUser */
 };
 
 extern const struct dfc_config_schema dfd_config_schema;

@@ -120,6 +120,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         .idle_timeout_ms = cfg->idle_timeout / 1000000,
         .reserved_workers = (unsigned)cfg->reserved_workers,
         .max_calls_per_uid = (unsigned)cfg->max_calls_per_user,
+        .max_workers_per_uid = (unsigned)cfg->max_workers_per_user,
         .max_conns = connection_cap(cfg->max_connections),
         .max_conns_per_uid = (unsigned)cfg->max_conns_per_user,
         .option_prefix = "download.server.",

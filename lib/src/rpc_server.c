@@ -28,6 +28,10 @@
  * a bound: a stream that sends nothing (or takes nothing) for idle_timeout_ms is ended
  * DEADLINE_EXCEEDED, which the handler sees as -ETIMEDOUT and aborts on; streams may hold at
  * most max_workers - reserved_workers workers, so unary calls (List, Stat) always find one;
+ * the calls of one peer uid (unary and streams) may hold at most max_workers_per_uid workers
+ * at once: a free worker takes the first queued call whose uid is below that share, the rest
+ * stay queued (not refused) and run as that uid's own calls end, so no uid, root included,
+ * can occupy every worker (calls from other listeners have no uid and are exempt);
  * calls in flight are capped per peer uid at arrival on the CQ thread (RESOURCE_EXHAUSTED,
  * naming the limit); connections are capped at accept (rpc_listen.c), and one without a call
  * for the idle timeout is closed by core (max_connection_idle), so idle connections cannot
@@ -274,20 +278,10 @@ static void call_unref(struct dfc_rpc_call *c) {
 /* ---- worker pool ---- */
 
 static void run_call(struct dfc_rpc_call *c);
+static void *worker_main(void *arg);
 
 static bool is_stream(const struct dfc_rpc_call *c) {
     return c->method->row.kind != DFC_RPC_UNARY;
-}
-
-static struct dfc_rpc_call *queue_pop(struct dfc_rpc_call **head, struct dfc_rpc_call **tail) {
-    struct dfc_rpc_call *c = *head;
-    if (c != NULL) {
-        *head = c->next;
-        if (*head == NULL) {
-            *tail = NULL;
-        }
-    }
-    return c;
 }
 
 static void queue_push(struct dfc_rpc_call **head, struct dfc_rpc_call **tail,
@@ -301,21 +295,63 @@ static void queue_push(struct dfc_rpc_call **head, struct dfc_rpc_call **tail,
     *tail = c;
 }
 
-/* The next call a free worker may run (mu held): unary calls first, then a stream while
- * streams hold fewer than stream_workers workers. */
-static struct dfc_rpc_call *next_call(struct dfc_rpc_server *s) {
-    struct dfc_rpc_call *c = queue_pop(&s->unary_head, &s->unary_tail);
+/* True when c's uid is below its share of busy workers (mu held). Calls without a uid (not
+ * from a listen_unix socket) are exempt: they cannot be told apart. */
+static bool uid_may_run(struct dfc_rpc_server *s, const struct dfc_rpc_call *c) {
+    return !c->uid_counted || dfc__uid_count(&s->busy_uids, c->uid) < s->max_workers_per_uid;
+}
+
+/* The first call of a queue whose uid is below its share, unlinked when take (mu held).
+ * O(queued) lookups in busy_uids, which holds the few uids running calls. */
+static struct dfc_rpc_call *queue_scan(struct dfc_rpc_server *s, struct dfc_rpc_call **head,
+                                       struct dfc_rpc_call **tail, bool take) {
+    struct dfc_rpc_call *prev = NULL;
+    for (struct dfc_rpc_call *c = *head; c != NULL; prev = c, c = c->next) {
+        if (!uid_may_run(s, c)) {
+            continue;
+        }
+        if (take) {
+            *(prev != NULL ? &prev->next : head) = c->next;
+            if (*tail == c) {
+                *tail = prev;
+            }
+            c->next = NULL;
+        }
+        return c;
+    }
+    return NULL;
+}
+
+/* The next call a free worker may run (mu held): the first unary call whose uid is below its
+ * share, else such a stream while streams hold fewer than stream_workers workers. Calls over
+ * their uid's share stay queued until one of that uid's calls ends. */
+static struct dfc_rpc_call *next_call(struct dfc_rpc_server *s, bool take) {
+    struct dfc_rpc_call *c = queue_scan(s, &s->unary_head, &s->unary_tail, take);
     if (c == NULL && s->busy_streams < s->stream_workers) {
-        c = queue_pop(&s->stream_head, &s->stream_tail);
+        c = queue_scan(s, &s->stream_head, &s->stream_tail, take);
     }
     return c;
+}
+
+/* Gets a worker for a runnable queued call (mu held): signals an idle one, or starts one
+ * while the pool may grow (never once shutdown stops the workers: they are being joined). */
+static void wake_worker(struct dfc_rpc_server *s) {
+    if (s->idle_workers > 0) {
+        pthread_cond_signal(&s->work_cv);
+    } else if (s->n_workers < s->max_workers && !s->stop_workers) {
+        if (pthread_create(&s->workers[s->n_workers], NULL, worker_main, s) == 0) {
+            s->n_workers++;
+        } else if (s->n_workers == 0) {
+            DFC_LOG(DFC_LOG_ERROR, "rpc.worker_spawn_failed", "server=%s", s->name);
+        }
+    }
 }
 
 static void *worker_main(void *arg) {
     struct dfc_rpc_server *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        struct dfc_rpc_call *c = next_call(s);
+        struct dfc_rpc_call *c = next_call(s, true);
         if (c == NULL) {
             if (s->stop_workers) {
                 break;
@@ -327,18 +363,28 @@ static void *worker_main(void *arg) {
         }
         bool stream = is_stream(c);
         s->busy_streams += stream;
+        bool busy_uid = c->uid_counted && dfc__uid_count_add(&s->busy_uids, c->uid) > 0;
+        if (next_call(s, false) != NULL) {
+            wake_worker(s); /* another call may run too (a call that ended freed two limits) */
+        }
         pthread_mutex_unlock(&s->mu);
+        uid_t uid = c->uid;
         run_call(c);
         pthread_mutex_lock(&s->mu);
-        s->busy_streams -= stream; /* this worker then takes the next stream waiting, if any */
+        /* This worker then re-scans: the calls of uid held back by its share, or a stream
+         * waiting for a stream slot, run now. */
+        s->busy_streams -= stream;
+        if (busy_uid) {
+            dfc__uid_count_sub(&s->busy_uids, uid);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-/* Queues c for a worker, starting one when none is idle, the pool may grow and c could run
- * now (a stream beyond stream_workers waits for a stream's worker to come free). Never
- * blocks: it runs on the CQ thread. */
+/* Queues c for a worker, getting one when c could run now (a stream beyond stream_workers,
+ * or a call over its uid's share, waits for a worker running such a call to come free).
+ * Never blocks: it runs on the CQ thread. */
 static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
     pthread_mutex_lock(&s->mu);
     bool stream = is_stream(c);
@@ -347,17 +393,8 @@ static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
     } else {
         queue_push(&s->unary_head, &s->unary_tail, c);
     }
-    bool runnable = !stream || s->busy_streams < s->stream_workers;
-    if (!runnable) {
-        /* Queued: a worker finishing a stream picks it up. */
-    } else if (s->idle_workers == 0 && s->n_workers < s->max_workers) {
-        if (pthread_create(&s->workers[s->n_workers], NULL, worker_main, s) == 0) {
-            s->n_workers++;
-        } else if (s->n_workers == 0) {
-            DFC_LOG(DFC_LOG_ERROR, "rpc.worker_spawn_failed", "server=%s", s->name);
-        }
-    } else {
-        pthread_cond_signal(&s->work_cv);
+    if ((!stream || s->busy_streams < s->stream_workers) && uid_may_run(s, c)) {
+        wake_worker(s);
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -900,6 +937,13 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     s->stream_workers = s->max_workers - reserved;
     s->max_calls_per_uid =
         o.max_calls_per_uid ? o.max_calls_per_uid : DFC_RPC_DEFAULT_MAX_CALLS_PER_UID;
+    s->max_workers_per_uid = o.max_workers_per_uid ? o.max_workers_per_uid : s->max_workers / 4;
+    if (s->max_workers_per_uid == 0) {
+        s->max_workers_per_uid = 1;
+    }
+    if (s->max_workers_per_uid > s->max_workers) {
+        s->max_workers_per_uid = s->max_workers;
+    }
     s->max_conns = o.max_conns ? o.max_conns : DFC_RPC_DEFAULT_MAX_CONNS;
     s->max_conns_per_uid =
         o.max_conns_per_uid ? o.max_conns_per_uid : DFC_RPC_DEFAULT_MAX_CONNS_PER_UID;
@@ -1143,6 +1187,7 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s) {
     free(s->conns);
     dfc__uid_counts_free(&s->conn_uids);
     dfc__uid_counts_free(&s->call_uids);
+    dfc__uid_counts_free(&s->busy_uids);
     pthread_mutex_destroy(&s->cred_mu);
     pthread_mutex_destroy(&s->uid_mu);
     for (size_t i = 0; i < s->n_methods; i++) {

@@ -96,6 +96,7 @@ struct dfc_rpc_server {
     int64_t idle_timeout_ms; /* < 0: none */
     unsigned stream_workers; /* workers that streams may occupy: max_workers - reserved */
     unsigned max_calls_per_uid;
+    unsigned max_workers_per_uid; /* share of busy workers per uid: 1..max_workers */
     unsigned max_conns, max_conns_per_uid;
 
     struct registered *methods;
@@ -136,6 +137,7 @@ struct dfc_rpc_server {
     struct dfc_rpc_call *stream_head, *stream_tail;
     pthread_t *workers;
     unsigned n_workers, idle_workers, busy_streams;
+    struct uid_counts busy_uids; /* workers running each uid's calls (listen_unix calls) */
     bool stop_workers;
 };
 

@@ -176,7 +176,7 @@ static void *trickle(void *arg) {
 }
 
 static void test_busy_streams_do_not_starve_unary_calls(void **state) {
-    struct fx *f = *state; /* the defaults: 32 workers, 30 s idle timeout */
+    struct fx *f = *state; /* 32 workers, 30 s idle timeout; one uid may take them all */
     struct dfc_rpc_stream *idle[N_IDLE];
     struct slow sl = {.stop = false};
     for (int i = 0; i < N_IDLE; i++) {
@@ -415,6 +415,9 @@ static void test_limit_keys_are_validated(void **state) {
     } cases[] = {
         {"download.server.reservedWorkers=32",
          "download.server.reservedWorkers (32) must be below download.server.maxWorkers (32)"},
+        {"download.server.maxWorkersPerUser=33",
+         "download.server.maxWorkersPerUser (33) must be between 1 and download.server.maxWorkers "
+         "(32)"},
         {"download.server.idleTimeout=0s",
          "download.server.idleTimeout must be between 1ms and 24h"},
         {"download.server.maxCallsPerUser=0",
@@ -449,7 +452,7 @@ static void test_limit_keys_are_validated(void **state) {
 int main(void) {
 #define T(fn, yaml) cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, (void *)(yaml))
     const struct CMUnitTest tests[] = {
-        T(test_busy_streams_do_not_starve_unary_calls, NULL),
+        T(test_busy_streams_do_not_starve_unary_calls, "    maxWorkersPerUser: 32\n"),
         T(test_quiet_import_is_ended_and_its_spool_removed, "    idleTimeout: 1s\n"),
         T(test_one_uid_cannot_take_every_call, "    maxCallsPerUser: 4\n    idleTimeout: 1m\n"),
         T(test_connection_flood_is_capped,

@@ -89,20 +89,25 @@ struct dfc_rpc_server_opts {
     const char *name;     /* server name in log lines; borrowed; NULL = "rpc" */
 
     /* Limits that keep one caller from starving the others (0 = the default given). */
-    int64_t idle_timeout_ms;    /* a stream's longest wait for the client's next message, or
-                                   for the client to take the last one sent; on expiry the call
-                                   ends DEADLINE_EXCEEDED; a connection with no call for as long
-                                   is closed (GOAWAY); 0 = 30 s, < 0 = none */
-    unsigned reserved_workers;  /* workers that only unary calls may use, so they are served
-                                   while streams hold the rest; 0 = max_workers / 8, at least 1
-                                   (none when max_workers is 1); at most max_workers - 1 */
-    unsigned max_calls_per_uid; /* calls in flight per peer uid on listen_unix sockets, uid 0
-                                   included; more get RESOURCE_EXHAUSTED; 0 = 64 */
-    unsigned max_conns;         /* open connections over all listen_unix sockets; more are
-                                   closed as they are accepted; 0 = 1024 */
-    unsigned max_conns_per_uid; /* the same per peer uid; 0 = 128 */
-    const char *option_prefix;  /* prepended to the limits' names in messages (the config keys:
-                                   "download.server."); borrowed; NULL = "" */
+    int64_t idle_timeout_ms;      /* a stream's longest wait for the client's next message, or
+                                     for the client to take the last one sent; on expiry the call
+                                     ends DEADLINE_EXCEEDED; a connection with no call for as long
+                                     is closed (GOAWAY); 0 = 30 s, < 0 = none */
+    unsigned reserved_workers;    /* workers that only unary calls may use, so they are served
+                                     while streams hold the rest; 0 = max_workers / 8, at least 1
+                                     (none when max_workers is 1); at most max_workers - 1 */
+    unsigned max_calls_per_uid;   /* calls in flight per peer uid on listen_unix sockets, uid 0
+                                     included; more get RESOURCE_EXHAUSTED; 0 = 64 */
+    unsigned max_workers_per_uid; /* workers that one peer uid's calls (unary and streams, uid
+                                     0 included) may occupy at once; its further calls wait
+                                     queued, not refused, so no uid holds every worker; calls
+                                     from other listeners are exempt; 0 = max_workers / 4, at
+                                     least 1; at most max_workers */
+    unsigned max_conns;           /* open connections over all listen_unix sockets; more are
+                                     closed as they are accepted; 0 = 1024 */
+    unsigned max_conns_per_uid;   /* the same per peer uid; 0 = 128 */
+    const char *option_prefix;    /* prepended to the limits' names in messages (the config keys:
+                                     "download.server."); borrowed; NULL = "" */
 };
 
 #define DFC_RPC_DEFAULT_IDLE_TIMEOUT_MS   30000

@@ -1,9 +1,9 @@
 /*
  * Tests for the limits in lib/src/rpc_server.c, rpc_listen.c and rpc_limits.c that keep one
  * caller from starving the others: the idle timeout on both directions of a stream, workers
- * reserved for unary calls, the per-uid cap on calls in flight and the caps on connections,
- * with their rate-limited log line. A real server on a temp Unix socket, real clients, and raw
- * sockets for the connection flood.
+ * reserved for unary calls, the per-uid cap on calls in flight, the per-uid share of busy
+ * workers and the caps on connections, with their rate-limited log line. A real server on a temp
+ * Unix socket, real clients, and raw sockets for the connection flood.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -48,8 +49,22 @@ static void record(atomic_int *slot, int r, const struct dfc_error *err) {
     atomic_store(slot, r);
 }
 
+/* Echo with seq SLOW_SEQ holds its worker until slow_release is set (or 30 s pass, longer
+ * than the deadline of the call that has to get through meanwhile). */
+#define SLOW_SEQ 1000
+static atomic_int slow_running; /* slow Echo handlers holding a worker */
+static atomic_bool slow_release;
+
 static int echo(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
                 ProtobufCMessage *resp, struct dfc_error *err) {
+    if (((const Dfc__Test__V1__Chunk *)req)->seq == SLOW_SEQ) {
+        atomic_fetch_add(&slow_running, 1);
+        for (int i = 0; i < 3000 && !atomic_load(&slow_release) && !dfc_rpc_call_cancelled(call);
+             i++) {
+            usleep(10000);
+        }
+        atomic_fetch_sub(&slow_running, 1);
+    }
     ((Dfc__Test__V1__Chunk *)resp)->seq = ((const Dfc__Test__V1__Chunk *)req)->seq + 1;
     return 0;
 }
@@ -123,6 +138,8 @@ static struct fx *fx_start(const struct dfc_rpc_server_opts *o) {
     atomic_store(&puts_running, 0);
     atomic_store(&put_result, 1);
     atomic_store(&get_result, 1);
+    atomic_store(&slow_running, 0);
+    atomic_store(&slow_release, false);
     test_mkdtemp(f->dir, sizeof(f->dir), "rpc-limits");
     snprintf(f->path, sizeof(f->path), "%s/l.sock", f->dir);
     snprintf(f->addr, sizeof(f->addr), "unix:%s", f->path);
@@ -249,7 +266,7 @@ static bool three_puts_running(void *arg) {
 }
 
 static struct dfc_rpc_server_opts reserved_opts = {
-    .max_workers = 4, .reserved_workers = 1, .idle_timeout_ms = -1};
+    .max_workers = 4, .reserved_workers = 1, .max_workers_per_uid = 4, .idle_timeout_ms = -1};
 
 static void test_unary_calls_are_served_while_streams_hold_the_workers(void **state) {
     /* 4 workers, 1 reserved: 3 streams run, the other 3 wait, and Echo still gets through. */
@@ -316,6 +333,155 @@ static void test_calls_in_flight_are_capped_per_uid(void **state) {
         dfc_rpc_stream_free(st[i]);
     }
     assert_true(test_wait_for(echo_works, f->client, 5000));
+}
+
+/* ---- workers per uid ---- */
+
+#define NOBODY 65534
+
+#define NEED_ROOT()                                                                                \
+    do {                                                                                           \
+        if (geteuid() != 0) {                                                                      \
+            fprintf(stderr, "skipped: needs root (calls as uid 65534)\n");                         \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Lets uid 65534 reach the fixture's socket. */
+static void open_to_nobody(struct fx *f) {
+    assert_int_equal(chmod(f->dir, 0755), 0);
+    assert_int_equal(chmod(f->path, 0666), 0);
+}
+
+/* A client whose connection carries uid 65534: SO_PEERCRED records the credentials at
+ * connect(), so it is made and used with euid 65534. Its own max_recv_msg keeps gRPC from
+ * sharing root's connection with it. */
+static struct dfc_rpc_client *nobody_client(struct fx *f) {
+    struct dfc_rpc_client_opts o = {.max_recv_msg = ((size_t)16 << 20) + 1};
+    struct dfc_rpc_client *c = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_client_new(f->addr, &o, &c, &err), 0);
+    return c;
+}
+
+static void become(uid_t uid) {
+    if (seteuid(uid) < 0) {
+        fprintf(stderr, "seteuid(%u): %m\n", (unsigned)uid);
+        abort();
+    }
+}
+
+struct slow_call {
+    struct fx *f;
+    pthread_t thread;
+    int r;
+};
+
+static void *slow_echo(void *arg) {
+    struct slow_call *sc = arg;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.seq = SLOW_SEQ;
+    ProtobufCMessage *out = NULL;
+    struct dfc_error err;
+    sc->r = dfc_rpc_unary(sc->f->client, &echo_m, &in.base, 60000, &out, &err);
+    dfc_rpc_msg_free(out);
+    return NULL;
+}
+
+static bool two_slow_running(void *arg) {
+    return atomic_load(&slow_running) >= 2;
+}
+
+static bool two_puts_running(void *arg) {
+    return atomic_load(&puts_running) >= 2;
+}
+
+static struct dfc_rpc_server_opts share_opts = {
+    .max_workers = 4, .reserved_workers = 1, .max_workers_per_uid = 2, .idle_timeout_ms = -1};
+
+static void test_one_uid_cannot_hold_every_worker_with_unary_calls(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    open_to_nobody(f);
+    /* Root (uid A) sends 4 slow calls, as many as there are workers: 2 run, 2 wait. */
+    struct slow_call sc[4];
+    for (int i = 0; i < 4; i++) {
+        sc[i].f = f;
+        sc[i].r = 1;
+        assert_int_equal(pthread_create(&sc[i].thread, NULL, slow_echo, &sc[i]), 0);
+    }
+    assert_true(test_wait_for(two_slow_running, NULL, 5000));
+    usleep(200000); /* a third would be running by now */
+    /* uid B's call is served while A's slow ones last (30 s, past its 10 s deadline). */
+    become(NOBODY);
+    struct dfc_rpc_client *c = nobody_client(f);
+    int r = echo_on(c, 10000, &err);
+    dfc_rpc_client_free(c);
+    become(0);
+    if (r != 0) {
+        fprintf(stderr, "uid 65534's call: %d %s\n", r, err.msg);
+    }
+    assert_int_equal(r, 0);
+    assert_int_equal(atomic_load(&slow_running), 2); /* A's share held */
+    /* A's queued calls were held back, not refused: all 4 complete. */
+    atomic_store(&slow_release, true);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(sc[i].thread, NULL), 0);
+        assert_int_equal(sc[i].r, 0);
+    }
+}
+
+static void test_one_uid_cannot_hold_every_worker_with_streams(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    open_to_nobody(f);
+    /* Root (uid A) opens 6 slow streams: 2 run (its share), 4 wait. */
+    struct dfc_rpc_stream *st[6];
+    for (int i = 0; i < 6; i++) {
+        st[i] = open_put(f, 60000);
+    }
+    assert_true(test_wait_for(two_puts_running, NULL, 5000));
+    usleep(200000); /* a third would be running by now (streams may hold 3 workers) */
+    /* uid B's stream gets a worker: its handler answers within 10 s. */
+    become(NOBODY);
+    struct dfc_rpc_client *c = nobody_client(f);
+    struct dfc_rpc_stream *b;
+    int r = dfc_rpc_stream_open(c, &chat_m, 10000, &b, &err);
+    ProtobufCMessage *m = NULL;
+    if (r == 0) {
+        Dfc__Test__V1__Chunk ch = DFC__TEST__V1__CHUNK__INIT;
+        ch.seq = 7;
+        r = dfc_rpc_stream_send(b, &ch.base, &err);
+        if (r == 0) {
+            r = dfc_rpc_stream_recv(b, &dfc__test__v1__chunk__descriptor, &m, &err);
+        }
+        if (r == 1) {
+            assert_true(((Dfc__Test__V1__Chunk *)m)->seq == 7);
+            r = dfc_rpc_stream_close_send(b, &err);
+        }
+        dfc_rpc_msg_free(m);
+        dfc_rpc_stream_free(b);
+    }
+    dfc_rpc_client_free(c);
+    become(0);
+    if (r != 0) {
+        fprintf(stderr, "uid 65534's stream: %d %s\n", r, err.msg);
+    }
+    assert_int_equal(r, 0);
+    assert_int_equal(atomic_load(&puts_running), 2); /* A's share held */
+    /* A's queued streams run as its running ones end: all 6 complete. */
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(dfc_rpc_stream_close_send(st[i], &err), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        m = NULL;
+        assert_int_equal(dfc_rpc_stream_recv(st[i], &dfc__test__v1__summary__descriptor, &m, &err),
+                         1);
+        dfc_rpc_msg_free(m);
+        dfc_rpc_stream_free(st[i]);
+    }
 }
 
 /* ---- connections ---- */
@@ -445,6 +611,8 @@ int main(void) {
         T(test_client_that_stops_reading_frees_the_sender, idle_no_prefix_opts),
         T(test_unary_calls_are_served_while_streams_hold_the_workers, reserved_opts),
         T(test_calls_in_flight_are_capped_per_uid, per_uid_opts),
+        T(test_one_uid_cannot_hold_every_worker_with_unary_calls, share_opts),
+        T(test_one_uid_cannot_hold_every_worker_with_streams, share_opts),
         T(test_idle_connections_are_closed, idle_opts),
         T(test_connections_are_capped, conns_opts),
         T(test_connections_are_capped_per_uid, conns_per_uid_opts),
