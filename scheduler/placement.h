@@ -1,0 +1,78 @@
+/*
+ * placement.h - where a task's copies go: candidate parents for a downloading peer, and the
+ * replication that keeps persistent_replica_count persistent copies across hosts.
+ *
+ * Candidate parents (upstream's FindCandidatePersistentCacheParents): the task's peers in state
+ * Running or Succeeded, minus blocklisted peer ids and peers on the asking host, scored
+ * 0.7 * IDC affinity + 0.3 * location affinity, best first, at most `limit`.
+ *
+ * Replication (upstream's replicatePersistentCacheTask, best effort, asynchronous): need =
+ * persistent_replica_count - persistent copies; promote Succeeded non-persistent copies on
+ * shared hosts first (DfdaemonUpload.UpdatePersistentCacheTask persistent=true), then ask random
+ * eligible hosts to pull (DfdaemonUpload.DownloadPersistentCacheTask persistent=true on
+ * host.ip:host.download_port). Unlike upstream the blocklist holds host ids only, and a repair
+ * loop re-checks Succeeded tasks every replicaRepairInterval with a bounded number in flight, a
+ * per-task back-off and a Redis lease per task (SET NX PX) so several schedulers on one Redis
+ * never place the same copy twice.
+ *
+ * Ownership: the placement engine borrows the store; candidate lists are the caller's.
+ */
+#ifndef SCHED_PLACEMENT_H
+#define SCHED_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfc/error.h"
+#include "model.h"
+#include "store.h"
+
+struct sched_candidate {
+    struct sched_peer peer;
+    struct sched_host host;
+    double score;
+};
+void sched_candidates_free(struct sched_candidate *c, size_t n);
+
+/* Candidate parents for peer_id of task_id asked by host `asking`; blocklist holds peer ids.
+ * -ENOENT-free: an empty result is n_out 0 (the caller answers FailedPrecondition). */
+int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
+                       const struct sched_host *asking, const char *const *block_peers,
+                       size_t n_block, size_t limit, struct sched_candidate **out, size_t *n_out,
+                       struct dfc_error *err);
+
+/* IDC/location affinity score of two hosts, as upstream (empty on either side scores 0). */
+double sched_parent_score(const struct sched_host *parent, const struct sched_host *child);
+
+struct sched_placement_opts {
+    const char *advertise_ip;    /* remote_ip sent to dfdaemons; borrowed */
+    int64_t repair_interval_ns;  /* scheduler.replicaRepairInterval; 0 = no repair loop */
+    unsigned repair_concurrency; /* scheduler.replicaRepairConcurrency; 0 = 4 */
+    int64_t host_gc_interval_ns; /* scheduler.gc.hostGCInterval; 0 = no host GC */
+    int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream */
+};
+
+struct sched_placement;
+int sched_placement_new(struct sched_store *s, const struct sched_placement_opts *opts,
+                        struct sched_placement **ret, struct dfc_error *err);
+/* Starts the repair and host-GC threads. */
+int sched_placement_start(struct sched_placement *p, struct dfc_error *err);
+/* Stops the threads and waits for replication calls in flight (bounded by their timeouts). */
+void sched_placement_free(struct sched_placement *p);
+
+/* Queues a replication of task_id, never blocking the caller (upstream's detached goroutine);
+ * block_hosts are host ids that must not receive a copy (the uploader's). Copied. */
+void sched_placement_replicate(struct sched_placement *p, const char *task_id,
+                               const char *const *block_hosts, size_t n_block);
+
+/* Asks the dfdaemon of each peer of the task to delete its copy (DeletePersistentCacheTask),
+ * errors logged; used by DeletePersistentCacheTask / DeletePersistentCachePeer. Blocking,
+ * bounded by dfdaemon_timeout_ms per host; call from a handler thread, never the CQ thread. */
+int sched_placement_delete_copy(struct sched_placement *p, const struct sched_host *host,
+                                const char *task_id, struct dfc_error *err);
+
+/* One repair pass and one host-GC pass, synchronously: for tests and the loop itself. */
+int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err);
+int sched_placement_host_gc_once(struct sched_placement *p, struct dfc_error *err);
+
+#endif /* SCHED_PLACEMENT_H */

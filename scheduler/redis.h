@@ -1,0 +1,73 @@
+/*
+ * redis.h - the scheduler's Redis client: a small pool of hiredis connections to one Redis
+ * server, or to the master that a set of Sentinels names.
+ *
+ * Every command carries a deadline. A connection error, a timeout or a -READONLY reply (a
+ * demoted master after a Sentinel failover) drops that connection; the next command reconnects,
+ * asking the Sentinels again when masterName is set, with a capped exponential back-off between
+ * failed attempts so a dead Redis is not hammered. Nothing here blocks past the deadline.
+ *
+ * Errors: -ECONNREFUSED (UNAVAILABLE) when no server answers, with err naming the address
+ * ("redis 127.0.0.1:6379: Connection refused", "redis sentinel master mymaster: no sentinel
+ * answered (127.0.0.1:26379, ...)"); -ETIMEDOUT (DEADLINE_EXCEEDED) when the deadline passes;
+ * DFC_E_INTERNAL for an error reply (err carries Redis's text). Thread-safe: any thread may run
+ * commands; each takes a pooled connection for the duration of one command (or one script).
+ *
+ * Ownership: sched_redis_new copies opts; replies returned through `reply` are the caller's to
+ * free with freeReplyObject().
+ */
+#ifndef SCHED_REDIS_H
+#define SCHED_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfc/error.h"
+
+struct redisReply;
+struct sched_redis;
+
+struct sched_redis_opts {
+    const char *const *addrs; /* "host:port"; the Sentinels when master_name is set */
+    size_t n_addrs;
+    const char *master_name; /* NULL or "" = talk to addrs[0] directly */
+    const char *username;    /* NULL or "" = no AUTH user (AUTH password alone when set) */
+    const char *password;    /* NULL or "" = no AUTH */
+    int db;                  /* SELECT db after connecting when > 0 */
+    unsigned pool_size;      /* connections kept open; 0 = 20, as upstream */
+    int64_t backoff_min_ms;  /* first reconnect delay; 0 = 100 ms */
+    int64_t backoff_max_ms;  /* cap; 0 = 5 s */
+};
+
+int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **ret,
+                    struct dfc_error *err);
+void sched_redis_free(struct sched_redis *r);
+
+/* Runs one command given as argv (binary-safe: lens[i] bytes of argv[i]). deadline_ms is an
+ * absolute CLOCK_MONOTONIC time in ms. An error reply is returned as DFC_E_INTERNAL with the
+ * reply freed; any other reply (nil included) is handed to the caller. */
+int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
+                     const size_t *lens, struct redisReply **reply, struct dfc_error *err);
+
+/* A Lua script, loaded once per connection: EVALSHA, falling back to EVAL on NOSCRIPT. */
+struct sched_redis_script {
+    const char *name; /* for messages: "store_peer" */
+    const char *lua;
+    char sha1[41]; /* filled by sched_redis_script_init */
+};
+void sched_redis_script_init(struct sched_redis_script *s);
+
+/* EVALSHA s with keys then args (binary-safe), same error rules as sched_redis_argv. */
+int sched_redis_eval(struct sched_redis *r, int64_t deadline_ms, struct sched_redis_script *s,
+                     int n_keys, const char **keys, const size_t *key_lens, int n_args,
+                     const char **args, const size_t *arg_lens, struct redisReply **reply,
+                     struct dfc_error *err);
+
+/* The address currently in use ("127.0.0.1:6379"), for messages and readiness. Borrowed until
+ * the next call on r from this thread; NULL before the first successful connection. */
+const char *sched_redis_current_addr(struct sched_redis *r, char *buf, size_t len);
+
+/* Milliseconds since CLOCK_MONOTONIC's epoch plus timeout_ms: a deadline for the calls above. */
+int64_t sched_redis_deadline(int64_t timeout_ms);
+
+#endif /* SCHED_REDIS_H */
