@@ -468,6 +468,7 @@ static void test_host_decode_refusals(void **state) {
         }
         /* missing: drop the pair by renaming the field */
         kv[2 * i] = "x-missing";
+        lens[2 * i] = 9;
         memset(&err, 0, sizeof(err));
         int r = sched_host_decode(kv, lens, 2 * f.n, &back, &err);
         if (opt) {
@@ -481,6 +482,7 @@ static void test_host_decode_refusals(void **state) {
             assert_null(back.id); /* left zeroed */
         }
         kv[2 * i] = f.name[i];
+        lens[2 * i] = strlen(f.name[i]);
         /* unparsable */
         if (!opt) {
             const char *v = kv[2 * i + 1];
