@@ -166,6 +166,9 @@ int sched_host_load_random(struct sched_store *s, int64_t dl, size_t n,
         free(list);
         list = NULL;
     }
+    if (err != NULL) {
+        dfc_error_clear(err); /* skipped hosts are not an error */
+    }
     *out = list;
     *n_out = got;
     return 0;

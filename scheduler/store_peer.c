@@ -255,6 +255,9 @@ int sched_peer_load_by_task(struct sched_store *s, int64_t dl, const char *task_
         free(list);
         list = NULL;
     }
+    if (err != NULL) {
+        dfc_error_clear(err); /* skipped peers are not an error */
+    }
     *out = list;
     *n_out = got;
     return 0;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -834,6 +835,67 @@ static void test_redis_down_is_unavailable(void **state) {
     sched_peer_done(&p);
 }
 
+/* Four threads store and delete peers of one task at once: every script is atomic, so the
+ * sets end up holding exactly the peers whose hashes exist. */
+struct writer {
+    struct sched_store *s;
+    int no;
+    int failures;
+};
+
+static void *write_peers(void *arg) {
+    struct writer *w = arg;
+    struct sched_task t;
+    make_task(&t, TASK_ID, now_s(), INT64_C(3600) * 1000000000);
+    for (int i = 0; i < 50; i++) {
+        char id[32];
+        struct dfc_error err = {0};
+        struct sched_peer p;
+        snprintf(id, sizeof(id), "peer-%d-%02d", w->no, i);
+        make_peer(&p, id, TASK_ID, HOST_ID, i % 2 == 0, t.created_at);
+        if (sched_peer_store(w->s, sched_redis_deadline(5000), &p, &t, &err) != 0) {
+            w->failures++;
+        }
+        /* every fifth one is deleted again */
+        if (i % 5 == 4 && sched_peer_delete(w->s, sched_redis_deadline(5000), id, &err) != 0) {
+            w->failures++;
+        }
+        sched_peer_done(&p);
+    }
+    sched_task_done(&t);
+    return NULL;
+}
+
+static void test_concurrent_writers(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fixture *fx = *state;
+    struct dfc_error err = {0};
+    store_all(fx, true);
+    assert_int_equal(sched_peer_delete(fx->s, dl(), PEER_ID, &err), 0);
+    pthread_t th[4];
+    struct writer w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct writer){.s = fx->s, .no = i};
+        assert_int_equal(pthread_create(&th[i], NULL, write_peers, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].failures, 0);
+    }
+    uint64_t all = 0, pers = 0;
+    assert_int_equal(sched_task_replica_counts(fx->s, dl(), TASK_ID, &all, &pers, &err), 0);
+    assert_int_equal(all, 4 * 40);
+    assert_int_equal(pers, 4 * 20); /* even i are persistent; deleted i (4, 9, ...) alternate */
+    struct sched_peer *list;
+    size_t n;
+    assert_int_equal(sched_peer_load_by_task(fx->s, dl(), TASK_ID, &list, &n, &err), 0);
+    assert_int_equal(n, 4 * 40);
+    sched_peer_list_free(list, n);
+    assert_int_equal(integer("SCARD %s", P ":persistent-cache-hosts:" HOST_ID
+                                           ":persistent-cache-peers-for-persistent-cache-task"),
+                     4 * 40);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_upload_leaves_upstreams_bytes, setup, teardown),
@@ -849,6 +911,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_hosts_listing_and_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_hashes_written_by_others, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_down_is_unavailable, setup, teardown),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);
