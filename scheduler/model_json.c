@@ -231,6 +231,19 @@ static int json_parse_string(struct jparse *p, char **out) {
             r = -EBADMSG;
             break;
         }
+        if (c >= 0x80) {
+            /* Go's decoder turns each invalid UTF-8 byte into U+FFFD. */
+            uint32_t cp;
+            size_t len = utf8_seq((const unsigned char *)p->s + p->i, p->n - p->i, &cp);
+            if (len == 0) {
+                r = put_utf8(&b, 0xfffd);
+                p->i++;
+            } else {
+                r = sb_put(&b, p->s + p->i, len);
+                p->i += len;
+            }
+            continue;
+        }
         if (c != '\\') {
             r = sb_put(&b, p->s + p->i++, 1);
             continue;
