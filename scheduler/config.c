@@ -25,11 +25,12 @@ static int validate_ip(const struct dfc_config_row *row, const void *field, stru
     return 0;
 }
 
+/* 0 asks for any free port (the bound one is logged when ready). */
 static int validate_port(const struct dfc_config_row *row, const void *field,
                          struct dfc_error *err) {
     uint64_t v = *(const uint64_t *)field;
-    if (v < 1 || v > 65535) {
-        return dfc_error_set(err, -EINVAL, "%s must be between 1 and 65535, got %llu", row->key,
+    if (v > 65535) {
+        return dfc_error_set(err, -EINVAL, "%s must be between 0 and 65535, got %llu", row->key,
                              (unsigned long long)v);
     }
     return 0;
