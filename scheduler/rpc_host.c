@@ -174,6 +174,7 @@ static int redis_delete_host(struct sched_service *svc, struct dfc_rpc_call *cal
     }
     for (size_t i = 0; r == 0 && i < peers.n; i++) {
         struct sched_peer p = {0};
+        dl = sched__deadline(svc, call);
         int lr = sched_peer_load(svc->store, dl, peers.ids[i], &p, err);
         if (lr == 0 && p.state == SCHED_PEER_SUCCEEDED && p.persistent) {
             repair[n_repair] = strdup(p.task_id);

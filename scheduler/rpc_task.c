@@ -277,6 +277,7 @@ int sched__delete_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMes
     }
     for (size_t i = 0; r == 0 && i < ids.n; i++) {
         struct sched_peer p = {0};
+        dl = sched__deadline(svc, NULL); /* per peer: a task with many peers is not cut short */
         int lr = sched_peer_load(svc->store, dl, ids.ids[i], &p, err);
         if (lr == 0 && sched_host_load(svc->store, dl, p.host_id, &hosts[n_hosts], err) == 0) {
             n_hosts++;
@@ -291,7 +292,7 @@ int sched__delete_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMes
         r = r == -ENOENT ? 0 : r;
     }
     if (r == 0) {
-        r = sched_task_delete(svc->store, dl, req->task_id, err);
+        r = sched_task_delete(svc->store, sched__deadline(svc, NULL), req->task_id, err);
         r = r == -ENOENT ? 0 : r; /* OK for a task that does not exist, as upstream */
     }
     for (size_t i = 0; i < n_hosts; i++) {
