@@ -1,6 +1,7 @@
 /*
  * piece.h - persistent-cache piece geometry, piece digests and the task id, exactly as
- * Dragonfly's dfdaemon (the Rust client) computes them.
+ * Dragonfly's dfdaemon (the Rust client) computes them (docs/dragonfly-compat.md, sections
+ * "Persistent-cache task id" and "Piece geometry and digests").
  *
  * Pure functions plus one incremental digester that a single read pass feeds: it computes the
  * SHA-256 task id and every piece's CRC-32 at once, even when the piece length is only known
