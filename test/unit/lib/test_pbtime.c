@@ -58,7 +58,7 @@ static void test_duration_to_ns_invalid(void **state) {
     d = dur(-1, 5);
     assert_int_equal(dfc_pb_duration_to_ns(&d, &ns), -EINVAL);
     assert_true(ns == -SEC + 5);
-    d = dur(1, 1000000000); /* nanos not normalised: folded into seconds */
+    d = dur(1, (int32_t)SEC); /* nanos not normalised: folded into seconds */
     assert_int_equal(dfc_pb_duration_to_ns(&d, &ns), -EINVAL);
     assert_true(ns == 2 * SEC);
     d = dur(0, -1000000001);
@@ -130,7 +130,7 @@ static void test_timestamp(void **state) {
     t = ts(5, -1); /* negative nanos are never valid in a Timestamp */
     assert_int_equal(dfc_pb_timestamp_to_ns(&t, &ns), -EINVAL);
     assert_true(ns == 5 * SEC - 1);
-    t = ts(5, 1000000000);
+    t = ts(5, (int32_t)SEC);
     assert_int_equal(dfc_pb_timestamp_to_ns(&t, &ns), -EINVAL);
     assert_true(ns == 6 * SEC);
     t = ts(253402300799, 0); /* 9999-12-31T23:59:59Z: valid protobuf, past int64 ns */
