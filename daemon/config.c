@@ -72,7 +72,7 @@ static int validate_limit(const struct dfc_config_row *row, const void *field,
 static int validate_idle_timeout(const struct dfc_config_row *row, const void *field,
                                  struct dfc_error *err) {
     int64_t v = *(const int64_t *)field;
-    if (v < 1000000 || v > 24 * 3600 * DFC_NS_PER_SEC) {
+    if (v < 1000000 || v > (int64_t)24 * 3600 * 1000000000) {
         return dfc_error_set(err, -EINVAL, "%s must be between 1ms and 24h", row->key);
     }
     return 0;
