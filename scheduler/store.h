@@ -20,6 +20,9 @@
  *
  * Errors: -ENOENT when a record is missing (a peer whose host or task is gone is missing),
  * errors of redis.h otherwise. Each call takes an absolute deadline (sched_redis_deadline).
+ * Thread-safe: a store is read-only after sched_store_new, so any thread may call any manager
+ * function at once (each call takes its own pooled connection).
+ *
  * Ownership: records filled here are the caller's (release with *_done / *_list_free); id
  * lists are malloc'd arrays of malloc'd strings freed with sched_ids_free.
  */
