@@ -672,15 +672,20 @@ static void test_hosts_listing_and_random(void **state) {
         redis_server_command(&srv, "SADD %s ghost broken", P ":persistent-cache-hosts"));
     freeReplyObject(
         redis_server_command(&srv, "HSET %s id broken port x", P ":persistent-cache-hosts:broken"));
+    freeReplyObject(redis_server_command(&srv, "SADD %s string", P ":persistent-cache-hosts"));
+    freeReplyObject(redis_server_command(&srv, "SET %s x", P ":persistent-cache-hosts:string"));
     struct sched_ids ids;
     assert_int_equal(sched_host_ids(fx->s, dl(), &ids, &err), 0);
-    assert_int_equal(ids.n, 7);
+    assert_int_equal(ids.n, 8);
     sched_ids_free(&ids);
     struct sched_host bad;
     assert_int_equal(sched_host_load(fx->s, dl(), "broken", &bad, &err), -ENOENT);
     assert_string_equal(err.msg, "host broken: host field `port` is not parsable");
     assert_int_equal(sched_host_load(fx->s, dl(), "ghost", &bad, &err), -ENOENT);
     assert_string_equal(err.msg, "host ghost not found");
+    assert_int_equal(sched_host_load(fx->s, dl(), "string", &bad, &err), -ENOENT);
+    assert_string_equal(err.msg,
+                        "load host string: " P ":persistent-cache-hosts:string is not a hash");
 
     const char *block[] = {"h1", "h3"};
     for (int round = 0; round < 20; round++) {
