@@ -204,7 +204,8 @@ int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **re
         int rc = parse_addr(opts->addrs[i], &r->addrs[i], err);
         if (rc < 0) {
             sched_redis_free(r);
-            return dfc_error_prefix(err, "database.redis.addrs[%zu]", i);
+            dfc_error_prefix(err, "database.redis.addrs[%zu]", i);
+            return rc;
         }
     }
     if (r->username != NULL && r->password == NULL) {
@@ -624,10 +625,17 @@ static int run(struct sched_redis *r, int64_t deadline_ms, int argc, const char 
         if (is_error(rep, "READONLY")) {
             drop(s);
             mark_stale(r);
-            if (r->master_name != NULL && attempt < READONLY_RETRIES &&
-                deadline_ms - now_ms() > 0) {
+            int64_t left = deadline_ms - now_ms();
+            if (r->master_name != NULL && attempt < READONLY_RETRIES && left > 0) {
                 freeReplyObject(rep);
                 rep = NULL;
+                if (attempt > 0) { /* the Sentinels still named the old master: a failover
+                                    * is under way, give it a moment */
+                    int64_t nap = r->backoff_min_ms < left / 2 ? r->backoff_min_ms : left / 2;
+                    struct timespec ts = {.tv_sec = (time_t)(nap / 1000),
+                                          .tv_nsec = (long)(nap % 1000) * 1000000};
+                    nanosleep(&ts, NULL);
+                }
                 continue;
             }
         }
@@ -715,7 +723,8 @@ int sched_redis_eval(struct sched_redis *r, int64_t deadline_ms, struct sched_re
     free(av);
     free(al);
     if (rc < 0) {
-        return dfc_error_prefix(err, "script %s", s->name);
+        dfc_error_prefix(err, "script %s", s->name);
+        return rc;
     }
     if (reply != NULL) {
         *reply = rep;

@@ -100,9 +100,11 @@ struct redisReply *redis_server_command(const struct redis_server *s, const char
 void redis_sentinel_start(struct redis_sentinel_setup *t, const char *master_name);
 
 /* Forces a failover (SENTINEL FAILOVER, retried while the Sentinel answers NOGOODSLAVE or
- * INPROGRESS) and waits until the Sentinel names the other node as master, that node answers
- * ROLE master, and the old master has turned into a replica (writes to it get -READONLY).
- * Returns the index of the new master in t->node. Aborts after 30 s. */
+ * INPROGRESS) and waits until the Sentinel names the other node as master and that node
+ * answers ROLE master. Then turns the old master into a replica of the new one at once (what
+ * the Sentinel itself does on its next 10 s INFO round) and waits for the link; its client
+ * connections stay open, so writes on them get -READONLY. Returns the index of the new
+ * master in t->node. Aborts after 30 s. */
 int redis_sentinel_failover(struct redis_sentinel_setup *t);
 
 /* The port the Sentinel currently reports for the master (get-master-addr-by-name). */

@@ -468,6 +468,7 @@ static void test_host_decode_refusals(void **state) {
         }
         /* missing: drop the pair by renaming the field */
         kv[2 * i] = "x-missing";
+        lens[2 * i] = 9;
         memset(&err, 0, sizeof(err));
         int r = sched_host_decode(kv, lens, 2 * f.n, &back, &err);
         if (opt) {
@@ -481,6 +482,7 @@ static void test_host_decode_refusals(void **state) {
             assert_null(back.id); /* left zeroed */
         }
         kv[2 * i] = f.name[i];
+        lens[2 * i] = strlen(f.name[i]);
         /* unparsable */
         if (!opt) {
             const char *v = kv[2 * i + 1];
@@ -730,6 +732,9 @@ static void test_peer(void **state) {
         {"[\"\\u12\"]", -ENOENT, 0},
         {"[\"\\u0000\"]", -ENOENT, 0},
         {"nul", -ENOENT, 0},
+        {"[\"a\xff"
+         "b\xc3\xa9\xed\xa0\x80\"]",
+         0, 1}, /* invalid UTF-8: U+FFFD per byte */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         free(f.value[4]);
@@ -741,6 +746,11 @@ static void test_peer(void **state) {
             assert_int_equal(back.n_block_parents, cases[i].n);
             if (i == 1) {
                 assert_string_equal(back.block_parents[0], "\xc3\xa9\xf0\x9f\x98\x80/");
+            }
+            if (cases[i].json[2] == 'a' && cases[i].json[3] == '\xff') {
+                assert_string_equal(back.block_parents[0],
+                                    "a\xef\xbf\xbd"
+                                    "b\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
             }
             sched_peer_done(&back);
         } else {
