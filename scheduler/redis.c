@@ -25,6 +25,11 @@
  *   asks the Sentinels again (starting with the one that answered last). A -READONLY reply is
  *   retried (at most twice) on a connection to the newly named master: the server refused the
  *   write, so sending it again cannot apply it twice.
+ *
+ *   Limits: the deadline bounds connect, send and receive (connect timeout and SO_RCVTIMEO /
+ *   SO_SNDTIMEO from the time left), but not name resolution: hiredis resolves a host name
+ *   with a blocking getaddrinfo, so give IP addresses where a hung DNS must not stall a call.
+ *   hiredis writes with write(2): the process must ignore SIGPIPE (dfc_signals_block does).
  */
 #include "redis.h"
 
