@@ -57,9 +57,10 @@ int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
             *err = herr;
             goto done;
         }
-        if (kept != i) {
+        if (kept != i) { /* swap, so every peer stays in the list that is freed */
+            struct sched_peer tmp = peers[kept];
             peers[kept] = peers[i];
-            memset(&peers[i], 0, sizeof(peers[i]));
+            peers[i] = tmp;
         }
         kept++;
     }

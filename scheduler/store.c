@@ -231,6 +231,10 @@ int sched__hgetall(struct sched_store *s, int64_t dl, const char *k, struct sche
     const char *argv[] = {"HGETALL", k};
     *out = (struct sched__kv){0};
     int r = sched__cmd(s, dl, &out->rep, err, 2, argv);
+    if (r == DFC_E_INTERNAL && err != NULL && strstr(err->msg, "WRONGTYPE") != NULL) {
+        /* Some other client wrote another type there: no record, as upstream reads it. */
+        return dfc_error_set(err, -ENOENT, "%s is not a hash", k);
+    }
     if (r < 0) {
         return r;
     }
