@@ -7,8 +7,8 @@
  * order; an unknown YAML key is an error that names file:line:column. The same table prints
  * the effective configuration back as YAML.
  *
- * Ownership: string fields (STRING, PATH) are heap copies owned by the config struct; free them
- * with dfc_config_free(). Everything else is stored by value.
+ * Ownership: string fields (STRING, PATH) and lists (STRING_LIST) are heap copies owned by the
+ * config struct; free them with dfc_config_free(). Everything else is stored by value.
  */
 #ifndef DFC_CONFIG_H
 #define DFC_CONFIG_H
@@ -21,14 +21,22 @@
 #include "dfc/error.h"
 
 enum dfc_config_type {
-    DFC_CFG_STRING,   /* char *; may be empty */
-    DFC_CFG_PATH,     /* char *; must be absolute when non-empty */
-    DFC_CFG_BOOL,     /* bool; true/false/yes/no/on/off/1/0 */
-    DFC_CFG_INT,      /* int64_t */
-    DFC_CFG_UINT,     /* uint64_t */
-    DFC_CFG_SIZE,     /* uint64_t bytes; "4MiB" */
-    DFC_CFG_DURATION, /* int64_t nanoseconds; "1h30m" */
-    DFC_CFG_MODE,     /* uint32_t file mode; octal "0660" */
+    DFC_CFG_STRING,      /* char *; may be empty */
+    DFC_CFG_PATH,        /* char *; must be absolute when non-empty */
+    DFC_CFG_BOOL,        /* bool; true/false/yes/no/on/off/1/0 */
+    DFC_CFG_INT,         /* int64_t */
+    DFC_CFG_UINT,        /* uint64_t */
+    DFC_CFG_SIZE,        /* uint64_t bytes; "4MiB" */
+    DFC_CFG_DURATION,    /* int64_t nanoseconds; "1h30m" */
+    DFC_CFG_MODE,        /* uint32_t file mode; octal "0660" */
+    DFC_CFG_STRING_LIST, /* struct dfc_config_list; a YAML sequence of strings, or "a,b" as text
+                            (defaults, env, set: comma-separated, blanks around items dropped) */
+};
+
+/* A list of strings (DFC_CFG_STRING_LIST): n heap strings, owned by the config struct. */
+struct dfc_config_list {
+    size_t n;
+    char **items;
 };
 
 struct dfc_config_row {
@@ -50,6 +58,7 @@ struct dfc_config_schema {
 /* Maximum accepted config file size and string value length: every input has a limit. */
 #define DFC_CONFIG_FILE_MAX  (1 << 20)
 #define DFC_CONFIG_VALUE_MAX 4096
+#define DFC_CONFIG_LIST_MAX  64 /* items of a STRING_LIST */
 
 /* Sets every row to its default. cfg must be zero-initialized (or released with
  * dfc_config_free()), since string fields are replaced and freed. */

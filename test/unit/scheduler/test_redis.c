@@ -350,6 +350,53 @@ static void test_killed_then_restarted(void **state) {
     redis_server_destroy(&s);
 }
 
+static long long connections_received(const struct redis_server *s) {
+    redisReply *rep = redis_server_command(s, "INFO stats");
+    const char *p = strstr(rep->str, "total_connections_received:");
+    long long n = p ? strtoll(p + strlen("total_connections_received:"), NULL, 10) : -1;
+    freeReplyObject(rep);
+    return n;
+}
+
+/* A server that refuses every handshake (wrong password) is not hammered: connect attempts
+ * are spaced by the back-off (20 ms doubling), and its cap (100 ms) keeps them coming. */
+static void test_backoff_spaces_failed_connects(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_server s;
+    struct redis_server_opts so = {.password = "right"};
+    redis_server_start(&s, &so);
+    const char *addrs[] = {s.addr};
+    struct sched_redis_opts o = {.addrs = addrs,
+                                 .n_addrs = 1,
+                                 .password = "wrong",
+                                 .backoff_min_ms = 20,
+                                 .backoff_max_ms = 100};
+    struct sched_redis *r = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    long long before = connections_received(&s);
+    unsigned calls = 0, fast = 0;
+    double until = test_now_ms() + 3000;
+    while (test_now_ms() < until) {
+        int rc = cmd(r, 1000, NULL, &err, 2, "GET", "k");
+        assert_true(rc == DFC_E_INTERNAL || rc == -ECONNREFUSED);
+        fast += rc == -ECONNREFUSED && strstr(err.msg, "next attempt in") != NULL;
+        calls++;
+        usleep(1000);
+    }
+    /* Our own INFO connections count too: one per connections_received call. */
+    long long attempts = connections_received(&s) - before - 1;
+    printf("%u calls, %lld connect attempts, %u answered from the back-off\n", calls, attempts,
+           fast);
+    /* Without back-off every call would connect; uncapped doubling would allow 8 in 3 s. */
+    if (attempts < 12 || attempts > 60 || attempts >= (long long)calls / 4) {
+        fail_msg("%lld connect attempts for %u calls in 3 s", attempts, calls);
+    }
+    assert_non_null(strstr(err.msg, s.addr));
+    sched_redis_free(r);
+    redis_server_destroy(&s);
+}
+
 /* A pooled connection the server closed (restart, CLIENT KILL, idle timeout) is found dead
  * before use: the next command reconnects and succeeds instead of failing once. */
 static void test_closed_connection_costs_no_failed_command(void **state) {
@@ -561,6 +608,7 @@ int main(void) {
         cmocka_unit_test(test_auth_and_select),
         cmocka_unit_test(test_deadline_on_hung_server),
         cmocka_unit_test(test_killed_then_restarted),
+        cmocka_unit_test(test_backoff_spaces_failed_connects),
         cmocka_unit_test(test_closed_connection_costs_no_failed_command),
         cmocka_unit_test(test_sentinel_failover),
         cmocka_unit_test(test_eight_threads),

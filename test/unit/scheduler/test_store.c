@@ -401,7 +401,7 @@ static bool all_gone(void *arg) {
     return true;
 }
 
-/* A task created ttl - 2 s ago: everything of it expires within about 2 s. */
+/* A task created ttl - 3 s ago: everything of it expires within about 3 s. */
 static void test_ttl_expiry_removes_task_peers_and_sets(void **state) {
     REDIS_HARNESS_REQUIRE();
     struct fixture *fx = *state;
@@ -411,7 +411,7 @@ static void test_ttl_expiry_removes_task_peers_and_sets(void **state) {
     struct sched_peer p;
     int64_t ttl_ns = INT64_C(300) * 1000000000;
     make_host(&h, HOST_ID);
-    make_task(&t, TASK_ID, now_s() - 298, ttl_ns);
+    make_task(&t, TASK_ID, now_s() - 297, ttl_ns);
     make_peer(&p, PEER_ID, TASK_ID, HOST_ID, true, t.created_at);
     assert_int_equal(sched_host_store(fx->s, dl(), &h, &err), 0);
     assert_int_equal(sched_task_store(fx->s, dl(), &t, &err), 0);
@@ -424,9 +424,10 @@ static void test_ttl_expiry_removes_task_peers_and_sets(void **state) {
         P ":persistent-cache-hosts:" HOST_ID ":persistent-cache-peers-for-persistent-cache-task",
         NULL};
     for (size_t i = 0; keys[i] != NULL; i++) {
+        /* each key expires with the task (-2: already gone on a slow run; never -1) */
         long long ttl = integer("TTL %s", keys[i]);
-        if (ttl < 0 || ttl > 2) {
-            fail_msg("TTL %s = %lld, want 0..2", keys[i], ttl);
+        if (ttl != -2 && (ttl < 0 || ttl > 3)) {
+            fail_msg("TTL %s = %lld, want 0..3", keys[i], ttl);
         }
     }
     /* Generous deadline; the point is that they go, not how fast. */
