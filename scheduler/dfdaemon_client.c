@@ -102,9 +102,41 @@ int sched_dfdaemon_delete(const struct sched_dfdaemon_methods *m, const struct s
     return unary(&m->delete_task, host, "DeletePersistentCacheTask", &req.base, timeout_ms, err);
 }
 
+void sched_dfdaemon_cancel_init(struct sched_dfdaemon_cancel *c) {
+    pthread_mutex_init(&c->mu, NULL);
+    c->st = NULL;
+    c->cancelled = false;
+}
+
+void sched_dfdaemon_cancel_fire(struct sched_dfdaemon_cancel *c) {
+    pthread_mutex_lock(&c->mu);
+    c->cancelled = true;
+    if (c->st != NULL) {
+        dfc_rpc_stream_cancel(c->st);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void sched_dfdaemon_cancel_done(struct sched_dfdaemon_cancel *c) {
+    pthread_mutex_destroy(&c->mu);
+}
+
+/* Publishes st in c (false when c already fired), or withdraws it (st NULL). */
+static bool cancel_track(struct sched_dfdaemon_cancel *c, struct dfc_rpc_stream *st) {
+    if (c == NULL) {
+        return true;
+    }
+    pthread_mutex_lock(&c->mu);
+    bool ok = !c->cancelled;
+    c->st = ok ? st : NULL;
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
 int sched_dfdaemon_download(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
                             const struct sched_task *task, const char *remote_ip,
-                            int64_t timeout_ms, struct dfc_error *err) {
+                            int64_t timeout_ms, struct sched_dfdaemon_cancel *cancel,
+                            struct dfc_error *err) {
     /* As upstream's replica request: no output path, the task's tag and application. */
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
@@ -129,6 +161,9 @@ int sched_dfdaemon_download(const struct sched_dfdaemon_methods *m, const struct
     }
     struct dfc_rpc_stream *st = NULL;
     r = dfc_rpc_stream_open(c, &m->download, timeout_ms, &st, err);
+    if (r == 0 && !cancel_track(cancel, st)) {
+        r = dfc_error_set(err, -ECANCELED, "the scheduler is stopping");
+    }
     if (r == 0) {
         r = dfc_rpc_stream_send(st, &req.base, err);
     }
@@ -145,6 +180,7 @@ int sched_dfdaemon_download(const struct sched_dfdaemon_methods *m, const struct
         }
         r = 0;
     }
+    (void)cancel_track(cancel, NULL);
     dfc_rpc_stream_free(st);
     dfc_rpc_client_free(c);
     if (r < 0) {

@@ -19,6 +19,7 @@
 #ifndef SCHED_DFDAEMON_CLIENT_H
 #define SCHED_DFDAEMON_CLIENT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,10 +43,22 @@ int sched_dfdaemon_update(const struct sched_dfdaemon_methods *m, const struct s
                           const char *task_id, bool persistent, const char *remote_ip,
                           int64_t timeout_ms, struct dfc_error *err);
 
-/* Returns once the dfdaemon ended the stream: 0 when it ended OK. */
+/* A handle that lets another thread cut a pull short (engine shutdown). */
+struct sched_dfdaemon_cancel {
+    pthread_mutex_t mu;
+    struct dfc_rpc_stream *st; /* the pull in progress, or NULL */
+    bool cancelled;            /* sticky: later pulls end at once */
+};
+void sched_dfdaemon_cancel_init(struct sched_dfdaemon_cancel *c);
+void sched_dfdaemon_cancel_fire(struct sched_dfdaemon_cancel *c);
+void sched_dfdaemon_cancel_done(struct sched_dfdaemon_cancel *c);
+
+/* Returns once the dfdaemon ended the stream: 0 when it ended OK; -ECANCELED once cancel (may
+ * be NULL) fired. */
 int sched_dfdaemon_download(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
                             const struct sched_task *task, const char *remote_ip,
-                            int64_t timeout_ms, struct dfc_error *err);
+                            int64_t timeout_ms, struct sched_dfdaemon_cancel *cancel,
+                            struct dfc_error *err);
 
 int sched_dfdaemon_delete(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
                           const char *task_id, const char *remote_ip, int64_t timeout_ms,

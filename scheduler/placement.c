@@ -179,7 +179,7 @@ static void *worker_main(void *arg) {
         p->in_flight[slot] = j->task_id;
         pthread_mutex_unlock(&p->mu);
 
-        enum sched_job_outcome out = sched_job_run(p, j);
+        enum sched_job_outcome out = sched_job_run(p, j, slot);
 
         pthread_mutex_lock(&p->mu);
         p->in_flight[slot] = NULL;
@@ -232,12 +232,18 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
     p->advertise_ip = strdup(opts->advertise_ip != NULL ? opts->advertise_ip : "");
     p->in_flight = calloc(p->n_workers, sizeof(*p->in_flight));
     p->workers = calloc(p->n_workers, sizeof(*p->workers));
-    if (p->advertise_ip == NULL || p->in_flight == NULL || p->workers == NULL) {
+    p->cancels = calloc(p->n_workers, sizeof(*p->cancels));
+    if (p->advertise_ip == NULL || p->in_flight == NULL || p->workers == NULL ||
+        p->cancels == NULL) {
         free(p->advertise_ip);
         free(p->in_flight);
         free(p->workers);
+        free(p->cancels);
         free(p);
         return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    for (unsigned i = 0; i < p->n_workers; i++) {
+        sched_dfdaemon_cancel_init(&p->cancels[i]);
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->pass_mu, NULL);
@@ -346,8 +352,16 @@ void sched_placement_free(struct sched_placement *p) {
     if (p->gc_started) {
         pthread_join(p->gc_thread, NULL);
     }
+    /* Pulls may run for long (their deadline grows with the task): cut them short. Unary
+     * calls end by their own deadline. */
+    for (unsigned i = 0; i < p->n_workers; i++) {
+        sched_dfdaemon_cancel_fire(&p->cancels[i]);
+    }
     for (size_t i = 0; i < p->n_started; i++) {
-        pthread_join(p->workers[i], NULL); /* each finishes the job it runs */
+        pthread_join(p->workers[i], NULL); /* each ends the job it runs */
+    }
+    for (unsigned i = 0; i < p->n_workers; i++) {
+        sched_dfdaemon_cancel_done(&p->cancels[i]);
     }
     while (p->head != NULL) {
         struct sched_job *j = p->head;
@@ -365,8 +379,16 @@ void sched_placement_free(struct sched_placement *p) {
     pthread_mutex_destroy(&p->mu);
     free(p->in_flight);
     free(p->workers);
+    free(p->cancels);
     free(p->advertise_ip);
     free(p);
+}
+
+bool sched_placement_stopping(struct sched_placement *p) {
+    pthread_mutex_lock(&p->mu);
+    bool s = p->stopping;
+    pthread_mutex_unlock(&p->mu);
+    return s;
 }
 
 void sched_placement_replicate(struct sched_placement *p, const char *task_id,

@@ -51,7 +51,9 @@ struct sched_placement_opts {
     unsigned repair_concurrency; /* scheduler.replicaRepairConcurrency: replications in flight
                                     (worker threads), whoever queued them; 0 = 4 */
     int64_t host_gc_interval_ns; /* scheduler.gc.hostGCInterval; 0 = no host GC */
-    int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream */
+    int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream; a pull
+                                    (DownloadPersistentCacheTask) gets 1 s more per 10 MiB of
+                                    the task, at most 24 h in all */
 };
 
 struct sched_placement;

@@ -36,6 +36,11 @@
 #define SCHED_PLACEMENT_QUEUE_MAX           4096            /* queued jobs; more are dropped */
 #define SCHED_PLACEMENT_LEASE_MARGIN_MS     10000           /* lease beyond a call's deadline */
 #define SCHED_PLACEMENT_EXTRA_HOSTS         16 /* random candidates beyond the copies needed */
+/* A pull's deadline grows with the task: dfdaemon_timeout_ms plus 1 s per this many bytes (a
+ * floor of 10 MiB/s), at most SCHED_PLACEMENT_PULL_MAX_MS, so a big replica is not cut off at
+ * two minutes (upstream drains the stream with no deadline at all). */
+#define SCHED_PLACEMENT_PULL_BYTES_PER_S ((uint64_t)10 << 20)
+#define SCHED_PLACEMENT_PULL_MAX_MS      ((int64_t)24 * 3600 * 1000)
 
 struct sched_job {
     struct sched_job *next;
@@ -74,7 +79,8 @@ struct sched_placement {
     pthread_cond_t wake;    /* the loops' sleep; signalled on stop */
     struct sched_job *head; /* queue */
     size_t queued;
-    char **in_flight; /* n_workers slots, NULL when free */
+    char **in_flight;                      /* n_workers slots, NULL when free */
+    struct sched_dfdaemon_cancel *cancels; /* per slot: cuts a pull short at shutdown */
     bool stopping;
     size_t repair_pending; /* jobs of the running repair pass not yet finished */
     uint64_t pass;         /* repair passes started */
@@ -88,8 +94,14 @@ struct sched_placement {
     bool repair_started, gc_started;
 };
 
-/* Runs one job: lease, count, promote cached copies, pull the rest, release. */
-enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job);
+/* Runs one job on worker slot `slot`: lease, count, promote cached copies, pull the rest,
+ * release. */
+enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
+                                     unsigned slot);
+/* Whether the engine is stopping (takes p->mu). */
+bool sched_placement_stopping(struct sched_placement *p);
+/* The deadline of a pull of task (see SCHED_PLACEMENT_PULL_BYTES_PER_S). */
+int64_t sched_pull_timeout_ms(const struct sched_placement *p, const struct sched_task *task);
 
 /* Lease key and calls (replicate.c). acquire: 1 taken, 0 held by another owner, < 0 error. */
 int sched_lease_key(const struct sched_placement *p, const char *task_id, char *buf, size_t size);

@@ -105,14 +105,28 @@ int sched_lease_release(struct sched_placement *p, const char *task_id, struct d
 
 /* ---- the job ---- */
 
-static int64_t call_lease_ms(const struct sched_placement *p) {
-    return p->timeout_ms + SCHED_PLACEMENT_LEASE_MARGIN_MS;
+static int64_t call_lease_ms(int64_t call_timeout_ms) {
+    return call_timeout_ms + SCHED_PLACEMENT_LEASE_MARGIN_MS;
 }
 
-/* Extends the lease over the next call; false (logged) when it was lost or Redis failed. */
-static bool keep_lease(struct sched_placement *p, const char *task_id) {
+int64_t sched_pull_timeout_ms(const struct sched_placement *p, const struct sched_task *task) {
+    uint64_t s = task->content_length / SCHED_PLACEMENT_PULL_BYTES_PER_S +
+                 (task->content_length % SCHED_PLACEMENT_PULL_BYTES_PER_S != 0);
+    if (s > (uint64_t)SCHED_PLACEMENT_PULL_MAX_MS / 1000) {
+        return SCHED_PLACEMENT_PULL_MAX_MS;
+    }
+    int64_t ms = p->timeout_ms + (int64_t)s * 1000;
+    return ms > SCHED_PLACEMENT_PULL_MAX_MS ? SCHED_PLACEMENT_PULL_MAX_MS : ms;
+}
+
+/* Extends the lease over the next call (call_timeout_ms); false (logged) when the engine is
+ * stopping, the lease was lost or Redis failed. */
+static bool keep_lease(struct sched_placement *p, const char *task_id, int64_t call_timeout_ms) {
+    if (sched_placement_stopping(p)) {
+        return false;
+    }
     struct dfc_error err = {0};
-    int r = sched_lease_extend(p, task_id, call_lease_ms(p), &err);
+    int r = sched_lease_extend(p, task_id, call_lease_ms(call_timeout_ms), &err);
     if (r == 1) {
         return true;
     }
@@ -141,7 +155,7 @@ static long promote_cached(struct sched_placement *p, const struct sched_job *jo
             sched_host_done(&host);
             continue;
         }
-        if (!keep_lease(p, task->id)) {
+        if (!keep_lease(p, task->id, p->timeout_ms)) {
             sched_host_done(&host);
             return -1;
         }
@@ -170,7 +184,7 @@ static bool eligible_for_pull(const struct sched_host *h, const struct sched_tas
 }
 
 /* Asks random eligible hosts to pull; returns the copies made, or -1 when the lease was lost. */
-static long pull_copies(struct sched_placement *p, const struct sched_job *job,
+static long pull_copies(struct sched_placement *p, const struct sched_job *job, unsigned slot,
                         const struct sched_task *task, const struct sched_peer *peers,
                         size_t n_peers, uint64_t need) {
     /* Blocklist: the job's hosts and every host that already holds a peer of the task. */
@@ -204,11 +218,13 @@ static long pull_copies(struct sched_placement *p, const struct sched_job *job,
         if (!eligible_for_pull(h, task)) {
             continue;
         }
-        if (!keep_lease(p, task->id)) {
+        int64_t timeout_ms = sched_pull_timeout_ms(p, task);
+        if (!keep_lease(p, task->id, timeout_ms)) {
             ret = -1;
             break;
         }
-        r = sched_dfdaemon_download(&p->m, h, task, p->advertise_ip, p->timeout_ms, &err);
+        r = sched_dfdaemon_download(&p->m, h, task, p->advertise_ip, timeout_ms, &p->cancels[slot],
+                                    &err);
         if (r < 0) {
             DFC_LOG(DFC_LOG_WARN, "placement.pull_failed", "task_id=%s host_id=%s error=\"%s\"",
                     task->id, h->id, dfc_error_msg(&err));
@@ -221,9 +237,10 @@ static long pull_copies(struct sched_placement *p, const struct sched_job *job,
     return ret < 0 ? ret : (long)placed;
 }
 
-enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job) {
+enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
+                                     unsigned slot) {
     struct dfc_error err = {0};
-    int r = sched_lease_acquire(p, job->task_id, call_lease_ms(p), &err);
+    int r = sched_lease_acquire(p, job->task_id, call_lease_ms(p->timeout_ms), &err);
     if (r < 0) {
         DFC_LOG(DFC_LOG_WARN, "placement.failed", "task_id=%s error=\"%s\"", job->task_id,
                 dfc_error_msg(&err));
@@ -264,10 +281,10 @@ enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sch
     long promoted = promote_cached(p, job, &task, peers, n_peers, need);
     long pulled = 0;
     if (promoted >= 0 && (uint64_t)promoted < need) {
-        pulled = pull_copies(p, job, &task, peers, n_peers, need - (uint64_t)promoted);
+        pulled = pull_copies(p, job, slot, &task, peers, n_peers, need - (uint64_t)promoted);
     }
     if (promoted < 0 || pulled < 0) {
-        out = SCHED_JOB_SHORT; /* the lease is gone: whoever holds it now carries on */
+        out = SCHED_JOB_SHORT; /* stopping, or the lease is gone: its holder carries on */
         goto release;
     }
     if ((uint64_t)(promoted + pulled) < need) {

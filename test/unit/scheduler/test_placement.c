@@ -625,7 +625,7 @@ static void test_two_engines_never_double_place(void **state) {
     for (int i = 0; i < 3; i++) {
         char id[16];
         snprintf(id, sizeof(id), "h%d", i);
-        fake_dfdaemon_set_delay_ms(add_host(id, &roomy), 30); /* calls overlap */
+        fake_dfdaemon_set_delay_ms(add_host(id, &roomy), 100); /* calls overlap */
     }
     put_task(T1, 2, 1000);
     put_peer("p-up", T1, "up", true, SCHED_PEER_SUCCEEDED);
@@ -774,6 +774,38 @@ static void test_loops_run_by_themselves(void **state) {
     assert_int_equal(persistent_count(T1), 2);
 }
 
+/* A pull may last long (its deadline grows with the task), so stopping the engine cancels it
+ * rather than waiting for its deadline: an hour here, so without the cancellation the test
+ * binary runs into ctest's timeout. */
+static void test_free_cuts_a_hung_pull_short(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    put_host("up", &roomy);
+    struct fake_dfdaemon *hang = add_host("hang", &roomy);
+    fake_dfdaemon_set_mode(hang, FAKE_DFDAEMON_HANG);
+    put_task(T1, 2, 1000);
+    put_peer("p-up", T1, "up", true, SCHED_PEER_SUCCEEDED);
+    struct sched_placement *p = engine(0, 1, 3600 * 1000);
+    const char *block[] = {"up"};
+    sched_placement_replicate(p, T1, block, 1); /* returns at once: the job runs on a worker */
+    assert_true(test_wait_for(has_download, hang, 30000));
+    sched_placement_free(p); /* returns once the pull is cancelled */
+    assert_int_equal(persistent_count(T1), 1);
+}
+
+static void test_pull_deadline_grows_with_size(void **state) {
+    struct sched_placement p = {.timeout_ms = 120000};
+    struct sched_task t = {.content_length = 0};
+    assert_int_equal(sched_pull_timeout_ms(&p, &t), 120000);
+    t.content_length = 10 << 20;
+    assert_int_equal(sched_pull_timeout_ms(&p, &t), 121000);
+    t.content_length = (10 << 20) + 1;
+    assert_int_equal(sched_pull_timeout_ms(&p, &t), 122000);
+    t.content_length = (uint64_t)100 << 30; /* 100 GiB: 10240 s more */
+    assert_int_equal(sched_pull_timeout_ms(&p, &t), 120000 + 10240 * 1000);
+    t.content_length = UINT64_MAX;
+    assert_int_equal(sched_pull_timeout_ms(&p, &t), SCHED_PLACEMENT_PULL_MAX_MS);
+}
+
 static void test_lease_key_and_owner(void **state) {
     REDIS_HARNESS_REQUIRE();
     struct sched_placement *p0 = engine(0, 1, 0), *p1 = engine(1, 1, 0);
@@ -812,6 +844,7 @@ int main(void) {
         cmocka_unit_test(test_score_upstream_rules),
         cmocka_unit_test(test_rank_filter_and_order),
         cmocka_unit_test(test_backoff_grows_and_caps),
+        cmocka_unit_test(test_pull_deadline_grows_with_size),
         cmocka_unit_test_setup_teardown(test_find_parents_from_store, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_dfdaemon_calls_carry_fields, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_dfdaemon_unreachable_and_hung, env_setup,
@@ -831,6 +864,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_host_gc_removes_host_peers_and_repairs, env_setup,
                                         env_teardown),
         cmocka_unit_test_setup_teardown(test_loops_run_by_themselves, env_setup, env_teardown),
+        cmocka_unit_test_setup_teardown(test_free_cuts_a_hung_pull_short, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_lease_key_and_owner, env_setup, env_teardown),
     };
     return cmocka_run_group_tests(tests, start_redis, stop_redis);
