@@ -102,6 +102,13 @@ static const struct {
      "csi-plugin: CSI_REQUIRE_READONLY: `maybe` is not true or false\n"},
 };
 
+/* text with its "%s" (if any) replaced by path. */
+static void with_file(const char *text, const char *path, char *buf, size_t size) {
+    const char *p = strstr(text, "%s");
+    snprintf(buf, size, "%.*s%s%s", p ? (int)(p - text) : (int)strlen(text), text, p ? path : "",
+             p ? p + 2 : "");
+}
+
 static void test_usage_errors_exit_2(void **state) {
     struct fx *f = *state;
     FILE *fp = fopen(f->yaml, "w");
@@ -109,13 +116,8 @@ static void test_usage_errors_exit_2(void **state) {
     fclose(fp);
     for (size_t i = 0; i < sizeof(usage_cases) / sizeof(usage_cases[0]); i++) {
         char args[600], want[1200];
-        const char *a = usage_cases[i].args, *w = usage_cases[i].err;
-        const char *p = strstr(a, "%s");
-        snprintf(args, sizeof(args), "%.*s%s%s", p ? (int)(p - a) : (int)strlen(a), a,
-                 p ? f->yaml : "", p ? p + 2 : "");
-        p = strstr(w, "%s");
-        snprintf(want, sizeof(want), "%.*s%s%s", p ? (int)(p - w) : (int)strlen(w), w,
-                 p ? f->yaml : "", p ? p + 2 : "");
+        with_file(usage_cases[i].args, f->yaml, args, sizeof(args));
+        with_file(usage_cases[i].err, f->yaml, want, sizeof(want));
         int code = run(f, usage_cases[i].env, usage_cases[i].bin, args);
         if (code != usage_cases[i].code || strcmp(f->err_text, want) != 0) {
             fprintf(stderr, "case %zu (%s %s): exit %d, stderr:\n%s", i, usage_cases[i].env, args,
