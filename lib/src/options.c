@@ -141,6 +141,45 @@ static enum builtin find_builtin(const struct dfc_cli *cli, const char *name, si
     return B_NONE;
 }
 
+static const char *const builtin_names[] = {[B_HELP] = "help",
+                                            [B_VERSION] = "version",
+                                            [B_CONFIG] = "config",
+                                            [B_SET] = "set",
+                                            [B_PRINT] = "print-config"};
+
+/* As getopt_long: a long flag may be abbreviated to a prefix only it has ("--print-con").
+ * Sets *ret_b or *ret_row when exactly one flag matches; two or more are an error. */
+static int find_prefix(const struct dfc_cli *cli, const char *name, size_t len, enum builtin *ret_b,
+                       const struct dfc_config_row **ret_row, struct dfc_cli_args *ret,
+                       struct dfc_error *err) {
+    char seen[NAME_MAX_LEN] = "";
+    size_t n = 0, used = 0;
+    for (int b = B_HELP; b <= B_PRINT; b++) {
+        const char *f = builtin_names[b];
+        if (strncmp(f, name, len) == 0 &&
+            find_builtin(cli, f, strlen(f), false) == (enum builtin)b) {
+            *ret_b = (enum builtin)b;
+            used += (size_t)snprintf(seen + used, used < sizeof(seen) ? sizeof(seen) - used : 0,
+                                     "%s--%s", n++ ? ", " : "", f);
+        }
+    }
+    const struct dfc_config_schema *s = cli->schema;
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const char *f = s->rows[i].flag;
+        if (f != NULL && strncmp(f, name, len) == 0) {
+            *ret_row = &s->rows[i];
+            used += (size_t)snprintf(seen + used, used < sizeof(seen) ? sizeof(seen) - used : 0,
+                                     "%s--%s", n++ ? ", " : "", f);
+        }
+    }
+    if (n > 1) {
+        *ret_b = B_NONE;
+        *ret_row = NULL;
+        return usage_error(ret, err, "ambiguous flag `--%.*s`: %s", (int)len, name, seen);
+    }
+    return 0;
+}
+
 /* Scans argv into ret and given (argc entries). Returns 0, DFC_CLI_HELP, DFC_CLI_VERSION or a
  * negative code. */
 static int scan(const struct dfc_cli *cli, int argc, char **argv, struct dfc_cli_args *ret,
@@ -180,9 +219,15 @@ static int scan(const struct dfc_cli *cli, int argc, char **argv, struct dfc_cli
         const struct dfc_config_row *row = NULL;
         if (b == B_NONE) {
             row = is_short ? find_short(s, *name) : find_long(s, name, len);
-            if (row == NULL) {
-                return usage_error(ret, err, "unknown flag `%.*s`", (int)typed_len, a);
+        }
+        if (b == B_NONE && row == NULL && !is_short) {
+            int r = find_prefix(cli, name, len, &b, &row, ret, err);
+            if (r < 0) {
+                return r;
             }
+        }
+        if (b == B_NONE && row == NULL) {
+            return usage_error(ret, err, "unknown flag `%.*s`", (int)typed_len, a);
         }
         bool takes_value =
             b == B_CONFIG || b == B_SET || (row != NULL && row->type != DFC_CFG_BOOL);

@@ -278,6 +278,10 @@ static void test_forms_and_arguments(void **state) {
     assert_int_equal(PARSE(f, "-t10m", "-n", "x"), 0);
     assert_true(f->c.ttl == 600 * DFC_NS_PER_SEC);
     assert_string_equal(f->c.name, "x");
+    /* As with getopt_long, a prefix only one flag has stands for it. */
+    assert_int_equal(PARSE(f, "--wor", "3", "--print-c", "--disc"), 0);
+    assert_true(f->c.workers == 3 && f->args.print_config && f->c.discard);
+    assert_int_equal(PARSE(f, "--he"), DFC_CLI_HELP);
     assert_int_equal(PARSE(f, "--", "--ttl"), 0);
     assert_string_equal(f->args.args[0], "--ttl");
     assert_int_equal(PARSE(f, "-"), 0);
@@ -345,6 +349,15 @@ static const struct err_case err_cases[] = {
     {NULL, NULL, NULL, {"--bogus"}, -EINVAL, true, "unknown flag `--bogus`"},
     {NULL, NULL, NULL, {"--bogus=1"}, -EINVAL, true, "unknown flag `--bogus`"},
     {NULL, NULL, NULL, {"-z"}, -EINVAL, true, "unknown flag `-z`"},
+    {NULL, NULL, NULL, {"--s", "1"}, -EINVAL, true, "ambiguous flag `--s`: --set, --size"},
+    {NULL, NULL, NULL, {"--co=1"}, -EINVAL, true, "ambiguous flag `--co`: --config, --count"},
+    {NULL,
+     NULL,
+     NULL,
+     {"--wo", "0"},
+     -ERANGE,
+     false,
+     "--workers must be between 1 and 64, got `0`"},
     {NULL, NULL, NULL, {"--ttl"}, -EINVAL, true, "--ttl needs a value"},
     {NULL, NULL, NULL, {"-t"}, -EINVAL, true, "-t needs a value"},
     {NULL, NULL, NULL, {"--config"}, -EINVAL, true, "--config needs a value"},
