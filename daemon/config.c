@@ -10,12 +10,10 @@
 #include <unistd.h>
 
 #include "dfc/id.h"
+#include "dfc/log.h"
 #include "dfc/units.h"
 
 #define F(member) offsetof(struct dfd_config, member)
-
-/* As dfc_log_parse_level() accepts them; "off" and "warning" are undocumented aliases. */
-static const char *const log_levels[] = {"debug", "info", "warn", "error", "off", "warning", NULL};
 
 /* The limits that keep one caller from starving the others are 1 .. 1,000,000 (0 would disable
  * the server, and a larger bound than a descriptor table is no bound). */
@@ -118,7 +116,7 @@ static const struct dfc_config_row rows[] = {
      .short_flag = 'l',
      .metavar = "LEVEL",
      .help = "debug, info, warn, error",
-     .choices = log_levels},
+     .choices = dfc_log_level_choices},
     /* A one-off operator flag, never a config key. */
     {.type = DFC_CFG_BOOL,
      .offset = F(discard_broken),

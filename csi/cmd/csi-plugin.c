@@ -36,8 +36,6 @@ struct csi_opts {
     const char *log_level;
 };
 
-static const char *const log_levels[] = {"debug", "info", "warn", "error", "off", "warning", NULL};
-
 #define O(member) offsetof(struct csi_opts, member)
 
 static const struct dfc_config_row rows[] = {
@@ -101,7 +99,7 @@ static const struct dfc_config_row rows[] = {
      .short_flag = 'l',
      .metavar = "LEVEL",
      .help = "debug, info, warn, error",
-     .choices = log_levels},
+     .choices = dfc_log_level_choices},
 };
 
 static const struct dfc_config_schema schema = {"csi-plugin", rows, sizeof(rows) / sizeof(rows[0])};
