@@ -16,19 +16,17 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
+#include "dfc/dragonfly.h"
 #include "dfc/import.pb-c.h"
 #include "dfc/options.h"
+#include "dfc/pbtime.h"
 #include "dfc/rpc_bulk.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dfcache.h"
 
-#define CHUNK      ((size_t)4 << 20)
-#define MIN_TTL_NS ((int64_t)300 * 1000000000)
-#define MAX_TTL_NS ((int64_t)7 * 86400 * 1000000000)
-#define MIN_PIECE  ((uint64_t)4 << 20)
-#define MAX_PIECE  ((uint64_t)64 << 20)
+#define CHUNK ((size_t)4 << 20)
 
 struct import_opts {
     struct dfcache_common c;
@@ -60,13 +58,13 @@ static const struct dfc_config_row rows[] = {
      .env = "DFCACHE_IMPORT_PERSISTENT_REPLICA_COUNT",
      .flag = "persistent-replica-count",
      .help = "copies to keep across nodes",
-     DFC_OPT_RANGE(1, 5)},
+     DFC_OPT_RANGE(DFC_REPLICA_COUNT_MIN, DFC_REPLICA_COUNT_MAX)},
     {.type = DFC_CFG_SIZE,
      .offset = O(piece_length),
      .env = "DFCACHE_IMPORT_PIECE_LENGTH",
      .flag = "piece-length",
      .help = "piece size, automatic when not given",
-     DFC_OPT_RANGE(MIN_PIECE, MAX_PIECE),
+     DFC_OPT_RANGE(DFC_PIECE_LENGTH_MIN, DFC_PIECE_LENGTH_MAX),
      .flags = DFC_OPT_OPTIONAL},
     {.type = DFC_CFG_STRING,
      .offset = O(application),
@@ -84,7 +82,7 @@ static const struct dfc_config_row rows[] = {
      .env = "DFCACHE_IMPORT_TTL",
      .flag = "ttl",
      .help = "time to live",
-     DFC_OPT_RANGE(MIN_TTL_NS, MAX_TTL_NS)},
+     DFC_OPT_RANGE(DFC_TTL_MIN_NS, DFC_TTL_MAX_NS)},
     {.type = DFC_CFG_DURATION,
      .offset = O(timeout_ns),
      .def = "30m",
@@ -129,9 +127,9 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
     Google__Protobuf__Duration timeout = GOOGLE__PROTOBUF__DURATION__INIT;
     req.path = (char *)abs;
     req.persistent_replica_count = o->replicas;
-    ttl.seconds = o->ttl_ns / 1000000000;
+    dfc_pb_duration_from_ns(o->ttl_ns, &ttl);
     req.ttl = &ttl;
-    timeout.seconds = o->timeout_ns / 1000000000;
+    dfc_pb_duration_from_ns(o->timeout_ns, &timeout);
     req.timeout = &timeout;
     if (o->content_for_id) {
         req.opt_content_for_calculating_task_id_case =
@@ -155,7 +153,7 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
     char identity[64];
     snprintf(identity, sizeof(identity), "%" PRIu64 ":%" PRIu64, (uint64_t)st->st_dev,
              (uint64_t)st->st_ino);
-    const struct dfc_rpc_md md[] = {{"x-dfc-file-identity", identity}};
+    const struct dfc_rpc_md md[] = {{DFC_FILE_IDENTITY_MD, identity}};
     ProtobufCMessage *resp = NULL;
     int r = dfc_rpc_unary_md(c, &dfcache_m.upload, &req.base, o->timeout_ns / 1000000, md, 1, &resp,
                              err);
@@ -175,7 +173,7 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
     }
     Dfc__Dfdaemon__V1__ImportStart start = DFC__DFDAEMON__V1__IMPORT_START__INIT;
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
-    ttl.seconds = o->ttl_ns / 1000000000;
+    dfc_pb_duration_from_ns(o->ttl_ns, &ttl);
     start.ttl = &ttl;
     start.persistent_replica_count = o->replicas;
     start.opt_content_length_case =
