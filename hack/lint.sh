@@ -10,4 +10,12 @@ if hits=$(grep -nE "$banned" "${files[@]}" | grep -vE '^\S+:[0-9]+:\s*(/\*|\*)')
     echo "$hits" >&2
     exit 1
 fi
-echo "lint: ${#files[@]} files, no banned functions"
+# The environment is read in one place, the option module (lib/src/options.c), so every
+# variable is a schema row with a flag, a default and a --help line (dfc/config.h).
+if hits=$(grep -nE '\b(secure_)?getenv\s*\(' "${files[@]}" | grep -v '^lib/src/options\.c:' |
+    grep -vE '^\S+:[0-9]+:\s*(/\*|\*)'); then
+    echo "lint: getenv outside lib/src/options.c (declare a schema row with .env instead):" >&2
+    echo "$hits" >&2
+    exit 1
+fi
+echo "lint: ${#files[@]} files, no banned functions, getenv only in lib/src/options.c"

@@ -1,6 +1,7 @@
 /*
- * config.c - the scheduler configuration table. Each row's environment variable is the
- * upstream (viper) spelling of its key: SCHEDULER_ + the key upper-cased with '.' -> '_'.
+ * config.c - the scheduler configuration table (dfc/config.h rows: key, type, default,
+ * environment, flag, range), and the rules across settings. Each row's environment variable is
+ * the upstream (viper) spelling of its key: SCHEDULER_ + the key upper-cased with '.' -> '_'.
  */
 #include "config.h"
 
@@ -25,17 +26,6 @@ static int validate_ip(const struct dfc_config_row *row, const void *field, stru
     return 0;
 }
 
-/* 0 asks for any free port (the bound one is logged when ready). */
-static int validate_port(const struct dfc_config_row *row, const void *field,
-                         struct dfc_error *err) {
-    uint64_t v = *(const uint64_t *)field;
-    if (v > 65535) {
-        return dfc_error_set(err, -EINVAL, "%s must be between 0 and 65535, got %llu", row->key,
-                             (unsigned long long)v);
-    }
-    return 0;
-}
-
 /* host:port with a non-empty host and a port in 1..65535 (IPv6 as [addr]:port). */
 static int validate_addrs(const struct dfc_config_row *row, const void *field,
                           struct dfc_error *err) {
@@ -56,144 +46,150 @@ static int validate_addrs(const struct dfc_config_row *row, const void *field,
     return 0;
 }
 
-static int validate_range(const struct dfc_config_row *row, uint64_t v, uint64_t lo, uint64_t hi,
-                          struct dfc_error *err) {
-    if (v < lo || v > hi) {
-        return dfc_error_set(err, -EINVAL, "%s must be between %llu and %llu, got %llu", row->key,
-                             (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)v);
-    }
-    return 0;
-}
-
-static int validate_workers(const struct dfc_config_row *row, const void *field,
-                            struct dfc_error *err) {
-    return validate_range(row, *(const uint64_t *)field, 1, 1024, err);
-}
-
-static int validate_limit(const struct dfc_config_row *row, const void *field,
-                          struct dfc_error *err) {
-    return validate_range(row, *(const uint64_t *)field, 1, 1000000, err);
-}
-
-static int validate_parent_limit(const struct dfc_config_row *row, const void *field,
-                                 struct dfc_error *err) {
-    return validate_range(row, *(const uint64_t *)field, 1, 20, err);
-}
-
-static int validate_concurrency(const struct dfc_config_row *row, const void *field,
-                                struct dfc_error *err) {
-    return validate_range(row, *(const uint64_t *)field, 1, 64, err);
-}
-
-static int validate_pool(const struct dfc_config_row *row, const void *field,
-                         struct dfc_error *err) {
-    return validate_range(row, *(const uint64_t *)field, 1, 1024, err);
-}
-
-static int validate_message_size(const struct dfc_config_row *row, const void *field,
-                                 struct dfc_error *err) {
-    return validate_range(row, *(const uint64_t *)field, 64 << 10, (uint64_t)1 << 30, err);
-}
-
-static int validate_db(const struct dfc_config_row *row, const void *field, struct dfc_error *err) {
-    int64_t v = *(const int64_t *)field;
-    if (v < 0 || v > 65535) {
-        return dfc_error_set(err, -EINVAL, "%s must be between 0 and 65535, got %lld", row->key,
-                             (long long)v);
-    }
-    return 0;
-}
-
-/* 1ms .. 24h: a timer or timeout that is never zero, negative or absurd. */
-static int validate_interval(const struct dfc_config_row *row, const void *field,
-                             struct dfc_error *err) {
-    int64_t v = *(const int64_t *)field;
-    if (v < DFC_NS_PER_MS || v > (int64_t)24 * 3600 * DFC_NS_PER_SEC) {
-        return dfc_error_set(err, -EINVAL, "%s must be between 1ms and 24h", row->key);
-    }
-    return 0;
-}
-
-static int validate_log_level(const struct dfc_config_row *row, const void *field,
-                              struct dfc_error *err) {
-    int level;
-    if (dfc_log_parse_level(*(char *const *)field, &level) < 0) {
-        return dfc_error_set(err, -EINVAL, "%s: `%s` is not debug, info, warn or error", row->key,
-                             *(char *const *)field);
-    }
-    return 0;
-}
-
 #define F(member) offsetof(struct sched_config, member)
+#define TIMER     DFC_OPT_RANGE(DFC_NS_PER_MS, 24 * 3600 * DFC_NS_PER_SEC) /* 1ms .. 24h */
 
 static const struct dfc_config_row rows[] = {
-    {"server.listenIP", DFC_CFG_STRING, F(listen_ip), "0.0.0.0", "SCHEDULER_SERVER_LISTENIP",
-     validate_ip},
-    {"server.port", DFC_CFG_UINT, F(port), "8002", "SCHEDULER_SERVER_PORT", validate_port},
-    {"server.advertiseIP", DFC_CFG_STRING, F(advertise_ip), "", "SCHEDULER_SERVER_ADVERTISEIP",
-     validate_ip},
-    {"server.maxWorkers", DFC_CFG_UINT, F(max_workers), "128", "SCHEDULER_SERVER_MAXWORKERS",
-     validate_workers},
-    {"server.reservedWorkers", DFC_CFG_UINT, F(reserved_workers), "0",
-     "SCHEDULER_SERVER_RESERVEDWORKERS", NULL},
-    {"server.idleTimeout", DFC_CFG_DURATION, F(idle_timeout), "10m", "SCHEDULER_SERVER_IDLETIMEOUT",
-     validate_interval},
-    {"server.maxCalls", DFC_CFG_UINT, F(max_calls), "1024", "SCHEDULER_SERVER_MAXCALLS",
-     validate_limit},
-    {"server.maxMessageSize", DFC_CFG_SIZE, F(max_message_size), "4MiB",
-     "SCHEDULER_SERVER_MAXMESSAGESIZE", validate_message_size},
-    {"server.shutdownGrace", DFC_CFG_DURATION, F(shutdown_grace), "10s",
-     "SCHEDULER_SERVER_SHUTDOWNGRACE", validate_interval},
-    {"database.redis.addrs", DFC_CFG_STRING_LIST, F(redis_addrs), "",
-     "SCHEDULER_DATABASE_REDIS_ADDRS", validate_addrs},
-    {"database.redis.masterName", DFC_CFG_STRING, F(redis_master_name), "",
-     "SCHEDULER_DATABASE_REDIS_MASTERNAME", NULL},
-    {"database.redis.username", DFC_CFG_STRING, F(redis_username), "",
-     "SCHEDULER_DATABASE_REDIS_USERNAME", NULL},
-    {"database.redis.password", DFC_CFG_STRING, F(redis_password), "",
-     "SCHEDULER_DATABASE_REDIS_PASSWORD", NULL},
-    {"database.redis.db", DFC_CFG_INT, F(redis_db), "0", "SCHEDULER_DATABASE_REDIS_DB",
-     validate_db},
-    {"database.redis.poolSize", DFC_CFG_UINT, F(redis_pool_size), "20",
-     "SCHEDULER_DATABASE_REDIS_POOLSIZE", validate_pool},
-    {"database.redis.timeout", DFC_CFG_DURATION, F(redis_timeout), "10s",
-     "SCHEDULER_DATABASE_REDIS_TIMEOUT", validate_interval},
-    {"manager.schedulerClusterID", DFC_CFG_UINT, F(cluster_id), "1",
-     "SCHEDULER_MANAGER_SCHEDULERCLUSTERID", NULL},
-    {"scheduler.gc.hostGCInterval", DFC_CFG_DURATION, F(host_gc_interval), "5m",
-     "SCHEDULER_SCHEDULER_GC_HOSTGCINTERVAL", validate_interval},
-    {"scheduler.candidateParentLimit", DFC_CFG_UINT, F(candidate_parent_limit), "3",
-     "SCHEDULER_SCHEDULER_CANDIDATEPARENTLIMIT", validate_parent_limit},
-    {"scheduler.replicaRepairInterval", DFC_CFG_DURATION, F(repair_interval), "1m",
-     "SCHEDULER_SCHEDULER_REPLICAREPAIRINTERVAL", validate_interval},
-    {"scheduler.replicaRepairConcurrency", DFC_CFG_UINT, F(repair_concurrency), "4",
-     "SCHEDULER_SCHEDULER_REPLICAREPAIRCONCURRENCY", validate_concurrency},
-    {"log.level", DFC_CFG_STRING, F(log_level), "info", "SCHEDULER_LOG_LEVEL", validate_log_level},
+    {.key = "server.listenIP",
+     .type = DFC_CFG_STRING,
+     .offset = F(listen_ip),
+     .def = "0.0.0.0",
+     .env = "SCHEDULER_SERVER_LISTENIP",
+     .validate = validate_ip,
+     .flags = DFC_OPT_NONEMPTY},
+    {.key = "server.port",
+     .type = DFC_CFG_UINT,
+     .offset = F(port),
+     .def = "8002",
+     .env = "SCHEDULER_SERVER_PORT",
+     .flag = "port",
+     .short_flag = 'p',
+     .metavar = "PORT",
+     .help = "gRPC port; 0: any free port (logged when ready)",
+     DFC_OPT_RANGE(0, 65535)},
+    {.key = "server.advertiseIP",
+     .type = DFC_CFG_STRING,
+     .offset = F(advertise_ip),
+     .env = "SCHEDULER_SERVER_ADVERTISEIP",
+     .validate = validate_ip,
+     .help = "sent to dfdaemons as remote_ip; empty: the first non-loopback IPv4 address"},
+    {.key = "server.maxWorkers",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_workers),
+     .def = "128",
+     .env = "SCHEDULER_SERVER_MAXWORKERS",
+     DFC_OPT_RANGE(1, 1024)},
+    {.key = "server.reservedWorkers",
+     .type = DFC_CFG_UINT,
+     .offset = F(reserved_workers),
+     .def = "0",
+     .env = "SCHEDULER_SERVER_RESERVEDWORKERS"},
+    {.key = "server.idleTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(idle_timeout),
+     .def = "10m",
+     .env = "SCHEDULER_SERVER_IDLETIMEOUT",
+     TIMER},
+    {.key = "server.maxCalls",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_calls),
+     .def = "1024",
+     .env = "SCHEDULER_SERVER_MAXCALLS",
+     DFC_OPT_RANGE(1, 1000000)},
+    {.key = "server.maxMessageSize",
+     .type = DFC_CFG_SIZE,
+     .offset = F(max_message_size),
+     .def = "4MiB",
+     .env = "SCHEDULER_SERVER_MAXMESSAGESIZE",
+     DFC_OPT_RANGE(64 << 10, (int64_t)1 << 30)},
+    {.key = "server.shutdownGrace",
+     .type = DFC_CFG_DURATION,
+     .offset = F(shutdown_grace),
+     .def = "10s",
+     .env = "SCHEDULER_SERVER_SHUTDOWNGRACE",
+     TIMER},
+    {.key = "database.redis.addrs",
+     .type = DFC_CFG_STRING_LIST,
+     .offset = F(redis_addrs),
+     .env = "SCHEDULER_DATABASE_REDIS_ADDRS",
+     .validate = validate_addrs,
+     .help = "host:port list (the Sentinels with masterName); empty: Redis not enabled"},
+    {.key = "database.redis.masterName",
+     .type = DFC_CFG_STRING,
+     .offset = F(redis_master_name),
+     .env = "SCHEDULER_DATABASE_REDIS_MASTERNAME"},
+    {.key = "database.redis.username",
+     .type = DFC_CFG_STRING,
+     .offset = F(redis_username),
+     .env = "SCHEDULER_DATABASE_REDIS_USERNAME"},
+    {.key = "database.redis.password",
+     .type = DFC_CFG_STRING,
+     .offset = F(redis_password),
+     .env = "SCHEDULER_DATABASE_REDIS_PASSWORD"},
+    {.key = "database.redis.db",
+     .type = DFC_CFG_INT,
+     .offset = F(redis_db),
+     .def = "0",
+     .env = "SCHEDULER_DATABASE_REDIS_DB",
+     DFC_OPT_RANGE(0, 65535)},
+    {.key = "database.redis.poolSize",
+     .type = DFC_CFG_UINT,
+     .offset = F(redis_pool_size),
+     .def = "20",
+     .env = "SCHEDULER_DATABASE_REDIS_POOLSIZE",
+     DFC_OPT_RANGE(1, 1024)},
+    {.key = "database.redis.timeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(redis_timeout),
+     .def = "10s",
+     .env = "SCHEDULER_DATABASE_REDIS_TIMEOUT",
+     TIMER},
+    {.key = "manager.schedulerClusterID",
+     .type = DFC_CFG_UINT,
+     .offset = F(cluster_id),
+     .def = "1",
+     .env = "SCHEDULER_MANAGER_SCHEDULERCLUSTERID"},
+    {.key = "scheduler.gc.hostGCInterval",
+     .type = DFC_CFG_DURATION,
+     .offset = F(host_gc_interval),
+     .def = "5m",
+     .env = "SCHEDULER_SCHEDULER_GC_HOSTGCINTERVAL",
+     TIMER},
+    {.key = "scheduler.candidateParentLimit",
+     .type = DFC_CFG_UINT,
+     .offset = F(candidate_parent_limit),
+     .def = "3",
+     .env = "SCHEDULER_SCHEDULER_CANDIDATEPARENTLIMIT",
+     DFC_OPT_RANGE(1, 20)},
+    {.key = "scheduler.replicaRepairInterval",
+     .type = DFC_CFG_DURATION,
+     .offset = F(repair_interval),
+     .def = "1m",
+     .env = "SCHEDULER_SCHEDULER_REPLICAREPAIRINTERVAL",
+     TIMER},
+    {.key = "scheduler.replicaRepairConcurrency",
+     .type = DFC_CFG_UINT,
+     .offset = F(repair_concurrency),
+     .def = "4",
+     .env = "SCHEDULER_SCHEDULER_REPLICAREPAIRCONCURRENCY",
+     DFC_OPT_RANGE(1, 256)},
+    {.key = "log.level",
+     .type = DFC_CFG_ENUM,
+     .offset = F(log_level),
+     .def = "info",
+     .env = "SCHEDULER_LOG_LEVEL",
+     .flag = "log-level",
+     .short_flag = 'l',
+     .metavar = "LEVEL",
+     .help = "debug, info, warn, error",
+     .choices = dfc_log_level_choices},
 };
 
 const struct dfc_config_schema sched_config_schema = {"scheduler", rows,
                                                       sizeof(rows) / sizeof(rows[0])};
 
-int sched_config_init(struct sched_config *cfg, struct dfc_error *err) {
-    return dfc_config_defaults(&sched_config_schema, cfg, err);
-}
-
-int sched_config_load(struct sched_config *cfg, const char *path, struct dfc_error *err) {
-    int r = 0;
-    if (path != NULL) {
-        r = dfc_config_load_file(&sched_config_schema, cfg, path, err);
-    }
-    if (r == 0) {
-        r = dfc_config_load_env(&sched_config_schema, cfg, err);
-    }
-    return r;
-}
-
 int sched_config_finish(struct sched_config *cfg, struct dfc_error *err) {
-    int r = dfc_config_validate(&sched_config_schema, cfg, err);
-    if (r < 0) {
-        return r;
-    }
+    int r = 0;
     if (cfg->reserved_workers != 0 && cfg->reserved_workers >= cfg->max_workers) {
         return dfc_error_set(err, -EINVAL,
                              "server.reservedWorkers (%llu) must be below server.maxWorkers "

@@ -3,9 +3,9 @@
  * (server.*, database.redis.*, manager.schedulerClusterID, scheduler.*), plus the RPC server
  * limits dfdaemon has.
  *
- * Loaded as defaults -> YAML file (--config) -> environment -> flags (--set), then checked
- * and completed by sched_config_finish(). Ownership: string and list fields belong to the
- * struct; release with sched_config_free().
+ * Loaded by dfc_cli_main() (dfc/options.h) as defaults -> YAML file (--config) -> environment
+ * -> flags (--set, --port, --log-level), then checked and completed by sched_config_finish().
+ * Ownership: string and list fields belong to the struct; release with sched_config_free().
  */
 #ifndef SCHED_CONFIG_H
 #define SCHED_CONFIG_H
@@ -42,18 +42,12 @@ struct sched_config {
     uint64_t candidate_parent_limit; /* scheduler.candidateParentLimit */
     int64_t repair_interval;         /* scheduler.replicaRepairInterval (ns) */
     uint64_t repair_concurrency;     /* scheduler.replicaRepairConcurrency */
-    char *log_level;                 /* log.level */
+    const char *log_level;           /* log.level (one of dfc_log_level_choices) */
 };
 
 extern const struct dfc_config_schema sched_config_schema;
 
-/* Fills cfg (zeroed by the caller) with the defaults. */
-int sched_config_init(struct sched_config *cfg, struct dfc_error *err);
-
-/* Loads path on top of cfg (NULL: none), then the environment. */
-int sched_config_load(struct sched_config *cfg, const char *path, struct dfc_error *err);
-
-/* Runs the row checks and the cross-field rules, and resolves server.advertiseIP. */
+/* The rules across settings; resolves an empty server.advertiseIP. */
 int sched_config_finish(struct sched_config *cfg, struct dfc_error *err);
 
 void sched_config_free(struct sched_config *cfg);

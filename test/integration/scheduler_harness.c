@@ -122,9 +122,12 @@ int sched_harness_destroy(struct sched_harness *h) {
         fprintf(stderr, "sched_harness: the scheduler exited with %d; its log:\n", code);
         dump_log(h->log);
     }
-    if (h->dir[0] != '\0' && getenv("DFC_TEST_KEEP") == NULL) {
+    struct test_env env;
+    test_env_load(&env);
+    if (h->dir[0] != '\0' && env.keep == NULL) {
         test_rmtree(h->dir);
     }
+    test_env_free(&env);
     return code;
 }
 

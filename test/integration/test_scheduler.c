@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dfc/config.h"
 #include "dfc/error.h"
 #include "dfc/rpc_client.h"
 #include "dragonfly/common.pb-c.h"
@@ -523,7 +524,7 @@ static void test_print_config_and_bad_usage(void **state) {
     assert_int_equal(sched_harness_run((const char *const[]){"--set", "server.port=70000", NULL},
                                        out, sizeof(out), errbuf, sizeof(errbuf)),
                      2);
-    assert_non_null(strstr(errbuf, "server.port must be between 0 and 65535, got 70000"));
+    assert_non_null(strstr(errbuf, "server.port must be between 0 and 65535, got `70000`"));
     assert_int_equal(
         sched_harness_run((const char *const[]){"--set", "database.redis.addrs=nope", NULL}, out,
                           sizeof(out), errbuf, sizeof(errbuf)),
@@ -1429,8 +1430,20 @@ int main(void) {
         fprintf(stderr, "%s\n", dfc_error_msg(&err));
         return 1;
     }
-    if (getenv("DFC_TEST_FILTER") != NULL) {
-        cmocka_set_test_filter(getenv("DFC_TEST_FILTER")); /* "test_fix_*", for one case */
+    /* DFC_TEST_FILTER="test_fix_*" runs matching cases only (read as every variable is). */
+    struct filter_env {
+        char *filter;
+    } fe = {NULL};
+    static const struct dfc_config_row filter_rows[] = {
+        {.type = DFC_CFG_STRING,
+         .offset = offsetof(struct filter_env, filter),
+         .env = "DFC_TEST_FILTER",
+         .flags = DFC_OPT_OPTIONAL},
+    };
+    static const struct dfc_config_schema filter_schema = {"test", filter_rows, 1};
+    if (dfc_config_defaults(&filter_schema, &fe, &err) == 0 &&
+        dfc_config_load_env(&filter_schema, &fe, &err) == 0 && fe.filter != NULL) {
+        cmocka_set_test_filter(fe.filter); /* cmocka keeps the pointer: fe lives in main */
     }
 #define R(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -1456,5 +1469,7 @@ int main(void) {
         R(test_sigterm_drains_streams),
         cmocka_unit_test(test_sentinel_failover_survived),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    dfc_config_free(&filter_schema, &fe);
+    return failed;
 }

@@ -43,11 +43,28 @@ static void die(const struct redis_server *s, const char *fmt, ...) {
     abort();
 }
 
+/* $PATH, read through the option module as every variable is (hack/lint.sh). */
+struct path_env {
+    char *path;
+};
+
+static const struct dfc_config_row path_rows[] = {
+    {.type = DFC_CFG_STRING, .offset = offsetof(struct path_env, path), .env = "PATH"},
+};
+static const struct dfc_config_schema path_schema = {"test", path_rows, 1};
+
 /* Finds an executable named name into buf; false when there is none. */
 static bool find_bin(const char *name, char *buf, size_t len) {
-    const char *path = getenv("PATH");
+    struct path_env env = {NULL};
+    struct dfc_error err;
     char dirs[4096];
-    snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/usr/sbin:/usr/local/bin", path ? path : "");
+    if (dfc_config_defaults(&path_schema, &env, &err) < 0 ||
+        dfc_config_load_env(&path_schema, &env, &err) < 0) {
+        env.path = NULL;
+    }
+    snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/usr/sbin:/usr/local/bin",
+             env.path != NULL ? env.path : "");
+    dfc_config_free(&path_schema, &env);
     char *save = NULL;
     for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
         if (*d == '\0') {
@@ -341,9 +358,12 @@ void redis_server_resume(struct redis_server *s) {
 
 void redis_server_destroy(struct redis_server *s) {
     redis_server_stop(s, SIGKILL);
-    if (s->dir[0] != '\0' && getenv("DFC_TEST_KEEP") == NULL) {
+    struct test_env env;
+    test_env_load(&env);
+    if (s->dir[0] != '\0' && env.keep == NULL) {
         test_rmtree(s->dir);
     }
+    test_env_free(&env);
     s->dir[0] = '\0';
 }
 
