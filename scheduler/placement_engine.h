@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "dfc/id.h"
+#include "dfc/thread.h"
 #include "dfdaemon_client.h"
 #include "placement.h"
 #include "placement_internal.h"
@@ -75,8 +76,7 @@ struct sched_placement {
 
     pthread_mutex_t mu;
     pthread_cond_t work;    /* a job was queued, a task left in_flight, or stopping */
-    pthread_cond_t done;    /* a job finished */
-    pthread_cond_t wake;    /* the loops' sleep; signalled on stop */
+    pthread_cond_t done;    /* a job finished, or stopping */
     struct sched_job *head; /* queue */
     size_t queued;
     char **in_flight;                      /* n_workers slots, NULL when free */
@@ -90,7 +90,7 @@ struct sched_placement {
     pthread_mutex_t pass_mu; /* one repair pass at a time (loop or caller) */
     pthread_t *workers;
     size_t n_started;
-    pthread_t repair_thread, gc_thread;
+    struct dfc_thread repair_thread, gc_thread; /* the loops */
     bool repair_started, gc_started;
 };
 
