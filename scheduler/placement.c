@@ -202,6 +202,12 @@ static void *worker_main(void *arg) {
 int sched_placement_new(struct sched_store *s, const struct sched_placement_opts *opts,
                         struct sched_placement **ret, struct dfc_error *err) {
     *ret = NULL;
+    if (opts->repair_concurrency > SCHED_PLACEMENT_MAX_CONCURRENCY) {
+        return dfc_error_set(err, -EINVAL,
+                             "scheduler.replicaRepairConcurrency %u: at most %u replications in "
+                             "flight",
+                             opts->repair_concurrency, SCHED_PLACEMENT_MAX_CONCURRENCY);
+    }
     struct sched_placement *p = calloc(1, sizeof(*p));
     if (p == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");

@@ -32,6 +32,7 @@
 #include "redis.h"
 
 #define SCHED_PLACEMENT_DEFAULT_CONCURRENCY 4
+#define SCHED_PLACEMENT_MAX_CONCURRENCY     256             /* worker threads */
 #define SCHED_PLACEMENT_DEFAULT_TIMEOUT_MS  (2 * 60 * 1000) /* upstream's dfdaemon client */
 #define SCHED_PLACEMENT_REDIS_TIMEOUT_MS    5000            /* per Redis command */
 #define SCHED_PLACEMENT_QUEUE_MAX           4096            /* queued jobs; more are dropped */

@@ -776,6 +776,16 @@ static void test_loops_run_by_themselves(void **state) {
     assert_int_equal(persistent_count(T1), 2);
 }
 
+static void test_concurrency_is_bounded(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_placement_opts o = {.repair_concurrency = 257};
+    struct sched_placement *p = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(sched_placement_new(E.store[0], &o, &p, &err), -EINVAL);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "scheduler.replicaRepairConcurrency"));
+}
+
 /* A pull may last long (its deadline grows with the task), so stopping the engine cancels it
  * rather than waiting for its deadline: an hour here, so without the cancellation the test
  * binary runs into ctest's timeout. */
@@ -866,6 +876,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_host_gc_removes_host_peers_and_repairs, env_setup,
                                         env_teardown),
         cmocka_unit_test_setup_teardown(test_loops_run_by_themselves, env_setup, env_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrency_is_bounded, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_free_cuts_a_hung_pull_short, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_lease_key_and_owner, env_setup, env_teardown),
     };
