@@ -25,6 +25,11 @@
  *   asks the Sentinels again (starting with the one that answered last). A -READONLY reply is
  *   retried (at most twice) on a connection to the newly named master: the server refused the
  *   write, so sending it again cannot apply it twice.
+ *
+ *   Limits: the deadline bounds connect, send and receive (connect timeout and SO_RCVTIMEO /
+ *   SO_SNDTIMEO from the time left), but not name resolution: hiredis resolves a host name
+ *   with a blocking getaddrinfo, so give IP addresses where a hung DNS must not stall a call.
+ *   hiredis writes with write(2): the process must ignore SIGPIPE (dfc_signals_block does).
  */
 #include "redis.h"
 
@@ -691,9 +696,14 @@ int sched_redis_eval(struct sched_redis *r, int64_t deadline_ms, struct sched_re
         return dfc_error_set(err, -EINVAL, "redis script %s: negative key or argument count",
                              s->name);
     }
+    /* A script nobody initialised gets its SHA-1 computed here, into a local copy: s may be
+     * shared by threads, and writing it here would race. */
+    struct sched_redis_script local;
     if (s->sha1[0] == '\0') {
-        sched_redis_script_init(s);
+        local = *s;
+        sched_redis_script_init(&local);
     }
+    const char *sha1 = s->sha1[0] != '\0' ? s->sha1 : local.sha1;
     int argc = 3 + n_keys + n_args;
     const char **av = malloc((size_t)argc * sizeof(*av));
     size_t *al = malloc((size_t)argc * sizeof(*al));
@@ -706,7 +716,7 @@ int sched_redis_eval(struct sched_redis *r, int64_t deadline_ms, struct sched_re
     snprintf(nk, sizeof(nk), "%d", n_keys);
     av[0] = "EVALSHA";
     al[0] = 7;
-    av[1] = s->sha1;
+    av[1] = sha1;
     al[1] = 40;
     av[2] = nk;
     al[2] = strlen(nk);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dfc/log.h"
+#include "dfc/pbtime.h"
 #include "dfc/units.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "service.h"
@@ -141,7 +142,7 @@ int sched__announce_host(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
     r = sched__host_from_proto(req->host, &h, err);
     if (r == 0) {
         if (req->interval != NULL) {
-            h.announce_interval_ns = req->interval->seconds * DFC_NS_PER_SEC + req->interval->nanos;
+            (void)dfc_pb_duration_to_ns(req->interval, &h.announce_interval_ns); /* validated */
         }
         h.updated_at = now;
         r = sched_host_store(svc->store, dl, &h, err);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dfc/log.h"
+#include "dfc/pbtime.h"
 #include "dfc/units.h"
 #include "service.h"
 #include "validate.h"
@@ -95,10 +96,13 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
         .content_length = req->content_length,
         .total_piece_count = req->piece_count,
         .state = SCHED_TASK_PENDING,
-        .ttl_ns = req->ttl != NULL ? req->ttl->seconds * DFC_NS_PER_SEC + req->ttl->nanos : 0,
+        .ttl_ns = 0, /* an absent ttl passes validation as 0, as upstream */
         .created_at = now,
         .updated_at = now,
     };
+    if (req->ttl != NULL) {
+        (void)dfc_pb_duration_to_ns(req->ttl, &task.ttl_ns); /* validated */
+    }
     if ((r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_UPLOAD, err), err)) < 0 ||
         (r = sched_task_store(svc->store, dl, &task, err)) < 0) {
         return r;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/pbtime.h"
 #include "dfc/units.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "google/protobuf/empty.pb-c.h"
@@ -207,7 +208,7 @@ static Google__Protobuf__Timestamp *timestamp(struct dfc_rpc_call *call, int64_t
     Google__Protobuf__Timestamp *t = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
         call, &google__protobuf__timestamp__descriptor);
     if (t != NULL) {
-        t->seconds = seconds;
+        dfc_pb_timestamp_from_ns(seconds * DFC_NS_PER_SEC, t);
     }
     return t;
 }
@@ -216,8 +217,7 @@ static Google__Protobuf__Duration *duration(struct dfc_rpc_call *call, int64_t n
     Google__Protobuf__Duration *d = (Google__Protobuf__Duration *)dfc_rpc_call_new_msg(
         call, &google__protobuf__duration__descriptor);
     if (d != NULL) {
-        d->seconds = ns / DFC_NS_PER_SEC;
-        d->nanos = (int32_t)(ns % DFC_NS_PER_SEC);
+        dfc_pb_duration_from_ns(ns, d);
     }
     return d;
 }

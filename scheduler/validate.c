@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dfc/dragonfly.h"
+#include "dfc/pbtime.h"
 #include "dfc/units.h"
 
 #define PATH_MAX_LEN 256
@@ -86,15 +88,9 @@ static int port(const char *path, const char *field, int32_t v, struct dfc_error
     return 0;
 }
 
-/* A well-formed google.protobuf.Duration (what PGV's AsDuration/CheckValid accepts). */
-static bool duration_valid(const Google__Protobuf__Duration *d) {
-    if (d->seconds < -315576000000LL || d->seconds > 315576000000LL) {
-        return false;
-    }
-    if (d->nanos <= -1000000000 || d->nanos >= 1000000000) {
-        return false;
-    }
-    return !((d->seconds < 0 && d->nanos > 0) || (d->seconds > 0 && d->nanos < 0));
+/* A well-formed google.protobuf.Duration that fits int64 nanoseconds. */
+static bool duration_valid(const Google__Protobuf__Duration *d, int64_t *ret_ns) {
+    return dfc_pb_duration_to_ns(d, ret_ns) == 0;
 }
 
 static int uint64_at_least_one(const char *path, const char *field, uint64_t v,
@@ -109,7 +105,7 @@ static int uint64_at_least_one(const char *path, const char *field, uint64_t v,
 static int piece_length_min(const char *path, const char *field, uint64_t v,
                             struct dfc_error *err) {
     char p[PATH_MAX_LEN];
-    if (v < SCHED_PIECE_LENGTH_MIN) {
+    if (v < DFC_PIECE_LENGTH_MIN) {
         return dfc_error_set(err, -EINVAL, "%s: must be at least 4194304 (4MiB), got %llu",
                              join(p, path, field), (unsigned long long)v);
     }
@@ -225,7 +221,7 @@ int sched_validate_task(const char *path, const Common__V2__PersistentCacheTask 
                                  err)) < 0) {
         return r;
     }
-    if (t->piece_length < SCHED_PIECE_LENGTH_MIN || t->piece_length > SCHED_PIECE_LENGTH_MAX) {
+    if (t->piece_length < DFC_PIECE_LENGTH_MIN || t->piece_length > DFC_PIECE_LENGTH_MAX) {
         return dfc_error_set(err, -EINVAL,
                              "%s: must be between 4194304 (4MiB) and 67108864 (64MiB), got %llu",
                              join(p, path, "piece_length"), (unsigned long long)t->piece_length);
@@ -312,7 +308,8 @@ int sched_validate_announce_host(const Scheduler__V2__AnnounceHostRequest *r,
     if (rc == 0) {
         rc = host_rules("host", r->host, true, err);
     }
-    if (rc == 0 && r->interval != NULL && !duration_valid(r->interval)) {
+    int64_t ns;
+    if (rc == 0 && r->interval != NULL && !duration_valid(r->interval, &ns)) {
         rc = dfc_error_set(err, -EINVAL, "interval: not a valid duration");
     }
     return rc;
@@ -354,15 +351,13 @@ int sched_validate_upload_started(const Scheduler__V2__UploadPersistentCacheTask
     }
     /* duration {gte: 300s, lte: 604800s} without `required`: an absent ttl passes (as 0). */
     if (r->ttl != NULL) {
-        const Google__Protobuf__Duration *d = r->ttl;
-        if (!duration_valid(d)) {
+        int64_t ns;
+        if (!duration_valid(r->ttl, &ns)) {
             return dfc_error_set(err, -EINVAL, "ttl: not a valid duration");
         }
-        bool low = d->seconds < SCHED_TTL_MIN_S || (d->seconds == SCHED_TTL_MIN_S && d->nanos < 0);
-        bool high = d->seconds > SCHED_TTL_MAX_S || (d->seconds == SCHED_TTL_MAX_S && d->nanos > 0);
-        if (low || high) {
+        if (ns < DFC_TTL_MIN_NS || ns > DFC_TTL_MAX_NS) {
             char b[32];
-            dfc_format_duration(d->seconds * DFC_NS_PER_SEC + d->nanos, b, sizeof(b));
+            dfc_format_duration(ns, b, sizeof(b));
             return dfc_error_set(err, -EINVAL, "ttl: must be between 5m and 168h, got %s", b);
         }
     }

@@ -24,11 +24,9 @@
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 
-#define SCHED_STRING_MAX       1024
-#define SCHED_PIECE_LENGTH_MIN ((uint64_t)4 << 20)  /* 4 MiB */
-#define SCHED_PIECE_LENGTH_MAX ((uint64_t)64 << 20) /* 64 MiB (PersistentCacheTask only) */
-#define SCHED_TTL_MIN_S        300                  /* 5 minutes */
-#define SCHED_TTL_MAX_S        604800               /* 7 days */
+/* Our limit on ids and the strings we store; the numeric limits (piece length, ttl) are the
+ * shared ones of dfc/dragonfly.h. */
+#define SCHED_STRING_MAX 1024
 
 int sched_validate_announce_host(const Scheduler__V2__AnnounceHostRequest *r,
                                  struct dfc_error *err);

@@ -12,7 +12,9 @@
  *       announces the host, runs one warm-up pair, then one pair while a MONITOR connection
  *       to Redis records the commands the scheduler sends; writes each command to
  *       DIR/cmd-<i>.args (arguments separated by NUL bytes, NULs inside an argument replaced
- *       by 0x01 so that redis-benchmark can take them as argv) and prints their count.
+ *       by 0x01 so that redis-benchmark can take them as argv) and prints their count, then
+ *       the count of commands scripts ran inside those (MONITOR shows them as "lua"), whose
+ *       names go to DIR/lua-names, one a line.
  *
  * Exit status 0 only when every call succeeded (load) or at least one command was seen
  * (capture); errors name the call and carry the scheduler's status message.
@@ -283,8 +285,8 @@ static int hexval(char ch) {
  * line is not a command. */
 static long decode_monitor(const char *line, char *out, size_t cap) {
     const char *p = strstr(line, "] \"");
-    if (p == NULL) {
-        return -1;
+    if (p == NULL || (p - line >= 4 && memcmp(p - 4, " lua", 4) == 0)) {
+        return -1; /* not a command, or one a script ran (part of its EVALSHA's cost) */
     }
     p += 2;
     size_t n = 0;
@@ -345,6 +347,9 @@ static int capture(const char *addr, int redis_port, const char *dir) {
         dfc_rpc_client_free(c);
         return 1;
     }
+    /* A pair's work does not end with Finished's reply: the replica check it queues runs
+     * after it. Let the warm-up's finish before recording, and record the captured pair's. */
+    usleep(1000000);
     struct timeval tv = {.tv_sec = 5};
     redisContext *m = redisConnectWithTimeout("127.0.0.1", redis_port, tv);
     redisReply *rep = m && !m->err ? redisCommand(m, "MONITOR") : NULL;
@@ -359,12 +364,25 @@ static int capture(const char *addr, int redis_port, const char *dir) {
         fprintf(stderr, "bench: captured pair: %s\n", dfc_error_msg(&err));
         return 1;
     }
-    usleep(300000);
+    usleep(1000000);
     struct timeval quiet = {.tv_sec = 0, .tv_usec = 300000};
     redisSetTimeout(m, quiet);
-    int n = 0;
+    int n = 0, in_scripts = 0;
     static char buf[1 << 20];
+    char names_path[4200];
+    snprintf(names_path, sizeof(names_path), "%s/lua-names", dir);
+    FILE *lua_names = fopen(names_path, "w");
+    if (lua_names == NULL) {
+        perror(names_path);
+        return 1;
+    }
     while (redisGetReply(m, (void **)&rep) == REDIS_OK) {
+        const char *in_lua = rep->type == REDIS_REPLY_STATUS ? strstr(rep->str, " lua] \"") : NULL;
+        if (in_lua != NULL) {
+            const char *name = in_lua + strlen(" lua] \"");
+            fprintf(lua_names, "%.*s\n", (int)strcspn(name, "\""), name);
+            in_scripts++;
+        }
         long len =
             rep->type == REDIS_REPLY_STATUS ? decode_monitor(rep->str, buf, sizeof(buf)) : -1;
         freeReplyObject(rep);
@@ -381,7 +399,8 @@ static int capture(const char *addr, int redis_port, const char *dir) {
         n++;
     }
     redisFree(m);
-    printf("%d\n", n);
+    fclose(lua_names);
+    printf("%d %d\n", n, in_scripts);
     return n > 0 ? 0 : 1;
 }
 

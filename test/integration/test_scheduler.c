@@ -22,6 +22,7 @@
 #include "dfc/rpc_client.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
+#include "fake_dfdaemon.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "google/protobuf/empty.pb-c.h"
 #include "google/protobuf/timestamp.pb-c.h"
@@ -169,8 +170,8 @@ static void task_id(char out[65], unsigned n) {
     snprintf(out, 65, "%064x", n);
 }
 
-static int started(struct dfc_rpc_client *c, const char *host, const char *task, const char *peer,
-                   uint64_t content_length, struct dfc_error *err) {
+static int started_n(struct dfc_rpc_client *c, const char *host, const char *task, const char *peer,
+                     uint64_t content_length, uint64_t replicas, struct dfc_error *err) {
     Scheduler__V2__UploadPersistentCacheTaskStartedRequest r =
         SCHEDULER__V2__UPLOAD_PERSISTENT_CACHE_TASK_STARTED_REQUEST__INIT;
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
@@ -178,7 +179,7 @@ static int started(struct dfc_rpc_client *c, const char *host, const char *task,
     r.host_id = (char *)host;
     r.task_id = (char *)task;
     r.peer_id = (char *)peer;
-    r.persistent_replica_count = 1;
+    r.persistent_replica_count = replicas;
     r.piece_length = 4 * MiB;
     r.content_length = content_length;
     r.piece_count = (uint32_t)((content_length + 4 * MiB - 1) / (4 * MiB));
@@ -190,6 +191,11 @@ static int started(struct dfc_rpc_client *c, const char *host, const char *task,
     int rc = dfc_rpc_unary(c, &started_m, &r.base, TIMEOUT, &out, err);
     dfc_rpc_msg_free(out);
     return rc;
+}
+
+static int started(struct dfc_rpc_client *c, const char *host, const char *task, const char *peer,
+                   uint64_t content_length, struct dfc_error *err) {
+    return started_n(c, host, task, peer, content_length, 1, err);
 }
 
 /* Finished; the answered task is returned when ret is not NULL (free with dfc_rpc_msg_free). */
@@ -1145,6 +1151,59 @@ static void test_announce_peer_empty_task_and_failures(void **state) {
     assert_true(sched_harness_log_has(&f->s, "piece.number 1000000 is beyond the task's 1 pieces"));
 }
 
+/* ---- replication and deletes reach the dfdaemons (fake DfdaemonUpload servers) ---- */
+
+struct fake_wait {
+    struct fake_dfdaemon *fake;
+    const char *method;
+};
+
+static bool fake_called(void *arg) {
+    struct fake_wait *w = arg;
+    return fake_dfdaemon_count(w->fake, w->method) > 0;
+}
+
+static void test_replication_and_deletes_reach_dfdaemons(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    struct dfc_error err;
+    struct fake_dfdaemon *fake = NULL;
+    struct host_msg a, b;
+    char task[65];
+    task_id(task, 1300);
+    host_init(&a, "node-p1", "127.0.0.1");
+    host_init(&b, "node-p2", "127.0.0.1");
+    assert_int_equal(fake_dfdaemon_start(NULL, b.id, &fake), 0);
+    b.host.port = b.host.download_port = fake_dfdaemon_port(fake);
+    assert_int_equal(announce(f->c, &a, &err), 0);
+    assert_int_equal(announce(f->c, &b, &err), 0);
+    /* Two replicas asked: after Finished the scheduler asks B (not the uploader) to pull. */
+    assert_int_equal(started_n(f->c, a.id, task, "pp-a", 4 * MiB, 2, &err), 0);
+    assert_int_equal(finished(f->c, a.id, task, "pp-a", NULL, &err), 0);
+    struct fake_wait w = {fake, "DownloadPersistentCacheTask"};
+    assert_true(test_wait_for(fake_called, &w, 20000));
+    struct fake_dfdaemon_call call;
+    assert_true(fake_dfdaemon_call(fake, 0, &call));
+    assert_string_equal(call.method, "DownloadPersistentCacheTask");
+    assert_string_equal(call.task_id, task);
+    assert_true(call.persistent);
+    assert_true(call.has_remote_ip);
+    assert_string_equal(call.remote_ip, "127.0.0.1"); /* server.advertiseIP */
+    assert_string_equal(call.application, "app");
+
+    /* A task with a copy on B: deleting the task asks B to delete it. */
+    char t2[65];
+    task_id(t2, 1301);
+    upload(f->c, &b, t2, "pp-b", 4 * MiB);
+    fake_dfdaemon_clear(fake);
+    assert_int_equal(delete_task(f->c, b.id, t2, &err), 0);
+    w.method = "DeletePersistentCacheTask";
+    assert_true(test_wait_for(fake_called, &w, 20000));
+    assert_true(fake_dfdaemon_call(fake, 0, &call));
+    assert_string_equal(call.task_id, t2);
+    fake_dfdaemon_stop(fake);
+}
+
 /* ---- several instances, Redis faults, shutdown ---- */
 
 static void test_two_instances_share_state(void **state) {
@@ -1317,6 +1376,7 @@ int main(void) {
         R(test_fix_announce_host_updates_name_hostname_ip),
         R(test_fix_announce_host_without_cpu_is_invalid_argument),
         R(test_announce_peer_empty_task_and_failures),
+        R(test_replication_and_deletes_reach_dfdaemons),
         R(test_two_instances_share_state),
         R(test_redis_killed_then_back),
         cmocka_unit_test_setup_teardown(test_redis_hung_bounded_by_timeout,

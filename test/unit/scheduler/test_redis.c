@@ -221,6 +221,16 @@ static void test_script_survives_script_flush(void **state) {
                      DFC_E_INTERNAL);
     assert_non_null(strstr(err.msg, "script bad"));
     assert_non_null(strstr(err.msg, "Unknown Redis command"));
+
+    /* Never initialised: it still runs, and the (possibly shared) struct is not written. */
+    struct sched_redis_script lazy = {.name = "lazy", .lua = "return 7"};
+    rep = NULL;
+    assert_int_equal(sched_redis_eval(r, sched_redis_deadline(5000), &lazy, 0, NULL, NULL, 0, NULL,
+                                      NULL, &rep, &err),
+                     0);
+    assert_int_equal(rep->integer, 7);
+    freeReplyObject(rep);
+    assert_string_equal(lazy.sha1, "");
     sched_redis_free(r);
 }
 
