@@ -1,6 +1,6 @@
 /*
- * model_internal.h - the value codecs shared by model.c's record tables (model_codec.c):
- * Go's strconv parsers, encoding/json for a []string, and a growing byte buffer.
+ * model_internal.h - the value codecs behind model.c's record tables: Go's strconv parsers
+ * (model_codec.c) and encoding/json for a []string (model_json.c).
  * Private to scheduler/model*.c.
  */
 #ifndef SCHED_MODEL_INTERNAL_H

@@ -199,18 +199,15 @@ static void *worker_main(void *arg) {
 
 /* ---- public ---- */
 
-static int init_cond(pthread_cond_t *c) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* loop sleeps ignore clock steps */
-    int r = pthread_cond_init(c, &attr);
-    pthread_condattr_destroy(&attr);
-    return -r;
-}
-
 int sched_placement_new(struct sched_store *s, const struct sched_placement_opts *opts,
                         struct sched_placement **ret, struct dfc_error *err) {
     *ret = NULL;
+    if (opts->repair_concurrency > SCHED_PLACEMENT_MAX_CONCURRENCY) {
+        return dfc_error_set(err, -EINVAL,
+                             "scheduler.replicaRepairConcurrency %u: at most %u replications in "
+                             "flight",
+                             opts->repair_concurrency, SCHED_PLACEMENT_MAX_CONCURRENCY);
+    }
     struct sched_placement *p = calloc(1, sizeof(*p));
     if (p == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -249,11 +246,6 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
     pthread_mutex_init(&p->pass_mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
-    if ((r = init_cond(&p->wake)) < 0) {
-        pthread_cond_init(&p->wake, NULL);
-        sched_placement_free(p);
-        return dfc_error_errno(err, r, "placement: condition variable");
-    }
     /* Workers start here, so sched_placement_replicate works before sched_placement_start. */
     for (unsigned i = 0; i < p->n_workers; i++) {
         r = -pthread_create(&p->workers[i], NULL, worker_main, p);
@@ -267,29 +259,9 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
     return 0;
 }
 
-/* Sleeps interval_ns unless stopping; returns false once stopping (p->mu held). */
-static bool loop_sleep(struct sched_placement *p, int64_t interval_ns) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)(interval_ns / 1000000000);
-    until.tv_nsec += (long)(interval_ns % 1000000000);
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    while (!p->stopping) {
-        if (pthread_cond_timedwait(&p->wake, &p->mu, &until) == ETIMEDOUT) {
-            break;
-        }
-    }
-    return !p->stopping;
-}
-
 static void *repair_main(void *arg) {
     struct sched_placement *p = arg;
-    pthread_mutex_lock(&p->mu);
-    while (loop_sleep(p, p->repair_interval_ns)) {
-        pthread_mutex_unlock(&p->mu);
+    while (dfc_thread_sleep(&p->repair_thread, p->repair_interval_ns)) {
         struct dfc_error err = {0};
         int r = sched_placement_repair_once(p, &err);
         if (r < 0) {
@@ -297,38 +269,32 @@ static void *repair_main(void *arg) {
         } else if (r > 0) {
             DFC_LOG(DFC_LOG_INFO, "placement.repair", "tasks=%d", r);
         }
-        pthread_mutex_lock(&p->mu);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
 static void *gc_main(void *arg) {
     struct sched_placement *p = arg;
-    pthread_mutex_lock(&p->mu);
-    while (loop_sleep(p, p->host_gc_interval_ns)) {
-        pthread_mutex_unlock(&p->mu);
+    while (dfc_thread_sleep(&p->gc_thread, p->host_gc_interval_ns)) {
         struct dfc_error err = {0};
         int r = sched_placement_host_gc_once(p, &err);
         if (r < 0) {
             DFC_LOG(DFC_LOG_WARN, "placement.host_gc_failed", "error=\"%s\"", dfc_error_msg(&err));
         }
-        pthread_mutex_lock(&p->mu);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
 int sched_placement_start(struct sched_placement *p, struct dfc_error *err) {
     int r;
     if (p->repair_interval_ns > 0 && !p->repair_started) {
-        if ((r = -pthread_create(&p->repair_thread, NULL, repair_main, p)) < 0) {
+        if ((r = dfc_thread_start(&p->repair_thread, repair_main, p)) < 0) {
             return dfc_error_errno(err, r, "placement: starting the repair loop");
         }
         p->repair_started = true;
     }
     if (p->host_gc_interval_ns > 0 && !p->gc_started) {
-        if ((r = -pthread_create(&p->gc_thread, NULL, gc_main, p)) < 0) {
+        if ((r = dfc_thread_start(&p->gc_thread, gc_main, p)) < 0) {
             return dfc_error_errno(err, r, "placement: starting host GC");
         }
         p->gc_started = true;
@@ -341,16 +307,15 @@ void sched_placement_free(struct sched_placement *p) {
         return;
     }
     pthread_mutex_lock(&p->mu);
-    p->stopping = true;
-    pthread_cond_broadcast(&p->wake);
+    p->stopping = true; /* ends a repair pass under way and the workers' waits */
     pthread_cond_broadcast(&p->work);
     pthread_cond_broadcast(&p->done);
     pthread_mutex_unlock(&p->mu);
     if (p->repair_started) {
-        pthread_join(p->repair_thread, NULL);
+        dfc_thread_stop(&p->repair_thread);
     }
     if (p->gc_started) {
-        pthread_join(p->gc_thread, NULL);
+        dfc_thread_stop(&p->gc_thread);
     }
     /* Pulls may run for long (their deadline grows with the task): cut them short. Unary
      * calls end by their own deadline. */
@@ -374,7 +339,6 @@ void sched_placement_free(struct sched_placement *p) {
     free(p->backoff);
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->done);
-    pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->pass_mu);
     pthread_mutex_destroy(&p->mu);
     free(p->in_flight);

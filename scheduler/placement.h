@@ -49,7 +49,8 @@ struct sched_placement_opts {
     const char *advertise_ip;    /* remote_ip sent to dfdaemons; borrowed */
     int64_t repair_interval_ns;  /* scheduler.replicaRepairInterval; 0 = no repair loop */
     unsigned repair_concurrency; /* scheduler.replicaRepairConcurrency: replications in flight
-                                    (worker threads), whoever queued them; 0 = 4 */
+                                    (worker threads), whoever queued them; 0 = 4; more than 256
+                                    is -EINVAL from sched_placement_new */
     int64_t host_gc_interval_ns; /* scheduler.gc.hostGCInterval; 0 = no host GC */
     int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream; a pull
                                     (DownloadPersistentCacheTask) gets 1 s more per 10 MiB of

@@ -25,12 +25,14 @@
 #include <stdint.h>
 
 #include "dfc/id.h"
+#include "dfc/thread.h"
 #include "dfdaemon_client.h"
 #include "placement.h"
 #include "placement_internal.h"
 #include "redis.h"
 
 #define SCHED_PLACEMENT_DEFAULT_CONCURRENCY 4
+#define SCHED_PLACEMENT_MAX_CONCURRENCY     256             /* worker threads */
 #define SCHED_PLACEMENT_DEFAULT_TIMEOUT_MS  (2 * 60 * 1000) /* upstream's dfdaemon client */
 #define SCHED_PLACEMENT_REDIS_TIMEOUT_MS    5000            /* per Redis command */
 #define SCHED_PLACEMENT_QUEUE_MAX           4096            /* queued jobs; more are dropped */
@@ -75,8 +77,7 @@ struct sched_placement {
 
     pthread_mutex_t mu;
     pthread_cond_t work;    /* a job was queued, a task left in_flight, or stopping */
-    pthread_cond_t done;    /* a job finished */
-    pthread_cond_t wake;    /* the loops' sleep; signalled on stop */
+    pthread_cond_t done;    /* a job finished, or stopping */
     struct sched_job *head; /* queue */
     size_t queued;
     char **in_flight;                      /* n_workers slots, NULL when free */
@@ -90,7 +91,7 @@ struct sched_placement {
     pthread_mutex_t pass_mu; /* one repair pass at a time (loop or caller) */
     pthread_t *workers;
     size_t n_started;
-    pthread_t repair_thread, gc_thread;
+    struct dfc_thread repair_thread, gc_thread; /* the loops */
     bool repair_started, gc_started;
 };
 

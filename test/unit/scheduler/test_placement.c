@@ -463,13 +463,15 @@ static void test_dfdaemon_unreachable_and_hung(void **state) {
     put_host("up", &roomy);
     put_task(T1, 2, 1000);
     put_peer("p-up", T1, "up", true, SCHED_PEER_SUCCEEDED);
-    struct sched_placement *p = engine(0, 2, 300);
+    struct sched_placement *p = engine(0, 2, 300), *patient = engine(0, 1, 30000);
     struct dfc_error err = {0};
 
-    /* Nothing listens on port 1: UNAVAILABLE, the message names the address. */
+    /* Nothing listens on port 1: UNAVAILABLE, the message names the address. (A generous
+     * deadline: a loaded machine must not turn the refusal into DEADLINE_EXCEEDED.) */
     struct sched_host h = {0};
     assert_int_equal(sched_host_load(E.store[0], dl(), "up", &h, &err), 0);
-    int r = sched_placement_delete_copy(p, &h, T1, &err);
+    int r = sched_placement_delete_copy(patient, &h, T1, &err);
+    sched_placement_free(patient);
     assert_true(r < 0);
     assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_UNAVAILABLE);
     assert_non_null(strstr(err.msg, "127.0.0.1:1"));
@@ -774,6 +776,16 @@ static void test_loops_run_by_themselves(void **state) {
     assert_int_equal(persistent_count(T1), 2);
 }
 
+static void test_concurrency_is_bounded(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_placement_opts o = {.repair_concurrency = 257};
+    struct sched_placement *p = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(sched_placement_new(E.store[0], &o, &p, &err), -EINVAL);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "scheduler.replicaRepairConcurrency"));
+}
+
 /* A pull may last long (its deadline grows with the task), so stopping the engine cancels it
  * rather than waiting for its deadline: an hour here, so without the cancellation the test
  * binary runs into ctest's timeout. */
@@ -864,6 +876,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_host_gc_removes_host_peers_and_repairs, env_setup,
                                         env_teardown),
         cmocka_unit_test_setup_teardown(test_loops_run_by_themselves, env_setup, env_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrency_is_bounded, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_free_cuts_a_hung_pull_short, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_lease_key_and_owner, env_setup, env_teardown),
     };
