@@ -348,6 +348,21 @@ void sched_placement_free(struct sched_placement *p) {
     free(p);
 }
 
+void sched_placement_wait_idle(struct sched_placement *p) {
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        bool busy = p->head != NULL;
+        for (unsigned i = 0; i < p->n_workers && !busy; i++) {
+            busy = p->in_flight[i] != NULL;
+        }
+        if (!busy || p->stopping) {
+            break;
+        }
+        pthread_cond_wait(&p->done, &p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 bool sched_placement_stopping(struct sched_placement *p) {
     pthread_mutex_lock(&p->mu);
     bool s = p->stopping;

@@ -99,6 +99,8 @@ struct sched_placement {
  * release. */
 enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
                                      unsigned slot);
+/* Waits until no job is queued or running (for tests: the state after every job ended). */
+void sched_placement_wait_idle(struct sched_placement *p);
 /* Whether the engine is stopping (takes p->mu). */
 bool sched_placement_stopping(struct sched_placement *p);
 /* The deadline of a pull of task (see SCHED_PLACEMENT_PULL_BYTES_PER_S). */
