@@ -83,6 +83,7 @@ struct sched_redis {
     struct slot *slots;
     unsigned *idle; /* stack of idle slot indexes */
     unsigned n_idle;
+    unsigned n_waiting;     /* callers blocked in take_slot */
     struct hostport master; /* the direct address, or the last master the Sentinels named */
     bool master_known;
     bool master_stale;
@@ -247,7 +248,9 @@ static int take_slot(struct sched_redis *r, int64_t deadline_ms, unsigned *idx,
                              .tv_nsec = (long)(deadline_ms % 1000) * 1000000};
     pthread_mutex_lock(&r->mu);
     while (r->n_idle == 0) {
+        r->n_waiting++;
         int rc = pthread_cond_timedwait(&r->idle_cv, &r->mu, &until);
+        r->n_waiting--;
         if (rc == ETIMEDOUT && r->n_idle == 0) {
             pthread_mutex_unlock(&r->mu);
             return dfc_error_set(err, -ETIMEDOUT,
@@ -263,8 +266,12 @@ static int take_slot(struct sched_redis *r, int64_t deadline_ms, unsigned *idx,
 static void give_slot(struct sched_redis *r, unsigned idx) {
     pthread_mutex_lock(&r->mu);
     r->idle[r->n_idle++] = idx;
-    pthread_cond_signal(&r->idle_cv);
+    bool wake = r->n_waiting > 0;
     pthread_mutex_unlock(&r->mu);
+    /* Signalled after unlocking, so the waiter does not wake up only to block on mu. */
+    if (wake) {
+        pthread_cond_signal(&r->idle_cv);
+    }
 }
 
 static void drop(struct slot *s) {

@@ -521,7 +521,8 @@ int sched__delete_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCMes
     }
     if (r == 0 && svc->placement != NULL) {
         const char *block[] = {req->host_id};
-        sched_placement_replicate(svc->placement, req->task_id, block, 1);
+        sched_placement_replicate(svc->placement, p.task_id != NULL ? p.task_id : req->task_id,
+                                  block, 1);
     }
     sched_peer_done(&p);
     sched_host_done(&h);

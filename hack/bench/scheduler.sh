@@ -145,4 +145,7 @@ echo "scheduler Redis command rate   $sched_rate commands/s"
 echo "redis-benchmark, same mix      $bench_rate commands/s ($clients connections, no pipelining)"
 awk -v a="$sched_rate" -v b="$bench_rate" 'BEGIN {printf "ratio                          %.2fx (goal >= 0.5x)\n", a / b}'
 awk -v kb="$hwm_kb" 'BEGIN {printf "scheduler peak RSS (VmHWM)     %.1f MiB (goal <= 64 MiB)\n", kb / 1024}'
+warns=$(grep -c 'level=warn' "$dir/scheduler.log" || true)
+echo "scheduler log: $warns warnings during the run"
+grep -o 'level=warn event=[^ ]*' "$dir/scheduler.log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/  /'
 echo "caveats: NULs in replayed arguments become 0x01; replayed writes reuse the captured keys"

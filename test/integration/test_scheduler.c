@@ -1319,6 +1319,75 @@ static bool test_wait_for_log(const struct sched_harness *h, const char *text, i
     return test_wait_for(log_has, &w, ms);
 }
 
+struct stat_wait {
+    struct dfc_rpc_client *c;
+    const char *host, *task;
+};
+
+static bool stat_ok(void *arg) {
+    struct stat_wait *w = arg;
+    struct dfc_error err;
+    if (stat_task(w->c, w->host, w->task, NULL, &err) == 0) {
+        return true;
+    }
+    usleep(50000);
+    return false;
+}
+
+struct replica_wait {
+    struct redis_server *replica;
+    const char *task;
+};
+
+static bool replica_has(void *arg) {
+    struct replica_wait *w = arg;
+    redisReply *r =
+        redis_server_command(w->replica, "HGET " P ":persistent-cache-tasks:%s state", w->task);
+    bool ok = r->type == REDIS_REPLY_STRING && strcmp(r->str, "Succeeded") == 0;
+    freeReplyObject(r);
+    if (!ok) {
+        usleep(20000);
+    }
+    return ok;
+}
+
+/* A Sentinel failover mid-run: the scheduler (masterName set, the Sentinel as its address)
+ * follows the new master without a restart, and what was written before is still there. */
+static void test_sentinel_failover_survived(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_sentinel_setup t;
+    redis_sentinel_start(&t, "mymaster");
+    setenv("SCHEDULER_DATABASE_REDIS_MASTERNAME", "mymaster", 1);
+    struct sched_harness s;
+    sched_harness_start(&s, t.sentinel.addr, NULL);
+    unsetenv("SCHEDULER_DATABASE_REDIS_MASTERNAME");
+    struct dfc_rpc_client *c = client_for(&s);
+    struct dfc_error err;
+    struct host_msg a;
+    char t1[65], t2[65];
+    task_id(t1, 1400);
+    task_id(t2, 1401);
+    host_init(&a, "node-v", "127.0.0.1");
+    upload(c, &a, t1, "pv-1", 4 * MiB);
+    /* What a failover may keep: wait until the replica has the upload (a WAIT on a fresh
+     * connection would wait for nothing). */
+    struct replica_wait rw = {&t.node[1], t1};
+    assert_true(test_wait_for(replica_has, &rw, 30000));
+    assert_int_equal(redis_sentinel_failover(&t), 1);
+    struct stat_wait w = {c, a.id, t1};
+    assert_true(test_wait_for(stat_ok, &w, 30000));
+    assert_int_equal(started(c, a.id, t2, "pv-2", 4 * MiB, &err), 0);
+    assert_int_equal(finished(c, a.id, t2, "pv-2", NULL, &err), 0);
+    redisReply *r =
+        redis_server_command(&t.node[1], "HGET " P ":persistent-cache-tasks:%s state", t2);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "Succeeded");
+    freeReplyObject(r);
+    dfc_rpc_client_free(c);
+    assert_int_equal(sched_harness_destroy(&s), 0);
+    redis_sentinel_destroy(&t);
+}
+
 /* SIGTERM: calls in flight are served to their end, then the scheduler exits 0. */
 static void test_sigterm_drains_streams(void **state) {
     struct fx *f = *state;
@@ -1360,6 +1429,9 @@ int main(void) {
         fprintf(stderr, "%s\n", dfc_error_msg(&err));
         return 1;
     }
+    if (getenv("DFC_TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("DFC_TEST_FILTER")); /* "test_fix_*", for one case */
+    }
 #define R(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_print_config_and_bad_usage),
@@ -1382,6 +1454,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_redis_hung_bounded_by_timeout,
                                         setup_short_redis_timeout, teardown),
         R(test_sigterm_drains_streams),
+        cmocka_unit_test(test_sentinel_failover_survived),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
