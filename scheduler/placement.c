@@ -348,6 +348,21 @@ void sched_placement_free(struct sched_placement *p) {
     free(p);
 }
 
+void sched_placement_wait_idle(struct sched_placement *p) {
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        bool busy = p->head != NULL;
+        for (unsigned i = 0; i < p->n_workers && !busy; i++) {
+            busy = p->in_flight[i] != NULL;
+        }
+        if (!busy || p->stopping) {
+            break;
+        }
+        pthread_cond_wait(&p->done, &p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 bool sched_placement_stopping(struct sched_placement *p) {
     pthread_mutex_lock(&p->mu);
     bool s = p->stopping;
@@ -355,14 +370,32 @@ bool sched_placement_stopping(struct sched_placement *p) {
     return s;
 }
 
+static int64_t monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void sched_placement_replicate(struct sched_placement *p, const char *task_id,
                                const char *const *block_hosts, size_t n_block) {
     pthread_mutex_lock(&p->mu);
     int r = enqueue(p, task_id, block_hosts, n_block, false);
-    pthread_mutex_unlock(&p->mu);
+    /* Under a burst the queue may stay full: one line a second, with the count. */
+    uint64_t dropped = 0;
     if (r < 0 && r != -ECANCELED) {
+        p->dropped++;
+        int64_t now = monotonic_ms();
+        if (now - p->dropped_logged_ms >= 1000) {
+            dropped = p->dropped;
+            p->dropped = 0;
+            p->dropped_logged_ms = now;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (dropped > 0) {
         DFC_LOG(DFC_LOG_WARN, "placement.dropped",
-                "task_id=%s error=\"%s\", ignoring (the repair loop retries it)", task_id,
+                "task_id=%s jobs=%llu error=\"%s\", ignoring (the repair loop retries them)",
+                task_id, (unsigned long long)dropped,
                 r == -EAGAIN ? "queue full" : dfc_strerror(r));
     }
 }
@@ -381,25 +414,10 @@ static int cmp_str(const void *a, const void *b) {
 /* Whether task_id needs a job now: Succeeded, short of persistent copies. */
 static int needs_copies(struct sched_placement *p, const char *task_id, struct dfc_error *err) {
     struct sched_task task = {0};
-    int64_t dl = sched_redis_deadline(SCHED_PLACEMENT_REDIS_TIMEOUT_MS);
-    int r = sched_task_load(p->store, dl, task_id, &task, err);
-    if (r == -ENOENT) {
-        return 0;
-    }
-    if (r < 0) {
-        return r;
-    }
-    uint64_t all = 0, persistent = 0;
-    if (task.state == SCHED_TASK_SUCCEEDED) {
-        r = sched_task_replica_counts(p->store, dl, task_id, &all, &persistent, err);
-        if (r == 0) {
-            r = persistent < task.persistent_replica_count ? 1 : 0;
-        }
-    } else {
-        r = 0;
-    }
+    uint64_t persistent = 0, need = 0;
+    int r = sched_task_need(p, task_id, &task, &persistent, &need, err);
     sched_task_done(&task);
-    return r;
+    return r < 0 ? r : need > 0;
 }
 
 int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err) {

@@ -80,6 +80,8 @@ struct sched_placement {
     pthread_cond_t done;    /* a job finished, or stopping */
     struct sched_job *head; /* queue */
     size_t queued;
+    uint64_t dropped;                      /* jobs refused since the last placement.dropped line */
+    int64_t dropped_logged_ms;             /* CLOCK_MONOTONIC of that line */
     char **in_flight;                      /* n_workers slots, NULL when free */
     struct sched_dfdaemon_cancel *cancels; /* per slot: cuts a pull short at shutdown */
     bool stopping;
@@ -99,6 +101,13 @@ struct sched_placement {
  * release. */
 enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
                                      unsigned slot);
+/* The persistent copies task_id lacks (*need; 0 when it is gone, not Succeeded or has
+ * enough), with the task loaded into *task (the caller's to release) and its persistent count;
+ * < 0 on a Redis error. */
+int sched_task_need(struct sched_placement *p, const char *task_id, struct sched_task *task,
+                    uint64_t *persistent, uint64_t *need, struct dfc_error *err);
+/* Waits until no job is queued or running (for tests: the state after every job ended). */
+void sched_placement_wait_idle(struct sched_placement *p);
 /* Whether the engine is stopping (takes p->mu). */
 bool sched_placement_stopping(struct sched_placement *p);
 /* The deadline of a pull of task (see SCHED_PLACEMENT_PULL_BYTES_PER_S). */

@@ -237,10 +237,48 @@ static long pull_copies(struct sched_placement *p, const struct sched_job *job, 
     return ret < 0 ? ret : (long)placed;
 }
 
+int sched_task_need(struct sched_placement *p, const char *task_id, struct sched_task *task,
+                    uint64_t *persistent, uint64_t *need, struct dfc_error *err) {
+    *need = 0;
+    *persistent = 0;
+    int r = sched_task_load(p->store, redis_deadline(), task_id, task, err);
+    if (r == -ENOENT) {
+        return 0; /* expired or deleted: nothing to keep */
+    }
+    if (r < 0) {
+        return r;
+    }
+    if (task->state != SCHED_TASK_SUCCEEDED) {
+        return 0; /* only finished uploads are replicated */
+    }
+    uint64_t all = 0;
+    r = sched_task_replica_counts(p->store, redis_deadline(), task_id, &all, persistent, err);
+    if (r < 0) {
+        return r;
+    }
+    if (*persistent < task->persistent_replica_count) {
+        *need = task->persistent_replica_count - *persistent;
+    }
+    return 0;
+}
+
 enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
                                      unsigned slot) {
     struct dfc_error err = {0};
-    int r = sched_lease_acquire(p, job->task_id, call_lease_ms(p->timeout_ms), &err);
+    struct sched_task task = {0};
+    uint64_t persistent = 0, need = 0;
+    /* Most jobs (one per finished upload) find enough copies: check before taking a lease. */
+    int r = sched_task_need(p, job->task_id, &task, &persistent, &need, &err);
+    sched_task_done(&task);
+    if (r < 0) {
+        DFC_LOG(DFC_LOG_WARN, "placement.failed", "task_id=%s error=\"%s\"", job->task_id,
+                dfc_error_msg(&err));
+        return SCHED_JOB_ERROR;
+    }
+    if (need == 0) {
+        return SCHED_JOB_DONE;
+    }
+    r = sched_lease_acquire(p, job->task_id, call_lease_ms(p->timeout_ms), &err);
     if (r < 0) {
         DFC_LOG(DFC_LOG_WARN, "placement.failed", "task_id=%s error=\"%s\"", job->task_id,
                 dfc_error_msg(&err));
@@ -252,28 +290,16 @@ enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sch
     }
 
     enum sched_job_outcome out = SCHED_JOB_DONE;
-    struct sched_task task = {0};
     struct sched_peer *peers = NULL;
     size_t n_peers = 0;
-    uint64_t all = 0, persistent = 0;
-    r = sched_task_load(p->store, redis_deadline(), job->task_id, &task, &err);
-    if (r == -ENOENT) {
-        goto release; /* expired or deleted: nothing to keep */
-    }
+    /* Again under the lease: another scheduler may have placed copies meanwhile. */
+    r = sched_task_need(p, job->task_id, &task, &persistent, &need, &err);
     if (r < 0) {
         goto failed;
     }
-    if (task.state != SCHED_TASK_SUCCEEDED) {
-        goto release; /* only finished uploads are replicated */
-    }
-    r = sched_task_replica_counts(p->store, redis_deadline(), task.id, &all, &persistent, &err);
-    if (r < 0) {
-        goto failed;
-    }
-    if (persistent >= task.persistent_replica_count) {
+    if (need == 0) {
         goto release;
     }
-    uint64_t need = task.persistent_replica_count - persistent;
     r = sched_peer_load_by_task(p->store, redis_deadline(), task.id, &peers, &n_peers, &err);
     if (r < 0) {
         goto failed;

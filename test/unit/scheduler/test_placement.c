@@ -171,6 +171,7 @@ static struct env {
     struct fake_dfdaemon *fake[MAX_FAKES];
     char fake_host[MAX_FAKES][64];
     size_t n_fakes;
+    struct sched_placement *engines[4]; /* freed by the teardown when a test failed early */
 } E;
 
 static int env_setup(void **state) {
@@ -193,6 +194,9 @@ static int env_setup(void **state) {
 }
 
 static int env_teardown(void **state) {
+    for (size_t i = 0; i < 4; i++) {
+        sched_placement_free(E.engines[i]); /* before the stores it borrows */
+    }
     for (size_t i = 0; i < E.n_fakes; i++) {
         fake_dfdaemon_stop(E.fake[i]);
     }
@@ -312,6 +316,26 @@ static uint64_t persistent_count(const char *task_id) {
     return persistent;
 }
 
+static void keep_engine(struct sched_placement *p) {
+    for (size_t i = 0; i < 4; i++) {
+        if (E.engines[i] == NULL) {
+            E.engines[i] = p;
+            return;
+        }
+    }
+    fail_msg("too many engines in one test");
+}
+
+/* Frees p now (a test's own end); the teardown no longer does. */
+static void engine_free(struct sched_placement *p) {
+    for (size_t i = 0; i < 4; i++) {
+        if (E.engines[i] == p) {
+            E.engines[i] = NULL;
+        }
+    }
+    sched_placement_free(p);
+}
+
 static struct sched_placement *engine(int store, unsigned concurrency, int64_t timeout_ms) {
     struct sched_placement_opts o = {.advertise_ip = ADVERTISE_IP,
                                      .repair_concurrency = concurrency,
@@ -321,6 +345,7 @@ static struct sched_placement *engine(int store, unsigned concurrency, int64_t t
     if (sched_placement_new(E.store[store], &o, &p, &err) < 0) {
         fail_msg("placement: %s", err.msg);
     }
+    keep_engine(p);
     return p;
 }
 
@@ -453,7 +478,7 @@ static void test_dfdaemon_calls_carry_fields(void **state) {
     assert_string_equal(c.task_id, T1);
     assert_string_equal(c.remote_ip, ADVERTISE_IP);
     sched_host_done(&h);
-    sched_placement_free(p);
+    engine_free(p);
 }
 
 static void test_dfdaemon_unreachable_and_hung(void **state) {
@@ -471,7 +496,7 @@ static void test_dfdaemon_unreachable_and_hung(void **state) {
     struct sched_host h = {0};
     assert_int_equal(sched_host_load(E.store[0], dl(), "up", &h, &err), 0);
     int r = sched_placement_delete_copy(patient, &h, T1, &err);
-    sched_placement_free(patient);
+    engine_free(patient);
     assert_true(r < 0);
     assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_UNAVAILABLE);
     assert_non_null(strstr(err.msg, "127.0.0.1:1"));
@@ -488,7 +513,7 @@ static void test_dfdaemon_unreachable_and_hung(void **state) {
     assert_int_equal(repair(p), 1);
     assert_int_equal(downloads(hang), 1);
     assert_int_equal(persistent_count(T1), 1);
-    sched_placement_free(p);
+    engine_free(p);
 }
 
 static void test_replicate_promotes_cached_first(void **state) {
@@ -504,7 +529,8 @@ static void test_replicate_promotes_cached_first(void **state) {
     const char *block[] = {"up"};
     sched_placement_replicate(p, T1, block, 1);
     wait_count(T1, 3);
-    sched_placement_free(p); /* waits for the job */
+    sched_placement_wait_idle(p); /* every job ended: no call is cut short */
+    engine_free(p);
 
     /* need 2: the cached copy on b was promoted, one copy pulled; nothing asked of up. */
     assert_int_equal(updates(b), 1);
@@ -541,7 +567,8 @@ static void test_pulls_go_only_to_eligible_hosts(void **state) {
     const char *block[] = {"up", "blocked"};
     sched_placement_replicate(p, T1, block, 2);
     wait_count(T1, 2);
-    sched_placement_free(p);
+    sched_placement_wait_idle(p); /* every job ended: no call is cut short */
+    engine_free(p);
 
     /* need 2, but only "ok" (disk.free == content_length) may take a copy. */
     assert_int_equal(downloads(ok), 1);
@@ -568,7 +595,8 @@ static void test_fix_blocklist_compares_host_ids(void **state) {
     const char *block[] = {"b"}; /* e.g. DeletePersistentCachePeer from host b */
     sched_placement_replicate(p, T1, block, 1);
     wait_count(T1, 2);
-    sched_placement_free(p);
+    sched_placement_wait_idle(p); /* every job ended: no call is cut short */
+    engine_free(p);
 
     assert_int_equal(updates(b), 0);
     assert_int_equal(downloads(c), 1);
@@ -604,7 +632,7 @@ static void test_repair_restores_count_after_host_delete(void **state) {
     assert_int_equal(fake_dfdaemon_count(b, NULL), 0);
     assert_int_equal(repair(p), 0);
     assert_int_equal(downloads(c), 1);
-    sched_placement_free(p);
+    engine_free(p);
 }
 
 struct racer {
@@ -665,8 +693,8 @@ static void test_two_engines_never_double_place(void **state) {
      * nothing. */
     assert_true(both_started > 0);
     pthread_barrier_destroy(&start);
-    sched_placement_free(p0);
-    sched_placement_free(p1);
+    engine_free(p0);
+    engine_free(p1);
 }
 
 static void test_backoff_stops_unplaceable_task(void **state) {
@@ -696,7 +724,7 @@ static void test_backoff_stops_unplaceable_task(void **state) {
     assert_int_equal(persistent_count(T2), 1);
     assert_int_equal(repair(p), 0); /* T1 is done, T2 backs off 16 passes now */
     assert_int_equal(downloads(b), 4);
-    sched_placement_free(p);
+    engine_free(p);
 }
 
 static void test_host_gc_removes_host_peers_and_repairs(void **state) {
@@ -741,9 +769,18 @@ static void test_host_gc_removes_host_peers_and_repairs(void **state) {
 
     /* The task was queued for repair: c gets the lost copy. */
     wait_count(T1, 2);
-    sched_placement_free(p);
+    sched_placement_wait_idle(p); /* every job ended: no call is cut short */
+    engine_free(p);
     assert_int_equal(downloads(c), 1);
     assert_int_equal(fake_dfdaemon_count(stale, NULL), 0);
+}
+
+static bool loops_done(void *c) {
+    struct sched_host h = {0};
+    struct dfc_error err = {0};
+    int r = sched_host_load(E.store[0], dl(), "stale", &h, &err);
+    sched_host_done(&h);
+    return r == -ENOENT && downloads(c) > 0 && persistent_count(T1) == 2;
 }
 
 /* The loops on their own (sched_placement_start): short intervals, a generous wait. */
@@ -764,15 +801,47 @@ static void test_loops_run_by_themselves(void **state) {
     struct sched_placement *p = NULL;
     struct dfc_error err = {0};
     assert_int_equal(sched_placement_new(E.store[0], &o, &p, &err), 0);
+    keep_engine(p);
     assert_int_equal(sched_placement_start(p, &err), 0);
-    /* GC drops "stale" and its copy, a job (or the repair loop) brings "c" in: 3 wanted,
-     * "up" and "c" are the only hosts left, so 2 it stays. */
-    assert_true(test_wait_for(has_download, c, 30000));
-    wait_count(T1, 2);
-    struct sched_host h = {0};
-    assert_int_equal(sched_host_load(E.store[0], dl(), "stale", &h, &err), -ENOENT);
-    sched_placement_free(p);
+    /* GC drops "stale" and its copy; repair (before or after) brings "c" in. 3 wanted, but
+     * "up" and "c" are the only hosts left, so the end state is 2 copies and no "stale". */
+    assert_true(test_wait_for(loops_done, c, 30000));
+    engine_free(p);
     assert_int_equal(downloads(c), 1);
+    assert_int_equal(persistent_count(T1), 2);
+}
+
+/* Jobs queued for one task while the only worker is busy merge into one job whose block list
+ * is the union; sched_placement_replicate never waits for the worker. */
+static void test_queued_jobs_merge_block_lists(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    put_host("up", &roomy);
+    struct fake_dfdaemon *slow = add_host("slow", &(struct host_spec){.disk_free = 2000});
+    fake_dfdaemon_set_delay_ms(slow, 1000);
+    put_task(T2, 2, 1000);
+    put_peer("p-up2", T2, "up", true, SCHED_PEER_SUCCEEDED);
+    struct sched_placement *p = engine(0, 1, 0);
+    const char *block_up[] = {"up"};
+    sched_placement_replicate(p, T2, block_up, 1);
+    assert_true(test_wait_for(has_download, slow, 30000)); /* the one worker is in that call */
+
+    struct fake_dfdaemon *b = add_host("b", &roomy);
+    struct fake_dfdaemon *c = add_host("c", &roomy);
+    struct fake_dfdaemon *d = add_host("d", &roomy);
+    put_task(T1, 3, 5000); /* need 2; too big for "slow" */
+    put_peer("p-up1", T1, "up", true, SCHED_PEER_SUCCEEDED);
+    /* Two jobs would pull onto c and d; the merged one may use d only. */
+    const char *block_b[] = {"up", "b"}, *block_c[] = {"c"};
+    sched_placement_replicate(p, T1, block_b, 2);
+    sched_placement_replicate(p, T1, block_c, 1);
+    wait_count(T1, 2);
+    wait_count(T2, 2);
+    sched_placement_wait_idle(p); /* every job ended: no call is cut short */
+    engine_free(p);
+    assert_int_equal(downloads(b), 0);
+    assert_int_equal(downloads(c), 0);
+    assert_int_equal(downloads(d), 1);
+    assert_int_equal(downloads(slow), 1);
     assert_int_equal(persistent_count(T1), 2);
 }
 
@@ -800,7 +869,7 @@ static void test_free_cuts_a_hung_pull_short(void **state) {
     const char *block[] = {"up"};
     sched_placement_replicate(p, T1, block, 1); /* returns at once: the job runs on a worker */
     assert_true(test_wait_for(has_download, hang, 30000));
-    sched_placement_free(p); /* returns once the pull is cancelled */
+    engine_free(p); /* returns once the pull is cancelled */
     assert_int_equal(persistent_count(T1), 1);
 }
 
@@ -846,8 +915,8 @@ static void test_lease_key_and_owner(void **state) {
     /* Free again: the other engine takes it. */
     assert_int_equal(sched_lease_acquire(p1, T1, 60000, &err), 1);
     assert_int_equal(sched_lease_release(p1, T1, &err), 1);
-    sched_placement_free(p0);
-    sched_placement_free(p1);
+    engine_free(p0);
+    engine_free(p1);
 }
 
 int main(void) {
@@ -876,6 +945,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_host_gc_removes_host_peers_and_repairs, env_setup,
                                         env_teardown),
         cmocka_unit_test_setup_teardown(test_loops_run_by_themselves, env_setup, env_teardown),
+        cmocka_unit_test_setup_teardown(test_queued_jobs_merge_block_lists, env_setup,
+                                        env_teardown),
         cmocka_unit_test_setup_teardown(test_concurrency_is_bounded, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_free_cuts_a_hung_pull_short, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_lease_key_and_owner, env_setup, env_teardown),
