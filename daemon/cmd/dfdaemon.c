@@ -16,6 +16,14 @@
 #define DFC_VERSION "0.0.0"
 #endif
 
+/* Frees the keys that --set copied; returns rc, so early exits free them too. */
+static int free_owned(char **owned, int n_owned, int rc) {
+    for (int i = 0; i < n_owned; i++) {
+        free(owned[i]);
+    }
+    return rc;
+}
+
 static void usage(FILE *out) {
     fprintf(out, "Usage: dfdaemon [options]\n"
                  "\n"
@@ -68,7 +76,7 @@ int main(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, "c:l:Vh", longopts, NULL)) != -1) {
         if (n_sets >= MAX_SETS) {
             fprintf(stderr, "dfdaemon: too many settings\n");
-            return 2;
+            return free_owned(owned, n_owned, 2);
         }
         switch (opt) {
         case 'c':
@@ -90,9 +98,13 @@ int main(int argc, char **argv) {
             char *eq = strchr(optarg, '=');
             if (eq == NULL) {
                 fprintf(stderr, "dfdaemon: --set wants KEY=VALUE, got `%s`\n", optarg);
-                return 2;
+                return free_owned(owned, n_owned, 2);
             }
             char *key = strndup(optarg, (size_t)(eq - optarg));
+            if (key == NULL) {
+                fprintf(stderr, "dfdaemon: out of memory\n");
+                return free_owned(owned, n_owned, 1);
+            }
             owned[n_owned++] = key;
             keys[n_sets] = key;
             values[n_sets++] = eq + 1;
@@ -106,18 +118,18 @@ int main(int argc, char **argv) {
             break;
         case 'V':
             printf("dfdaemon %s\n", DFC_VERSION);
-            return 0;
+            return free_owned(owned, n_owned, 0);
         case 'h':
             usage(stdout);
-            return 0;
+            return free_owned(owned, n_owned, 0);
         default:
             usage(stderr);
-            return 2;
+            return free_owned(owned, n_owned, 2);
         }
     }
     if (optind < argc) {
         fprintf(stderr, "dfdaemon: unexpected argument `%s`\n", argv[optind]);
-        return 2;
+        return free_owned(owned, n_owned, 2);
     }
 
     struct dfd_config cfg = {0};
@@ -132,9 +144,7 @@ int main(int argc, char **argv) {
     if (r == 0) {
         r = dfd_config_finish(&cfg, &err);
     }
-    for (int i = 0; i < n_owned; i++) {
-        free(owned[i]);
-    }
+    free_owned(owned, n_owned, 0);
     if (r < 0) {
         fprintf(stderr, "dfdaemon: %s\n", dfc_error_msg(&err));
         dfd_config_free(&cfg);

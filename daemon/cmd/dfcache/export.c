@@ -268,11 +268,11 @@ int dfcache_export(int argc, char **argv) {
     }
     struct dfc_error err;
     char abs[PATH_MAX], tmp[PATH_MAX + 64];
-    if ((r = resolve_output(&o, abs, sizeof(abs), &err)) < 0) {
+    if (resolve_output(&o, abs, sizeof(abs), &err) < 0) {
         return dfcache_fail("export", &err);
     }
     struct dfc_rpc_client *c;
-    if ((r = dfcache_connect(o.c.endpoint, &c, &err)) < 0) {
+    if (dfcache_connect(o.c.endpoint, &c, &err) < 0) {
         return dfcache_fail("export", &err);
     }
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =

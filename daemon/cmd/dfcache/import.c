@@ -159,8 +159,8 @@ static int parse(int argc, char **argv, struct import_opts *o) {
     if (dfc_parse_duration(timeout, &o->timeout_ns) < 0 || o->timeout_ns <= 0) {
         return dfcache_usage_error(cmd, "--timeout must be a positive duration, got `%s`", timeout);
     }
-    if (strcmp(o->transfer, "auto") && strcmp(o->transfer, "path") &&
-        strcmp(o->transfer, "stream")) {
+    if (strcmp(o->transfer, "auto") != 0 && strcmp(o->transfer, "path") != 0 &&
+        strcmp(o->transfer, "stream") != 0) {
         return dfcache_usage_error(cmd, "--transfer must be auto, path or stream, got `%s`",
                                    o->transfer);
     }
@@ -306,7 +306,7 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
         r = dfc_rpc_stream_finish(s, err);
     }
     dfcache_progress_done(&prog);
-    if (r == 0) {
+    if (r == 0 && resp != NULL) {
         print_done((Common__V2__PersistentCacheTask *)resp);
     }
     dfc_rpc_msg_free(resp);
@@ -344,7 +344,7 @@ int dfcache_import(int argc, char **argv) {
                 o.path);
     }
     struct dfc_rpc_client *c;
-    if ((r = dfcache_connect(o.c.endpoint, &c, &err)) < 0) {
+    if (dfcache_connect(o.c.endpoint, &c, &err) < 0) {
         return dfcache_fail("import", &err);
     }
     r = -ENOENT;

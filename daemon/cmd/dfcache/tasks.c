@@ -57,7 +57,9 @@ static void format_time(int64_t seconds, char *buf, size_t size) {
     time_t t = (time_t)seconds;
     struct tm tm;
     gmtime_r(&t, &tm);
-    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 && size > 0) {
+        buf[0] = '\0'; /* too small: the contents would be undefined */
+    }
 }
 
 int dfcache_stat(int argc, char **argv) {
