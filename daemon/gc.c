@@ -4,13 +4,12 @@
 #include "gc.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/statvfs.h>
-#include <time.h>
 
 #include "dfc/log.h"
+#include "dfc/thread.h"
 
 /* Capacity and usage in bytes, as the policy measures them. */
 static int disk_usage(struct dfd_storage *s, const struct dfd_gc_policy *p, uint64_t *ret_total,
@@ -81,30 +80,12 @@ struct dfd_gc {
     struct dfd_storage *s;
     struct dfd_gc_policy policy;
     struct dfc_clock clock;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop;
+    struct dfc_thread thread;
 };
 
 static void *gc_main(void *arg) {
     struct dfd_gc *g = arg;
-    pthread_mutex_lock(&g->mu);
-    while (!g->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += g->policy.interval_ns / 1000000000;
-        until.tv_nsec += g->policy.interval_ns % 1000000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-        while (!g->stop && pthread_cond_timedwait(&g->cv, &g->mu, &until) != ETIMEDOUT) {
-        }
-        if (g->stop) {
-            break;
-        }
-        pthread_mutex_unlock(&g->mu);
+    while (dfc_thread_sleep(&g->thread, g->policy.interval_ns)) {
         struct dfd_gc_report rep;
         struct dfc_error err;
         int r = dfd_gc_run_once(g->s, &g->policy, dfc_clock_now(&g->clock), &rep, &err);
@@ -115,9 +96,7 @@ static void *gc_main(void *arg) {
                     rep.expired, rep.evicted, (unsigned long long)rep.evicted_bytes,
                     rep.usage_percent);
         }
-        pthread_mutex_lock(&g->mu);
     }
-    pthread_mutex_unlock(&g->mu);
     return NULL;
 }
 
@@ -133,15 +112,7 @@ int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
     g->s = s;
     g->policy = *p;
     g->clock = *clock;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_mutex_init(&g->mu, NULL);
-    if (pthread_create(&g->thread, NULL, gc_main, g) != 0) {
-        pthread_cond_destroy(&g->cv);
-        pthread_mutex_destroy(&g->mu);
+    if (dfc_thread_start(&g->thread, gc_main, g) < 0) {
         free(g);
         return dfc_error_set(err, -EAGAIN, "cannot start the gc thread");
     }
@@ -153,12 +124,6 @@ void dfd_gc_stop(struct dfd_gc *g) {
     if (g == NULL) {
         return;
     }
-    pthread_mutex_lock(&g->mu);
-    g->stop = true;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    pthread_join(g->thread, NULL);
-    pthread_cond_destroy(&g->cv);
-    pthread_mutex_destroy(&g->mu);
+    dfc_thread_stop(&g->thread);
     free(g);
 }

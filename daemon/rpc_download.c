@@ -17,8 +17,10 @@
 
 #include "caller.h"
 #include "dfc/cleanup.h"
+#include "dfc/dragonfly.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
+#include "dfc/pbtime.h"
 #include "dfc/rpc_bulk.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
@@ -66,11 +68,13 @@ static bool call_cancelled(void *call) {
 
 /* ---- UploadPersistentCacheTask: import by path ---- */
 
-/* With the x-dfc-file-identity metadata, the file the daemon opened must be the client's. */
+/* With the DFC_FILE_IDENTITY_MD metadata ("<st_dev>:<st_ino>"), the file the daemon opened must
+ * be the client's: a different file at that path is FAILED_PRECONDITION, which is how dfcache
+ * learns that it runs in another mount namespace (a pod) and streams instead. */
 static int check_identity(struct dfc_rpc_call *call, int fd, const char *path,
                           struct dfc_error *err) {
     char want[64];
-    if (dfc_rpc_call_metadata(call, DFD_FILE_IDENTITY_MD, want, sizeof(want)) < 0) {
+    if (dfc_rpc_call_metadata(call, DFC_FILE_IDENTITY_MD, want, sizeof(want)) < 0) {
         return 0;
     }
     struct stat st;
@@ -174,8 +178,7 @@ static int send_pieces(struct exporter *x, int fd, bool with_content, const stru
         return r;
     }
     Google__Protobuf__Timestamp created = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
-    created.seconds = t->finished_at_ns / 1000000000;
-    created.nanos = (int32_t)(t->finished_at_ns % 1000000000);
+    dfc_pb_timestamp_from_ns(t->finished_at_ns, &created);
     for (size_t i = 0; i < n && r == 0; i++) {
         if (dfc_rpc_call_cancelled(x->call)) {
             r = dfc_error_set(err, -ECANCELED, "the export was cancelled");
@@ -208,9 +211,7 @@ static int send_pieces(struct exporter *x, int fd, bool with_content, const stru
             piece.content.len = pm->length;
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        int64_t ns = (t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
-        cost.seconds = ns / 1000000000;
-        cost.nanos = (int32_t)(ns % 1000000000);
+        dfc_pb_duration_from_ns(dfc_timespec_to_ns(&t1) - dfc_timespec_to_ns(&t0), &cost);
         if (r == 0) {
             Dfdaemon__V2__DownloadPieceFinishedResponse fin =
                 DFDAEMON__V2__DOWNLOAD_PIECE_FINISHED_RESPONSE__INIT;

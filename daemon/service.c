@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dfc/id.h"
+#include "dfc/pbtime.h"
 #include "dfc/rpc_server.h"
 #include "dfc/import.pb-c.h"
 #include "dragonfly/common.pb-c.h"
@@ -87,12 +88,12 @@ int dfd__import_params(const struct dfd_service *svc, const char *content_for_id
     return 0;
 }
 
+/* A Timestamp / Duration in the call's arena. */
 static Google__Protobuf__Timestamp *timestamp(struct dfc_rpc_call *call, int64_t ns) {
     Google__Protobuf__Timestamp *t = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
         call, &google__protobuf__timestamp__descriptor);
     if (t != NULL) {
-        t->seconds = ns / 1000000000;
-        t->nanos = (int32_t)(ns % 1000000000);
+        dfc_pb_timestamp_from_ns(ns, t);
     }
     return t;
 }
@@ -101,8 +102,7 @@ static Google__Protobuf__Duration *duration(struct dfc_rpc_call *call, int64_t n
     Google__Protobuf__Duration *d = (Google__Protobuf__Duration *)dfc_rpc_call_new_msg(
         call, &google__protobuf__duration__descriptor);
     if (d != NULL) {
-        d->seconds = ns / 1000000000;
-        d->nanos = (int32_t)(ns % 1000000000);
+        dfc_pb_duration_from_ns(ns, d);
     }
     return d;
 }

@@ -22,11 +22,6 @@ struct dfd_service {
     char host_id[320];
 };
 
-/* Metadata key a client may send with a path import: "<st_dev>:<st_ino>" of the file it
- * means. The daemon refuses (FAILED_PRECONDITION) when it sees a different file at that path,
- * which is how dfcache detects that it runs in another mount namespace (a pod). */
-#define DFD_FILE_IDENTITY_MD "x-dfc-file-identity"
-
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
                      const struct dfd_config *cfg, const struct dfc_clock *clock,
                      struct dfc_error *err);

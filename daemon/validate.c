@@ -8,6 +8,8 @@
 #include <limits.h>
 #include <string.h>
 
+#include "dfc/dragonfly.h"
+#include "dfc/pbtime.h"
 #include "dfc/units.h"
 #include "storage/piece.h"
 
@@ -32,33 +34,37 @@ int dfd_validate_path(const char *field, const char *path, struct dfc_error *err
 }
 
 int dfd_validate_replica_count(uint64_t n, struct dfc_error *err) {
-    if (n < 1 || n > DFD_REPLICA_MAX) {
+    if (n < DFC_REPLICA_COUNT_MIN || n > DFC_REPLICA_COUNT_MAX) {
         return dfc_error_set(err, -EINVAL,
-                             "persistent_replica_count must be between 1 and %d, got %llu",
-                             DFD_REPLICA_MAX, (unsigned long long)n);
+                             "persistent_replica_count must be between %d and %d, got %llu",
+                             DFC_REPLICA_COUNT_MIN, DFC_REPLICA_COUNT_MAX, (unsigned long long)n);
     }
     return 0;
 }
 
 int dfd_validate_piece_length(uint64_t n, struct dfc_error *err) {
-    if (n < DFD_MIN_PIECE_LENGTH || n > DFD_MAX_PIECE_LENGTH) {
+    if (n < DFC_PIECE_LENGTH_MIN || n > DFC_PIECE_LENGTH_MAX) {
         return dfc_error_set(err, -EINVAL,
                              "piece_length must be between %llu (4MiB) and %llu (64MiB) bytes, "
                              "got %llu",
-                             (unsigned long long)DFD_MIN_PIECE_LENGTH,
-                             (unsigned long long)DFD_MAX_PIECE_LENGTH, (unsigned long long)n);
+                             (unsigned long long)DFC_PIECE_LENGTH_MIN,
+                             (unsigned long long)DFC_PIECE_LENGTH_MAX, (unsigned long long)n);
     }
     return 0;
 }
 
 int dfd_validate_ttl(int64_t seconds, int32_t nanos, int64_t *ret_ns, struct dfc_error *err) {
-    if (seconds < 0 || nanos < 0 || nanos >= 1000000000 || seconds > DFD_TTL_MAX_NS / 1000000000) {
+    Google__Protobuf__Duration d = GOOGLE__PROTOBUF__DURATION__INIT;
+    d.seconds = seconds;
+    d.nanos = nanos;
+    int64_t ns;
+    /* Not a normalised Duration, negative or past int64 ns: named as given. */
+    if (dfc_pb_duration_to_ns(&d, &ns) < 0 || ns < 0) {
         return dfc_error_set(err, -EINVAL,
                              "ttl must be between 5m and 168h, got seconds=%lld nanos=%d",
                              (long long)seconds, (int)nanos);
     }
-    int64_t ns = seconds * 1000000000 + nanos;
-    if (ns < DFD_TTL_MIN_NS || ns > DFD_TTL_MAX_NS) {
+    if (ns < DFC_TTL_MIN_NS || ns > DFC_TTL_MAX_NS) {
         char b[32];
         dfc_format_duration(ns, b, sizeof(b));
         return dfc_error_set(err, -EINVAL, "ttl must be between 5m and 168h, got %s", b);

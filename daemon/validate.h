@@ -11,9 +11,8 @@
 
 #include "dfc/error.h"
 
-#define DFD_TTL_MIN_NS         ((int64_t)300 * 1000000000) /* 5 minutes, as dfcache and the scheduler */
-#define DFD_TTL_MAX_NS         ((int64_t)7 * 86400 * 1000000000) /* 7 days */
-#define DFD_REPLICA_MAX        5
+/* The upstream limits (ttl, piece length, replica count) are in dfc/dragonfly.h; these two
+ * are our own. */
 #define DFD_LABEL_MAX          1024 /* tag, application */
 #define DFD_CONTENT_FOR_ID_MAX 4096 /* content_for_calculating_task_id */
 
@@ -21,7 +20,8 @@
 int dfd_validate_path(const char *field, const char *path, struct dfc_error *err);
 int dfd_validate_replica_count(uint64_t n, struct dfc_error *err);
 int dfd_validate_piece_length(uint64_t n, struct dfc_error *err);
-/* seconds/nanos of a google.protobuf.Duration; writes the total to *ret_ns. */
+/* seconds/nanos of a google.protobuf.Duration, within DFC_TTL_MIN_NS..DFC_TTL_MAX_NS; writes
+ * the total to *ret_ns. */
 int dfd_validate_ttl(int64_t seconds, int32_t nanos, int64_t *ret_ns, struct dfc_error *err);
 int dfd_validate_label(const char *field, const char *s, size_t max, struct dfc_error *err);
 int dfd_validate_task_id(const char *id, struct dfc_error *err);

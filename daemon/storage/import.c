@@ -25,6 +25,7 @@
 
 #include "dfc/cleanup.h"
 #include "dfc/id.h"
+#include "dfc/thread.h"
 #include "storage.h"
 #include "storage_internal.h"
 
@@ -32,12 +33,10 @@
 
 /* The helper thread: CRC and spool write of the chunk the caller is SHA-ing. */
 struct helper {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct dfc_thread thread; /* its mu guards the fields below */
     const void *buf;
     size_t len;
-    bool busy, stop;
+    bool busy;
     int result;
     struct dfd_import *imp;
 };
@@ -67,22 +66,22 @@ static int crc_and_write(struct dfd_import *imp, const void *buf, size_t len) {
 
 static void *helper_main(void *arg) {
     struct helper *h = arg;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->thread.mu);
     for (;;) {
-        while (!h->busy && !h->stop) {
-            pthread_cond_wait(&h->cv, &h->mu);
+        while (!h->busy && !h->thread.stop) {
+            dfc_thread_wait_locked(&h->thread, NULL);
         }
-        if (h->stop) {
+        if (h->thread.stop) {
             break;
         }
-        pthread_mutex_unlock(&h->mu);
+        pthread_mutex_unlock(&h->thread.mu);
         int r = crc_and_write(h->imp, h->buf, h->len);
-        pthread_mutex_lock(&h->mu);
+        pthread_mutex_lock(&h->thread.mu);
         h->result = r;
         h->busy = false;
-        pthread_cond_broadcast(&h->cv);
+        dfc_thread_wake_locked(&h->thread);
     }
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->thread.mu);
     return NULL;
 }
 
@@ -91,13 +90,7 @@ static void helper_stop(struct dfd_import *imp) {
     if (h == NULL) {
         return;
     }
-    pthread_mutex_lock(&h->mu);
-    h->stop = true;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    pthread_join(h->thread, NULL);
-    pthread_mutex_destroy(&h->mu);
-    pthread_cond_destroy(&h->cv);
+    dfc_thread_stop(&h->thread);
     free(h);
     imp->helper = NULL;
 }
@@ -116,11 +109,7 @@ static int feed_post(struct dfd_import *imp, const void *buf, size_t len) {
             return -ENOMEM;
         }
         h->imp = imp;
-        pthread_mutex_init(&h->mu, NULL);
-        pthread_cond_init(&h->cv, NULL);
-        if (pthread_create(&h->thread, NULL, helper_main, h) != 0) {
-            pthread_mutex_destroy(&h->mu);
-            pthread_cond_destroy(&h->cv);
+        if (dfc_thread_start(&h->thread, helper_main, h) < 0) {
             free(h);
             dfd_digester_update_sha(&imp->dg, buf, len); /* no thread: do both here */
             return crc_and_write(imp, buf, len);
@@ -128,12 +117,12 @@ static int feed_post(struct dfd_import *imp, const void *buf, size_t len) {
         imp->helper = h;
     }
     struct helper *h = imp->helper;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->thread.mu);
     h->buf = buf;
     h->len = len;
     h->busy = true;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
+    dfc_thread_wake_locked(&h->thread);
+    pthread_mutex_unlock(&h->thread.mu);
 
     dfd_digester_update_sha(&imp->dg, buf, len);
     return 0;
@@ -145,13 +134,13 @@ static int feed_wait(struct dfd_import *imp) {
     if (h == NULL) {
         return 0;
     }
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->thread.mu);
     while (h->busy) {
-        pthread_cond_wait(&h->cv, &h->mu);
+        dfc_thread_wait_locked(&h->thread, NULL);
     }
     int r = h->result;
     h->result = 0;
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->thread.mu);
     return r;
 }
 

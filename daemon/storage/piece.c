@@ -13,13 +13,13 @@
 uint64_t dfd_piece_length_auto(uint64_t content_length) {
     uint64_t want = content_length / DFD_MAX_PIECE_COUNT;
     uint64_t pl = 1;
-    while (pl < want && pl < DFD_MAX_PIECE_LENGTH) {
+    while (pl < want && pl < DFC_PIECE_LENGTH_MAX) {
         pl <<= 1;
     }
-    if (pl < DFD_MIN_PIECE_LENGTH) {
-        return DFD_MIN_PIECE_LENGTH;
+    if (pl < DFC_PIECE_LENGTH_MIN) {
+        return DFC_PIECE_LENGTH_MIN;
     }
-    return pl > DFD_MAX_PIECE_LENGTH ? DFD_MAX_PIECE_LENGTH : pl;
+    return pl > DFC_PIECE_LENGTH_MAX ? DFC_PIECE_LENGTH_MAX : pl;
 }
 
 uint32_t dfd_piece_count(uint64_t content_length, uint64_t piece_length) {
@@ -43,7 +43,7 @@ bool dfd_task_id_valid(const char *id) {
 int dfd_digester_init(struct dfd_digester *d, const struct dfd_digest_params *p) {
     memset(d, 0, sizeof(*d));
     d->p = *p;
-    d->unit = p->piece_length ? p->piece_length : p->unit ? p->unit : DFD_MIN_PIECE_LENGTH;
+    d->unit = p->piece_length ? p->piece_length : p->unit ? p->unit : DFC_PIECE_LENGTH_MIN;
     if (p->hash_content) {
         return dfc_sha256_init(&d->sha);
     }

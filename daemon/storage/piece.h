@@ -1,6 +1,7 @@
 /*
  * piece.h - persistent-cache piece geometry, piece digests and the task id, exactly as
- * Dragonfly's dfdaemon (the Rust client) computes them.
+ * Dragonfly's dfdaemon (the Rust client) computes them (docs/dragonfly-compat.md, sections
+ * "Persistent-cache task id" and "Piece geometry and digests").
  *
  * Pure functions plus one incremental digester that a single read pass feeds: it computes the
  * SHA-256 task id and every piece's CRC-32 at once, even when the piece length is only known
@@ -16,11 +17,10 @@
 #include <stdint.h>
 
 #include "dfc/digest.h"
+#include "dfc/dragonfly.h" /* DFC_PIECE_LENGTH_MIN, DFC_PIECE_LENGTH_MAX */
 
-#define DFD_MIN_PIECE_LENGTH ((uint64_t)4 << 20)
-#define DFD_MAX_PIECE_LENGTH ((uint64_t)64 << 20)
-#define DFD_MAX_PIECE_COUNT  500
-#define DFD_TASK_ID_LEN      DFC_SHA256_HEX_LEN
+#define DFD_MAX_PIECE_COUNT 500 /* the automatic length aims at this many pieces */
+#define DFD_TASK_ID_LEN     DFC_SHA256_HEX_LEN
 
 /* next_power_of_two(content_length / 500) clamped to [4 MiB, 64 MiB]. */
 uint64_t dfd_piece_length_auto(uint64_t content_length);

@@ -5,13 +5,13 @@
 
 #include <time.h>
 
-#include "dfc/units.h"
+#include "dfc/pbtime.h"
 
 static int64_t real_now(void *userdata) {
     (void)userdata;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * DFC_NS_PER_SEC + ts.tv_nsec;
+    return dfc_timespec_to_ns(&ts);
 }
 
 const struct dfc_clock dfc_clock_real = {real_now, NULL};

@@ -7,7 +7,8 @@
  * once (on different threads): initial metadata is received in a batch of its own, apart from
  * RECV_MESSAGE (with both in one batch, neither completed after a cancel on 1.51), and
  * RECV_STATUS_ON_CLIENT is posted when the call opens so a server abort is always seen.
- * Every posted tag is plucked before the queue is destroyed.
+ * Every posted tag is plucked before the queue is destroyed. (The gRPC core pitfalls behind
+ * this: docs/dragonfly-compat.md, "gRPC core".)
  */
 #include "dfc/rpc_client.h"
 

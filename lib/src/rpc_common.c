@@ -23,6 +23,7 @@
 
 static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
 
+/* Why these thresholds: docs/dragonfly-compat.md, "gRPC core". */
 static void tune_malloc(void) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);

@@ -60,6 +60,8 @@
 #include <grpc/support/time.h>
 
 #include "dfc/log.h"
+#include "dfc/pbtime.h"
+#include "dfc/thread.h"
 #include "dfc/units.h"
 #include "rpc_internal.h"
 #include "rpc_server_internal.h"
@@ -124,6 +126,14 @@ static bool waiter_start(struct waiter *w, grpc_call *call, const grpc_op *ops, 
     return true;
 }
 
+/* ms as ns, saturating: a huge timeout stays huge. */
+static int64_t ms_to_ns(int64_t ms) {
+    if (ms > INT64_MAX / DFC_NS_PER_MS) {
+        return INT64_MAX;
+    }
+    return ms < INT64_MIN / DFC_NS_PER_MS ? INT64_MIN : ms * DFC_NS_PER_MS;
+}
+
 static bool waiter_wait(struct waiter *w) {
     pthread_mutex_lock(&w->mu);
     while (w->pending) {
@@ -140,14 +150,7 @@ static int waiter_wait_for(struct waiter *w, int64_t timeout_ms) {
     if (timeout_ms < 0) {
         return waiter_wait(w) ? 1 : 0;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)(timeout_ms / 1000);
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    struct timespec until = dfc_deadline_after(ms_to_ns(timeout_ms)); /* w->cv is monotonic */
     pthread_mutex_lock(&w->mu);
     while (w->pending) {
         if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) {
@@ -1134,14 +1137,9 @@ void dfc_rpc_server_shutdown(struct dfc_rpc_server *s, int64_t grace_ms) {
     atomic_store(&s->shutting_down, true);
     grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
 
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += grace_ms / 1000;
-    until.tv_nsec += (grace_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now); /* s->cv uses the default clock */
+    struct timespec until = dfc_timespec_add_ns(now, ms_to_ns(grace_ms));
     pthread_mutex_lock(&s->mu);
     while (!s->shutdown_done) {
         if (pthread_cond_timedwait(&s->cv, &s->mu, &until) != 0) {

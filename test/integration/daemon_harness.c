@@ -18,7 +18,67 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dfc/import.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
 #include "test_support.h"
+
+struct harness_methods hm;
+
+static const struct dfc_rpc_client_row harness_rows[] = {
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "UploadPersistentCacheTask", &hm.upload),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "DownloadPersistentCacheTask",
+                          &hm.download),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatPersistentCacheTask", &hm.stat),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatLocalPersistentCacheTask",
+                          &hm.stat_local),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "ListLocalPersistentCacheTasks",
+                          &hm.list_local),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "DeleteHost", &hm.delete_host),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "UpdatePersistentCacheTask", &hm.update),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "StatPersistentCacheTask", &hm.up_stat),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "DeletePersistentCacheTask",
+                          &hm.delete_task),
+    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_import, "ImportPersistentCacheTask",
+                          &hm.import),
+};
+
+int harness_resolve_methods(const struct dfc_rpc_client_row *extra, size_t n_extra) {
+    struct dfc_error err;
+    if (dfc_rpc_client_resolve(harness_rows, DFC_RPC_N(harness_rows), &err) < 0 ||
+        (n_extra > 0 && dfc_rpc_client_resolve(extra, n_extra, &err) < 0)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int harness_client_new(const char *socket_path, const struct dfc_rpc_client_opts *opts,
+                       struct dfc_rpc_client **ret, struct dfc_error *err) {
+    char target[PATH_MAX + 8];
+    snprintf(target, sizeof(target), "unix:%s", socket_path);
+    return dfc_rpc_client_new(target, opts, ret, err);
+}
+
+void harness_open(struct harness *h, struct dfc_rpc_client **ret_client) {
+    harness_start(h, "gc:\n  interval: 1h\n");
+    *ret_client = harness_client(h);
+}
+
+int harness_close(struct harness *h, struct dfc_rpc_client *c) {
+    int code = harness_destroy(h);
+    dfc_rpc_client_free(c);
+    return code;
+}
+
+struct dfc_rpc_client *harness_client(struct harness *h) {
+    struct dfc_rpc_client *c;
+    struct dfc_error err;
+    if (harness_client_new(h->socket, NULL, &c, &err) < 0) {
+        fprintf(stderr, "harness: client of %s: %s\n", h->socket, err.msg);
+        abort();
+    }
+    return c;
+}
 
 static void die(const char *what) {
     fprintf(stderr, "harness: %s: %m\n", what);

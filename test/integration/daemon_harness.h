@@ -1,7 +1,8 @@
 /*
  * daemon_harness.h - runs a real dfdaemon process on a temp dir and socket for integration
  * tests, and runs dfcache as a child process. Paths of the binaries come from the build
- * (DFDAEMON_BIN, DFCACHE_BIN).
+ * (DFDAEMON_BIN, DFCACHE_BIN). Also the dfdaemon client methods every integration test
+ * shares, and clients of the daemon's socket.
  */
 #ifndef DFC_TEST_DAEMON_HARNESS_H
 #define DFC_TEST_DAEMON_HARNESS_H
@@ -9,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "dfc/rpc_client.h"
 
 struct harness {
     char dir[256];    /* the test's temp dir (0755) */
@@ -45,6 +48,37 @@ int harness_destroy(struct harness *h);
  * code. run_as_uid >= 0 runs it as that uid/gid (root only). */
 int harness_dfcache(struct harness *h, int run_as_uid, char *out, size_t out_size, char *errbuf,
                     size_t err_size, const char *const *argv);
+
+/* The dfdaemon methods the integration tests call, one table for all of them. Resolved by
+ * harness_resolve_methods() at the start of main(), before any test runs. */
+struct harness_methods {
+    /* dfdaemon.v2.DfdaemonDownload */
+    struct dfc_rpc_client_method upload, download, stat, stat_local, list_local, delete_host;
+    /* dfdaemon.v2.DfdaemonUpload */
+    struct dfc_rpc_client_method update, up_stat, delete_task;
+    /* dfc.dfdaemon.v1.DfdaemonImport */
+    struct dfc_rpc_client_method import;
+};
+extern struct harness_methods hm;
+
+/* Resolves hm and the test's own rows (extra, n_extra; NULL, 0: none). On an unknown method
+ * prints the error and returns -1, so main() exits before running a test. */
+int harness_resolve_methods(const struct dfc_rpc_client_row *extra, size_t n_extra);
+
+/* A client of the Unix socket at socket_path ("unix:" is added), opts as dfc_rpc_client_new. */
+int harness_client_new(const char *socket_path, const struct dfc_rpc_client_opts *opts,
+                       struct dfc_rpc_client **ret, struct dfc_error *err);
+
+/* A client of h's socket with default options; aborts when none can be made. */
+struct dfc_rpc_client *harness_client(struct harness *h);
+
+/* The fixture most tests use: harness_start() with GC every hour (so it never runs by itself
+ * during a test) and a client of the socket in *ret_client. */
+void harness_open(struct harness *h, struct dfc_rpc_client **ret_client);
+
+/* Undoes harness_open(): harness_destroy() first (a failed test may have left streams open on
+ * c), then frees c. Returns harness_destroy()'s code: 0 after a clean shutdown without leaks. */
+int harness_close(struct harness *h, struct dfc_rpc_client *c);
 
 /* Writes len bytes of a deterministic pattern (seed) to path. */
 void harness_write_file(const char *path, size_t len, unsigned seed);

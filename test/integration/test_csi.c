@@ -33,8 +33,7 @@ static bool is_root;
 /* The methods the tests call, resolved in main() before any test runs. */
 static struct dfc_rpc_client_method controller_get_capabilities_m, create_volume_m, delete_volume_m,
     validate_volume_capabilities_m, get_plugin_capabilities_m, get_plugin_info_m, probe_m,
-    node_get_capabilities_m, node_get_info_m, node_publish_volume_m, node_unpublish_volume_m,
-    list_local_m;
+    node_get_capabilities_m, node_get_info_m, node_publish_volume_m, node_unpublish_volume_m;
 static const struct dfc_rpc_client_row client_methods[] = {
     DFC_RPC_CLIENT_METHOD(csi__v1__controller, "ControllerGetCapabilities",
                           &controller_get_capabilities_m),
@@ -49,8 +48,6 @@ static const struct dfc_rpc_client_row client_methods[] = {
     DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeGetInfo", &node_get_info_m),
     DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodePublishVolume", &node_publish_volume_m),
     DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeUnpublishVolume", &node_unpublish_volume_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "ListLocalPersistentCacheTasks",
-                          &list_local_m),
 };
 
 struct fx {
@@ -294,7 +291,7 @@ static int dfdaemon_through(const char *target) {
     Dfdaemon__V2__ListLocalPersistentCacheTasksRequest req =
         DFDAEMON__V2__LIST_LOCAL_PERSISTENT_CACHE_TASKS_REQUEST__INIT;
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary(c, &list_local_m, &req.base, 5000, &resp, &err);
+    int r = dfc_rpc_unary(c, &hm.list_local, &req.base, 5000, &resp, &err);
     dfc_rpc_msg_free(resp);
     dfc_rpc_client_free(c);
     return r;
@@ -900,9 +897,7 @@ int main(void) {
         T(test_one_log_line_per_rpc),
         cmocka_unit_test(test_plugin_command_line),
     };
-    struct dfc_error methods_err;
-    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &methods_err) < 0) {
-        fprintf(stderr, "%s\n", methods_err.msg);
+    if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
         return 1;
     }
     return cmocka_run_group_tests(tests, NULL, NULL);

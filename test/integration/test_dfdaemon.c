@@ -31,24 +31,6 @@
 
 #define MiB ((size_t)1 << 20)
 
-/* The methods the tests call, resolved in main() before any test runs. */
-static struct dfc_rpc_client_method upload_m, download_m, stat_m, stat_local_m, delete_host_m,
-    update_m, up_stat_m, delete_m, import_m;
-static const struct dfc_rpc_client_row client_methods[] = {
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "UploadPersistentCacheTask", &upload_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "DownloadPersistentCacheTask",
-                          &download_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatPersistentCacheTask", &stat_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatLocalPersistentCacheTask",
-                          &stat_local_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "DeleteHost", &delete_host_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "UpdatePersistentCacheTask", &update_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "StatPersistentCacheTask", &up_stat_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "DeletePersistentCacheTask", &delete_m),
-    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_import, "ImportPersistentCacheTask",
-                          &import_m),
-};
-
 struct fx {
     struct harness h;
     struct dfc_rpc_client *c;
@@ -57,19 +39,14 @@ struct fx {
 
 static int setup(void **state) {
     struct fx *f = calloc(1, sizeof(*f));
-    harness_start(&f->h, "gc:\n  interval: 1h\n");
-    char target[400];
-    snprintf(target, sizeof(target), "unix:%s", f->h.socket);
-    struct dfc_error err;
-    assert_int_equal(dfc_rpc_client_new(target, NULL, &f->c, &err), 0);
+    harness_open(&f->h, &f->c);
     *state = f;
     return 0;
 }
 
 static int teardown(void **state) {
     struct fx *f = *state;
-    dfc_rpc_client_free(f->c);
-    int code = harness_destroy(&f->h);
+    int code = harness_close(&f->h, f->c);
     free(f);
     assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
     return 0;
@@ -269,7 +246,7 @@ static void test_cli_usage_errors(void **state) {
 static int upload(struct fx *f, Dfdaemon__V2__UploadPersistentCacheTaskRequest *req,
                   struct dfc_error *err) {
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary(f->c, &upload_m, &req->base, 10000, &resp, err);
+    int r = dfc_rpc_unary(f->c, &hm.upload, &req->base, 10000, &resp, err);
     dfc_rpc_msg_free(resp);
     return r < 0 ? dfc_error_to_grpc(r) : 0;
 }
@@ -383,7 +360,7 @@ static void test_upload_validation(void **state) {
         harness_write_file(file, 11, 15);
         r.ttl = NULL;
         ProtobufCMessage *resp = NULL;
-        assert_int_equal(dfc_rpc_unary(f->c, &upload_m, &r.base, 10000, &resp, &err), 0);
+        assert_int_equal(dfc_rpc_unary(f->c, &hm.upload, &r.base, 10000, &resp, &err), 0);
         Common__V2__PersistentCacheTask *t = (void *)resp;
         assert_true(t->ttl->seconds == 86400);
         assert_int_equal(t->current_persistent_replica_count, 1);
@@ -396,13 +373,13 @@ static void test_upload_validation(void **state) {
 static int download(struct fx *f, Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req,
                     int *ret_messages, struct dfc_error *err) {
     struct dfc_rpc_stream *s;
-    int r = dfc_rpc_stream_open(f->c, &download_m, 10000, &s, err);
+    int r = dfc_rpc_stream_open(f->c, &hm.download, 10000, &s, err);
     if (r == 0 && (r = dfc_rpc_stream_send(s, &req->base, err)) == 0) {
         r = dfc_rpc_stream_close_send(s, err);
     }
     int n = 0;
     ProtobufCMessage *m;
-    while (r == 0 && (r = dfc_rpc_stream_recv(s, download_m.resp, &m, err)) > 0) {
+    while (r == 0 && (r = dfc_rpc_stream_recv(s, hm.download.resp, &m, err)) > 0) {
         dfc_rpc_msg_free(m);
         n++;
         r = 0;
@@ -528,10 +505,10 @@ static void test_download_validation(void **state) {
         DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     ProtobufCMessage *m = NULL;
     s.task_id = "nope";
-    assert_int_equal(dfc_error_to_grpc(dfc_rpc_unary(f->c, &stat_m, &s.base, 5000, &m, &err)), 3);
+    assert_int_equal(dfc_error_to_grpc(dfc_rpc_unary(f->c, &hm.stat, &s.base, 5000, &m, &err)), 3);
     /* A method of a known service that the daemon does not serve. */
     assert_int_equal(
-        dfc_error_to_grpc(dfc_rpc_unary(f->c, &delete_host_m, &s.base, 5000, &m, &err)), 12);
+        dfc_error_to_grpc(dfc_rpc_unary(f->c, &hm.delete_host, &s.base, 5000, &m, &err)), 12);
 }
 
 static int unary(struct fx *f, const struct dfc_rpc_client_method *method,
@@ -555,36 +532,36 @@ static void test_upload_service_and_local_stat_validation(void **state) {
     Dfdaemon__V2__StatLocalPersistentCacheTaskRequest sl =
         DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     sl.task_id = "bad";
-    assert_int_equal(unary(f, &stat_local_m, &sl.base, &err), 3);
+    assert_int_equal(unary(f, &hm.stat_local, &sl.base, &err), 3);
     sl.task_id = (char *)unknown;
-    assert_int_equal(unary(f, &stat_local_m, &sl.base, &err), 5);
+    assert_int_equal(unary(f, &hm.stat_local, &sl.base, &err), 5);
     sl.task_id = id;
-    assert_int_equal(unary(f, &stat_local_m, &sl.base, &err), 0);
+    assert_int_equal(unary(f, &hm.stat_local, &sl.base, &err), 0);
 
     Dfdaemon__V2__UpdatePersistentCacheTaskRequest up =
         DFDAEMON__V2__UPDATE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     up.task_id = "";
     up.persistent = 1;
-    assert_int_equal(unary(f, &update_m, &up.base, &err), 3);
+    assert_int_equal(unary(f, &hm.update, &up.base, &err), 3);
     up.task_id = (char *)unknown;
-    assert_int_equal(unary(f, &update_m, &up.base, &err), 5);
+    assert_int_equal(unary(f, &hm.update, &up.base, &err), 5);
     up.task_id = id;
-    assert_int_equal(unary(f, &update_m, &up.base, &err), 0);
+    assert_int_equal(unary(f, &hm.update, &up.base, &err), 0);
 
     Dfdaemon__V2__StatPersistentCacheTaskRequest st =
         DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     st.task_id = id;
-    assert_int_equal(unary(f, &up_stat_m, &st.base, &err), 0);
+    assert_int_equal(unary(f, &hm.up_stat, &st.base, &err), 0);
 
     Dfdaemon__V2__DeletePersistentCacheTaskRequest del =
         DFDAEMON__V2__DELETE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     del.task_id = "../../etc";
-    assert_int_equal(unary(f, &delete_m, &del.base, &err), 3);
+    assert_int_equal(unary(f, &hm.delete_task, &del.base, &err), 3);
     del.task_id = (char *)unknown; /* deleting what is not there is fine, as upstream */
-    assert_int_equal(unary(f, &delete_m, &del.base, &err), 0);
+    assert_int_equal(unary(f, &hm.delete_task, &del.base, &err), 0);
     del.task_id = id;
-    assert_int_equal(unary(f, &delete_m, &del.base, &err), 0);
-    assert_int_equal(unary(f, &up_stat_m, &st.base, &err), 5);
+    assert_int_equal(unary(f, &hm.delete_task, &del.base, &err), 0);
+    assert_int_equal(unary(f, &hm.up_stat, &st.base, &err), 5);
 }
 
 static void test_dfdaemon_command_line(void **state) {
@@ -635,13 +612,13 @@ static void test_dfdaemon_command_line(void **state) {
 
 static int stream_messages(struct fx *f, const void **msgs, size_t n, struct dfc_error *err) {
     struct dfc_rpc_stream *s;
-    int r = dfc_rpc_stream_open(f->c, &import_m, 10000, &s, err);
+    int r = dfc_rpc_stream_open(f->c, &hm.import, 10000, &s, err);
     for (size_t i = 0; i < n && r == 0; i++) {
         r = dfc_rpc_stream_send(s, (const ProtobufCMessage *)msgs[i], err);
     }
     ProtobufCMessage *m = NULL;
     if (r == 0 && (r = dfc_rpc_stream_close_send(s, err)) == 0) {
-        r = dfc_rpc_stream_recv(s, import_m.resp, &m, err);
+        r = dfc_rpc_stream_recv(s, hm.import.resp, &m, err);
     }
     dfc_rpc_msg_free(m);
     dfc_rpc_stream_free(s);
@@ -861,7 +838,7 @@ static void test_corrupt_store_refuses_then_discards(void **state) {
 static struct dfc_rpc_stream *partial_import(struct fx *f, size_t announced, size_t sent) {
     struct dfc_error err;
     struct dfc_rpc_stream *s;
-    assert_int_equal(dfc_rpc_stream_open(f->c, &import_m, 60000, &s, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->c, &hm.import, 60000, &s, &err), 0);
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
     ttl.seconds = 3600;
     Dfc__Dfdaemon__V1__ImportStart start = DFC__DFDAEMON__V1__IMPORT_START__INIT;
@@ -1372,12 +1349,12 @@ static int caller_export(struct dfc_rpc_client *c, const char *id, const char *o
         r.digest = (char *)digest;
     }
     struct dfc_rpc_stream *st;
-    int rc = dfc_rpc_stream_open(c, &download_m, 30000, &st, err);
+    int rc = dfc_rpc_stream_open(c, &hm.download, 30000, &st, err);
     if (rc == 0 && (rc = dfc_rpc_stream_send(st, &r.base, err)) == 0) {
         rc = dfc_rpc_stream_close_send(st, err);
     }
     ProtobufCMessage *m;
-    while (rc == 0 && (rc = dfc_rpc_stream_recv(st, download_m.resp, &m, err)) > 0) {
+    while (rc == 0 && (rc = dfc_rpc_stream_recv(st, hm.download.resp, &m, err)) > 0) {
         dfc_rpc_msg_free(m);
         rc = 0;
     }
@@ -1394,11 +1371,9 @@ static int caller_main(int argc, char **argv) {
         perror("caller: drop to uid");
         return 2;
     }
-    char target[400];
-    snprintf(target, sizeof(target), "unix:%s", argv[3]);
     struct dfc_rpc_client *c;
     struct dfc_error err = {0};
-    if (dfc_rpc_client_new(target, NULL, &c, &err) < 0) {
+    if (harness_client_new(argv[3], NULL, &c, &err) < 0) {
         return 2;
     }
     const char *op = argv[4];
@@ -1413,7 +1388,7 @@ static int caller_main(int argc, char **argv) {
         r.persistent_replica_count = 1;
         r.ttl = &ttl;
         ProtobufCMessage *resp = NULL;
-        int rc = dfc_rpc_unary(c, &upload_m, &r.base, 30000, &resp, &err);
+        int rc = dfc_rpc_unary(c, &hm.upload, &r.base, 30000, &resp, &err);
         dfc_rpc_msg_free(resp);
         code = rc < 0 ? dfc_error_to_grpc(rc) : 0;
         printf("%d\t%s\n", code, rc < 0 ? err.msg : "");
@@ -1444,9 +1419,7 @@ static int caller_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    struct dfc_error methods_err;
-    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &methods_err) < 0) {
-        fprintf(stderr, "%s\n", methods_err.msg);
+    if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
     }
     if (argc > 1 && strcmp(argv[1], "--caller") == 0) {

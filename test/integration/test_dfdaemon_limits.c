@@ -30,15 +30,6 @@
 
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest ImportRequest;
 
-/* The methods the tests call, resolved in main() before any test runs. */
-static struct dfc_rpc_client_method upload_m, stat_m, import_m;
-static const struct dfc_rpc_client_row client_methods[] = {
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "UploadPersistentCacheTask", &upload_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "StatPersistentCacheTask", &stat_m),
-    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_import, "ImportPersistentCacheTask",
-                          &import_m),
-};
-
 struct fx {
     struct harness h;
     struct dfc_rpc_client *c;
@@ -64,10 +55,7 @@ static struct fx *start(const char *server_yaml) {
         fclose(cf);
         harness_restart(&f->h);
     }
-    char target[400];
-    snprintf(target, sizeof(target), "unix:%s", f->h.socket);
-    struct dfc_error err;
-    assert_int_equal(dfc_rpc_client_new(target, NULL, &f->c, &err), 0);
+    f->c = harness_client(&f->h);
     return f;
 }
 
@@ -79,8 +67,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     struct fx *f = *state;
-    int code = harness_destroy(&f->h); /* first: a failed test may have left streams open */
-    dfc_rpc_client_free(f->c);
+    int code = harness_close(&f->h, f->c);
     free(f);
     assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
     return 0;
@@ -92,25 +79,16 @@ static int stat_code(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_er
         DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     s.task_id = "0000000000000000000000000000000000000000000000000000000000000000";
     ProtobufCMessage *m = NULL;
-    int r = dfc_rpc_unary(c, &stat_m, &s.base, timeout_ms, &m, err);
+    int r = dfc_rpc_unary(c, &hm.stat, &s.base, timeout_ms, &m, err);
     dfc_rpc_msg_free(m);
     return r < 0 ? dfc_error_to_grpc(r) : 0;
-}
-
-static struct dfc_rpc_client *new_client(struct fx *f) {
-    char target[400];
-    snprintf(target, sizeof(target), "unix:%s", f->h.socket);
-    struct dfc_rpc_client *c;
-    struct dfc_error err;
-    assert_int_equal(dfc_rpc_client_new(target, NULL, &c, &err), 0);
-    return c;
 }
 
 /* Opens an import and sends its start; the stream is left open. */
 static struct dfc_rpc_stream *import_start(struct dfc_rpc_client *c, int64_t timeout_ms) {
     struct dfc_error err;
     struct dfc_rpc_stream *s;
-    assert_int_equal(dfc_rpc_stream_open(c, &import_m, timeout_ms, &s, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(c, &hm.import, timeout_ms, &s, &err), 0);
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
     ttl.seconds = 3600;
     Dfc__Dfdaemon__V1__ImportStart st = DFC__DFDAEMON__V1__IMPORT_START__INIT;
@@ -192,7 +170,7 @@ static void test_busy_streams_do_not_starve_unary_calls(void **state) {
     bool held = test_wait_for(spools_at_least, &w, 10000);
     usleep(300000);
     /* Another client's Stat is served, not queued behind the streams. */
-    struct dfc_rpc_client *other = new_client(f);
+    struct dfc_rpc_client *other = harness_client(&f->h);
     struct dfc_error err;
     int codes[3];
     for (int i = 0; i < 3; i++) {
@@ -229,7 +207,7 @@ static void test_quiet_import_is_ended_and_its_spool_removed(void **state) {
     assert_true(test_wait_for(spools_at_least, &w, 5000));
     /* Then nothing: the daemon ends the call long before the client's 30 s deadline. */
     ProtobufCMessage *m = NULL;
-    int r = dfc_rpc_stream_recv(s, import_m.resp, &m, &err);
+    int r = dfc_rpc_stream_recv(s, hm.import.resp, &m, &err);
     assert_int_equal(dfc_error_to_grpc(r), 4); /* DEADLINE_EXCEEDED */
     if (strstr(err.msg, "download.server.idleTimeout") == NULL) {
         fprintf(stderr, "status message: %s\n", err.msg);
@@ -308,24 +286,11 @@ struct flood {
     int fds[N_FLOOD];
 };
 
-static bool closed_by_peer(int fd) {
-    char buf[4096];
-    for (;;) {
-        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n == 0) {
-            return true;
-        }
-        if (n < 0 && errno != EINTR) {
-            return errno != EAGAIN;
-        }
-    }
-}
-
 static bool flood_refused(void *arg) {
     struct flood *fl = arg;
     int closed = 0;
     for (int i = 0; i < N_FLOOD; i++) {
-        closed += closed_by_peer(fl->fds[i]);
+        closed += test_closed_by_peer(fl->fds[i]);
     }
     return closed >= N_FLOOD - CAP;
 }
@@ -341,12 +306,9 @@ static void test_connection_flood_is_capped(void **state) {
     assert_int_equal(stat_code(f->c, 5000, &err), 5); /* the client's connection is open */
     size_t base = daemon_fds(f);
     struct flood fl;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    assert_true(strlen(f->h.socket) < sizeof(sa.sun_path));
-    memcpy(sa.sun_path, f->h.socket, strlen(f->h.socket) + 1);
     for (int i = 0; i < N_FLOOD; i++) {
-        fl.fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_int_equal(connect(fl.fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+        fl.fds[i] = test_connect_unix(f->h.socket);
+        assert_true(fl.fds[i] >= 0);
     }
     /* All but 15 are closed as they are accepted (the old daemon kept every one). */
     bool refused = test_wait_for(flood_refused, &fl, 10000);
@@ -362,7 +324,7 @@ static void test_connection_flood_is_capped(void **state) {
     for (int i = 0; i < N_FLOOD; i++) {
         close(fl.fds[i]);
     }
-    struct dfc_rpc_client *other = new_client(f);
+    struct dfc_rpc_client *other = harness_client(&f->h);
     assert_true(test_wait_for(stat_served, other, 10000));
     dfc_rpc_client_free(other);
 }
@@ -396,7 +358,7 @@ static void test_nul_in_a_path_is_invalid_argument(void **state) {
     req.base.n_unknown_fields = 1;
     req.base.unknown_fields = &raw;
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary(f->c, &upload_m, &req.base, 10000, &resp, &err);
+    int r = dfc_rpc_unary(f->c, &hm.upload, &req.base, 10000, &resp, &err);
     dfc_rpc_msg_free(resp);
     if (r == 0) {
         fprintf(stderr, "the upload succeeded: the path was cut at its NUL\n");
@@ -461,9 +423,7 @@ int main(void) {
         T(test_nul_in_a_path_is_invalid_argument, NULL),
         cmocka_unit_test(test_limit_keys_are_validated),
     };
-    struct dfc_error methods_err;
-    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &methods_err) < 0) {
-        fprintf(stderr, "%s\n", methods_err.msg);
+    if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
     }
     return cmocka_run_group_tests(tests, NULL, NULL);

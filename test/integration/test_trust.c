@@ -34,15 +34,6 @@
 
 #define NOBODY 65534
 
-/* The methods the tests call, resolved in main() before any test runs. */
-static struct dfc_rpc_client_method upload_m, download_m, update_m;
-static const struct dfc_rpc_client_row client_methods[] = {
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "UploadPersistentCacheTask", &upload_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_download, "DownloadPersistentCacheTask",
-                          &download_m),
-    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "UpdatePersistentCacheTask", &update_m),
-};
-
 struct fx {
     struct harness h;
     struct dfc_rpc_client *c;
@@ -52,11 +43,7 @@ struct fx {
 
 static int setup(void **state) {
     struct fx *f = calloc(1, sizeof(*f));
-    harness_start(&f->h, "gc:\n  interval: 1h\n");
-    char target[400];
-    snprintf(target, sizeof(target), "unix:%s", f->h.socket);
-    struct dfc_error err;
-    assert_int_equal(dfc_rpc_client_new(target, NULL, &f->c, &err), 0);
+    harness_open(&f->h, &f->c);
     snprintf(f->mine, sizeof(f->mine), "%s/nobody", f->h.dir);
     assert_int_equal(mkdir(f->mine, 0755), 0);
     if (geteuid() == 0) {
@@ -68,8 +55,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     struct fx *f = *state;
-    dfc_rpc_client_free(f->c);
-    int code = harness_destroy(&f->h);
+    int code = harness_close(&f->h, f->c);
     free(f);
     assert_int_equal(code, 0);
     return 0;
@@ -145,15 +131,13 @@ static size_t tmp_entries(struct fx *f) {
  * euid 65534. Its own max_recv_msg keeps gRPC from sharing root's connection with it. */
 static int as_nobody(struct fx *f, const struct dfc_rpc_client_method *method,
                      const ProtobufCMessage *req, bool stream, struct dfc_error *err) {
-    char target[400];
-    snprintf(target, sizeof(target), "unix:%s", f->h.socket);
     struct dfc_rpc_client_opts o = {.max_recv_msg = ((size_t)16 << 20) + 1};
     if (setegid(NOBODY) < 0 || seteuid(NOBODY) < 0) {
         fprintf(stderr, "seteuid: %m\n");
         abort();
     }
     struct dfc_rpc_client *c = NULL;
-    int r = dfc_rpc_client_new(target, &o, &c, err);
+    int r = harness_client_new(f->h.socket, &o, &c, err);
     if (r == 0 && !stream) {
         ProtobufCMessage *m = NULL;
         r = dfc_rpc_unary(c, method, req, 5000, &m, err);
@@ -232,7 +216,7 @@ static void test_many_imports_of_a_file_rewritten_in_place_stay_intact(void **st
         r.ttl = &ttl;
         ProtobufCMessage *m = NULL;
         struct dfc_error err;
-        assert_int_equal(dfc_rpc_unary(f->c, &upload_m, &r.base, 10000, &m, &err), 0);
+        assert_int_equal(dfc_rpc_unary(f->c, &hm.upload, &r.base, 10000, &m, &err), 0);
         snprintf(ids[i], sizeof(ids[i]), "%s", ((Common__V2__PersistentCacheTask *)m)->id);
         dfc_rpc_msg_free(m);
     }
@@ -392,24 +376,24 @@ static void test_only_the_owner_or_root_may_delete_or_update(void **state) {
         DFDAEMON__V2__UPDATE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     up.task_id = id_root;
     up.persistent = 1;
-    assert_int_equal(as_nobody(f, &update_m, &up.base, false, &err), 7);
+    assert_int_equal(as_nobody(f, &hm.update, &up.base, false, &err), 7);
     assert_non_null(strstr(err.msg, "only its owner or root may update it"));
     assert_null(strstr(err.msg, "it it"));
     up.persistent = 0;
-    assert_int_equal(as_nobody(f, &update_m, &up.base, false, &err), 7);
+    assert_int_equal(as_nobody(f, &hm.update, &up.base, false, &err), 7);
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest dl =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     dl.task_id = id_root;
     dl.persistent = 1;
-    assert_int_equal(as_nobody(f, &download_m, &dl.base, true, &err), 7);
+    assert_int_equal(as_nobody(f, &hm.download, &dl.base, true, &err), 7);
     assert_non_null(strstr(err.msg, "only its owner or root may make it persistent"));
     dl.persistent = 0; /* a plain export stays open to every caller */
-    assert_int_equal(as_nobody(f, &download_m, &dl.base, true, &err), 0);
+    assert_int_equal(as_nobody(f, &hm.download, &dl.base, true, &err), 0);
     assert_int_equal(DFCACHE_AS(f, -1, "stat", id_root), 0);
     /* nobody may update and delete its own (path and streamed imports alike). */
     up.task_id = id_mine;
     up.persistent = 1;
-    assert_int_equal(as_nobody(f, &update_m, &up.base, false, &err), 0);
+    assert_int_equal(as_nobody(f, &hm.update, &up.base, false, &err), 0);
     assert_int_equal(DFCACHE_AS(f, NOBODY, "rm", id_mine), 0);
     assert_int_equal(DFCACHE_AS(f, -1, "stat", id_mine), 1);
     /* Root may delete anyone's. */
@@ -466,9 +450,7 @@ int main(void) {
         T(test_only_the_owner_or_root_may_delete_or_update),
         T(test_stored_content_is_private),
     };
-    struct dfc_error methods_err;
-    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &methods_err) < 0) {
-        fprintf(stderr, "%s\n", methods_err.msg);
+    if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
     }
     return cmocka_run_group_tests(tests, NULL, NULL);

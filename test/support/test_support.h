@@ -1,14 +1,18 @@
 /*
- * test_support.h - small helpers shared by the cmocka tests: temp directories and waiting.
+ * test_support.h - small helpers shared by the cmocka tests: temp directories, waiting, and raw
+ * Unix-socket connections (for connection floods).
  */
 #ifndef DFC_TEST_SUPPORT_H
 #define DFC_TEST_SUPPORT_H
 
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +51,38 @@ static inline bool test_wait_for(bool (*pred)(void *), void *arg, int timeout_ms
         usleep(1000);
     }
     return pred(arg);
+}
+
+/* A raw connection to the Unix socket at path (no gRPC on it); -1 with errno on failure. */
+static inline int test_connect_unix(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* True when the server closed fd (what it sent before, if anything, is read and dropped). */
+static inline bool test_closed_by_peer(int fd) {
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0) {
+            return true;
+        }
+        if (n < 0 && errno != EINTR) {
+            return errno != EAGAIN; /* EAGAIN: open and quiet; ECONNRESET: closed */
+        }
+    }
 }
 
 #endif /* DFC_TEST_SUPPORT_H */

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "dfc/id.h"
+#include "dfc/pbtime.h"
+#include "dfc/thread.h"
 #include "dfc/units.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dfcache.h"
@@ -178,12 +180,9 @@ static int resolve_output(const struct export_opts *o, char *abs, size_t size,
 #define QUEUE_DEPTH 4
 
 struct writer {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct dfc_thread thread; /* its mu guards the fields below; stop = no more pieces */
     ProtobufCMessage *queue[QUEUE_DEPTH]; /* owned until written */
     size_t head, n;
-    bool closed;
     int fd;
     int error; /* the first write error, as a negative errno */
 };
@@ -192,55 +191,49 @@ static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off);
 
 static void *writer_main(void *arg) {
     struct writer *w = arg;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->thread.mu);
     for (;;) {
-        while (w->n == 0 && !w->closed) {
-            pthread_cond_wait(&w->cv, &w->mu);
+        while (w->n == 0 && !w->thread.stop) {
+            dfc_thread_wait_locked(&w->thread, NULL);
         }
         if (w->n == 0) {
-            break;
+            break; /* stopped, and everything queued is written */
         }
         ProtobufCMessage *m = w->queue[w->head];
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_unlock(&w->thread.mu);
         Common__V2__Piece *p = ((Dfdaemon__V2__DownloadPersistentCacheTaskResponse *)m)
                                    ->download_piece_finished_response->piece;
         int r = w->error == 0 ? write_at(w->fd, p->content.data, p->content.len, p->offset) : 0;
         dfc_rpc_msg_free(m);
-        pthread_mutex_lock(&w->mu);
+        pthread_mutex_lock(&w->thread.mu);
         if (r < 0 && w->error == 0) {
             w->error = r;
         }
         w->head = (w->head + 1) % QUEUE_DEPTH;
         w->n--;
-        pthread_cond_broadcast(&w->cv);
+        dfc_thread_wake_locked(&w->thread);
     }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->thread.mu);
     return NULL;
 }
 
 /* Queues m for writing (taking it over); waits while the queue is full. */
 static int writer_push(struct writer *w, ProtobufCMessage *m) {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->thread.mu);
     while (w->n == QUEUE_DEPTH) {
-        pthread_cond_wait(&w->cv, &w->mu);
+        dfc_thread_wait_locked(&w->thread, NULL);
     }
     w->queue[(w->head + w->n) % QUEUE_DEPTH] = m;
     w->n++;
     int r = w->error;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    dfc_thread_wake_locked(&w->thread);
+    pthread_mutex_unlock(&w->thread.mu);
     return r;
 }
 
 /* Writes what is queued, stops the thread, returns the first write error. */
 static int writer_finish(struct writer *w) {
-    pthread_mutex_lock(&w->mu);
-    w->closed = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
+    dfc_thread_stop(&w->thread); /* the thread drains the queue before it returns */
     return w->error;
 }
 
@@ -278,7 +271,7 @@ int dfcache_export(int argc, char **argv) {
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     Google__Protobuf__Duration timeout = GOOGLE__PROTOBUF__DURATION__INIT;
-    timeout.seconds = o.timeout_ns / 1000000000;
+    dfc_pb_duration_from_ns(o.timeout_ns, &timeout);
     req.task_id = (char *)o.id;
     req.persistent = 0; /* as upstream dfcache: a user's export is not a persistent replica */
     req.opt_tag_case = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_TAG_TAG;
@@ -315,14 +308,7 @@ int dfcache_export(int argc, char **argv) {
     struct writer w = {.fd = fd};
     bool writing = false;
     if (fd >= 0) {
-        pthread_mutex_init(&w.mu, NULL);
-        pthread_cond_init(&w.cv, NULL);
-        if (pthread_create(&w.thread, NULL, writer_main, &w) == 0) {
-            writing = true;
-        } else {
-            pthread_mutex_destroy(&w.mu);
-            pthread_cond_destroy(&w.cv);
-        }
+        writing = dfc_thread_start(&w.thread, writer_main, &w) == 0; /* else written inline */
     }
     struct dfc_rpc_stream *s = NULL;
     struct dfcache_progress prog;

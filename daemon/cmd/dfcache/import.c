@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
+#include "dfc/dragonfly.h"
 #include "dfc/import.pb-c.h"
+#include "dfc/pbtime.h"
 #include "dfc/rpc_bulk.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
@@ -182,9 +184,9 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
     Google__Protobuf__Duration timeout = GOOGLE__PROTOBUF__DURATION__INIT;
     req.path = (char *)abs;
     req.persistent_replica_count = o->replicas;
-    ttl.seconds = o->ttl_ns / 1000000000;
+    dfc_pb_duration_from_ns(o->ttl_ns, &ttl);
     req.ttl = &ttl;
-    timeout.seconds = o->timeout_ns / 1000000000;
+    dfc_pb_duration_from_ns(o->timeout_ns, &timeout);
     req.timeout = &timeout;
     if (o->content_for_id) {
         req.opt_content_for_calculating_task_id_case =
@@ -208,7 +210,7 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
     char identity[64];
     snprintf(identity, sizeof(identity), "%" PRIu64 ":%" PRIu64, (uint64_t)st->st_dev,
              (uint64_t)st->st_ino);
-    const struct dfc_rpc_md md[] = {{"x-dfc-file-identity", identity}};
+    const struct dfc_rpc_md md[] = {{DFC_FILE_IDENTITY_MD, identity}};
     ProtobufCMessage *resp = NULL;
     int r = dfc_rpc_unary_md(c, &dfcache_m.upload, &req.base, o->timeout_ns / 1000000, md, 1, &resp,
                              err);
@@ -228,7 +230,7 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
     }
     Dfc__Dfdaemon__V1__ImportStart start = DFC__DFDAEMON__V1__IMPORT_START__INIT;
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
-    ttl.seconds = o->ttl_ns / 1000000000;
+    dfc_pb_duration_from_ns(o->ttl_ns, &ttl);
     start.ttl = &ttl;
     start.persistent_replica_count = o->replicas;
     start.opt_content_length_case =

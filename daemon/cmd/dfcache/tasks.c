@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/pbtime.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
@@ -62,6 +63,15 @@ static void format_time(int64_t seconds, char *buf, size_t size) {
     }
 }
 
+/* "1h", or "0s" when the daemon sent none. */
+static void format_ttl(const Google__Protobuf__Duration *d, char *buf, size_t size) {
+    int64_t ns = 0;
+    if (d != NULL) {
+        (void)dfc_pb_duration_to_ns(d, &ns); /* shown as sent, clamped */
+    }
+    dfc_format_duration(ns, buf, size);
+}
+
 int dfcache_stat(int argc, char **argv) {
     struct dfcache_common c = {0};
     const char *id = NULL;
@@ -85,7 +95,7 @@ int dfcache_stat(int argc, char **argv) {
     }
     Common__V2__PersistentCacheTask *t = (void *)m;
     char ttl[32], created[32], updated[32], cl[32], pl[32];
-    dfc_format_duration(t->ttl ? t->ttl->seconds * 1000000000 : 0, ttl, sizeof(ttl));
+    format_ttl(t->ttl, ttl, sizeof(ttl));
     format_time(t->created_at ? t->created_at->seconds : 0, created, sizeof(created));
     format_time(t->updated_at ? t->updated_at->seconds : 0, updated, sizeof(updated));
     dfc_format_size(t->content_length, cl, sizeof(cl));
@@ -137,7 +147,7 @@ int dfcache_ls(int argc, char **argv) {
         Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *t = l->tasks[i];
         char pl[32], ttl[32], created[32];
         dfc_format_size(t->piece_length, pl, sizeof(pl));
-        dfc_format_duration(t->ttl ? t->ttl->seconds * 1000000000 : 0, ttl, sizeof(ttl));
+        format_ttl(t->ttl, ttl, sizeof(ttl));
         format_time(t->created_at ? t->created_at->seconds : 0, created, sizeof(created));
         printf("%-64s  %14llu  %10s  %-10s  %-8s  %s\n", t->task_id,
                (unsigned long long)t->content_length, pl, t->persistent ? "true" : "false", ttl,

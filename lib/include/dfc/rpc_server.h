@@ -1,8 +1,10 @@
 /*
  * rpc_server.h - a gRPC server whose services are tables of methods with thin handlers.
  *
- * Every gRPC core call of the project lives in rpc_server.c and rpc_client.c: the core C API
- * changes between minor versions, so nothing else includes <grpc/grpc.h>.
+ * Every gRPC core call of the project lives in four files of lib/src: rpc_server.c,
+ * rpc_listen.c, rpc_client.c and rpc_common.c (with their private headers rpc_internal.h and
+ * rpc_server_internal.h). The core C API changes between minor versions, so nothing else
+ * includes <grpc/grpc.h> (docs/dragonfly-compat.md, "gRPC core").
  *
  * A service is a table of struct dfc_rpc_method rows. dfc_rpc_server_add_service() checks each
  * row against the protobuf-c service descriptor (method name, request and response types), so

@@ -23,12 +23,13 @@
 #include <unistd.h>
 
 #include "dfc/digest.h"
+#include "dfc/units.h"
 #include "gc.h"
 #include "storage/storage.h"
 #include "test_support.h"
 
 #define MiB ((uint64_t)1 << 20)
-#define SEC INT64_C(1000000000)
+#define SEC DFC_NS_PER_SEC
 #define T0  (INT64_C(1700000000) * SEC)
 
 struct fx {

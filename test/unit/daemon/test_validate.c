@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "dfc/dragonfly.h"
 #include "validate.h"
 
 static void test_path(void **state) {
@@ -45,7 +46,7 @@ static void test_ttl(void **state) {
     struct dfc_error err;
     int64_t ns = 0;
     assert_int_equal(dfd_validate_ttl(300, 0, &ns, &err), 0);
-    assert_true(ns == DFD_TTL_MIN_NS);
+    assert_true(ns == DFC_TTL_MIN_NS);
     assert_int_equal(dfd_validate_ttl(7 * 86400, 0, &ns, &err), 0);
     assert_int_equal(dfd_validate_ttl(299, 999999999, &ns, &err), -EINVAL);
     assert_string_equal(err.msg, "ttl must be between 5m and 168h, got 4m59s");

@@ -23,16 +23,8 @@
 #include "dfc/rpc_client.h"
 #include "dfc/rpc_server.h"
 #include "test/rpc_test.pb-c.h"
+#include "rpc_test_service.h"
 #include "test_support.h"
-
-/* The methods the tests call, resolved in main() before any test runs. */
-static struct dfc_rpc_client_method echo_m, put_m, get_m, chat_m;
-static const struct dfc_rpc_client_row client_methods[] = {
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Echo", &echo_m),
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Put", &put_m),
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Get", &get_m),
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Chat", &chat_m),
-};
 
 enum put_outcome { PUT_NONE, PUT_COMPLETE, PUT_TRUNCATED, PUT_CANCELLED };
 
@@ -159,29 +151,8 @@ static int get(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req
     return r;
 }
 
-/* Bidi: echoes every message with seq + 1000. */
-static int chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
-                ProtobufCMessage *resp, struct dfc_error *err) {
-    ProtobufCMessage *m;
-    int r;
-    while ((r = dfc_rpc_call_recv(call, &m, err)) > 0) {
-        Dfc__Test__V1__Chunk *c = (Dfc__Test__V1__Chunk *)m;
-        c->seq += 1000;
-        r = dfc_rpc_call_send(call, m, err);
-        dfc_rpc_msg_free(m);
-        if (r < 0) {
-            return r;
-        }
-    }
-    return r;
-}
-
-static const struct dfc_rpc_method methods[] = {
-    DFC_RPC_METHOD("Echo", DFC_RPC_UNARY, dfc__test__v1__chunk, dfc__test__v1__chunk, echo),
-    DFC_RPC_METHOD("Put", DFC_RPC_CLIENT_STREAM, dfc__test__v1__chunk, dfc__test__v1__summary, put),
-    DFC_RPC_METHOD("Get", DFC_RPC_SERVER_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, get),
-    DFC_RPC_METHOD("Chat", DFC_RPC_BIDI_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, chat),
-};
+/* The test service with this file's handlers (Chat is the shared echo). */
+static const struct rpc_test_handlers handlers = {echo, put, get, rpc_test_chat};
 
 /* ---- fixture ---- */
 
@@ -200,9 +171,7 @@ static struct fx *fx_start(size_t max_recv) {
     snprintf(f->addr, sizeof(f->addr), "unix:%s/t.sock", f->dir);
     struct dfc_rpc_server_opts o = {.max_recv_msg = max_recv, .name = "test"};
     assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
-    assert_int_equal(dfc_rpc_server_add_service(f->server, &dfc__test__v1__rpc_test__descriptor,
-                                                methods, DFC_RPC_N(methods), NULL, &err),
-                     0);
+    assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
     assert_int_equal(dfc_rpc_server_listen(f->server, f->addr, &err), 0);
     assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
     assert_int_equal(dfc_rpc_client_new(f->addr, NULL, &f->client, &err), 0);
@@ -230,7 +199,7 @@ static int teardown(void **state) {
 static Dfc__Test__V1__Chunk *echo_call(struct fx *f, Dfc__Test__V1__Chunk *in, int64_t timeout,
                                        int *ret, struct dfc_error *err) {
     ProtobufCMessage *out = NULL;
-    *ret = dfc_rpc_unary(f->client, &echo_m, &in->base, timeout, &out, err);
+    *ret = dfc_rpc_unary(f->client, &rt.echo, &in->base, timeout, &out, err);
     return (Dfc__Test__V1__Chunk *)out;
 }
 
@@ -242,7 +211,7 @@ static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static void capture_log(int level, const char *line, size_t len, void *ud) {
     pthread_mutex_lock(&log_mu);
     char echo_field[DFC_RPC_PATH_MAX + 8];
-    snprintf(echo_field, sizeof(echo_field), "method=%s", echo_m.path);
+    snprintf(echo_field, sizeof(echo_field), "method=%s", rt.echo.path);
     if (strstr(line, echo_field) != NULL) {
         snprintf(last_log, sizeof(last_log), "%.*s", (int)len, line);
     }
@@ -307,7 +276,7 @@ static void test_client_stream(void **state) {
     enum { N = 10, SZ = 1 << 20 };
     uint8_t *buf = malloc(SZ);
     uint32_t crc = 0;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.put, 10000, &st, &err), 0);
     for (int i = 0; i < N; i++) {
         memset(buf, i, SZ);
         crc = dfc_crc32_update(crc, buf, SZ);
@@ -337,7 +306,7 @@ static void test_client_stream_error_status(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.put, 10000, &st, &err), 0);
     Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
     c.total = 100;
     c.data.data = (uint8_t *)"abc";
@@ -358,7 +327,7 @@ static void test_server_stream(void **state) {
     Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
     req.seq = 6;            /* messages */
     req.total = 300 * 1024; /* bytes each */
-    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.get, 10000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m;
@@ -381,7 +350,7 @@ static void test_bidi_stream(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &chat_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.chat, 10000, &st, &err), 0);
     for (uint64_t i = 0; i < 20; i++) {
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         c.seq = i;
@@ -426,7 +395,7 @@ static void test_client_cancels_mid_stream(void **state) {
     struct dfc_error err;
     struct dfc_rpc_stream *st;
     uint8_t buf[4096] = {0};
-    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.put, 10000, &st, &err), 0);
     for (int i = 0; i < 3; i++) {
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         c.total = 1 << 20;
@@ -456,7 +425,7 @@ static void test_client_stops_reading_server_stream(void **state) {
     req.seq = 100000;
     req.total = 64 * 1024;
     req.sleep_ms = 1;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.get, 10000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m;
@@ -478,7 +447,7 @@ static void test_bulk_client_stream(void **state) {
         dfc_rpc_bulk_data(b)[i] = (uint8_t)(i * 13 + 1);
     }
     uint32_t crc = 0;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.put, 10000, &st, &err), 0);
     for (int i = 0; i < N; i++) {
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         c.seq = (uint64_t)i;
@@ -507,7 +476,7 @@ static void test_bulk_server_stream(void **state) {
     req.seq = 5;
     req.total = 1 << 20;
     req.bulk = 1;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 10000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.get, 10000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m;
@@ -568,8 +537,8 @@ static void test_client_method_lookup(void **state) {
     assert_ptr_equal(m.req, &dfc__test__v1__chunk__descriptor);
     assert_ptr_equal(m.resp, &dfc__test__v1__summary__descriptor);
     /* the resolved table of main() agrees */
-    assert_string_equal(put_m.path, want);
-    assert_ptr_equal(put_m.resp, &dfc__test__v1__summary__descriptor);
+    assert_string_equal(rt.put.path, want);
+    assert_ptr_equal(rt.put.resp, &dfc__test__v1__summary__descriptor);
 
     /* an unknown name fails, naming the service and the method, and fills nothing */
     struct dfc_rpc_client_method bad;
@@ -616,13 +585,13 @@ static void test_malformed_request(void **state) {
     bad.seq.data = (uint8_t *)"xyz";
     bad.seq.len = 3;
     ProtobufCMessage *out = NULL;
-    int r = dfc_rpc_unary(f->client, &echo_m, &bad.base, 5000, &out, &err);
+    int r = dfc_rpc_unary(f->client, &rt.echo, &bad.base, 5000, &out, &err);
     assert_int_equal(dfc_error_to_grpc(r), 3);
     assert_string_equal(err.msg, "malformed request: cannot decode dfc.test.v1.Chunk");
 
     /* The same in a stream: the handler's recv reports it. */
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, 5000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.put, 5000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &bad.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     ProtobufCMessage *m = NULL;
@@ -658,7 +627,7 @@ static void test_unavailable_without_server(void **state) {
     assert_int_equal(dfc_rpc_client_new("unix:/nonexistent/dir/x.sock", NULL, &c, &err), 0);
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     ProtobufCMessage *out = NULL;
-    int r = dfc_rpc_unary(c, &echo_m, &in.base, 5000, &out, &err);
+    int r = dfc_rpc_unary(c, &rt.echo, &in.base, 5000, &out, &err);
     assert_int_equal(dfc_error_to_grpc(r), 14);
     dfc_rpc_client_free(c);
 }
@@ -679,7 +648,7 @@ static void test_table_is_checked_against_descriptor(void **state) {
     assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, wrong_type,
                                                 1, NULL, &err),
                      -EINVAL);
-    assert_non_null(strstr(err.msg, put_m.path + 1)); /* "package.Service/Put" */
+    assert_non_null(strstr(err.msg, rt.put.path + 1)); /* "package.Service/Put" */
     const struct dfc_rpc_method wrong_name[] = {
         {"Pub", DFC_RPC_UNARY, &dfc__test__v1__chunk__descriptor, &dfc__test__v1__chunk__descriptor,
          never_called},
@@ -718,9 +687,7 @@ static void test_unix_listener_knows_the_caller(void **state) {
     snprintf(path, sizeof(path), "%s/cred.sock", dir);
     snprintf(addr, sizeof(addr), "unix:%s", path);
     assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
-    assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods,
-                                                DFC_RPC_N(methods), NULL, &err),
-                     0);
+    assert_int_equal(rpc_test_add_service(s, &handlers, NULL, &err), 0);
     assert_int_equal(dfc_rpc_server_listen_unix(s, path, 0660, -1, &err), 0);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
@@ -732,7 +699,7 @@ static void test_unix_listener_knows_the_caller(void **state) {
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     const struct dfc_rpc_md md[] = {{"x-dfc-echo", "from-metadata"}};
     ProtobufCMessage *out = NULL;
-    assert_int_equal(dfc_rpc_unary_md(c, &echo_m, &in.base, 5000, md, 1, &out, &err), 0);
+    assert_int_equal(dfc_rpc_unary_md(c, &rt.echo, &in.base, 5000, md, 1, &out, &err), 0);
     Dfc__Test__V1__Chunk *o = (Dfc__Test__V1__Chunk *)out;
     assert_true(o->total == (uint64_t)getpid() + 1);
     assert_int_equal(o->fail_code, getuid());
@@ -742,7 +709,7 @@ static void test_unix_listener_knows_the_caller(void **state) {
 
     /* Streams work over the same connection kind. */
     struct dfc_rpc_stream *stream;
-    assert_int_equal(dfc_rpc_stream_open(c, &chat_m, 5000, &stream, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(c, &rt.chat, 5000, &stream, &err), 0);
     Dfc__Test__V1__Chunk m = DFC__TEST__V1__CHUNK__INIT;
     assert_int_equal(dfc_rpc_stream_send(stream, &m.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_recv(stream, &dfc__test__v1__chunk__descriptor, &out, &err), 1);
@@ -773,9 +740,7 @@ static void test_tcp_listener(void **state) {
     struct dfc_rpc_server *s;
     struct dfc_rpc_client *c;
     assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
-    assert_int_equal(dfc_rpc_server_add_service(s, &dfc__test__v1__rpc_test__descriptor, methods,
-                                                DFC_RPC_N(methods), NULL, &err),
-                     0);
+    assert_int_equal(rpc_test_add_service(s, &handlers, NULL, &err), 0);
     int port = dfc_rpc_server_listen(s, "127.0.0.1:0", &err);
     assert_true(port > 0);
     assert_int_equal(dfc_rpc_server_start(s, &err), 0);
@@ -785,7 +750,7 @@ static void test_tcp_listener(void **state) {
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     in.seq = 9;
     ProtobufCMessage *out = NULL;
-    assert_int_equal(dfc_rpc_unary(c, &echo_m, &in.base, 5000, &out, &err), 0);
+    assert_int_equal(dfc_rpc_unary(c, &rt.echo, &in.base, 5000, &out, &err), 0);
     assert_true(((Dfc__Test__V1__Chunk *)out)->seq == 10);
     dfc_rpc_msg_free(out);
     dfc_rpc_client_free(c);
@@ -879,9 +844,7 @@ int main(void) {
         T(test_shutdown_cancels_after_grace),
         T(test_concurrent_unary_calls),
     };
-    struct dfc_error err;
-    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err) < 0) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (rpc_test_resolve() < 0) {
         return 1;
     }
     return cmocka_run_group_tests(tests, NULL, NULL);

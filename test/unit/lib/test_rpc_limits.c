@@ -24,16 +24,8 @@
 #include "dfc/rpc_client.h"
 #include "dfc/rpc_server.h"
 #include "test/rpc_test.pb-c.h"
+#include "rpc_test_service.h"
 #include "test_support.h"
-
-/* The methods the tests call, resolved in main() before any test runs. */
-static struct dfc_rpc_client_method echo_m, put_m, get_m, chat_m;
-static const struct dfc_rpc_client_row client_methods[] = {
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Echo", &echo_m),
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Put", &put_m),
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Get", &get_m),
-    DFC_RPC_CLIENT_METHOD(dfc__test__v1__rpc_test, "Chat", &chat_m),
-};
 
 /* What the handlers observed. */
 static atomic_int puts_running; /* Put handlers inside their receive loop */
@@ -101,26 +93,8 @@ static int get(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req
     return r;
 }
 
-static int chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
-                ProtobufCMessage *resp, struct dfc_error *err) {
-    ProtobufCMessage *m;
-    int r;
-    while ((r = dfc_rpc_call_recv(call, &m, err)) > 0) {
-        r = dfc_rpc_call_send(call, m, err);
-        dfc_rpc_msg_free(m);
-        if (r < 0) {
-            return r;
-        }
-    }
-    return r;
-}
-
-static const struct dfc_rpc_method methods[] = {
-    DFC_RPC_METHOD("Echo", DFC_RPC_UNARY, dfc__test__v1__chunk, dfc__test__v1__chunk, echo),
-    DFC_RPC_METHOD("Put", DFC_RPC_CLIENT_STREAM, dfc__test__v1__chunk, dfc__test__v1__summary, put),
-    DFC_RPC_METHOD("Get", DFC_RPC_SERVER_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, get),
-    DFC_RPC_METHOD("Chat", DFC_RPC_BIDI_STREAM, dfc__test__v1__chunk, dfc__test__v1__chunk, chat),
-};
+/* The test service with this file's handlers (Chat is the shared echo). */
+static const struct rpc_test_handlers handlers = {echo, put, get, rpc_test_chat};
 
 /* ---- fixture: a server on a socket this layer accepts (so callers have a uid) ---- */
 
@@ -144,9 +118,7 @@ static struct fx *fx_start(const struct dfc_rpc_server_opts *o) {
     snprintf(f->path, sizeof(f->path), "%s/l.sock", f->dir);
     snprintf(f->addr, sizeof(f->addr), "unix:%s", f->path);
     assert_int_equal(dfc_rpc_server_new(o, &f->server, &err), 0);
-    assert_int_equal(dfc_rpc_server_add_service(f->server, &dfc__test__v1__rpc_test__descriptor,
-                                                methods, DFC_RPC_N(methods), NULL, &err),
-                     0);
+    assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
     assert_int_equal(dfc_rpc_server_listen_unix(f->server, f->path, 0600, -1, &err), 0);
     assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
     assert_int_equal(dfc_rpc_client_new(f->addr, NULL, &f->client, &err), 0);
@@ -176,7 +148,7 @@ static int echo_on(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_erro
     Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
     in.seq = 1;
     ProtobufCMessage *out = NULL;
-    int r = dfc_rpc_unary(c, &echo_m, &in.base, timeout_ms, &out, err);
+    int r = dfc_rpc_unary(c, &rt.echo, &in.base, timeout_ms, &out, err);
     if (r == 0) {
         assert_true(((Dfc__Test__V1__Chunk *)out)->seq == 2);
     }
@@ -187,7 +159,7 @@ static int echo_on(struct dfc_rpc_client *c, int64_t timeout_ms, struct dfc_erro
 static struct dfc_rpc_stream *open_put(struct fx *f, int64_t timeout_ms) {
     struct dfc_error err;
     struct dfc_rpc_stream *st;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &put_m, timeout_ms, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.put, timeout_ms, &st, &err), 0);
     Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
     c.data.data = (uint8_t *)"x";
     c.data.len = 1;
@@ -241,7 +213,7 @@ static void test_client_that_stops_reading_frees_the_sender(void **state) {
     Dfc__Test__V1__Chunk req = DFC__TEST__V1__CHUNK__INIT;
     req.seq = 1000; /* 1 GiB that the client never reads */
     req.total = 1 << 20;
-    assert_int_equal(dfc_rpc_stream_open(f->client, &get_m, 30000, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(f->client, &rt.get, 30000, &st, &err), 0);
     assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
     assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
     assert_true(test_wait_for(has_result, &get_result, 10000));
@@ -312,7 +284,7 @@ static void test_calls_in_flight_are_capped_per_uid(void **state) {
     struct dfc_error err;
     struct dfc_rpc_stream *st[2];
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(dfc_rpc_stream_open(f->client, &chat_m, 30000, &st[i], &err), 0);
+        assert_int_equal(dfc_rpc_stream_open(f->client, &rt.chat, 30000, &st[i], &err), 0);
         Dfc__Test__V1__Chunk c = DFC__TEST__V1__CHUNK__INIT;
         ProtobufCMessage *m;
         assert_int_equal(dfc_rpc_stream_send(st[i], &c.base, &err), 0);
@@ -383,7 +355,7 @@ static void *slow_echo(void *arg) {
     in.seq = SLOW_SEQ;
     ProtobufCMessage *out = NULL;
     struct dfc_error err;
-    sc->r = dfc_rpc_unary(sc->f->client, &echo_m, &in.base, 60000, &out, &err);
+    sc->r = dfc_rpc_unary(sc->f->client, &rt.echo, &in.base, 60000, &out, &err);
     dfc_rpc_msg_free(out);
     return NULL;
 }
@@ -448,7 +420,7 @@ static void test_one_uid_cannot_hold_every_worker_with_streams(void **state) {
     become(NOBODY);
     struct dfc_rpc_client *c = nobody_client(f);
     struct dfc_rpc_stream *b;
-    int r = dfc_rpc_stream_open(c, &chat_m, 10000, &b, &err);
+    int r = dfc_rpc_stream_open(c, &rt.chat, 10000, &b, &err);
     ProtobufCMessage *m = NULL;
     if (r == 0) {
         Dfc__Test__V1__Chunk ch = DFC__TEST__V1__CHUNK__INIT;
@@ -458,7 +430,7 @@ static void test_one_uid_cannot_hold_every_worker_with_streams(void **state) {
             r = dfc_rpc_stream_recv(b, &dfc__test__v1__chunk__descriptor, &m, &err);
         }
         if (r == 1) {
-            assert_true(((Dfc__Test__V1__Chunk *)m)->seq == 7);
+            assert_true(((Dfc__Test__V1__Chunk *)m)->seq == 1007);
             r = dfc_rpc_stream_close_send(b, &err);
         }
         dfc_rpc_msg_free(m);
@@ -502,27 +474,9 @@ static void capture_refused(int level, const char *line, size_t len, void *ud) {
 }
 
 static int raw_connect(const char *path) {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    assert_true(strlen(path) < sizeof(sa.sun_path));
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = test_connect_unix(path);
     assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     return fd;
-}
-
-/* True when the server closed fd (what it sent before, if anything, is read and dropped). */
-static bool closed_by_peer(int fd) {
-    char buf[4096];
-    for (;;) {
-        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n == 0) {
-            return true;
-        }
-        if (n < 0 && errno != EINTR) {
-            return errno != EAGAIN; /* EAGAIN: open and quiet; ECONNRESET: closed */
-        }
-    }
 }
 
 enum { N_RAW = 60 };
@@ -536,7 +490,7 @@ static bool flood_refused(void *arg) {
     struct flood *fl = arg;
     int closed = 0;
     for (int i = 0; i < N_RAW; i++) {
-        closed += closed_by_peer(fl->fds[i]);
+        closed += test_closed_by_peer(fl->fds[i]);
     }
     return closed >= fl->want_closed;
 }
@@ -576,7 +530,7 @@ static void connection_flood(struct fx *f, int cap) {
 }
 
 static bool raw_closed(void *arg) {
-    return closed_by_peer(*(int *)arg);
+    return test_closed_by_peer(*(int *)arg);
 }
 
 static void test_idle_connections_are_closed(void **state) {
@@ -617,9 +571,7 @@ int main(void) {
         T(test_connections_are_capped, conns_opts),
         T(test_connections_are_capped_per_uid, conns_per_uid_opts),
     };
-    struct dfc_error err;
-    if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err) < 0) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (rpc_test_resolve() < 0) {
         return 1;
     }
     return cmocka_run_group_tests(tests, NULL, NULL);
