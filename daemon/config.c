@@ -1,5 +1,6 @@
 /*
- * config.c - the dfdaemon configuration table.
+ * config.c - the dfdaemon configuration table: every setting's YAML key, flag, environment
+ * variable, default and range in one row (dfc/config.h), and the rules across settings.
  */
 #include "config.h"
 
@@ -12,130 +13,123 @@
 #include "dfc/log.h"
 #include "dfc/units.h"
 
-static int validate_percent(const struct dfc_config_row *row, const void *field,
-                            struct dfc_error *err) {
-    uint64_t v = *(const uint64_t *)field;
-    if (v > 100) {
-        return dfc_error_set(err, -EINVAL, "%s: %llu is not a percentage", row->key,
-                             (unsigned long long)v);
-    }
-    return 0;
-}
-
-static int validate_positive_duration(const struct dfc_config_row *row, const void *field,
-                                      struct dfc_error *err) {
-    if (*(const int64_t *)field <= 0) {
-        return dfc_error_set(err, -EINVAL, "%s must be positive", row->key);
-    }
-    return 0;
-}
-
-static int validate_nonempty_path(const struct dfc_config_row *row, const void *field,
-                                  struct dfc_error *err) {
-    const char *v = *(char *const *)field;
-    if (v == NULL || v[0] == '\0') {
-        return dfc_error_set(err, -EINVAL, "%s must be set", row->key);
-    }
-    return 0;
-}
-
-static int validate_log_level(const struct dfc_config_row *row, const void *field,
-                              struct dfc_error *err) {
-    int level;
-    if (dfc_log_parse_level(*(char *const *)field, &level) < 0) {
-        return dfc_error_set(err, -EINVAL, "%s: `%s` is not debug, info, warn or error", row->key,
-                             *(char *const *)field);
-    }
-    return 0;
-}
-
-static int validate_workers(const struct dfc_config_row *row, const void *field,
-                            struct dfc_error *err) {
-    uint64_t v = *(const uint64_t *)field;
-    if (v < 1 || v > 1024) {
-        return dfc_error_set(err, -EINVAL, "%s must be between 1 and 1024", row->key);
-    }
-    return 0;
-}
-
-/* 1 .. 1,000,000: the limits that keep one caller from starving the others (0 would disable
- * the server, and a larger bound than a descriptor table is no bound). */
-static int validate_limit(const struct dfc_config_row *row, const void *field,
-                          struct dfc_error *err) {
-    uint64_t v = *(const uint64_t *)field;
-    if (v < 1 || v > 1000000) {
-        return dfc_error_set(err, -EINVAL, "%s must be between 1 and 1000000", row->key);
-    }
-    return 0;
-}
-
-static int validate_idle_timeout(const struct dfc_config_row *row, const void *field,
-                                 struct dfc_error *err) {
-    int64_t v = *(const int64_t *)field;
-    if (v < 1000000 || v > (int64_t)24 * 3600 * 1000000000) {
-        return dfc_error_set(err, -EINVAL, "%s must be between 1ms and 24h", row->key);
-    }
-    return 0;
-}
-
 #define F(member) offsetof(struct dfd_config, member)
 
+/* The limits that keep one caller from starving the others are 1 .. 1,000,000 (0 would disable
+ * the server, and a larger bound than a descriptor table is no bound). */
+#define LIMIT DFC_OPT_RANGE(1, 1000000)
+
 static const struct dfc_config_row rows[] = {
-    {"download.server.socketPath", DFC_CFG_PATH, F(socket_path), "/var/run/dragonfly/dfdaemon.sock",
-     "DFDAEMON_SOCKET_PATH", validate_nonempty_path},
-    {"download.server.socketMode", DFC_CFG_MODE, F(socket_mode), "0777", NULL, NULL},
-    {"download.server.socketGroup", DFC_CFG_STRING, F(socket_group), "", NULL, NULL},
-    {"download.server.maxWorkers", DFC_CFG_UINT, F(max_workers), "32", NULL, validate_workers},
-    {"download.server.reservedWorkers", DFC_CFG_UINT, F(reserved_workers), "0", NULL, NULL},
-    {"download.server.maxWorkersPerUser", DFC_CFG_UINT, F(max_workers_per_user), "0", NULL, NULL},
-    {"download.server.idleTimeout", DFC_CFG_DURATION, F(idle_timeout), "30s", NULL,
-     validate_idle_timeout},
-    {"download.server.maxCallsPerUser", DFC_CFG_UINT, F(max_calls_per_user), "64", NULL,
-     validate_limit},
-    {"download.server.maxConnections", DFC_CFG_UINT, F(max_connections), "1024", NULL,
-     validate_limit},
-    {"download.server.maxConnectionsPerUser", DFC_CFG_UINT, F(max_conns_per_user), "128", NULL,
-     validate_limit},
-    {"storage.dir", DFC_CFG_PATH, F(storage_dir), "/var/lib/dragonfly", "DFDAEMON_STORAGE_DIR",
-     validate_nonempty_path},
-    {"storage.keep", DFC_CFG_BOOL, F(storage_keep), "true", NULL, NULL},
-    {"storage.unsafeSharedInodeImports", DFC_CFG_BOOL, F(unsafe_shared_inode_imports), "false",
-     NULL, NULL},
-    {"gc.interval", DFC_CFG_DURATION, F(gc_interval), "900s", NULL, validate_positive_duration},
-    {"gc.policy.persistentCacheTaskTTL", DFC_CFG_DURATION, F(default_ttl), "24h", NULL,
-     validate_positive_duration},
-    {"gc.policy.diskThreshold", DFC_CFG_SIZE, F(disk_threshold), "0", NULL, NULL},
-    {"gc.policy.diskHighThresholdPercent", DFC_CFG_UINT, F(disk_high), "80", NULL,
-     validate_percent},
-    {"gc.policy.diskLowThresholdPercent", DFC_CFG_UINT, F(disk_low), "60", NULL, validate_percent},
-    {"host.ip", DFC_CFG_STRING, F(host_ip), "", "DFDAEMON_HOST_IP", NULL},
-    {"host.hostname", DFC_CFG_STRING, F(hostname), "", "DFDAEMON_HOSTNAME", NULL},
-    {"log.level", DFC_CFG_STRING, F(log_level), "info", "DFDAEMON_LOG_LEVEL", validate_log_level},
+    {.key = "download.server.socketPath",
+     .type = DFC_CFG_PATH,
+     .offset = F(socket_path),
+     .def = "/var/run/dragonfly/dfdaemon.sock",
+     .env = "DFDAEMON_SOCKET_PATH",
+     .flag = "socket-path",
+     .flags = DFC_OPT_NONEMPTY},
+    {.key = "download.server.socketMode",
+     .type = DFC_CFG_MODE,
+     .offset = F(socket_mode),
+     .def = "0777"},
+    {.key = "download.server.socketGroup", .type = DFC_CFG_STRING, .offset = F(socket_group)},
+    {.key = "download.server.maxWorkers",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_workers),
+     .def = "32",
+     DFC_OPT_RANGE(1, 1024)},
+    {.key = "download.server.reservedWorkers",
+     .type = DFC_CFG_UINT,
+     .offset = F(reserved_workers),
+     .def = "0"},
+    {.key = "download.server.maxWorkersPerUser",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_workers_per_user),
+     .def = "0"},
+    {.key = "download.server.idleTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(idle_timeout),
+     .def = "30s",
+     DFC_OPT_RANGE(DFC_NS_PER_MS, 24 * 3600 * DFC_NS_PER_SEC)},
+    {.key = "download.server.maxCallsPerUser",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_calls_per_user),
+     .def = "64",
+     LIMIT},
+    {.key = "download.server.maxConnections",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_connections),
+     .def = "1024",
+     LIMIT},
+    {.key = "download.server.maxConnectionsPerUser",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_conns_per_user),
+     .def = "128",
+     LIMIT},
+    {.key = "storage.dir",
+     .type = DFC_CFG_PATH,
+     .offset = F(storage_dir),
+     .def = "/var/lib/dragonfly",
+     .env = "DFDAEMON_STORAGE_DIR",
+     .flag = "storage-dir",
+     .metavar = "DIR",
+     .flags = DFC_OPT_NONEMPTY},
+    {.key = "storage.keep", .type = DFC_CFG_BOOL, .offset = F(storage_keep), .def = "true"},
+    {.key = "storage.unsafeSharedInodeImports",
+     .type = DFC_CFG_BOOL,
+     .offset = F(unsafe_shared_inode_imports),
+     .def = "false"},
+    {.key = "gc.interval",
+     .type = DFC_CFG_DURATION,
+     .offset = F(gc_interval),
+     .def = "900s",
+     DFC_OPT_POSITIVE},
+    {.key = "gc.policy.persistentCacheTaskTTL",
+     .type = DFC_CFG_DURATION,
+     .offset = F(default_ttl),
+     .def = "24h",
+     DFC_OPT_POSITIVE},
+    {.key = "gc.policy.diskThreshold",
+     .type = DFC_CFG_SIZE,
+     .offset = F(disk_threshold),
+     .def = "0"},
+    {.key = "gc.policy.diskHighThresholdPercent",
+     .type = DFC_CFG_UINT,
+     .offset = F(disk_high),
+     .def = "80",
+     DFC_OPT_RANGE(0, 100)},
+    {.key = "gc.policy.diskLowThresholdPercent",
+     .type = DFC_CFG_UINT,
+     .offset = F(disk_low),
+     .def = "60",
+     DFC_OPT_RANGE(0, 100)},
+    {.key = "host.ip", .type = DFC_CFG_STRING, .offset = F(host_ip), .env = "DFDAEMON_HOST_IP"},
+    {.key = "host.hostname",
+     .type = DFC_CFG_STRING,
+     .offset = F(hostname),
+     .env = "DFDAEMON_HOSTNAME"},
+    {.key = "log.level",
+     .type = DFC_CFG_ENUM,
+     .offset = F(log_level),
+     .def = "info",
+     .env = "DFDAEMON_LOG_LEVEL",
+     .flag = "log-level",
+     .short_flag = 'l',
+     .metavar = "LEVEL",
+     .help = "debug, info, warn, error",
+     .choices = dfc_log_level_choices},
+    /* A one-off operator flag, never a config key. */
+    {.type = DFC_CFG_BOOL,
+     .offset = F(discard_broken),
+     .flag = "discard-broken-store",
+     .help = "when the metadata database is corrupt or missing, move it aside, delete the "
+             "cached content and start empty (otherwise dfdaemon refuses)"},
 };
 
 const struct dfc_config_schema dfd_config_schema = {"dfdaemon", rows,
                                                     sizeof(rows) / sizeof(rows[0])};
 
-int dfd_config_init(struct dfd_config *cfg, struct dfc_error *err) {
-    return dfc_config_defaults(&dfd_config_schema, cfg, err);
-}
-
-int dfd_config_load(struct dfd_config *cfg, const char *path, struct dfc_error *err) {
-    int r = 0;
-    if (path != NULL) {
-        r = dfc_config_load_file(&dfd_config_schema, cfg, path, err);
-    }
-    if (r == 0) {
-        r = dfc_config_load_env(&dfd_config_schema, cfg, err);
-    }
-    return r;
-}
-
 int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
-    int r = dfc_config_validate(&dfd_config_schema, cfg, err);
-    if (r < 0) {
-        return r;
-    }
+    int r = 0;
     if (cfg->disk_low >= cfg->disk_high) {
         return dfc_error_set(err, -EINVAL,
                              "gc.policy.diskLowThresholdPercent (%llu) must be below "

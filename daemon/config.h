@@ -1,7 +1,8 @@
 /*
  * config.h - dfdaemon's configuration: Dragonfly's camelCase keys where they overlap.
  *
- * Loaded as defaults -> YAML file (--config) -> environment -> flags, then validated.
+ * Loaded by dfc_cli_parse() (dfc/options.h) as defaults -> YAML file (--config) -> environment
+ * -> flags, then checked across settings by dfd_config_finish().
  * Ownership: string fields belong to the struct; release with dfd_config_free().
  */
 #ifndef DFD_CONFIG_H
@@ -30,7 +31,7 @@ struct dfd_config {
     uint64_t disk_low;       /* gc.policy.diskLowThresholdPercent */
     char *host_ip;           /* host.ip, "" = detect */
     char *hostname;          /* host.hostname, "" = gethostname() */
-    char *log_level;         /* log.level */
+    const char *log_level;   /* log.level: one of the row's choices (static) */
 
     /* download.server limits that keep one caller from starving the others. */
     uint64_t reserved_workers;     /* reservedWorkers (0 = maxWorkers / 8, at least 1) */
@@ -42,12 +43,6 @@ struct dfd_config {
 };
 
 extern const struct dfc_config_schema dfd_config_schema;
-
-/* Fills cfg (zeroed by the caller) with the defaults. */
-int dfd_config_init(struct dfd_config *cfg, struct dfc_error *err);
-
-/* Loads path on top of cfg (NULL: none), then the environment. */
-int dfd_config_load(struct dfd_config *cfg, const char *path, struct dfc_error *err);
 
 /* Checks cross-field rules and resolves derived values (host ip and name). */
 int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err);

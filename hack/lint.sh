@@ -3,7 +3,8 @@
 #   1. banned C library calls (curl's list): unbounded or non-reentrant string, number and time
 #      functions;
 #   2. layering: gRPC core headers (<grpc/...>) only in lib/src/, no "../" includes (so that a
-#      directory's include root, e.g. daemon/storage's, cannot be stepped around);
+#      directory's include root, e.g. daemon/storage's, cannot be stepped around), getenv() only
+#      in the option module;
 #   3. clang-tidy (.clang-tidy, test/.clang-tidy) over every project .c file, with zero findings.
 #
 #   hack/lint.sh [--no-tidy] [BUILD_DIR]
@@ -42,10 +43,18 @@ if hits=$(grep -nE '^\s*#\s*include\s*"\.\./' "${files[@]}"); then
     echo "$hits" >&2
     fail=1
 fi
+# The environment is read in one place, the option module (lib/src/options.c), so every
+# variable is a schema row with a flag, a default and a --help line (dfc/config.h).
+if hits=$(grep -nE '\b(secure_)?getenv\s*\(' "${files[@]}" | grep -v '^lib/src/options\.c:' |
+    grep -vE '^\S+:[0-9]+:\s*(/\*|\*)'); then
+    echo "lint: getenv outside lib/src/options.c (declare a schema row with .env instead):" >&2
+    echo "$hits" >&2
+    fail=1
+fi
 if [ $fail -ne 0 ]; then
     exit 1
 fi
-echo "lint: ${#files[@]} files, no banned functions, layering kept"
+echo "lint: ${#files[@]} files, no banned functions, getenv only in lib/src/options.c, layering kept"
 
 if ! $tidy; then
     exit 0

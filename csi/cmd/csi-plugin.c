@@ -1,9 +1,9 @@
 /*
  * csi-plugin - the Dragonfly CSI driver: publishes the node's dfdaemon socket directory into
- * pods. main() reads flags and environment, then serves csi.v1 until SIGTERM/SIGINT.
+ * pods. main() reads flags and environment (dfc/options.h), then serves csi.v1 until
+ * SIGTERM/SIGINT.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 
 #include "dfc/fs.h"
 #include "dfc/log.h"
+#include "dfc/options.h"
 #include "dfc/signals.h"
 #include "dfc/rpc_server.h"
 #include "driver.h"
@@ -22,38 +23,95 @@
 #define DFC_VERSION "0.0.0"
 #endif
 
-static void usage(FILE *out) {
-    fprintf(
-        out,
-        "Usage: csi-plugin [options]\n"
-        "\n"
-        "Serves CSI (csi.v1 Identity, Node, Controller) and publishes the dfdaemon socket\n"
-        "directory into pods. Every option also reads the environment variable shown.\n"
-        "\n"
-        "  --endpoint ADDR        unix:///path/csi.sock or a path [CSI_ENDPOINT, required]\n"
-        "  --driver-name NAME     [CSI_DRIVER_NAME] (" CSI_DEFAULT_DRIVER_NAME ")\n"
-        "  --node-id ID           [CSI_NODE_ID, else NODE_NAME, else the hostname]\n"
-        "  --socket-dir DIR       the directory to publish [CSI_SOCKET_DIR] (/var/run/dragonfly)\n"
-        "  --kubelet-dir DIR      target paths must lie below it [CSI_KUBELET_DIR]\n"
-        "                         (/var/lib/kubelet)\n"
-        "  --state-dir DIR        controller volume records [CSI_STATE_DIR]\n"
-        "                         (/var/lib/dragonfly-csi)\n"
-        "  --require-readonly     refuse read-write publishes [CSI_REQUIRE_READONLY=true]\n"
-        "  --probe-dfdaemon       Probe is ready only while dfdaemon accepts connections\n"
-        "                         [CSI_PROBE_DFDAEMON=true]\n"
-        "  -l, --log-level LEVEL  debug, info, warn, error [CSI_LOG_LEVEL] (info)\n"
-        "  -V, --version, -h, --help\n");
-}
+/* What the command line sets; strings belong to it (dfc_config_free). */
+struct csi_opts {
+    char *endpoint;
+    char *driver_name;
+    char *node_id; /* NULL: the hostname */
+    char *socket_dir;
+    char *kubelet_dir;
+    char *state_dir;
+    bool require_readonly;
+    bool probe_dfdaemon;
+    const char *log_level;
+};
 
-static const char *env_or(const char *name, const char *def) {
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : def;
-}
+#define O(member) offsetof(struct csi_opts, member)
 
-static bool env_true(const char *name) {
-    const char *v = getenv(name);
-    return v != NULL && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
-}
+static const struct dfc_config_row rows[] = {
+    {.type = DFC_CFG_STRING,
+     .offset = O(endpoint),
+     .env = "CSI_ENDPOINT",
+     .flag = "endpoint",
+     .metavar = "ADDR",
+     .help = "unix:///path/csi.sock or a path",
+     .flags = DFC_OPT_REQUIRED},
+    {.type = DFC_CFG_STRING,
+     .offset = O(driver_name),
+     .def = CSI_DEFAULT_DRIVER_NAME,
+     .env = "CSI_DRIVER_NAME",
+     .flag = "driver-name",
+     .metavar = "NAME"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(node_id),
+     .env = "CSI_NODE_ID",
+     .env_alt = "NODE_NAME",
+     .flag = "node-id",
+     .metavar = "ID",
+     .help = "the node's id, else the hostname",
+     .flags = DFC_OPT_OPTIONAL},
+    {.type = DFC_CFG_STRING,
+     .offset = O(socket_dir),
+     .def = "/var/run/dragonfly",
+     .env = "CSI_SOCKET_DIR",
+     .flag = "socket-dir",
+     .metavar = "DIR",
+     .help = "the directory to publish"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(kubelet_dir),
+     .def = "/var/lib/kubelet",
+     .env = "CSI_KUBELET_DIR",
+     .flag = "kubelet-dir",
+     .metavar = "DIR",
+     .help = "target paths must lie below it"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(state_dir),
+     .def = "/var/lib/dragonfly-csi",
+     .env = "CSI_STATE_DIR",
+     .flag = "state-dir",
+     .metavar = "DIR",
+     .help = "controller volume records"},
+    {.type = DFC_CFG_BOOL,
+     .offset = O(require_readonly),
+     .env = "CSI_REQUIRE_READONLY",
+     .flag = "require-readonly",
+     .help = "refuse read-write publishes"},
+    {.type = DFC_CFG_BOOL,
+     .offset = O(probe_dfdaemon),
+     .env = "CSI_PROBE_DFDAEMON",
+     .flag = "probe-dfdaemon",
+     .help = "Probe is ready only while dfdaemon accepts connections"},
+    {.type = DFC_CFG_ENUM,
+     .offset = O(log_level),
+     .def = "info",
+     .env = "CSI_LOG_LEVEL",
+     .flag = "log-level",
+     .short_flag = 'l',
+     .metavar = "LEVEL",
+     .help = "debug, info, warn, error",
+     .choices = dfc_log_level_choices},
+};
+
+static const struct dfc_config_schema schema = {"csi-plugin", rows, sizeof(rows) / sizeof(rows[0])};
+
+static const struct dfc_cli cli = {
+    .prog = "csi-plugin",
+    .usage = "[options]",
+    .about = "Serves CSI (csi.v1 Identity, Node, Controller) and publishes the dfdaemon socket\n"
+             "directory into pods. Every option also reads the environment variable shown.",
+    .schema = &schema,
+    .version = DFC_VERSION,
+};
 
 /* unix:///abs, unix://rel, unix:/abs, or a plain path -> the path. */
 static const char *endpoint_path(const char *ep) {
@@ -66,109 +124,57 @@ static const char *endpoint_path(const char *ep) {
     return ep;
 }
 
+static int serve(const struct csi_opts *o);
+
 int main(int argc, char **argv) {
-    enum { ENDPOINT = 256, NAME, NODE, SOCKET, KUBELET, STATE, RO, PROBE };
-    static const struct option longopts[] = {
-        {"endpoint", required_argument, NULL, ENDPOINT},
-        {"driver-name", required_argument, NULL, NAME},
-        {"node-id", required_argument, NULL, NODE},
-        {"socket-dir", required_argument, NULL, SOCKET},
-        {"kubelet-dir", required_argument, NULL, KUBELET},
-        {"state-dir", required_argument, NULL, STATE},
-        {"require-readonly", no_argument, NULL, RO},
-        {"probe-dfdaemon", no_argument, NULL, PROBE},
-        {"log-level", required_argument, NULL, 'l'},
-        {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    struct csi_opts o = {0};
+    struct dfc_cli_args args;
+    int code = dfc_cli_main(&cli, &o, argc, argv, &args);
+    if (code == DFC_CLI_RUN) {
+        code = serve(&o);
+    }
+    dfc_config_free(&schema, &o);
+    return code;
+}
+
+static int serve(const struct csi_opts *o) {
     char hostname[256] = "";
     gethostname(hostname, sizeof(hostname) - 1);
-    const char *endpoint = env_or("CSI_ENDPOINT", NULL);
-    const char *log_level = env_or("CSI_LOG_LEVEL", "info");
     struct csi_config cfg = {
-        .driver_name = env_or("CSI_DRIVER_NAME", CSI_DEFAULT_DRIVER_NAME),
+        .driver_name = o->driver_name,
         .version = DFC_VERSION,
-        .node_id = env_or("CSI_NODE_ID", env_or("NODE_NAME", hostname)),
-        .socket_dir = env_or("CSI_SOCKET_DIR", "/var/run/dragonfly"),
-        .kubelet_dir = env_or("CSI_KUBELET_DIR", "/var/lib/kubelet"),
-        .state_dir = env_or("CSI_STATE_DIR", "/var/lib/dragonfly-csi"),
-        .require_readonly = env_true("CSI_REQUIRE_READONLY"),
-        .probe_dfdaemon = env_true("CSI_PROBE_DFDAEMON"),
+        .node_id = o->node_id != NULL ? o->node_id : hostname,
+        .socket_dir = o->socket_dir,
+        .kubelet_dir = o->kubelet_dir,
+        .state_dir = o->state_dir,
+        .require_readonly = o->require_readonly,
+        .probe_dfdaemon = o->probe_dfdaemon,
     };
+    if (cfg.node_id[0] == '\0') {
+        cfg.node_id = "unknown-node"; /* NodeGetInfo must never fail */
+    }
+    int level;
+    dfc_log_parse_level(o->log_level, &level);
+    dfc_log_set_level(level);
     sigset_t set;
     dfc_rpc_tune_process();
     dfc_signals_block(&set);
 
-    int opt;
-    while ((opt = getopt_long(argc, argv, "l:Vh", longopts, NULL)) != -1) {
-        switch (opt) {
-        case ENDPOINT:
-            endpoint = optarg;
-            break;
-        case NAME:
-            cfg.driver_name = optarg;
-            break;
-        case NODE:
-            cfg.node_id = optarg;
-            break;
-        case SOCKET:
-            cfg.socket_dir = optarg;
-            break;
-        case KUBELET:
-            cfg.kubelet_dir = optarg;
-            break;
-        case STATE:
-            cfg.state_dir = optarg;
-            break;
-        case RO:
-            cfg.require_readonly = true;
-            break;
-        case PROBE:
-            cfg.probe_dfdaemon = true;
-            break;
-        case 'l':
-            log_level = optarg;
-            break;
-        case 'V':
-            printf("csi-plugin %s\n", DFC_VERSION);
-            return 0;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    int level;
-    if (optind != argc || endpoint == NULL || dfc_log_parse_level(log_level, &level) < 0) {
-        fprintf(stderr, "csi-plugin: %s\n",
-                optind != argc     ? "unexpected arguments"
-                : endpoint == NULL ? "--endpoint or CSI_ENDPOINT is required"
-                                   : "bad --log-level");
-        return 2;
-    }
-    if (cfg.node_id[0] == '\0') {
-        cfg.node_id = "unknown-node"; /* NodeGetInfo must never fail */
-    }
-    dfc_log_set_level(level);
-
     struct csi_driver d;
     struct dfc_rpc_server *server = NULL;
     struct dfc_error err;
-    const char *sock = endpoint_path(endpoint);
+    const char *sock = endpoint_path(o->endpoint);
     /* CSI messages are small: a 1 MiB limit is plenty and bounds what a caller can send. */
-    struct dfc_rpc_server_opts o = {.log_level_ok = DFC_LOG_INFO,
-                                    .name = "csi",
-                                    .max_workers = 16,
-                                    .max_recv_msg = (size_t)1 << 20};
+    struct dfc_rpc_server_opts so = {.log_level_ok = DFC_LOG_INFO,
+                                     .name = "csi",
+                                     .max_workers = 16,
+                                     .max_recv_msg = (size_t)1 << 20};
     int r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, &err);
     if (r == 0 && (r = dfc_mkdir_parent(sock, 0755)) < 0) {
         dfc_error_errno(&err, r, "create the directory of `%s`", sock);
     }
     if (r == 0) {
-        r = dfc_rpc_server_new(&o, &server, &err);
+        r = dfc_rpc_server_new(&so, &server, &err);
     }
     if (r == 0) {
         r = csi_driver_register(&d, server, &err);

@@ -17,25 +17,33 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "config_internal.h"
 #include "dfc/cleanup.h"
 #include "dfc/units.h"
 
 #define KEY_MAX 256
 
-const struct dfc_config_row *dfc_config_find(const struct dfc_config_schema *s, const char *key) {
+const struct dfc_config_row *dfc_config_find_n(const struct dfc_config_schema *s, const char *key,
+                                               size_t len) {
     for (size_t i = 0; i < s->n_rows; i++) {
-        if (strcmp(s->rows[i].key, key) == 0) {
+        const char *k = s->rows[i].key;
+        if (k != NULL && strncmp(k, key, len) == 0 && k[len] == '\0') {
             return &s->rows[i];
         }
     }
     return NULL;
 }
 
+const struct dfc_config_row *dfc_config_find(const struct dfc_config_schema *s, const char *key) {
+    return dfc_config_find_n(s, key, strlen(key));
+}
+
 /* True when some row's key starts with "<prefix>." (prefix names a section). */
 static bool is_section(const struct dfc_config_schema *s, const char *prefix) {
     size_t n = strlen(prefix);
     for (size_t i = 0; i < s->n_rows; i++) {
-        if (strncmp(s->rows[i].key, prefix, n) == 0 && s->rows[i].key[n] == '.') {
+        const char *k = s->rows[i].key;
+        if (k != NULL && strncmp(k, prefix, n) == 0 && k[n] == '.') {
             return true;
         }
     }
@@ -94,35 +102,112 @@ static const char *type_hint(enum dfc_config_type t) {
         return "a duration such as 1h30m";
     case DFC_CFG_MODE:
         return "an octal file mode such as 0660";
+    case DFC_CFG_ENUM:
+        return "one of the choices";
     }
     return "a value";
 }
 
-/* Parses text into the row's field. where is "" or "file:line:col: " for messages. */
+static bool is_string(const struct dfc_config_row *row) {
+    return row->type == DFC_CFG_STRING || row->type == DFC_CFG_PATH;
+}
+
+void dfc__config_format_bound(const struct dfc_config_row *row, int64_t v, char *buf, size_t size) {
+    if (row->type == DFC_CFG_SIZE) {
+        dfc_format_size((uint64_t)v, buf, size);
+    } else if (row->type == DFC_CFG_DURATION) {
+        dfc_format_duration(v, buf, size);
+    } else {
+        snprintf(buf, size, "%lld", (long long)v);
+    }
+}
+
+/* Checks the parsed field against the row's range; v is the text, for the message. */
+static int check_range(const struct dfc_config_row *row, const void *field, const char *v,
+                       const char *where, const char *what, struct dfc_error *err) {
+    if (row->min == 0 && row->max == 0) {
+        return 0;
+    }
+    bool ok;
+    if (row->type == DFC_CFG_INT || row->type == DFC_CFG_DURATION) {
+        int64_t x = *(const int64_t *)field;
+        ok = x >= row->min && x <= row->max;
+    } else if (row->type == DFC_CFG_UINT || row->type == DFC_CFG_SIZE) {
+        uint64_t x = *(const uint64_t *)field;
+        ok = x >= (uint64_t)row->min && x <= (uint64_t)row->max;
+    } else {
+        return 0;
+    }
+    if (ok) {
+        return 0;
+    }
+    char lo[64], hi[64];
+    dfc__config_format_bound(row, row->min, lo, sizeof(lo));
+    dfc__config_format_bound(row, row->max, hi, sizeof(hi));
+    if (row->max == INT64_MAX) {
+        if (row->min == 1) {
+            return dfc_error_set(err, -ERANGE, "%s%s must be a positive %s, got `%s`", where, what,
+                                 row->type == DFC_CFG_DURATION ? "duration"
+                                 : row->type == DFC_CFG_SIZE   ? "size"
+                                                               : "integer",
+                                 v);
+        }
+        return dfc_error_set(err, -ERANGE, "%s%s must be at least %s, got `%s`", where, what, lo,
+                             v);
+    }
+    return dfc_error_set(err, -ERANGE, "%s%s must be between %s and %s, got `%s`", where, what, lo,
+                         hi, v);
+}
+
+/* ENUM: stores the canonical choice matching v, else names them all. */
+static int set_enum(const struct dfc_config_row *row, const char **field, const char *v,
+                    const char *where, const char *what, struct dfc_error *err) {
+    char list[512] = "";
+    size_t n = 0, len = 0;
+    for (const char *const *c = row->choices; c != NULL && *c != NULL; c++, n++) {
+        if (strcasecmp(*c, v) == 0) {
+            *field = *c;
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < n && len < sizeof(list); i++) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", sep, row->choices[i]);
+    }
+    return dfc_error_set(err, -EINVAL, "%sbad %s `%s`: must be %s", where, what, v, list);
+}
+
+/* Parses text into the row's field and checks it. Messages start with where ("" or
+ * "file:line:col: ") and name what was set (a key, a flag, a variable). */
 static int set_row(const struct dfc_config_row *row, void *cfg, const char *v, const char *where,
-                   struct dfc_error *err) {
+                   const char *what, struct dfc_error *err) {
     char *field = (char *)cfg + row->offset;
     int r = 0;
     if (strlen(v) > DFC_CONFIG_VALUE_MAX) {
-        return dfc_error_set(err, -EINVAL, "%s%s: value longer than %d bytes", where, row->key,
+        return dfc_error_set(err, -EINVAL, "%s%s: value longer than %d bytes", where, what,
                              DFC_CONFIG_VALUE_MAX);
+    }
+    if ((row->flags & DFC_OPT_NONEMPTY) && *v == '\0') {
+        return dfc_error_set(err, -EINVAL, "%s%s must not be empty", where, what);
     }
     switch (row->type) {
     case DFC_CFG_PATH:
         if (*v != '\0' && *v != '/') {
-            return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, row->key, v,
+            return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, what, v,
                                  type_hint(row->type));
         }
         /* fall through */
     case DFC_CFG_STRING: {
         char *copy = strdup(v);
         if (copy == NULL) {
-            return dfc_error_set(err, -ENOMEM, "%s%s: out of memory", where, row->key);
+            return dfc_error_set(err, -ENOMEM, "%s%s: out of memory", where, what);
         }
         free(*(char **)field);
         *(char **)field = copy;
         return 0;
     }
+    case DFC_CFG_ENUM:
+        return set_enum(row, (const char **)field, v, where, what, err);
     case DFC_CFG_BOOL:
         r = parse_bool(v, (bool *)field);
         break;
@@ -143,23 +228,66 @@ static int set_row(const struct dfc_config_row *row, void *cfg, const char *v, c
         break;
     }
     if (r < 0) {
-        return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, row->key, v,
+        return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, what, v,
                              type_hint(row->type));
     }
-    return 0;
+    return check_range(row, field, v, where, what, err);
+}
+
+int dfc_config_set_row(const struct dfc_config_row *row, void *cfg, const char *value,
+                       const char *name, struct dfc_error *err) {
+    return set_row(row, cfg, value, "", name, err);
+}
+
+/* Zeroes the row's field (freeing a string): the state of an optional row nothing set. */
+static void unset_row(const struct dfc_config_row *row, void *cfg) {
+    char *field = (char *)cfg + row->offset;
+    switch (row->type) {
+    case DFC_CFG_STRING:
+    case DFC_CFG_PATH:
+        free(*(char **)field);
+        *(char **)field = NULL;
+        break;
+    case DFC_CFG_ENUM:
+        *(const char **)field = NULL;
+        break;
+    case DFC_CFG_BOOL:
+        *(bool *)field = false;
+        break;
+    case DFC_CFG_INT:
+    case DFC_CFG_DURATION:
+        *(int64_t *)field = 0;
+        break;
+    case DFC_CFG_UINT:
+    case DFC_CFG_SIZE:
+        *(uint64_t *)field = 0;
+        break;
+    case DFC_CFG_MODE:
+        *(uint32_t *)field = 0;
+        break;
+    }
 }
 
 int dfc_config_defaults(const struct dfc_config_schema *s, void *cfg, struct dfc_error *err) {
     for (size_t i = 0; i < s->n_rows; i++) {
         const struct dfc_config_row *row = &s->rows[i];
         const char *def = row->def;
+        if (row->flags & (DFC_OPT_OPTIONAL | DFC_OPT_REQUIRED)) {
+            unset_row(row, cfg); /* zero (NULL) until a source sets it */
+            continue;
+        }
         if (def == NULL) {
-            def = row->type == DFC_CFG_STRING || row->type == DFC_CFG_PATH ? "" : "0";
+            def = is_string(row) ? "" : "0";
         }
         if (row->type == DFC_CFG_BOOL && row->def == NULL) {
             def = "false";
         }
-        int r = set_row(row, cfg, def, "default ", err);
+        char name[KEY_MAX];
+        snprintf(name, sizeof(name), "default of %s",
+                 row->key != NULL    ? row->key
+                 : row->flag != NULL ? row->flag
+                                     : "?");
+        int r = set_row(row, cfg, def, "", name, err);
         if (r < 0) {
             return r;
         }
@@ -173,24 +301,7 @@ int dfc_config_set(const struct dfc_config_schema *s, void *cfg, const char *key
     if (row == NULL) {
         return dfc_error_set(err, -ENOENT, "unknown %s config key `%s`", s->name, key);
     }
-    return set_row(row, cfg, value, "", err);
-}
-
-int dfc_config_load_env(const struct dfc_config_schema *s, void *cfg, struct dfc_error *err) {
-    for (size_t i = 0; i < s->n_rows; i++) {
-        const struct dfc_config_row *row = &s->rows[i];
-        const char *v = row->env != NULL ? getenv(row->env) : NULL;
-        if (v == NULL) {
-            continue;
-        }
-        char where[KEY_MAX];
-        snprintf(where, sizeof(where), "env %s: ", row->env);
-        int r = set_row(row, cfg, v, where, err);
-        if (r < 0) {
-            return r;
-        }
-    }
-    return 0;
+    return set_row(row, cfg, value, "", key, err);
 }
 
 /* ---- YAML walk ---- */
@@ -201,6 +312,7 @@ struct walk {
     const char *name;
     yaml_document_t *doc;
     struct dfc_error *err;
+    const bool *skip; /* per row: a higher source sets it, so the file's value is ignored */
 };
 
 static int mark_error(struct walk *w, int code, const yaml_node_t *n, const char *fmt, ...)
@@ -265,13 +377,16 @@ static int walk_mapping(struct walk *w, yaml_node_t *map, const char *prefix) {
             }
             return mark_error(w, -EINVAL, k, "unknown key `%s`", key);
         }
-        if (null_value && row->type != DFC_CFG_STRING && row->type != DFC_CFG_PATH) {
+        if (w->skip != NULL && w->skip[row - w->schema->rows]) {
+            continue;
+        }
+        if (null_value && !is_string(row)) {
             continue; /* "key:" with no value keeps the default */
         }
         char where[KEY_MAX + 64];
         snprintf(where, sizeof(where), "%s:%zu:%zu: ", w->name, v->start_mark.line + 1,
                  v->start_mark.column + 1);
-        int r = set_row(row, w->cfg, null_value ? "" : text, where, w->err);
+        int r = set_row(row, w->cfg, null_value ? "" : text, where, key, w->err);
         if (r < 0) {
             return r;
         }
@@ -279,8 +394,8 @@ static int walk_mapping(struct walk *w, yaml_node_t *map, const char *prefix) {
     return 0;
 }
 
-int dfc_config_load_string(const struct dfc_config_schema *s, void *cfg, const char *name,
-                           const char *yaml, size_t len, struct dfc_error *err) {
+static int load_string(const struct dfc_config_schema *s, void *cfg, const char *name,
+                       const char *yaml, size_t len, const bool *skip, struct dfc_error *err) {
     yaml_parser_t parser;
     yaml_document_t doc;
     if (len > DFC_CONFIG_FILE_MAX) {
@@ -300,7 +415,7 @@ int dfc_config_load_string(const struct dfc_config_schema *s, void *cfg, const c
     int r = 0;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root != NULL) {
-        struct walk w = {s, cfg, name, &doc, err};
+        struct walk w = {s, cfg, name, &doc, err, skip};
         if (root->type == YAML_MAPPING_NODE) {
             r = walk_mapping(&w, root, "");
         } else if (!(root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
@@ -312,8 +427,18 @@ int dfc_config_load_string(const struct dfc_config_schema *s, void *cfg, const c
     return r;
 }
 
+int dfc_config_load_string(const struct dfc_config_schema *s, void *cfg, const char *name,
+                           const char *yaml, size_t len, struct dfc_error *err) {
+    return load_string(s, cfg, name, yaml, len, NULL, err);
+}
+
 int dfc_config_load_file(const struct dfc_config_schema *s, void *cfg, const char *path,
                          struct dfc_error *err) {
+    return dfc__config_load_file_skip(s, cfg, path, NULL, err);
+}
+
+int dfc__config_load_file_skip(const struct dfc_config_schema *s, void *cfg, const char *path,
+                               const bool *skip, struct dfc_error *err) {
     _cleanup_fclose_ FILE *f = fopen(path, "re");
     if (f == NULL) {
         return dfc_error_errno(err, -errno, "open config `%s`", path);
@@ -337,7 +462,7 @@ int dfc_config_load_file(const struct dfc_config_schema *s, void *cfg, const cha
     if (ferror(f)) {
         return dfc_error_errno(err, -EIO, "read config `%s`", path);
     }
-    return dfc_config_load_string(s, cfg, path, buf, n, err);
+    return load_string(s, cfg, path, buf, n, skip, err);
 }
 
 int dfc_config_validate(const struct dfc_config_schema *s, const void *cfg, struct dfc_error *err) {
@@ -399,6 +524,9 @@ static void print_value(FILE *out, const struct dfc_config_row *row, const void 
     case DFC_CFG_MODE:
         fprintf(out, "\"%04o\"", *(const uint32_t *)field);
         break;
+    case DFC_CFG_ENUM:
+        print_string(out, *(const char *const *)field ? *(const char *const *)field : "");
+        break;
     }
 }
 
@@ -406,6 +534,9 @@ int dfc_config_print(const struct dfc_config_schema *s, const void *cfg, FILE *o
     const char *prev = "";
     for (size_t i = 0; i < s->n_rows; i++) {
         const char *key = s->rows[i].key;
+        if (key == NULL) {
+            continue; /* a command-line setting, not configuration */
+        }
         /* Find the shared leading components with the previous key. */
         size_t common = 0, depth = 0;
         for (size_t j = 0; key[j] && prev[j] == key[j]; j++) {
@@ -437,7 +568,7 @@ int dfc_config_print(const struct dfc_config_schema *s, const void *cfg, FILE *o
 void dfc_config_free(const struct dfc_config_schema *s, void *cfg) {
     for (size_t i = 0; i < s->n_rows; i++) {
         const struct dfc_config_row *row = &s->rows[i];
-        if (row->type == DFC_CFG_STRING || row->type == DFC_CFG_PATH) {
+        if (is_string(row)) {
             char **field = (char **)((char *)cfg + row->offset);
             free(*field);
             *field = NULL;

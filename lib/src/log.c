@@ -19,6 +19,9 @@ _Atomic int dfc_log_threshold = DFC_LOG_INFO;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
 
+const char *const dfc_log_level_choices[] = {"debug", "info",    "warn", "error",
+                                             "off",   "warning", NULL};
+
 static void stderr_sink(int level, const char *line, size_t len, void *userdata) {
     while (len > 0) {
         ssize_t n = write(STDERR_FILENO, line, len);

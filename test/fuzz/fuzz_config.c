@@ -1,6 +1,7 @@
 /*
- * Fuzz target: the YAML config loader over a schema with a row of every type. Any input must
- * either load or fail with a message; then the config prints and frees cleanly.
+ * Fuzz target: the YAML config loader over a schema with a row of every type (with ranges,
+ * choices, a non-empty string). Any input must either load or fail with a message; then the
+ * config prints and frees cleanly.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,17 +16,31 @@ struct cfg {
     int64_t i, d;
     uint64_t u, z;
     uint32_t m;
+    const char *e;
 };
 
+static const char *const choices[] = {"one", "two", NULL};
+
+#define F(member) offsetof(struct cfg, member)
+
 static const struct dfc_config_row rows[] = {
-    {"a.string", DFC_CFG_STRING, offsetof(struct cfg, s), "x", NULL, NULL},
-    {"a.path", DFC_CFG_PATH, offsetof(struct cfg, p), "/x", NULL, NULL},
-    {"a.b.bool", DFC_CFG_BOOL, offsetof(struct cfg, b), "true", NULL, NULL},
-    {"a.b.int", DFC_CFG_INT, offsetof(struct cfg, i), "-1", NULL, NULL},
-    {"c.uint", DFC_CFG_UINT, offsetof(struct cfg, u), "1", NULL, NULL},
-    {"c.size", DFC_CFG_SIZE, offsetof(struct cfg, z), "4MiB", NULL, NULL},
-    {"c.duration", DFC_CFG_DURATION, offsetof(struct cfg, d), "1h", NULL, NULL},
-    {"c.mode", DFC_CFG_MODE, offsetof(struct cfg, m), "0644", NULL, NULL},
+    {.key = "a.string",
+     .type = DFC_CFG_STRING,
+     .offset = F(s),
+     .def = "x",
+     .flags = DFC_OPT_NONEMPTY},
+    {.key = "a.path", .type = DFC_CFG_PATH, .offset = F(p), .def = "/x"},
+    {.key = "a.b.bool", .type = DFC_CFG_BOOL, .offset = F(b), .def = "true"},
+    {.key = "a.b.int", .type = DFC_CFG_INT, .offset = F(i), .def = "-1", DFC_OPT_RANGE(-9, 9)},
+    {.key = "c.uint", .type = DFC_CFG_UINT, .offset = F(u), .def = "1"},
+    {.key = "c.size",
+     .type = DFC_CFG_SIZE,
+     .offset = F(z),
+     .def = "4MiB",
+     DFC_OPT_RANGE(1, 1 << 30)},
+    {.key = "c.duration", .type = DFC_CFG_DURATION, .offset = F(d), .def = "1h", DFC_OPT_POSITIVE},
+    {.key = "c.mode", .type = DFC_CFG_MODE, .offset = F(m), .def = "0644"},
+    {.key = "c.enum", .type = DFC_CFG_ENUM, .offset = F(e), .def = "one", .choices = choices},
 };
 static const struct dfc_config_schema schema = {"fuzz", rows, sizeof(rows) / sizeof(rows[0])};
 

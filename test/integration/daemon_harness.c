@@ -189,9 +189,12 @@ int harness_destroy(struct harness *h) {
         snprintf(cmd, sizeof(cmd), "tail -50 '%s' >&2", h->log);
         (void)system(cmd);
     }
-    if (getenv("DFC_TEST_KEEP") == NULL) {
+    struct test_env env;
+    test_env_load(&env);
+    if (env.keep == NULL) {
         test_rmtree(h->dir);
     }
+    test_env_free(&env);
     return code;
 }
 

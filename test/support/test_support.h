@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +17,51 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dfc/config.h"
+
+/* The environment the tests read, through the same option module as every binary (nothing
+ * else calls getenv; hack/lint.sh checks): TMPDIR, and DFC_TEST_KEEP (set: keep the harness's
+ * directories to inspect). Release with test_env_free(). */
+struct test_env {
+    char *tmpdir;
+    char *keep; /* NULL unless DFC_TEST_KEEP is set */
+};
+
+static inline const struct dfc_config_schema *test_env_schema(void) {
+    static const struct dfc_config_row rows[] = {
+        {.type = DFC_CFG_STRING,
+         .offset = offsetof(struct test_env, tmpdir),
+         .def = "/tmp",
+         .env = "TMPDIR"},
+        {.type = DFC_CFG_STRING,
+         .offset = offsetof(struct test_env, keep),
+         .env = "DFC_TEST_KEEP",
+         .flags = DFC_OPT_OPTIONAL},
+    };
+    static const struct dfc_config_schema schema = {"test", rows, sizeof(rows) / sizeof(rows[0])};
+    return &schema;
+}
+
+static inline void test_env_load(struct test_env *e) {
+    struct dfc_error err;
+    *e = (struct test_env){0};
+    if (dfc_config_defaults(test_env_schema(), e, &err) < 0 ||
+        dfc_config_load_env(test_env_schema(), e, &err) < 0) {
+        fprintf(stderr, "test environment: %s\n", err.msg);
+        abort();
+    }
+}
+
+static inline void test_env_free(struct test_env *e) {
+    dfc_config_free(test_env_schema(), e);
+}
+
 /* Creates a fresh directory under $TMPDIR (or /tmp) into buf; aborts on failure. */
 static inline void test_mkdtemp(char *buf, size_t size, const char *name) {
-    const char *base = getenv("TMPDIR");
-    snprintf(buf, size, "%s/dfc-%s-XXXXXX", base && *base ? base : "/tmp", name);
+    struct test_env env;
+    test_env_load(&env);
+    snprintf(buf, size, "%s/dfc-%s-XXXXXX", env.tmpdir, name);
+    test_env_free(&env);
     if (mkdtemp(buf) == NULL) {
         perror("mkdtemp");
         abort();

@@ -1,6 +1,6 @@
 /*
- * dfcache.h - what the dfcache subcommands share: the command table, option parsing with
- * environment fallbacks, the client connection, error reporting and the progress bar.
+ * dfcache.h - what the dfcache subcommands share: the options every one takes (schema rows for
+ * dfc/options.h), the client connection, error reporting and the progress bar.
  *
  * Exit codes: 0 success, 1 the operation failed, 2 usage error.
  */
@@ -8,8 +8,10 @@
 #define DFCACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "dfc/config.h"
 #include "dfc/error.h"
 #include "dfc/rpc_client.h"
 
@@ -24,26 +26,40 @@ struct dfcache_methods {
 };
 extern struct dfcache_methods dfcache_m;
 
-/* Options every subcommand takes. */
+/* Options every subcommand takes. Strings belong to the options struct (dfc_config_free). */
 struct dfcache_common {
-    const char *endpoint;
+    char *endpoint;
     bool no_progress;
-    const char *log_level;
+    char *log_level; /* accepted for compatibility: dfcache prints only results and errors */
     bool console;
 };
 
-/* The long options every subcommand takes, for its struct option table. */
-enum { DFCACHE_OPT_NO_PROGRESS = 1000, DFCACHE_OPT_CONSOLE };
-#define DFCACHE_COMMON_OPTIONS                                                                     \
-    {"endpoint", required_argument, NULL, 'e'},                                                    \
-        {"no-progress", no_argument, NULL, DFCACHE_OPT_NO_PROGRESS},                               \
-        {"log-level", required_argument, NULL, 'l'}, {                                             \
-        "console", no_argument, NULL, DFCACHE_OPT_CONSOLE                                          \
+/* The schema rows of struct dfcache_common, for an options struct T holding it as member c;
+ * env is the subcommand's endpoint variable (DFCACHE_<CMD>_DFDAEMON_ENDPOINT). */
+#define DFCACHE_COMMON_ROWS(T, env_name)                                                           \
+    {.type = DFC_CFG_STRING,                                                                       \
+     .offset = offsetof(T, c.endpoint),                                                            \
+     .def = DFCACHE_DEFAULT_ENDPOINT,                                                              \
+     .env = (env_name),                                                                            \
+     .flag = "endpoint",                                                                           \
+     .short_flag = 'e',                                                                            \
+     .metavar = "PATH",                                                                            \
+     .help = "dfdaemon socket"},                                                                   \
+        {.type = DFC_CFG_BOOL,                                                                     \
+         .offset = offsetof(T, c.no_progress),                                                     \
+         .flag = "no-progress",                                                                    \
+         .help = "no progress bar"},                                                               \
+        {.type = DFC_CFG_STRING,                                                                   \
+         .offset = offsetof(T, c.log_level),                                                       \
+         .def = "info",                                                                            \
+         .flag = "log-level",                                                                      \
+         .short_flag = 'l',                                                                        \
+         .metavar = "LEVEL",                                                                       \
+         .help = "accepted for compatibility"},                                                    \
+    {                                                                                              \
+        .type = DFC_CFG_BOOL, .offset = offsetof(T, c.console), .flag = "console",                 \
+        .help = "accepted for compatibility"                                                       \
     }
-#define DFCACHE_COMMON_SHORT "e:l:"
-
-/* Applies opt when it is one of DFCACHE_COMMON_OPTIONS; returns whether it was. */
-bool dfcache_common_option(int opt, const char *arg, struct dfcache_common *c);
 
 int dfcache_import(int argc, char **argv);
 int dfcache_export(int argc, char **argv);
@@ -51,18 +67,11 @@ int dfcache_stat(int argc, char **argv);
 int dfcache_ls(int argc, char **argv);
 int dfcache_rm(int argc, char **argv);
 
-/* getenv(name), or def when unset or empty. */
-const char *dfcache_env(const char *name, const char *def);
-
 /* Connects to the daemon at endpoint (a socket path or a unix: target). */
 int dfcache_connect(const char *endpoint, struct dfc_rpc_client **ret, struct dfc_error *err);
 
 /* Prints "dfcache <cmd>: <message> (<GRPC_CODE>)" on stderr; returns DFCACHE_FAILED. */
 int dfcache_fail(const char *cmd, const struct dfc_error *err);
-
-/* Prints "dfcache <cmd>: <message>" and a hint on stderr; returns DFCACHE_USAGE. */
-int dfcache_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* The progress bar: drawn on stderr when it is a terminal and enabled, else silent. */
 struct dfcache_progress {

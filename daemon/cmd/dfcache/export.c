@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "dfc/id.h"
+#include "dfc/options.h"
 #include "dfc/pbtime.h"
 #include "dfc/thread.h"
 #include "dfc/units.h"
@@ -26,126 +26,74 @@
 
 struct export_opts {
     struct dfcache_common c;
-    const char *id;
-    const char *output;
+    char *output;
     bool from_daemon, overwrite, force_hard_link;
-    const char *application, *tag, *digest;
+    char *application, *tag, *digest; /* digest: NULL when not given */
     int64_t timeout_ns;
+    const char *id; /* the argument (borrowed from argv) */
 };
 
-static void usage(FILE *out) {
-    fprintf(
-        out,
-        "Usage: dfcache export [options] -O <OUTPUT> <ID>\n"
-        "\n"
-        "Export a persistent cache task to a file.\n"
-        "\n"
-        "Options (each also read from its environment variable):\n"
-        "  -O, --output PATH             where to write [DFCACHE_EXPORT_OUTPUT]\n"
-        "      --transfer-from-dfdaemon  receive the bytes over the socket and write them\n"
-        "                                here (for a daemon that cannot see OUTPUT)\n"
-        "                                [DFCACHE_EXPORT_TRANSFER_FROM_DFDAEMON]\n"
-        "      --overwrite               replace an existing OUTPUT [DFCACHE_EXPORT_OVERWRITE]\n"
-        "      --force-hard-link         fail rather than copy when a hard link is impossible\n"
-        "                                [DFCACHE_EXPORT_FORCE_HARD_LINK]\n"
-        "      --digest ALGO:VALUE       verify crc32:, sha256: or sha512: "
-        "[DFCACHE_EXPORT_DIGEST]\n"
-        "      --application STR         [DFCACHE_EXPORT_APPLICATION]\n"
-        "      --tag STR                 [DFCACHE_EXPORT_TAG]\n"
-        "      --timeout DURATION        give up after [2h] [DFCACHE_EXPORT_TIMEOUT]\n"
-        "  -e, --endpoint PATH           dfdaemon socket [" DFCACHE_DEFAULT_ENDPOINT "]\n"
-        "                                [DFCACHE_EXPORT_DFDAEMON_ENDPOINT]\n"
-        "      --no-progress             no progress bar\n"
-        "  -l, --log-level LEVEL         accepted for compatibility [info]\n"
-        "      --console                 accepted for compatibility\n"
-        "  -h, --help                    this help\n");
-}
+#define O(member) offsetof(struct export_opts, member)
 
-static bool env_bool(const char *name) {
-    const char *v = dfcache_env(name, "false");
-    return strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
-}
+static const struct dfc_config_row rows[] = {
+    {.type = DFC_CFG_STRING,
+     .offset = O(output),
+     .env = "DFCACHE_EXPORT_OUTPUT",
+     .flag = "output",
+     .short_flag = 'O',
+     .metavar = "PATH",
+     .help = "where to write",
+     .flags = DFC_OPT_OPTIONAL}, /* required, with the message dfcache always gave */
+    {.type = DFC_CFG_BOOL,
+     .offset = O(from_daemon),
+     .env = "DFCACHE_EXPORT_TRANSFER_FROM_DFDAEMON",
+     .flag = "transfer-from-dfdaemon",
+     .help = "receive the bytes over the socket and write them here (for a daemon that cannot "
+             "see OUTPUT)"},
+    {.type = DFC_CFG_BOOL,
+     .offset = O(overwrite),
+     .env = "DFCACHE_EXPORT_OVERWRITE",
+     .flag = "overwrite",
+     .help = "replace an existing OUTPUT"},
+    {.type = DFC_CFG_BOOL,
+     .offset = O(force_hard_link),
+     .env = "DFCACHE_EXPORT_FORCE_HARD_LINK",
+     .flag = "force-hard-link",
+     .help = "fail rather than copy when a hard link is impossible"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(digest),
+     .env = "DFCACHE_EXPORT_DIGEST",
+     .flag = "digest",
+     .metavar = "ALGO:VALUE",
+     .help = "verify crc32:, sha256: or sha512:",
+     .flags = DFC_OPT_OPTIONAL},
+    {.type = DFC_CFG_STRING,
+     .offset = O(application),
+     .env = "DFCACHE_EXPORT_APPLICATION",
+     .flag = "application"},
+    {.type = DFC_CFG_STRING, .offset = O(tag), .env = "DFCACHE_EXPORT_TAG", .flag = "tag"},
+    {.type = DFC_CFG_DURATION,
+     .offset = O(timeout_ns),
+     .def = "2h",
+     .env = "DFCACHE_EXPORT_TIMEOUT",
+     .flag = "timeout",
+     .help = "give up after",
+     DFC_OPT_POSITIVE},
+    DFCACHE_COMMON_ROWS(struct export_opts, "DFCACHE_EXPORT_DFDAEMON_ENDPOINT"),
+};
 
-static int parse(int argc, char **argv, struct export_opts *o) {
-    static const char cmd[] = "export";
-    enum { FROM = 256, OVERWRITE, FORCE, DIGEST, APP, TAG, TIMEOUT };
-    static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'O'},
-        {"transfer-from-dfdaemon", no_argument, NULL, FROM},
-        {"overwrite", no_argument, NULL, OVERWRITE},
-        {"force-hard-link", no_argument, NULL, FORCE},
-        {"digest", required_argument, NULL, DIGEST},
-        {"application", required_argument, NULL, APP},
-        {"tag", required_argument, NULL, TAG},
-        {"timeout", required_argument, NULL, TIMEOUT},
-        DFCACHE_COMMON_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *timeout = dfcache_env("DFCACHE_EXPORT_TIMEOUT", "2h");
-    o->output = dfcache_env("DFCACHE_EXPORT_OUTPUT", NULL);
-    o->from_daemon = env_bool("DFCACHE_EXPORT_TRANSFER_FROM_DFDAEMON");
-    o->overwrite = env_bool("DFCACHE_EXPORT_OVERWRITE");
-    o->force_hard_link = env_bool("DFCACHE_EXPORT_FORCE_HARD_LINK");
-    o->digest = dfcache_env("DFCACHE_EXPORT_DIGEST", NULL);
-    o->application = dfcache_env("DFCACHE_EXPORT_APPLICATION", "");
-    o->tag = dfcache_env("DFCACHE_EXPORT_TAG", "");
-    o->c.endpoint = dfcache_env("DFCACHE_EXPORT_DFDAEMON_ENDPOINT", DFCACHE_DEFAULT_ENDPOINT);
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "O:" DFCACHE_COMMON_SHORT "h", longopts, NULL)) != -1) {
-        if (dfcache_common_option(opt, optarg, &o->c)) {
-            continue;
-        }
-        switch (opt) {
-        case 'O':
-            o->output = optarg;
-            break;
-        case FROM:
-            o->from_daemon = true;
-            break;
-        case OVERWRITE:
-            o->overwrite = true;
-            break;
-        case FORCE:
-            o->force_hard_link = true;
-            break;
-        case DIGEST:
-            o->digest = optarg;
-            break;
-        case APP:
-            o->application = optarg;
-            break;
-        case TAG:
-            o->tag = optarg;
-            break;
-        case TIMEOUT:
-            timeout = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            return dfcache_usage_error(cmd, "bad option");
-        }
-    }
-    if (optind != argc - 1) {
-        return dfcache_usage_error(cmd, "expects exactly one task ID");
-    }
-    o->id = argv[optind];
-    if (o->output == NULL) {
-        return dfcache_usage_error(cmd, "-O/--output is required");
-    }
-    if (dfc_parse_duration(timeout, &o->timeout_ns) < 0 || o->timeout_ns <= 0) {
-        return dfcache_usage_error(cmd, "--timeout must be a positive duration, got `%s`", timeout);
-    }
-    if (o->from_daemon && o->force_hard_link) {
-        return dfcache_usage_error(cmd,
-                                   "--force-hard-link and --transfer-from-dfdaemon exclude each "
-                                   "other");
-    }
-    return 0;
-}
+static const struct dfc_config_schema schema = {"dfcache export", rows,
+                                                sizeof(rows) / sizeof(rows[0])};
+
+static const struct dfc_cli cli = {
+    .prog = "dfcache export",
+    .usage = "[options] -O <OUTPUT> <ID>",
+    .about = "Export a persistent cache task to a file.",
+    .schema = &schema,
+    .min_args = 1,
+    .max_args = 1,
+    .arg_name = "task ID",
+};
 
 /* Absolute output path whose directory exists; refuses an existing file without --overwrite. */
 static int resolve_output(const struct export_opts *o, char *abs, size_t size,
@@ -253,42 +201,60 @@ static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off) {
     return 0;
 }
 
+static int export_task(const struct export_opts *o);
+
 int dfcache_export(int argc, char **argv) {
     struct export_opts o = {0};
-    int r = parse(argc, argv, &o);
-    if (r != 0) {
-        return r == 1 ? DFCACHE_OK : r;
-    }
+    struct dfc_cli_args args;
+    int code = dfc_cli_main(&cli, &o, argc, argv, &args);
     struct dfc_error err;
+    if (code == DFC_CLI_RUN && o.output == NULL) {
+        dfc_error_set(&err, -EINVAL, "-O/--output is required");
+        code = dfc_cli_fail(&cli, &err);
+    } else if (code == DFC_CLI_RUN && o.from_daemon && o.force_hard_link) {
+        dfc_error_set(&err, -EINVAL,
+                      "--force-hard-link and --transfer-from-dfdaemon exclude each other");
+        code = dfc_cli_fail(&cli, &err);
+    } else if (code == DFC_CLI_RUN) {
+        o.id = args.args[0];
+        code = export_task(&o);
+    }
+    dfc_config_free(&schema, &o);
+    return code;
+}
+
+static int export_task(const struct export_opts *o) {
+    struct dfc_error err;
+    int r;
     char abs[PATH_MAX], tmp[PATH_MAX + 64];
-    if (resolve_output(&o, abs, sizeof(abs), &err) < 0) {
+    if (resolve_output(o, abs, sizeof(abs), &err) < 0) {
         return dfcache_fail("export", &err);
     }
     struct dfc_rpc_client *c;
-    if (dfcache_connect(o.c.endpoint, &c, &err) < 0) {
+    if (dfcache_connect(o->c.endpoint, &c, &err) < 0) {
         return dfcache_fail("export", &err);
     }
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     Google__Protobuf__Duration timeout = GOOGLE__PROTOBUF__DURATION__INIT;
-    dfc_pb_duration_from_ns(o.timeout_ns, &timeout);
-    req.task_id = (char *)o.id;
+    dfc_pb_duration_from_ns(o->timeout_ns, &timeout);
+    req.task_id = (char *)o->id;
     req.persistent = 0; /* as upstream dfcache: a user's export is not a persistent replica */
     req.opt_tag_case = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_TAG_TAG;
-    req.tag = (char *)o.tag;
+    req.tag = (char *)o->tag;
     req.opt_application_case =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_APPLICATION_APPLICATION;
-    req.application = (char *)o.application;
+    req.application = (char *)o->application;
     req.timeout = &timeout;
-    req.overwrite = o.overwrite;
-    req.force_hard_link = o.force_hard_link;
-    if (o.digest) {
+    req.overwrite = o->overwrite;
+    req.force_hard_link = o->force_hard_link;
+    if (o->digest) {
         req.opt_digest_case =
             DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_DIGEST_DIGEST;
-        req.digest = (char *)o.digest;
+        req.digest = (char *)o->digest;
     }
     int fd = -1;
-    if (o.from_daemon) {
+    if (o->from_daemon) {
         req.need_piece_content = 1;
         char uuid[DFC_UUID_STR_LEN + 1];
         dfc_uuid_v4(uuid);
@@ -314,7 +280,7 @@ int dfcache_export(int argc, char **argv) {
     struct dfcache_progress prog;
     uint64_t content_length = 0, got = 0;
     bool started = false;
-    r = dfc_rpc_stream_open(c, &dfcache_m.download, o.timeout_ns / 1000000, &s, &err);
+    r = dfc_rpc_stream_open(c, &dfcache_m.download, o->timeout_ns / 1000000, &s, &err);
     if (r == 0 && (r = dfc_rpc_stream_send(s, &req.base, &err)) == 0) {
         r = dfc_rpc_stream_close_send(s, &err);
     }
@@ -326,7 +292,7 @@ int dfcache_export(int argc, char **argv) {
             DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE) {
             content_length = resp->download_persistent_cache_task_started_response->content_length;
             started = true;
-            dfcache_progress_init(&prog, "export", content_length, !o.c.no_progress);
+            dfcache_progress_init(&prog, "export", content_length, !o->c.no_progress);
         } else if (
             resp->response_case ==
             DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE) {

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include "dfc/cleanup.h"
 #include "dfc/dragonfly.h"
 #include "dfc/import.pb-c.h"
+#include "dfc/options.h"
 #include "dfc/pbtime.h"
 #include "dfc/rpc_bulk.h"
 #include "dfc/units.h"
@@ -26,151 +26,94 @@
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dfcache.h"
 
-#define CHUNK      ((size_t)4 << 20)
-#define MIN_TTL_NS ((int64_t)300 * 1000000000)
-#define MAX_TTL_NS ((int64_t)7 * 86400 * 1000000000)
-#define MIN_PIECE  ((uint64_t)4 << 20)
-#define MAX_PIECE  ((uint64_t)64 << 20)
+#define CHUNK ((size_t)4 << 20)
 
 struct import_opts {
     struct dfcache_common c;
-    const char *path;
-    const char *content_for_id;
+    char *content_for_id; /* NULL: the task id is the file's SHA-256 */
     uint64_t replicas;
-    bool has_piece_length;
-    uint64_t piece_length;
-    const char *application;
-    const char *tag;
+    uint64_t piece_length; /* 0: automatic */
+    char *application;     /* NULL: not sent */
+    char *tag;             /* NULL: not sent */
     int64_t ttl_ns;
     int64_t timeout_ns;
     const char *transfer; /* auto, path, stream */
+    const char *path;     /* the argument (borrowed from argv) */
 };
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "Usage: dfcache import [options] <PATH>\n"
-            "\n"
-            "Import a file into the persistent cache of the node's dfdaemon.\n"
-            "\n"
-            "Options (each also read from its environment variable):\n"
-            "      --content-for-calculating-task-id STR   the task id is SHA-256(STR) instead\n"
-            "                                of the file's SHA-256 (faster for large files)\n"
-            "                                [DFCACHE_IMPORT_CONTENT_FOR_CALCULATING_TASK_ID]\n"
-            "      --persistent-replica-count N   copies to keep across nodes, 1..5 [2]\n"
-            "                                [DFCACHE_IMPORT_PERSISTENT_REPLICA_COUNT]\n"
-            "      --piece-length SIZE       piece size, 4MiB..64MiB [automatic]\n"
-            "                                [DFCACHE_IMPORT_PIECE_LENGTH]\n"
-            "      --application STR         [DFCACHE_IMPORT_APPLICATION]\n"
-            "      --tag STR                 [DFCACHE_IMPORT_TAG]\n"
-            "      --ttl DURATION            time to live, 5m..168h [1h] [DFCACHE_IMPORT_TTL]\n"
-            "      --timeout DURATION        give up after [30m] [DFCACHE_IMPORT_TIMEOUT]\n"
-            "      --transfer MODE           auto: by path when the daemon sees the same file,\n"
-            "                                else stream the bytes; path; stream [auto]\n"
-            "                                [DFCACHE_IMPORT_TRANSFER]\n"
-            "  -e, --endpoint PATH           dfdaemon socket [" DFCACHE_DEFAULT_ENDPOINT "]\n"
-            "                                [DFCACHE_IMPORT_DFDAEMON_ENDPOINT]\n"
-            "      --no-progress             no progress bar\n"
-            "  -l, --log-level LEVEL         accepted for compatibility [info]\n"
-            "      --console                 accepted for compatibility\n"
-            "  -h, --help                    this help\n");
-}
+static const char *const transfers[] = {"auto", "path", "stream", NULL};
 
-static int parse(int argc, char **argv, struct import_opts *o) {
-    static const char cmd[] = "import";
-    enum { CFID = 256, REPLICAS, PIECE, APP, TAG, TTL, TIMEOUT, TRANSFER };
-    static const struct option longopts[] = {
-        {"content-for-calculating-task-id", required_argument, NULL, CFID},
-        {"persistent-replica-count", required_argument, NULL, REPLICAS},
-        {"piece-length", required_argument, NULL, PIECE},
-        {"application", required_argument, NULL, APP},
-        {"tag", required_argument, NULL, TAG},
-        {"ttl", required_argument, NULL, TTL},
-        {"timeout", required_argument, NULL, TIMEOUT},
-        {"transfer", required_argument, NULL, TRANSFER},
-        DFCACHE_COMMON_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *replicas = dfcache_env("DFCACHE_IMPORT_PERSISTENT_REPLICA_COUNT", "2");
-    const char *piece = dfcache_env("DFCACHE_IMPORT_PIECE_LENGTH", NULL);
-    const char *ttl = dfcache_env("DFCACHE_IMPORT_TTL", "1h");
-    const char *timeout = dfcache_env("DFCACHE_IMPORT_TIMEOUT", "30m");
-    o->content_for_id = dfcache_env("DFCACHE_IMPORT_CONTENT_FOR_CALCULATING_TASK_ID", NULL);
-    o->application = dfcache_env("DFCACHE_IMPORT_APPLICATION", NULL);
-    o->tag = dfcache_env("DFCACHE_IMPORT_TAG", NULL);
-    o->transfer = dfcache_env("DFCACHE_IMPORT_TRANSFER", "auto");
-    o->c.endpoint = dfcache_env("DFCACHE_IMPORT_DFDAEMON_ENDPOINT", DFCACHE_DEFAULT_ENDPOINT);
-    o->c.log_level = "info";
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, DFCACHE_COMMON_SHORT "h", longopts, NULL)) != -1) {
-        if (dfcache_common_option(opt, optarg, &o->c)) {
-            continue;
-        }
-        switch (opt) {
-        case CFID:
-            o->content_for_id = optarg;
-            break;
-        case REPLICAS:
-            replicas = optarg;
-            break;
-        case PIECE:
-            piece = optarg;
-            break;
-        case APP:
-            o->application = optarg;
-            break;
-        case TAG:
-            o->tag = optarg;
-            break;
-        case TTL:
-            ttl = optarg;
-            break;
-        case TIMEOUT:
-            timeout = optarg;
-            break;
-        case TRANSFER:
-            o->transfer = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            return dfcache_usage_error(cmd, "bad option");
-        }
-    }
-    if (optind != argc - 1) {
-        return dfcache_usage_error(cmd, "expects exactly one PATH");
-    }
-    o->path = argv[optind];
-    if (dfc_parse_u64(replicas, &o->replicas) < 0 || o->replicas < 1 || o->replicas > 5) {
-        return dfcache_usage_error(cmd, "--persistent-replica-count must be 1..5, got `%s`",
-                                   replicas);
-    }
-    if (piece != NULL) {
-        if (dfc_parse_size(piece, &o->piece_length) < 0 || o->piece_length < MIN_PIECE ||
-            o->piece_length > MAX_PIECE) {
-            return dfcache_usage_error(cmd, "--piece-length must be 4MiB..64MiB, got `%s`", piece);
-        }
-        o->has_piece_length = true;
-    }
-    if (dfc_parse_duration(ttl, &o->ttl_ns) < 0 || o->ttl_ns < MIN_TTL_NS ||
-        o->ttl_ns > MAX_TTL_NS) {
-        return dfcache_usage_error(cmd, "--ttl must be between 5m and 168h, got `%s`", ttl);
-    }
-    if (dfc_parse_duration(timeout, &o->timeout_ns) < 0 || o->timeout_ns <= 0) {
-        return dfcache_usage_error(cmd, "--timeout must be a positive duration, got `%s`", timeout);
-    }
-    if (strcmp(o->transfer, "auto") != 0 && strcmp(o->transfer, "path") != 0 &&
-        strcmp(o->transfer, "stream") != 0) {
-        return dfcache_usage_error(cmd, "--transfer must be auto, path or stream, got `%s`",
-                                   o->transfer);
-    }
-    if (o->content_for_id != NULL && o->content_for_id[0] == '\0') {
-        return dfcache_usage_error(cmd, "--content-for-calculating-task-id must not be empty");
-    }
-    return 0;
-}
+#define O(member) offsetof(struct import_opts, member)
+
+static const struct dfc_config_row rows[] = {
+    {.type = DFC_CFG_STRING,
+     .offset = O(content_for_id),
+     .env = "DFCACHE_IMPORT_CONTENT_FOR_CALCULATING_TASK_ID",
+     .flag = "content-for-calculating-task-id",
+     .help = "the task id is SHA-256(STR) instead of the file's SHA-256 (faster for large files)",
+     .flags = DFC_OPT_OPTIONAL | DFC_OPT_NONEMPTY},
+    {.type = DFC_CFG_UINT,
+     .offset = O(replicas),
+     .def = "2",
+     .env = "DFCACHE_IMPORT_PERSISTENT_REPLICA_COUNT",
+     .flag = "persistent-replica-count",
+     .help = "copies to keep across nodes",
+     DFC_OPT_RANGE(DFC_REPLICA_COUNT_MIN, DFC_REPLICA_COUNT_MAX)},
+    {.type = DFC_CFG_SIZE,
+     .offset = O(piece_length),
+     .env = "DFCACHE_IMPORT_PIECE_LENGTH",
+     .flag = "piece-length",
+     .help = "piece size, automatic when not given",
+     DFC_OPT_RANGE(DFC_PIECE_LENGTH_MIN, DFC_PIECE_LENGTH_MAX),
+     .flags = DFC_OPT_OPTIONAL},
+    {.type = DFC_CFG_STRING,
+     .offset = O(application),
+     .env = "DFCACHE_IMPORT_APPLICATION",
+     .flag = "application",
+     .flags = DFC_OPT_OPTIONAL},
+    {.type = DFC_CFG_STRING,
+     .offset = O(tag),
+     .env = "DFCACHE_IMPORT_TAG",
+     .flag = "tag",
+     .flags = DFC_OPT_OPTIONAL},
+    {.type = DFC_CFG_DURATION,
+     .offset = O(ttl_ns),
+     .def = "1h",
+     .env = "DFCACHE_IMPORT_TTL",
+     .flag = "ttl",
+     .help = "time to live",
+     DFC_OPT_RANGE(DFC_TTL_MIN_NS, DFC_TTL_MAX_NS)},
+    {.type = DFC_CFG_DURATION,
+     .offset = O(timeout_ns),
+     .def = "30m",
+     .env = "DFCACHE_IMPORT_TIMEOUT",
+     .flag = "timeout",
+     .help = "give up after",
+     DFC_OPT_POSITIVE},
+    {.type = DFC_CFG_ENUM,
+     .offset = O(transfer),
+     .def = "auto",
+     .env = "DFCACHE_IMPORT_TRANSFER",
+     .flag = "transfer",
+     .metavar = "MODE",
+     .help = "auto: by path when the daemon sees the same file, else stream the bytes; path; "
+             "stream",
+     .choices = transfers},
+    DFCACHE_COMMON_ROWS(struct import_opts, "DFCACHE_IMPORT_DFDAEMON_ENDPOINT"),
+};
+
+static const struct dfc_config_schema schema = {"dfcache import", rows,
+                                                sizeof(rows) / sizeof(rows[0])};
+
+static const struct dfc_cli cli = {
+    .prog = "dfcache import",
+    .usage = "[options] <PATH>",
+    .about = "Import a file into the persistent cache of the node's dfdaemon.",
+    .schema = &schema,
+    .min_args = 1,
+    .max_args = 1,
+    .arg_name = "PATH",
+};
 
 static void print_done(const Common__V2__PersistentCacheTask *t) {
     printf("Done: %s\n", t->id);
@@ -202,7 +145,7 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
             DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_APPLICATION_APPLICATION;
         req.application = (char *)o->application;
     }
-    if (o->has_piece_length) {
+    if (o->piece_length != 0) {
         req.opt_piece_length_case =
             DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_PIECE_LENGTH_PIECE_LENGTH;
         req.piece_length = o->piece_length;
@@ -249,7 +192,7 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
         start.opt_application_case = DFC__DFDAEMON__V1__IMPORT_START__OPT_APPLICATION_APPLICATION;
         start.application = (char *)o->application;
     }
-    if (o->has_piece_length) {
+    if (o->piece_length != 0) {
         start.opt_piece_length_case =
             DFC__DFDAEMON__V1__IMPORT_START__OPT_PIECE_LENGTH_PIECE_LENGTH;
         start.piece_length = o->piece_length;
@@ -316,59 +259,69 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
     return r;
 }
 
+static int import_file(const struct import_opts *o);
+
 int dfcache_import(int argc, char **argv) {
     struct import_opts o = {0};
-    int r = parse(argc, argv, &o);
-    if (r != 0) {
-        return r == 1 ? DFCACHE_OK : r;
+    struct dfc_cli_args args;
+    int code = dfc_cli_main(&cli, &o, argc, argv, &args);
+    if (code == DFC_CLI_RUN) {
+        o.path = args.args[0];
+        code = import_file(&o);
     }
+    dfc_config_free(&schema, &o);
+    return code;
+}
+
+static int import_file(const struct import_opts *o) {
     char abs[PATH_MAX];
     struct dfc_error err;
-    if (realpath(o.path, abs) == NULL) {
-        dfc_error_errno(&err, errno == ENOENT ? -ENOENT : -errno, "`%s`", o.path);
+    int r;
+    if (realpath(o->path, abs) == NULL) {
+        dfc_error_errno(&err, errno == ENOENT ? -ENOENT : -errno, "`%s`", o->path);
         return dfcache_fail("import", &err);
     }
     /* A path import needs no read access checked here: the daemon opens the file acting as
      * this process (its uid and groups), so the kernel decides. */
     struct stat st;
     if (stat(abs, &st) < 0) {
-        dfc_error_errno(&err, -errno, "stat `%s`", o.path);
+        dfc_error_errno(&err, -errno, "stat `%s`", o->path);
         return dfcache_fail("import", &err);
     }
     if (!S_ISREG(st.st_mode)) {
-        dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o.path);
+        dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o->path);
         return dfcache_fail("import", &err);
     }
-    if (o.content_for_id == NULL && st.st_size > (1 << 30) && !o.c.no_progress) {
+    if (o->content_for_id == NULL && st.st_size > (1 << 30) && !o->c.no_progress) {
         fprintf(stderr,
                 "dfcache import: hashing all of `%s` for its task id; "
                 "--content-for-calculating-task-id is faster for large files\n",
-                o.path);
+                o->path);
     }
     struct dfc_rpc_client *c;
-    if (dfcache_connect(o.c.endpoint, &c, &err) < 0) {
+    if (dfcache_connect(o->c.endpoint, &c, &err) < 0) {
         return dfcache_fail("import", &err);
     }
     r = -ENOENT;
-    if (strcmp(o.transfer, "stream") != 0) {
-        r = import_by_path(c, &o, abs, &st, &err);
+    if (strcmp(o->transfer, "stream") != 0) {
+        r = import_by_path(c, o, abs, &st, &err);
         /* The daemon does not see this file (it lives in another mount namespace), or cannot
          * act for us (a daemon that is not root serves only its own uid): streaming needs
          * only our own access. */
         bool elsewhere = r == -ENOENT || r == DFC_E_FAILED_PRECONDITION || r == -EACCES;
-        if (r < 0 && elsewhere && strcmp(o.transfer, "auto") == 0) {
+        if (r < 0 && elsewhere && strcmp(o->transfer, "auto") == 0) {
             r = 1;
         }
     }
-    if (r == 1 || strcmp(o.transfer, "stream") == 0) {
+    if (r == 1 || strcmp(o->transfer, "stream") == 0) {
         _cleanup_close_ int fd = open(abs, O_RDONLY | O_CLOEXEC);
         struct stat fst;
         if (fd < 0 || fstat(fd, &fst) < 0) {
-            r = dfc_error_errno(&err, -errno, "open `%s`", o.path);
+            r = dfc_error_errno(&err, -errno, "open `%s`", o->path);
         } else if (!S_ISREG(fst.st_mode)) {
-            r = dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o.path);
+            r = dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o->path);
         } else {
-            r = import_by_stream(c, &o, fd, &fst, &err);
+            r = import_by_stream(c, o, fd, &fst, &err);
         }
     }
     dfc_rpc_client_free(c);

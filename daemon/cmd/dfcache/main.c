@@ -2,7 +2,6 @@
  * dfcache - import, export, stat, list and remove persistent cache tasks through the node's
  * dfdaemon socket. main() dispatches to one file per subcommand.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,29 +84,6 @@ int main(int argc, char **argv) {
     return DFCACHE_USAGE;
 }
 
-const char *dfcache_env(const char *name, const char *def) {
-    const char *v = getenv(name);
-    return v != NULL && v[0] != '\0' ? v : def;
-}
-
-bool dfcache_common_option(int opt, const char *arg, struct dfcache_common *c) {
-    switch (opt) {
-    case 'e':
-        c->endpoint = arg;
-        return true;
-    case 'l':
-        c->log_level = arg; /* accepted for compatibility: dfcache prints only results/errors */
-        return true;
-    case DFCACHE_OPT_NO_PROGRESS:
-        c->no_progress = true;
-        return true;
-    case DFCACHE_OPT_CONSOLE:
-        c->console = true;
-        return true;
-    }
-    return false;
-}
-
 int dfcache_connect(const char *endpoint, struct dfc_rpc_client **ret, struct dfc_error *err) {
     char target[4200];
     if (strncmp(endpoint, "unix:", 5) == 0) {
@@ -127,16 +103,6 @@ int dfcache_fail(const char *cmd, const struct dfc_error *err) {
     fprintf(stderr, "dfcache %s: %s (%s)\n", cmd, dfc_error_msg(err),
             dfc_grpc_code_name(dfc_error_to_grpc(err->code)));
     return DFCACHE_FAILED;
-}
-
-int dfcache_usage_error(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "dfcache %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nRun `dfcache %s --help` for usage.\n", cmd);
-    return DFCACHE_USAGE;
 }
 
 /* ---- progress ---- */

@@ -1,11 +1,11 @@
 /*
  * dfcache stat, ls, rm - look at and remove the tasks of the node's daemon.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "dfc/options.h"
 #include "dfc/pbtime.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
@@ -14,44 +14,52 @@
 
 #define TIMEOUT_MS 30000
 
-/* Parses the options every one of these takes: -e, -l, --console, -h. want_id: one ID. */
-static int parse_simple(const char *cmd, const char *env, int argc, char **argv, bool want_id,
-                        struct dfcache_common *c, const char **ret_id) {
-    static const struct option longopts[] = {
-        DFCACHE_COMMON_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    c->endpoint = dfcache_env(env, DFCACHE_DEFAULT_ENDPOINT);
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, DFCACHE_COMMON_SHORT "h", longopts, NULL)) != -1) {
-        if (dfcache_common_option(opt, optarg, c)) {
-            continue;
-        }
-        switch (opt) {
-        case 'h':
-            printf("Usage: dfcache %s [options]%s\n\n"
-                   "Options:\n"
-                   "  -e, --endpoint PATH    dfdaemon socket [" DFCACHE_DEFAULT_ENDPOINT "] [%s]\n"
-                   "  -l, --log-level LEVEL  accepted for compatibility\n"
-                   "      --console          accepted for compatibility\n"
-                   "  -h, --help             this help\n",
-                   cmd, want_id ? " <ID>" : "", env);
-            return 1;
-        default:
-            return dfcache_usage_error(cmd, "bad option");
-        }
+/* stat, ls and rm take only the common options; each reads its own endpoint variable. */
+struct simple_opts {
+    struct dfcache_common c;
+};
+
+static const struct dfc_config_row stat_rows[] = {
+    DFCACHE_COMMON_ROWS(struct simple_opts, "DFCACHE_STAT_DFDAEMON_ENDPOINT")};
+static const struct dfc_config_row ls_rows[] = {
+    DFCACHE_COMMON_ROWS(struct simple_opts, "DFCACHE_LS_DFDAEMON_ENDPOINT")};
+static const struct dfc_config_row rm_rows[] = {
+    DFCACHE_COMMON_ROWS(struct simple_opts, "DFCACHE_RM_DFDAEMON_ENDPOINT")};
+
+#define SCHEMA(name, rows)                                                                         \
+    { name, rows, sizeof(rows) / sizeof((rows)[0]) }
+static const struct dfc_config_schema stat_schema = SCHEMA("dfcache stat", stat_rows);
+static const struct dfc_config_schema ls_schema = SCHEMA("dfcache ls", ls_rows);
+static const struct dfc_config_schema rm_schema = SCHEMA("dfcache rm", rm_rows);
+
+static const struct dfc_cli stat_cli = {.prog = "dfcache stat",
+                                        .usage = "[options] <ID>",
+                                        .schema = &stat_schema,
+                                        .min_args = 1,
+                                        .max_args = 1,
+                                        .arg_name = "task ID"};
+static const struct dfc_cli ls_cli = {
+    .prog = "dfcache ls", .usage = "[options]", .schema = &ls_schema};
+static const struct dfc_cli rm_cli = {.prog = "dfcache rm",
+                                      .usage = "[options] <ID>",
+                                      .schema = &rm_schema,
+                                      .min_args = 1,
+                                      .max_args = 1,
+                                      .arg_name = "task ID"};
+
+/* Parses a command line of cli into o; returns DFC_CLI_RUN, or the exit code (o released). */
+static int parse_simple(const struct dfc_cli *cli, int argc, char **argv, struct simple_opts *o,
+                        const char **ret_id) {
+    struct dfc_cli_args args;
+    int code = dfc_cli_main(cli, o, argc, argv, &args);
+    if (code != DFC_CLI_RUN) {
+        dfc_config_free(cli->schema, o);
+        return code;
     }
-    if (want_id) {
-        if (optind != argc - 1) {
-            return dfcache_usage_error(cmd, "expects exactly one task ID");
-        }
-        *ret_id = argv[optind];
-    } else if (optind != argc) {
-        return dfcache_usage_error(cmd, "takes no arguments");
+    if (ret_id != NULL) {
+        *ret_id = args.args[0];
     }
-    return 0;
+    return DFC_CLI_RUN;
 }
 
 static void format_time(int64_t seconds, char *buf, size_t size) {
@@ -73,15 +81,17 @@ static void format_ttl(const Google__Protobuf__Duration *d, char *buf, size_t si
 }
 
 int dfcache_stat(int argc, char **argv) {
-    struct dfcache_common c = {0};
+    struct simple_opts o = {0};
     const char *id = NULL;
-    int r = parse_simple("stat", "DFCACHE_STAT_DFDAEMON_ENDPOINT", argc, argv, true, &c, &id);
-    if (r != 0) {
-        return r == 1 ? DFCACHE_OK : r;
+    int r = parse_simple(&stat_cli, argc, argv, &o, &id);
+    if (r != DFC_CLI_RUN) {
+        return r;
     }
     struct dfc_error err;
     struct dfc_rpc_client *client;
-    if (dfcache_connect(c.endpoint, &client, &err) < 0) {
+    r = dfcache_connect(o.c.endpoint, &client, &err);
+    dfc_config_free(&stat_schema, &o);
+    if (r < 0) {
         return dfcache_fail("stat", &err);
     }
     Dfdaemon__V2__StatPersistentCacheTaskRequest req =
@@ -122,14 +132,16 @@ int dfcache_stat(int argc, char **argv) {
 }
 
 int dfcache_ls(int argc, char **argv) {
-    struct dfcache_common c = {0};
-    int r = parse_simple("ls", "DFCACHE_LS_DFDAEMON_ENDPOINT", argc, argv, false, &c, NULL);
-    if (r != 0) {
-        return r == 1 ? DFCACHE_OK : r;
+    struct simple_opts o = {0};
+    int r = parse_simple(&ls_cli, argc, argv, &o, NULL);
+    if (r != DFC_CLI_RUN) {
+        return r;
     }
     struct dfc_error err;
     struct dfc_rpc_client *client;
-    if (dfcache_connect(c.endpoint, &client, &err) < 0) {
+    r = dfcache_connect(o.c.endpoint, &client, &err);
+    dfc_config_free(&ls_schema, &o);
+    if (r < 0) {
         return dfcache_fail("ls", &err);
     }
     Dfdaemon__V2__ListLocalPersistentCacheTasksRequest req =
@@ -158,15 +170,17 @@ int dfcache_ls(int argc, char **argv) {
 }
 
 int dfcache_rm(int argc, char **argv) {
-    struct dfcache_common c = {0};
+    struct simple_opts o = {0};
     const char *id = NULL;
-    int r = parse_simple("rm", "DFCACHE_RM_DFDAEMON_ENDPOINT", argc, argv, true, &c, &id);
-    if (r != 0) {
-        return r == 1 ? DFCACHE_OK : r;
+    int r = parse_simple(&rm_cli, argc, argv, &o, &id);
+    if (r != DFC_CLI_RUN) {
+        return r;
     }
     struct dfc_error err;
     struct dfc_rpc_client *client;
-    if (dfcache_connect(c.endpoint, &client, &err) < 0) {
+    r = dfcache_connect(o.c.endpoint, &client, &err);
+    dfc_config_free(&rm_schema, &o);
+    if (r < 0) {
         return dfcache_fail("rm", &err);
     }
     /* A missing task is reported, as rm(1) does; upstream's delete itself is idempotent. */

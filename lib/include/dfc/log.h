@@ -44,8 +44,13 @@ void dfc_log_write(int level, const char *event, const char *fmt, ...)
 /* Sets the threshold; lines below it are dropped. */
 void dfc_log_set_level(int level);
 
-/* Parses "debug", "info", "warn", "error", "off" (case-insensitive); -EINVAL otherwise. */
+/* Parses "debug", "info", "warn" (or "warning"), "error", "off" (case-insensitive); -EINVAL
+ * otherwise. */
 int dfc_log_parse_level(const char *s, int *ret_level);
+
+/* Every spelling dfc_log_parse_level() accepts, NULL-terminated: the choices of a DFC_CFG_ENUM
+ * log-level row (dfc/config.h). */
+extern const char *const dfc_log_level_choices[];
 
 /* Replaces the sink (NULL restores stderr). Safe while other threads log, though a line
  * written at that very moment may reach the old sink with the new userdata: set it at

@@ -67,6 +67,10 @@ static void test_parse_level(void **state) {
     assert_int_equal(dfc_log_parse_level("warning", &l), 0);
     assert_int_equal(l, DFC_LOG_WARN);
     assert_int_equal(dfc_log_parse_level("loud", &l), -EINVAL);
+    /* The choices a log-level option accepts are exactly what parses. */
+    for (size_t i = 0; dfc_log_level_choices[i] != NULL; i++) {
+        assert_int_equal(dfc_log_parse_level(dfc_log_level_choices[i], &l), 0);
+    }
 }
 
 static void test_long_line_is_truncated_with_newline(void **state) {
