@@ -7,7 +7,9 @@ pkg_check_modules(UUID REQUIRED IMPORTED_TARGET uuid)
 pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
 pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3)
-pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+# Libraries only some targets need are looked up where those targets are, so that a build
+# without them needs none: cmocka in test/CMakeLists.txt (only with DFC_TESTS), hiredis in
+# scheduler/CMakeLists.txt (pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis) there).
 
 # libgrpc.so carries its own dependencies: the long absl list that pkg-config prints is only
 # needed for static linking, so link the two core libraries directly.

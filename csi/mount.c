@@ -100,9 +100,8 @@ int csi_mountinfo_scan(FILE *f, const char *path, struct csi_mount_state *ret) {
     memset(ret, 0, sizeof(*ret));
     char *line = NULL, *point = NULL;
     size_t cap = 0, point_cap = 0;
-    ssize_t n;
     int r = 0;
-    while ((n = getline(&line, &cap, f)) >= 0) {
+    while (getline(&line, &cap, f) >= 0) {
         struct entry e;
         if (!parse(line, &e)) {
             continue;
@@ -221,7 +220,7 @@ static int linux_state(int parent_fd, int target_fd, struct csi_mount_state *ret
     if (r == 0) {
         r = csi_mount_id(parent_fd, &under);
     }
-    if (r < 0) {
+    if (r != 0) {
         return r;
     }
     if (top == under) {

@@ -109,8 +109,8 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         .low_percent = cfg->disk_low,
         .disk_threshold = cfg->disk_threshold,
     };
-    if ((r = dfd_service_init(&svc, storage, cfg, &dfd_clock_real, err)) < 0 ||
-        (r = dfd_gc_start(storage, &policy, &dfd_clock_real, &gc, err)) < 0) {
+    if ((r = dfd_service_init(&svc, storage, cfg, &dfc_clock_real, err)) < 0 ||
+        (r = dfd_gc_start(storage, &policy, &dfc_clock_real, &gc, err)) < 0) {
         goto out;
     }
     struct dfc_rpc_server_opts opts = {

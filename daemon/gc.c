@@ -7,19 +7,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/statvfs.h>
-#include <time.h>
 
 #include "dfc/log.h"
-#include "dfc/pbtime.h"
 #include "dfc/thread.h"
-
-static int64_t real_now(void *userdata) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return dfc_timespec_to_ns(&ts);
-}
-
-const struct dfd_clock dfd_clock_real = {real_now, NULL};
 
 /* Capacity and usage in bytes, as the policy measures them. */
 static int disk_usage(struct dfd_storage *s, const struct dfd_gc_policy *p, uint64_t *ret_total,
@@ -89,7 +79,7 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
 struct dfd_gc {
     struct dfd_storage *s;
     struct dfd_gc_policy policy;
-    struct dfd_clock clock;
+    struct dfc_clock clock;
     struct dfc_thread thread;
 };
 
@@ -98,7 +88,7 @@ static void *gc_main(void *arg) {
     while (dfc_thread_sleep(&g->thread, g->policy.interval_ns)) {
         struct dfd_gc_report rep;
         struct dfc_error err;
-        int r = dfd_gc_run_once(g->s, &g->policy, g->clock.now_ns(g->clock.userdata), &rep, &err);
+        int r = dfd_gc_run_once(g->s, &g->policy, dfc_clock_now(&g->clock), &rep, &err);
         if (r < 0) {
             DFC_LOG(DFC_LOG_WARN, "gc.failed", "error=\"%s\"", dfc_error_msg(&err));
         } else if (rep.expired || rep.evicted) {
@@ -111,7 +101,7 @@ static void *gc_main(void *arg) {
 }
 
 int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
-                 const struct dfd_clock *clock, struct dfd_gc **ret, struct dfc_error *err) {
+                 const struct dfc_clock *clock, struct dfd_gc **ret, struct dfc_error *err) {
     if (p->interval_ns <= 0) {
         return dfc_error_set(err, -EINVAL, "gc.interval must be positive");
     }

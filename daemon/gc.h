@@ -7,23 +7,16 @@
  * usage is back at low%. Persistent replicas are never evicted for space.
  *
  * The clock is injected: dfd_gc_run_once() takes "now", and the background thread reads it
- * through a struct dfd_clock, so tests move time instead of waiting.
+ * through a struct dfc_clock (dfc/clock.h), so tests move time instead of waiting.
  */
 #ifndef DFD_GC_H
 #define DFD_GC_H
 
 #include <stdint.h>
 
+#include "dfc/clock.h"
 #include "dfc/error.h"
 #include "storage/storage.h"
-
-struct dfd_clock {
-    int64_t (*now_ns)(void *userdata); /* wall clock, ns since the epoch */
-    void *userdata;
-};
-
-/* The real wall clock. */
-extern const struct dfd_clock dfd_clock_real;
 
 struct dfd_gc_policy {
     int64_t interval_ns;
@@ -48,7 +41,7 @@ struct dfd_gc;
 
 /* Starts a thread that runs a pass every interval and logs what it did. Borrowed: s, clock. */
 int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
-                 const struct dfd_clock *clock, struct dfd_gc **ret, struct dfc_error *err);
+                 const struct dfc_clock *clock, struct dfd_gc **ret, struct dfc_error *err);
 
 /* Stops and joins the thread. NULL is fine. */
 void dfd_gc_stop(struct dfd_gc *g);

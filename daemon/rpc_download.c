@@ -130,7 +130,7 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r == 0) {
         r = check_identity(call, fd, req->path, err);
     }
-    if (r < 0) {
+    if (r != 0) {
         return r;
     }
     p.owner_uid = caller.uid;
@@ -387,7 +387,8 @@ static int list_local_tasks(void *svc_, struct dfc_rpc_call *call, const Protobu
     if (r < 0) {
         return r;
     }
-    resp->tasks = dfc_rpc_call_alloc(call, (n ? n : 1) * sizeof(*resp->tasks));
+    resp->tasks = dfc_rpc_call_alloc(
+        call, (n ? n : 1) * sizeof(Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *));
     r = resp->tasks == NULL ? dfc_error_set(err, -ENOMEM, "out of memory") : 0;
     for (size_t i = 0; i < n && r == 0; i++) {
         resp->tasks[i] = (Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *)dfc_rpc_call_new_msg(

@@ -16,7 +16,7 @@
 #include "validate.h"
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
-                     const struct dfd_config *cfg, const struct dfd_clock *clock,
+                     const struct dfd_config *cfg, const struct dfc_clock *clock,
                      struct dfc_error *err) {
     memset(svc, 0, sizeof(*svc));
     svc->storage = storage;
@@ -45,7 +45,7 @@ int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
 }
 
 int64_t dfd__now(const struct dfd_service *svc) {
-    return svc->clock.now_ns(svc->clock.userdata);
+    return dfc_clock_now(&svc->clock);
 }
 
 int dfd__import_params(const struct dfd_service *svc, const char *content_for_id,

@@ -11,19 +11,19 @@
 #define DFD_SERVICE_H
 
 #include "config.h"
+#include "dfc/clock.h"
 #include "dfc/rpc_server.h"
-#include "gc.h"
 #include "storage/storage.h"
 
 struct dfd_service {
     struct dfd_storage *storage;
     const struct dfd_config *cfg;
-    struct dfd_clock clock;
+    struct dfc_clock clock;
     char host_id[320];
 };
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
-                     const struct dfd_config *cfg, const struct dfd_clock *clock,
+                     const struct dfd_config *cfg, const struct dfc_clock *clock,
                      struct dfc_error *err);
 
 /* Registers the three services on server. */

@@ -10,7 +10,7 @@ pkgs=(
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
     libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
-    clang libclang-rt-dev clang-format openssl util-linux procps bc acl sqlite3
+    clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
 )
 
 missing=()

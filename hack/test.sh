@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every check on a fresh Debian 12 machine: installs the dependencies, checks formatting,
-# builds with -Werror, runs all tests, then runs them again under ASan+UBSan and under TSan
+# runs hack/lint.sh (banned calls, layering, clang-tidy), builds with -Werror, runs all tests, then runs them again under ASan+UBSan and under TSan
 # (test/tsan.supp silences only Debian's uninstrumented gRPC and absl libraries), and replays
 # the fuzz targets' seed corpus.
 #   hack/test.sh           everything
@@ -10,9 +10,12 @@ cd "$(dirname "$0")/.."
 
 bash hack/install-deps.sh
 bash hack/format.sh --check
-bash hack/lint.sh
 
 jobs=$(nproc)
+# lint (clang-tidy included) on the first suite's build directory, before anything is built.
+cmake -S . -B build -DDFC_WERROR=ON >/dev/null
+bash hack/lint.sh build
+
 passed=0
 run_suite() {
     local dir=$1

@@ -132,7 +132,7 @@ static int sweep_orphans(struct dfd_storage *s, struct dfd_recovery *rec, struct
     if (top == NULL) {
         return dfc_error_errno(err, -errno, "open `%s`", s->content_dir);
     }
-    top_fd = -1; /* owned by top now */
+    (void)dfc_steal_fd(&top_fd); /* owned by top now */
     struct dirent *de;
     while ((de = readdir(top)) != NULL) {
         if (de->d_name[0] == '.') {

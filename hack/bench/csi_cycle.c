@@ -79,17 +79,23 @@ int main(int argc, char **argv) {
     unpub.target_path = argv[2];
 
     double *lat = calloc((size_t)cycles, sizeof(double));
+    if (lat == NULL) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     unsigned before = mount_count();
     for (int i = 0; i < cycles; i++) {
         ProtobufCMessage *m;
         double t0 = now_us();
         if (dfc_rpc_unary(c, &publish, &pub.base, 10000, &m, &err) < 0) {
             fprintf(stderr, "publish: %s\n", dfc_error_msg(&err));
+            free(lat);
             return 1;
         }
         dfc_rpc_msg_free(m);
         if (dfc_rpc_unary(c, &unpublish, &unpub.base, 10000, &m, &err) < 0) {
             fprintf(stderr, "unpublish: %s\n", dfc_error_msg(&err));
+            free(lat);
             return 1;
         }
         dfc_rpc_msg_free(m);

@@ -44,6 +44,7 @@
  */
 #include "dfc/rpc_server.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -478,7 +479,9 @@ static void on_new_call(struct tag *t, bool ok) {
     op.data.recv_close_on_server.cancelled = &c->close_cancelled;
     if (grpc_call_start_batch(c->call, &op, 1, &c->close_tag, NULL) != GRPC_CALL_OK) {
         atomic_store(&c->cancelled, true);
-        call_unref(c); /* the close ref: no completion will come */
+        /* the close ref: no completion will come. refs was 2, so c lives on (a call_unref()
+         * here would leave the analyzer unsure of that). */
+        atomic_fetch_sub(&c->refs, 1);
     }
     if (n > s->max_calls) {
         reject_busy(c, "server busy: too many calls in flight");
@@ -884,9 +887,10 @@ static void on_shutdown(struct tag *t, bool ok) {
 
 int dfc_rpc_call_peer_cred(struct dfc_rpc_call *c, struct ucred *ret_cred) {
     char *peer = grpc_call_get_peer(c->call);
-    int fd = -1;
-    int r = peer != NULL && sscanf(peer, "fd:%d", &fd) == 1
-                ? dfc__listener_cred(c->server, fd, ret_cred)
+    int64_t fd = -1;
+    int r = peer != NULL && strncmp(peer, "fd:", 3) == 0 && dfc_parse_i64(peer + 3, &fd) == 0 &&
+                    fd >= 0 && fd <= INT_MAX
+                ? dfc__listener_cred(c->server, (int)fd, ret_cred)
                 : -ENOENT;
     gpr_free(peer);
     return r;
@@ -922,13 +926,13 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     if (s == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
+    snprintf(s->name, sizeof(s->name), "%s", o.name ? o.name : "rpc");
+    snprintf(s->prefix, sizeof(s->prefix), "%s", o.option_prefix ? o.option_prefix : "");
     s->max_recv_msg = o.max_recv_msg ? o.max_recv_msg : DFC_RPC_DEFAULT_MAX_MSG;
     s->max_workers = o.max_workers ? o.max_workers : DEFAULT_MAX_WORKERS;
     s->max_calls = o.max_calls ? o.max_calls : DEFAULT_MAX_CALLS;
     s->window = o.window ? o.window : DFC_RPC_DEFAULT_WINDOW;
     s->log_level_ok = opts != NULL ? o.log_level_ok : DFC_LOG_DEBUG;
-    snprintf(s->name, sizeof(s->name), "%s", o.name ? o.name : "rpc");
-    snprintf(s->prefix, sizeof(s->prefix), "%s", o.option_prefix ? o.option_prefix : "");
     s->idle_timeout_ms = o.idle_timeout_ms ? o.idle_timeout_ms : DFC_RPC_DEFAULT_IDLE_TIMEOUT_MS;
     unsigned reserved = o.reserved_workers ? o.reserved_workers : s->max_workers / 8;
     if (reserved == 0) {
@@ -995,6 +999,10 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     return 0;
 }
 
+static const char *msg_name(const ProtobufCMessageDescriptor *d) {
+    return d != NULL ? d->name : "NULL";
+}
+
 int dfc_rpc_server_add_service(struct dfc_rpc_server *s, const ProtobufCServiceDescriptor *desc,
                                const struct dfc_rpc_method *methods, size_t n_methods, void *svc,
                                struct dfc_error *err) {
@@ -1012,9 +1020,8 @@ int dfc_rpc_server_add_service(struct dfc_rpc_server *s, const ProtobufCServiceD
             return dfc_error_set(err, -EINVAL,
                                  "%s/%s: table row types (%s -> %s) differ from the .proto "
                                  "(%s -> %s)",
-                                 desc->name, row->name, row->req ? row->req->name : "NULL",
-                                 row->resp ? row->resp->name : "NULL", md->input->name,
-                                 md->output->name);
+                                 desc->name, row->name, msg_name(row->req), msg_name(row->resp),
+                                 msg_name(md->input), msg_name(md->output));
         }
         if (row->handler == NULL) {
             return dfc_error_set(err, -EINVAL, "%s/%s: no handler", desc->name, row->name);

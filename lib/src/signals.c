@@ -10,7 +10,7 @@ void dfc_signals_block(sigset_t *ret_set) {
     sigaddset(ret_set, SIGINT);
     sigaddset(ret_set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, ret_set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    (void)signal(SIGPIPE, SIG_IGN); /* fails only for an invalid signal number */
 }
 
 int dfc_signals_wait(const sigset_t *set) {

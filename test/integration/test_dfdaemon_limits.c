@@ -341,7 +341,8 @@ static void test_nul_in_a_path_is_invalid_argument(void **state) {
      * daemon once read it as "<dir>/a" and imported that file. */
     uint8_t path[500]; /* an unknown field's bytes are what follows its key: length, data */
     int n = snprintf((char *)path + 1, sizeof(path) - 1, "%s", file);
-    memcpy(path + 1 + n, "\0/etc/shadow", 12);
+    static const uint8_t tail[12] = "\0/etc/shadow"; /* bytes, not a C string */
+    memcpy(path + 1 + n, tail, sizeof(tail));
     assert_true(n + 12 < 128);
     path[0] = (uint8_t)(n + 12); /* a one-byte varint */
     Dfdaemon__V2__UploadPersistentCacheTaskRequest req =

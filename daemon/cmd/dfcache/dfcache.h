@@ -40,7 +40,7 @@ struct dfcache_common {
     {.type = DFC_CFG_STRING,                                                                       \
      .offset = offsetof(T, c.endpoint),                                                            \
      .def = DFCACHE_DEFAULT_ENDPOINT,                                                              \
-     .env = env_name,                                                                              \
+     .env = (env_name),                                                                            \
      .flag = "endpoint",                                                                           \
      .short_flag = 'e',                                                                            \
      .metavar = "PATH",                                                                            \

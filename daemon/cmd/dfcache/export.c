@@ -211,13 +211,11 @@ int dfcache_export(int argc, char **argv) {
     if (code == DFC_CLI_RUN && o.output == NULL) {
         dfc_error_set(&err, -EINVAL, "-O/--output is required");
         code = dfc_cli_fail(&cli, &err);
-    }
-    if (code == DFC_CLI_RUN && o.from_daemon && o.force_hard_link) {
+    } else if (code == DFC_CLI_RUN && o.from_daemon && o.force_hard_link) {
         dfc_error_set(&err, -EINVAL,
                       "--force-hard-link and --transfer-from-dfdaemon exclude each other");
         code = dfc_cli_fail(&cli, &err);
-    }
-    if (code == DFC_CLI_RUN) {
+    } else if (code == DFC_CLI_RUN) {
         o.id = args.args[0];
         code = export_task(&o);
     }
@@ -229,11 +227,11 @@ static int export_task(const struct export_opts *o) {
     struct dfc_error err;
     int r;
     char abs[PATH_MAX], tmp[PATH_MAX + 64];
-    if ((r = resolve_output(o, abs, sizeof(abs), &err)) < 0) {
+    if (resolve_output(o, abs, sizeof(abs), &err) < 0) {
         return dfcache_fail("export", &err);
     }
     struct dfc_rpc_client *c;
-    if ((r = dfcache_connect(o->c.endpoint, &c, &err)) < 0) {
+    if (dfcache_connect(o->c.endpoint, &c, &err) < 0) {
         return dfcache_fail("export", &err);
     }
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =

@@ -251,7 +251,7 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
         r = dfc_rpc_stream_finish(s, err);
     }
     dfcache_progress_done(&prog);
-    if (r == 0) {
+    if (r == 0 && resp != NULL) {
         print_done((Common__V2__PersistentCacheTask *)resp);
     }
     dfc_rpc_msg_free(resp);
@@ -299,7 +299,7 @@ static int import_file(const struct import_opts *o) {
                 o->path);
     }
     struct dfc_rpc_client *c;
-    if ((r = dfcache_connect(o->c.endpoint, &c, &err)) < 0) {
+    if (dfcache_connect(o->c.endpoint, &c, &err) < 0) {
         return dfcache_fail("import", &err);
     }
     r = -ENOENT;

@@ -146,7 +146,7 @@ static void draw(struct dfcache_progress *p, double now) {
     int width = 30, fill = pct * width / 100;
     char bar[64];
     for (int i = 0; i < width; i++) {
-        bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
+        bar[i] = (char)(i < fill ? '=' : (i == fill ? '>' : ' '));
     }
     bar[width] = '\0';
     double eta = bps > 0 && p->total > p->done ? (double)(p->total - p->done) / bps : 0;

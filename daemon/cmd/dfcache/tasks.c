@@ -27,7 +27,7 @@ static const struct dfc_config_row rm_rows[] = {
     DFCACHE_COMMON_ROWS(struct simple_opts, "DFCACHE_RM_DFDAEMON_ENDPOINT")};
 
 #define SCHEMA(name, rows)                                                                         \
-    { name, rows, sizeof(rows) / sizeof(rows[0]) }
+    { name, rows, sizeof(rows) / sizeof((rows)[0]) }
 static const struct dfc_config_schema stat_schema = SCHEMA("dfcache stat", stat_rows);
 static const struct dfc_config_schema ls_schema = SCHEMA("dfcache ls", ls_rows);
 static const struct dfc_config_schema rm_schema = SCHEMA("dfcache rm", rm_rows);
@@ -66,7 +66,9 @@ static void format_time(int64_t seconds, char *buf, size_t size) {
     time_t t = (time_t)seconds;
     struct tm tm;
     gmtime_r(&t, &tm);
-    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 && size > 0) {
+        buf[0] = '\0'; /* too small: the contents would be undefined */
+    }
 }
 
 /* "1h", or "0s" when the daemon sent none. */

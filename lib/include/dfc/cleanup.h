@@ -17,7 +17,7 @@ static inline void dfc__freep(void *p) {
     free(*(void **)p);
 }
 
-static inline void dfc__closep(int *fd) {
+static inline void dfc__closep(const int *fd) {
     if (*fd >= 0) {
         (void)close(*fd);
     }

@@ -86,8 +86,7 @@ static FILE *table_with_long_line(char **ret_buf, char *ret_path) {
     n += (size_t)snprintf(buf + n, cap - n, "7 1 0:2 / /");
     ret_path[0] = '/';
     for (int i = 0; i < 16000; i++) {
-        memcpy(buf + n, "\\040", 4);
-        n += 4;
+        n += (size_t)snprintf(buf + n, cap - n, "\\040");
         ret_path[1 + i] = ' ';
     }
     ret_path[16001] = '\0';

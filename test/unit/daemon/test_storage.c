@@ -726,7 +726,7 @@ static void test_gc_thread_uses_the_injected_clock(void **state) {
     struct dfd_task_meta t;
     import_at(f, "tick", 4, true, 300 * SEC, T0, &t);
     fake_now = T0 + 400 * SEC; /* past its TTL at once, by the clock the thread reads */
-    struct dfd_clock clock = {fake_clock, NULL};
+    struct dfc_clock clock = {fake_clock, NULL};
     struct dfd_gc_policy p = {.interval_ns = 20 * 1000000,
                               .high_percent = 100,
                               .low_percent = 90,

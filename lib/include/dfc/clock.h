@@ -1,0 +1,26 @@
+/*
+ * clock.h - an injected wall clock. Code that reads the time (the GC, the daemon's task times,
+ * the scheduler's TTLs) takes a struct dfc_clock, so tests move time instead of waiting.
+ *
+ * A clock is a small value, copied by whoever keeps it; userdata stays owned by the clock's
+ * maker and must outlive every copy.
+ */
+#ifndef DFC_CLOCK_H
+#define DFC_CLOCK_H
+
+#include <stdint.h>
+
+struct dfc_clock {
+    int64_t (*now_ns)(void *userdata); /* wall clock, ns since the epoch */
+    void *userdata;
+};
+
+/* The real wall clock (CLOCK_REALTIME). */
+extern const struct dfc_clock dfc_clock_real;
+
+/* The clock's current time, ns since the epoch. */
+static inline int64_t dfc_clock_now(const struct dfc_clock *c) {
+    return c->now_ns(c->userdata);
+}
+
+#endif /* DFC_CLOCK_H */
