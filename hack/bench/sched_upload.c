@@ -229,6 +229,8 @@ static int load(const char *addr, double seconds, unsigned clients) {
     pthread_t *th = calloc(clients, sizeof(*th));
     if (w == NULL || th == NULL) {
         fprintf(stderr, "bench: out of memory\n");
+        free(w);
+        free(th);
         return 1;
     }
     unsigned run = (unsigned)getpid() ^ (unsigned)time(NULL);
@@ -323,7 +325,10 @@ static long decode_monitor(const char *line, char *out, size_t cap) {
                     break;
                 }
             }
-            out[n++] = ch == '\0' ? '\x01' : ch;
+            if (ch == '\0') {
+                ch = '\x01'; /* argv cannot carry a NUL */
+            }
+            out[n++] = ch;
         }
         if (*p != '"') {
             return -1;

@@ -624,6 +624,6 @@ int main(void) {
         cmocka_unit_test(test_eight_threads),
         cmocka_unit_test(test_pool_exhausted_waits_until_deadline),
     };
-    signal(SIGPIPE, SIG_IGN);
+    (void)signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, start_plain, stop_plain);
 }
