@@ -9,7 +9,7 @@ pkgs=(
     build-essential cmake pkg-config git
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
-    libsqlite3-dev libhiredis-dev redis-server
+    libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
 )
 

@@ -35,7 +35,8 @@ struct sched_candidate {
 void sched_candidates_free(struct sched_candidate *c, size_t n);
 
 /* Candidate parents for peer_id of task_id asked by host `asking`; blocklist holds peer ids.
- * -ENOENT-free: an empty result is n_out 0 (the caller answers FailedPrecondition). */
+ * -ENOENT-free: an empty result is n_out 0 (the caller answers FailedPrecondition). limit 0 =
+ * upstream's default candidateParentLimit, 3. Equal scores keep SMEMBERS order. */
 int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
                        const struct sched_host *asking, const char *const *block_peers,
                        size_t n_block, size_t limit, struct sched_candidate **out, size_t *n_out,
@@ -47,21 +48,30 @@ double sched_parent_score(const struct sched_host *parent, const struct sched_ho
 struct sched_placement_opts {
     const char *advertise_ip;    /* remote_ip sent to dfdaemons; borrowed */
     int64_t repair_interval_ns;  /* scheduler.replicaRepairInterval; 0 = no repair loop */
-    unsigned repair_concurrency; /* scheduler.replicaRepairConcurrency; 0 = 4 */
+    unsigned repair_concurrency; /* scheduler.replicaRepairConcurrency: replications in flight
+                                    (worker threads), whoever queued them; 0 = 4; more than 256
+                                    is -EINVAL from sched_placement_new */
     int64_t host_gc_interval_ns; /* scheduler.gc.hostGCInterval; 0 = no host GC */
-    int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream */
+    int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream; a pull
+                                    (DownloadPersistentCacheTask) gets 1 s more per 10 MiB of
+                                    the task, at most 24 h in all */
 };
 
 struct sched_placement;
 int sched_placement_new(struct sched_store *s, const struct sched_placement_opts *opts,
                         struct sched_placement **ret, struct dfc_error *err);
-/* Starts the repair and host-GC threads. */
+/* The replication workers start in sched_placement_new (so replicate works at once); this
+ * starts the repair and host-GC loops (those whose interval is > 0). */
 int sched_placement_start(struct sched_placement *p, struct dfc_error *err);
-/* Stops the threads and waits for replication calls in flight (bounded by their timeouts). */
+/* Stops the threads and waits for replication calls in flight (bounded by their timeouts);
+ * queued jobs are dropped (the repair loop of any scheduler picks them up). Stop the RPC
+ * server first: no sched_placement_replicate may run during or after this. NULL is fine. */
 void sched_placement_free(struct sched_placement *p);
 
 /* Queues a replication of task_id, never blocking the caller (upstream's detached goroutine);
- * block_hosts are host ids that must not receive a copy (the uploader's). Copied. */
+ * block_hosts are host ids that must not receive a copy (the uploader's). Copied. A job already
+ * queued for the task takes the union of the block lists; a full queue (4096) drops the job
+ * with a log line, and the repair loop retries it. */
 void sched_placement_replicate(struct sched_placement *p, const char *task_id,
                                const char *const *block_hosts, size_t n_block);
 
@@ -71,7 +81,10 @@ void sched_placement_replicate(struct sched_placement *p, const char *task_id,
 int sched_placement_delete_copy(struct sched_placement *p, const struct sched_host *host,
                                 const char *task_id, struct dfc_error *err);
 
-/* One repair pass and one host-GC pass, synchronously: for tests and the loop itself. */
+/* One repair pass and one host-GC pass, synchronously: for tests and the loop itself.
+ * repair_once returns the number of tasks it started a replication for (tasks backing off,
+ * queued or in flight are skipped) after those replications ended; host_gc_once returns the
+ * number of hosts removed (their tasks' replications are queued, not awaited). */
 int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err);
 int sched_placement_host_gc_once(struct sched_placement *p, struct dfc_error *err);
 

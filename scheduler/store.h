@@ -13,13 +13,22 @@
  * Every write is one Lua script (atomic). TTL as upstream: remaining = task ttl - (now -
  * task created_at) in whole seconds, truncated; a task store EXPIREs the task hash, a peer
  * store EXPIREs the peer hash, the task's all-peers set, the host's peer set and (persistent
- * peers only) the persistent set; remaining <= 0 deletes them at once. Host hashes never expire.
+ * peers only) the persistent set; remaining <= 0 deletes the record at once. Host hashes never
+ * expire.
  *
- * Unlike upstream, a peer delete works when its task or host hash is already gone (it reads
- * task_id/host_id from the peer hash itself), so nothing lingers until TTL.
+ * Unlike upstream (each is invisible to readers of the keys): a peer delete works when its
+ * task or host hash is already gone (it reads task_id/host_id from the peer hash itself), so
+ * nothing lingers until TTL; a set's expiry is only ever extended (it lives as long as its
+ * longest-lived member, where upstream let the last-stored peer's TTL cut it short); an
+ * expired store removes only that peer's id from the sets (upstream's EXPIRE 0 deleted the
+ * whole sets, other tasks' peers on the host included); a store with persistent = 0 also
+ * leaves the persistent set. A key holding another type than expected reads as missing.
  *
  * Errors: -ENOENT when a record is missing (a peer whose host or task is gone is missing),
  * errors of redis.h otherwise. Each call takes an absolute deadline (sched_redis_deadline).
+ * Thread-safe: a store is read-only after sched_store_new, so any thread may call any manager
+ * function at once (each call takes its own pooled connection).
+ *
  * Ownership: records filled here are the caller's (release with *_done / *_list_free); id
  * lists are malloc'd arrays of malloc'd strings freed with sched_ids_free.
  */

@@ -104,6 +104,8 @@ static const char *type_hint(enum dfc_config_type t) {
         return "an octal file mode such as 0660";
     case DFC_CFG_ENUM:
         return "one of the choices";
+    case DFC_CFG_STRING_LIST:
+        return "a list of strings";
     }
     return "a value";
 }
@@ -177,6 +179,73 @@ static int set_enum(const struct dfc_config_row *row, const char **field, const 
     return dfc_error_set(err, -EINVAL, "%sbad %s `%s`: must be %s", where, what, v, list);
 }
 
+/* ---- string lists ---- */
+
+static void list_clear(struct dfc_config_list *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i]);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+/* Appends a copy of len bytes of v; the caller checks the item count first. */
+static int list_push(struct dfc_config_list *l, const char *v, size_t len) {
+    char **items = realloc(l->items, (l->n + 1) * sizeof(*items));
+    if (items == NULL) {
+        return -ENOMEM;
+    }
+    l->items = items;
+    char *copy = strndup(v, len);
+    if (copy == NULL) {
+        return -ENOMEM;
+    }
+    l->items[l->n++] = copy;
+    return 0;
+}
+
+/* Replaces *field with the comma-separated items of v ("" is the empty list); items are
+ * trimmed of blanks and must not be empty. On error *field is unchanged. */
+static int set_list_text(struct dfc_config_list *field, const char *v, const char *where,
+                         const char *what, struct dfc_error *err) {
+    struct dfc_config_list l = {0, NULL};
+    const char *p = v;
+    while (*p == ' ' || *p == '\t') {
+        p++;
+    }
+    while (*p != '\0') {
+        const char *end = strchr(p, ',');
+        if (end == NULL) {
+            end = p + strlen(p);
+        }
+        const char *b = p, *e = end;
+        while (b < e && (*b == ' ' || *b == '\t')) {
+            b++;
+        }
+        while (e > b && (e[-1] == ' ' || e[-1] == '\t')) {
+            e--;
+        }
+        int r = 0;
+        if (b == e) {
+            r = dfc_error_set(err, -EINVAL, "%s%s: empty item in `%s`", where, what, v);
+        } else if (l.n >= DFC_CONFIG_LIST_MAX) {
+            r = dfc_error_set(err, -EINVAL, "%s%s: more than %d items", where, what,
+                              DFC_CONFIG_LIST_MAX);
+        } else if (list_push(&l, b, (size_t)(e - b)) < 0) {
+            r = dfc_error_set(err, -ENOMEM, "%s%s: out of memory", where, what);
+        }
+        if (r < 0) {
+            list_clear(&l);
+            return r;
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+    list_clear(field);
+    *field = l;
+    return 0;
+}
+
 /* Parses text into the row's field and checks it. Messages start with where ("" or
  * "file:line:col: ") and name what was set (a key, a flag, a variable). */
 static int set_row(const struct dfc_config_row *row, void *cfg, const char *v, const char *where,
@@ -208,6 +277,8 @@ static int set_row(const struct dfc_config_row *row, void *cfg, const char *v, c
     }
     case DFC_CFG_ENUM:
         return set_enum(row, (const char **)field, v, where, what, err);
+    case DFC_CFG_STRING_LIST:
+        return set_list_text((struct dfc_config_list *)field, v, where, what, err);
     case DFC_CFG_BOOL:
         r = parse_bool(v, (bool *)field);
         break;
@@ -251,6 +322,9 @@ static void unset_row(const struct dfc_config_row *row, void *cfg) {
     case DFC_CFG_ENUM:
         *(const char **)field = NULL;
         break;
+    case DFC_CFG_STRING_LIST:
+        list_clear((struct dfc_config_list *)field);
+        break;
     case DFC_CFG_BOOL:
         *(bool *)field = false;
         break;
@@ -277,7 +351,7 @@ int dfc_config_defaults(const struct dfc_config_schema *s, void *cfg, struct dfc
             continue;
         }
         if (def == NULL) {
-            def = is_string(row) ? "" : "0";
+            def = is_string(row) || row->type == DFC_CFG_STRING_LIST ? "" : "0";
         }
         if (row->type == DFC_CFG_BOOL && row->def == NULL) {
             def = "false";
@@ -328,6 +402,40 @@ static int mark_error(struct walk *w, int code, const yaml_node_t *n, const char
                          n->start_mark.column + 1, msg);
 }
 
+/* A YAML sequence of scalars into a STRING_LIST row; on error the field is unchanged. */
+static int walk_list(struct walk *w, const struct dfc_config_row *row, yaml_node_t *seq) {
+    struct dfc_config_list l = {0, NULL};
+    int r = 0;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start;
+         r == 0 && it < seq->data.sequence.items.top; it++) {
+        yaml_node_t *item = yaml_document_get_node(w->doc, *it);
+        if (item == NULL || item->type != YAML_SCALAR_NODE) {
+            r = mark_error(w, -EINVAL, item != NULL ? item : seq, "%s: items must be strings",
+                           row->key);
+        } else if (item->data.scalar.length == 0 ||
+                   item->data.scalar.length > DFC_CONFIG_VALUE_MAX ||
+                   memchr(item->data.scalar.value, '\0', item->data.scalar.length) != NULL) {
+            r = mark_error(w, -EINVAL, item,
+                           "%s: items must be non-empty strings of at most %d bytes", row->key,
+                           DFC_CONFIG_VALUE_MAX);
+        } else if (l.n >= DFC_CONFIG_LIST_MAX) {
+            r = mark_error(w, -EINVAL, item, "%s: more than %d items", row->key,
+                           DFC_CONFIG_LIST_MAX);
+        } else if (list_push(&l, (const char *)item->data.scalar.value, item->data.scalar.length) <
+                   0) {
+            r = mark_error(w, -ENOMEM, item, "%s: out of memory", row->key);
+        }
+    }
+    if (r < 0) {
+        list_clear(&l);
+        return r;
+    }
+    struct dfc_config_list *field = (struct dfc_config_list *)((char *)w->cfg + row->offset);
+    list_clear(field);
+    *field = l;
+    return 0;
+}
+
 static int walk_mapping(struct walk *w, yaml_node_t *map, const char *prefix) {
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
@@ -360,6 +468,16 @@ static int walk_mapping(struct walk *w, yaml_node_t *map, const char *prefix) {
                 return mark_error(w, -EINVAL, k, "unknown key `%s`", key);
             }
             int r = walk_mapping(w, v, key);
+            if (r < 0) {
+                return r;
+            }
+            continue;
+        }
+        if (v->type == YAML_SEQUENCE_NODE && row != NULL && row->type == DFC_CFG_STRING_LIST) {
+            if (w->skip != NULL && w->skip[row - w->schema->rows]) {
+                continue;
+            }
+            int r = walk_list(w, row, v);
             if (r < 0) {
                 return r;
             }
@@ -527,6 +645,18 @@ static void print_value(FILE *out, const struct dfc_config_row *row, const void 
     case DFC_CFG_ENUM:
         print_string(out, *(const char *const *)field ? *(const char *const *)field : "");
         break;
+    case DFC_CFG_STRING_LIST: {
+        const struct dfc_config_list *l = (const struct dfc_config_list *)field;
+        fputc('[', out);
+        for (size_t i = 0; i < l->n; i++) {
+            if (i > 0) {
+                fputs(", ", out);
+            }
+            print_string(out, l->items[i]);
+        }
+        fputc(']', out);
+        break;
+    }
     }
 }
 
@@ -572,6 +702,8 @@ void dfc_config_free(const struct dfc_config_schema *s, void *cfg) {
             char **field = (char **)((char *)cfg + row->offset);
             free(*field);
             *field = NULL;
+        } else if (row->type == DFC_CFG_STRING_LIST) {
+            list_clear((struct dfc_config_list *)((char *)cfg + row->offset));
         }
     }
 }

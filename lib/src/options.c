@@ -423,6 +423,8 @@ static const char *metavar(const struct dfc_config_row *row) {
         return "MODE";
     case DFC_CFG_ENUM:
         return "WORD";
+    case DFC_CFG_STRING_LIST:
+        return "A,B";
     }
     return "VALUE";
 }
@@ -524,7 +526,7 @@ static void row_text(const struct dfc_config_row *row, char *buf, size_t size) {
 
 void dfc_cli_help(const struct dfc_cli *cli, FILE *out) {
     const struct dfc_config_schema *s = cli->schema;
-    char text[1024];
+    char text[4096]; /* the environment paragraph of a schema with many rows */
     fprintf(out, "Usage: %s %s\n", cli->prog, cli->usage);
     if (cli->about != NULL) {
         fprintf(out, "\n%s\n", cli->about);

@@ -12,9 +12,9 @@
  * Every value is checked where it is given (type, range, choices, emptiness), so an error
  * names its source: the flag, the environment variable, "file:line:col: key", or the key.
  *
- * Ownership: string fields (STRING, PATH) are heap copies owned by the config struct; free them
- * with dfc_config_free(). ENUM fields point into the row's static choices (never freed).
- * Everything else is stored by value.
+ * Ownership: string fields (STRING, PATH) and lists (STRING_LIST) are heap copies owned by the
+ * config struct; free them with dfc_config_free(). ENUM fields point into the row's static
+ * choices (never freed). Everything else is stored by value.
  */
 #ifndef DFC_CONFIG_H
 #define DFC_CONFIG_H
@@ -36,6 +36,15 @@ enum dfc_config_type {
     DFC_CFG_DURATION, /* int64_t nanoseconds; "1h30m" */
     DFC_CFG_MODE,     /* uint32_t file mode; octal "0660" */
     DFC_CFG_ENUM,     /* const char *: one of row->choices (case-insensitive), stored canonical */
+    DFC_CFG_STRING_LIST, /* struct dfc_config_list; a YAML sequence of strings, or "a,b" as text
+                            (defaults, env, flags, set: comma-separated, blanks around items
+                            dropped, "" the empty list) */
+};
+
+/* A list of strings (DFC_CFG_STRING_LIST): n heap strings, owned by the config struct. */
+struct dfc_config_list {
+    size_t n;
+    char **items;
 };
 
 /* Row flags. */
@@ -84,6 +93,7 @@ struct dfc_config_schema {
 /* Maximum accepted config file size and string value length: every input has a limit. */
 #define DFC_CONFIG_FILE_MAX  (1 << 20)
 #define DFC_CONFIG_VALUE_MAX 4096
+#define DFC_CONFIG_LIST_MAX  64 /* items of a STRING_LIST */
 
 /* Sets every row to its default. cfg must be zero-initialized (or released with
  * dfc_config_free()), since string fields are replaced and freed. */

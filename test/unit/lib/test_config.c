@@ -234,6 +234,116 @@ static void test_file_errors(void **state) {
     test_rmtree(dir);
 }
 
+/* ---- STRING_LIST: a YAML sequence, or comma-separated text ---- */
+
+struct list_cfg {
+    struct dfc_config_list addrs;
+    struct dfc_config_list none;
+    char *name;
+};
+
+static const struct dfc_config_row list_rows[] = {
+    {.key = "database.redis.addrs",
+     .type = DFC_CFG_STRING_LIST,
+     .offset = offsetof(struct list_cfg, addrs),
+     .def = "127.0.0.1:6379",
+     .env = "TEST_REDIS_ADDRS"},
+    {.key = "database.redis.other",
+     .type = DFC_CFG_STRING_LIST,
+     .offset = offsetof(struct list_cfg, none)},
+    {.key = "database.redis.masterName",
+     .type = DFC_CFG_STRING,
+     .offset = offsetof(struct list_cfg, name)},
+};
+static const struct dfc_config_schema list_schema = {"test", list_rows, 3};
+
+static int load_list(struct list_cfg *c, const char *yaml, struct dfc_error *err) {
+    return dfc_config_load_string(&list_schema, c, "l.yaml", yaml, strlen(yaml), err);
+}
+
+static void test_string_list(void **state) {
+    struct list_cfg c = {{0, NULL}, {0, NULL}, NULL};
+    struct dfc_error err;
+    assert_int_equal(dfc_config_defaults(&list_schema, &c, &err), 0);
+    assert_int_equal(c.addrs.n, 1);
+    assert_string_equal(c.addrs.items[0], "127.0.0.1:6379");
+    assert_int_equal(c.none.n, 0);
+    assert_null(c.none.items);
+
+    /* A block sequence and a flow sequence replace the default. */
+    assert_int_equal(
+        load_list(&c, "database:\n  redis:\n    addrs:\n      - a:1\n      - b:2\n", &err), 0);
+    assert_int_equal(c.addrs.n, 2);
+    assert_string_equal(c.addrs.items[0], "a:1");
+    assert_string_equal(c.addrs.items[1], "b:2");
+    assert_int_equal(load_list(&c, "database: {redis: {addrs: [\"c:3\"], other: []}}\n", &err), 0);
+    assert_int_equal(c.addrs.n, 1);
+    assert_string_equal(c.addrs.items[0], "c:3");
+    /* "key:" with no value keeps what is there. */
+    assert_int_equal(load_list(&c, "database:\n  redis:\n    addrs:\n", &err), 0);
+    assert_int_equal(c.addrs.n, 1);
+
+    /* Bad items name the key and the position, and leave the field as it was. */
+    assert_int_equal(
+        load_list(&c, "database:\n  redis:\n    addrs:\n      - a:1\n      - [x]\n", &err),
+        -EINVAL);
+    assert_string_equal(err.msg, "l.yaml:5:9: database.redis.addrs: items must be strings");
+    assert_int_equal(load_list(&c, "database:\n  redis:\n    addrs: [a:1, \"\"]\n", &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "l.yaml:3:18: database.redis.addrs: items must be non-empty"));
+    assert_int_equal(c.addrs.n, 1);
+    assert_string_equal(c.addrs.items[0], "c:3");
+    /* A sequence for a row that is not a list is still refused. */
+    assert_int_equal(load_list(&c, "database:\n  redis:\n    masterName: [a]\n", &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "lists are not supported here"));
+
+    /* Text (env, --set): comma-separated, blanks trimmed; "" is the empty list. */
+    assert_int_equal(dfc_config_set(&list_schema, &c, "database.redis.addrs", " x:1 , y:2", &err),
+                     0);
+    assert_int_equal(c.addrs.n, 2);
+    assert_string_equal(c.addrs.items[0], "x:1");
+    assert_string_equal(c.addrs.items[1], "y:2");
+    assert_int_equal(dfc_config_set(&list_schema, &c, "database.redis.addrs", "x:1,,y:2", &err),
+                     -EINVAL);
+    assert_string_equal(err.msg, "database.redis.addrs: empty item in `x:1,,y:2`");
+    assert_int_equal(c.addrs.n, 2);
+    setenv("TEST_REDIS_ADDRS", "e:1", 1);
+    assert_int_equal(dfc_config_load_env(&list_schema, &c, &err), 0);
+    assert_int_equal(c.addrs.n, 1);
+    assert_string_equal(c.addrs.items[0], "e:1");
+    unsetenv("TEST_REDIS_ADDRS");
+    assert_int_equal(dfc_config_set(&list_schema, &c, "database.redis.addrs", "", &err), 0);
+    assert_int_equal(c.addrs.n, 0);
+
+    /* Too many items. */
+    char many[DFC_CONFIG_LIST_MAX * 2 + 8];
+    size_t at = 0;
+    for (int i = 0; i <= DFC_CONFIG_LIST_MAX; i++) {
+        at += (size_t)snprintf(many + at, sizeof(many) - at, i ? ",h" : "h");
+    }
+    assert_int_equal(dfc_config_set(&list_schema, &c, "database.redis.addrs", many, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "more than 64 items"));
+
+    /* Printed as a flow sequence that loads back to the same list. */
+    assert_int_equal(
+        dfc_config_set(&list_schema, &c, "database.redis.addrs", "a:1,b \"q\":2", &err), 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(dfc_config_print(&list_schema, &c, f), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "    addrs: [\"a:1\", \"b \\\"q\\\":2\"]\n    other: []\n"));
+    struct list_cfg d = {{0, NULL}, {0, NULL}, NULL};
+    assert_int_equal(dfc_config_defaults(&list_schema, &d, &err), 0);
+    assert_int_equal(dfc_config_load_string(&list_schema, &d, "printed", text, len, &err), 0);
+    assert_int_equal(d.addrs.n, 2);
+    assert_string_equal(d.addrs.items[1], "b \"q\":2");
+    free(text);
+    dfc_config_free(&list_schema, &d);
+    dfc_config_free(&list_schema, &c);
+    assert_int_equal(c.addrs.n, 0);
+    assert_null(c.addrs.items);
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -246,6 +356,7 @@ int main(void) {
         T(test_validate),
         T(test_print_round_trips),
         T(test_file_errors),
+        cmocka_unit_test(test_string_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

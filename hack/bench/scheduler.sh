@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# UploadPersistentCacheTaskStarted+Finished pairs per second from 64 concurrent clients against
+# build-bench/scheduler/scheduler on a real redis-server, with p50/p99 latency; in the same run,
+# redis-benchmark on the same Redis for the command mix one pair costs, the ratio of the
+# scheduler's Redis command rate to redis-benchmark's (goal >= 0.5x), and the scheduler's peak
+# RSS (VmHWM, goal <= 64 MiB).
+#   hack/bench/scheduler.sh [SECONDS=10] [CLIENTS=64]
+#
+# How the mix is measured: one warm-up pair, then one pair under MONITOR records every command
+# the scheduler sends for it (bench_sched_upload capture). The load run then counts what the
+# scheduler really issued (INFO commandstats, reset before the run). redis-benchmark replays
+# each captured command with 64 connections, no pipelining (the scheduler pipelines nothing),
+# on the captured keys; the mix rate is k / sum(1 / rate_i) for the k commands of one pair.
+# Caveats, printed too: a NUL inside an argument is replayed as 0x01 (argv cannot carry NUL;
+# same length, same cost), and a replayed write hits an existing key rather than a new one.
+# Everything listens on 127.0.0.1 free ports; nothing touches 6379 or a system Redis.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-10}
+clients=${2:-64}
+
+for bin in redis-server redis-cli redis-benchmark; do
+    command -v "$bin" >/dev/null || { echo "bench: $bin missing (hack/install-deps.sh)" >&2; exit 1; }
+done
+
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-bench -j"$(nproc)" --target bench_sched_upload >/dev/null
+if ! cmake --build build-bench -j"$(nproc)" --target scheduler >/dev/null 2>&1 ||
+    [ ! -x build-bench/scheduler/scheduler ]; then
+    echo "bench: build-bench/scheduler/scheduler does not build (no scheduler/main.c yet?)" >&2
+    exit 1
+fi
+client=build-bench/hack/bench/bench_sched_upload
+sched=build-bench/scheduler/scheduler
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dfc-bench-sched-XXXXXX")
+redis_pid="" sched_pid=""
+cleanup() {
+    [ -n "$sched_pid" ] && kill "$sched_pid" 2>/dev/null && wait "$sched_pid" 2>/dev/null
+    [ -n "$redis_pid" ] && kill -9 "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+rport=$("$client" free-port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+    --dir "$dir" --logfile "$dir/redis.log" &
+redis_pid=$!
+rcli=(redis-cli -h 127.0.0.1 -p "$rport")
+for _ in $(seq 100); do
+    [ "$("${rcli[@]}" ping 2>/dev/null)" = PONG ] && break
+    sleep 0.05
+done
+[ "$("${rcli[@]}" ping 2>/dev/null)" = PONG ] || { echo "bench: redis-server did not start" >&2; exit 1; }
+
+sport=$("$client" free-port)
+cat >"$dir/scheduler.yaml" <<EOF
+server:
+  listenIP: 127.0.0.1
+  port: $sport
+  advertiseIP: 127.0.0.1
+database:
+  redis:
+    addrs: ["127.0.0.1:$rport"]
+log:
+  level: warn
+EOF
+"$sched" --config "$dir/scheduler.yaml" >"$dir/scheduler.log" 2>&1 &
+sched_pid=$!
+saddr="127.0.0.1:$sport"
+for _ in $(seq 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$sport") 2>/dev/null && break
+    kill -0 "$sched_pid" 2>/dev/null || { echo "bench: scheduler exited:" >&2; cat "$dir/scheduler.log" >&2; exit 1; }
+    sleep 0.05
+done
+
+# The command mix of one pair. MONITOR also shows the commands a script runs (client "lua");
+# those are part of their EVALSHA's cost and are not replayed on their own.
+mkdir "$dir/mix"
+read -r k in_scripts < <("$client" capture "$saddr" "$rport" "$dir/mix")
+echo "one pair costs $k Redis commands (MONITOR); the scripts among them run $in_scripts more inside:"
+for f in "$dir"/mix/cmd-*.args; do
+    mapfile -d '' args <"$f"
+    if [ "${args[0]^^}" = EVALSHA ]; then
+        printf '  EVALSHA %s... %d keys, %d args\n' "${args[1]:0:12}" "${args[2]}" $((${#args[@]} - 3 - args[2]))
+    else
+        printf '  %s (%d args)\n' "${args[0]}" $((${#args[@]} - 1))
+    fi
+done
+
+# The scheduler under load.
+"${rcli[@]}" config resetstat >/dev/null
+cpu_s() { awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/$1/stat"; }
+s0=$(cpu_s "$sched_pid") r0=$(cpu_s "$redis_pid")
+line=$("$client" load "$saddr" "$seconds" "$clients")
+sched_cpu=$(awk -v a="$(cpu_s "$sched_pid")" -v b="$s0" 'BEGIN {printf "%.2f", a - b}')
+redis_cpu=$(awk -v a="$(cpu_s "$redis_pid")" -v b="$r0" 'BEGIN {printf "%.2f", a - b}')
+stats=$("${rcli[@]}" info commandstats | tr -d '\r')
+hwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$sched_pid/status")
+echo "scheduler: $line (clients=$clients)"
+pairs=$(sed -n 's/.*pairs=\([0-9]*\) .*/\1/p' <<<"$line")
+took=$(sed -n 's/.*seconds=\([0-9.]*\) .*/\1/p' <<<"$line")
+# commandstats also counts the commands scripts run. A command name the scripts of the
+# captured pair never run is all the scheduler's own (EVALSHA, HGETALL, ...); a name seen
+# both ways is split in the captured pair's proportion. Our own INFO/CONFIG are left out.
+declare -A as_client=() as_lua=()
+for f in "$dir"/mix/cmd-*.args; do
+    mapfile -d '' args <"$f"
+    name=${args[0],,}
+    as_client[$name]=$((${as_client[$name]:-0} + 1))
+done
+while read -r name; do
+    name=${name,,}
+    as_lua[$name]=$((${as_lua[$name]:-0} + 1))
+done <"$dir/mix/lua-names"
+all=0 calls=0
+while IFS=' ' read -r name count; do
+    all=$((all + count))
+    c=${as_client[$name]:-0} l=${as_lua[$name]:-0}
+    if [ "$l" -eq 0 ]; then
+        calls=$((calls + count))
+    elif [ "$c" -gt 0 ]; then
+        calls=$((calls + count * c / (c + l)))
+    fi
+done < <(awk -F'[:=,]' '/^cmdstat_/ && $1 !~ /^cmdstat_(info|config)/ {print substr($1, 9), $3}' <<<"$stats")
+echo "Redis ran $all commands in ${took}s, $((all - calls)) of them inside scripts:" \
+    "the scheduler sent $calls ($(awk -v c="$calls" -v p="$pairs" 'BEGIN {printf "%.2f", p ? c / p : 0}') per pair; the captured pair: $k)"
+sched_rate=$(awk -v c="$calls" -v t="$took" 'BEGIN {printf "%.1f", c / t}')
+echo "CPU during the load: scheduler ${sched_cpu}s, redis-server ${redis_cpu}s of ${took}s wall on $(nproc) cores"
+
+# redis-benchmark on the same Redis, one run per command of the mix.
+n=$((clients * 400))
+inv_sum=0
+for f in "$dir"/mix/cmd-*.args; do
+    mapfile -d '' args <"$f"
+    rps=$(redis-benchmark -h 127.0.0.1 -p "$rport" -c "$clients" -n "$n" --csv "${args[@]}" |
+        tail -1 | awk -F'","' '{print $(NF - 6)}')
+    printf '  redis-benchmark %-8s %12s req/s\n' "${args[0]}" "$rps"
+    inv_sum=$(awk -v s="$inv_sum" -v r="$rps" 'BEGIN {printf "%.12f", s + 1 / r}')
+done
+bench_rate=$(awk -v k="$k" -v s="$inv_sum" 'BEGIN {printf "%.1f", k / s}')
+
+echo
+echo "scheduler Redis command rate   $sched_rate commands/s"
+echo "redis-benchmark, same mix      $bench_rate commands/s ($clients connections, no pipelining)"
+awk -v a="$sched_rate" -v b="$bench_rate" 'BEGIN {printf "ratio                          %.2fx (goal >= 0.5x)\n", a / b}'
+awk -v kb="$hwm_kb" 'BEGIN {printf "scheduler peak RSS (VmHWM)     %.1f MiB (goal <= 64 MiB)\n", kb / 1024}'
+warns=$(grep -c 'level=warn' "$dir/scheduler.log" || true)
+echo "scheduler log: $warns warnings during the run"
+grep -o 'level=warn event=[^ ]*' "$dir/scheduler.log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/  /'
+echo "caveats: NULs in replayed arguments become 0x01; replayed writes reuse the captured keys"

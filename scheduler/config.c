@@ -1,0 +1,215 @@
+/*
+ * config.c - the scheduler configuration table (dfc/config.h rows: key, type, default,
+ * environment, flag, range), and the rules across settings. Each row's environment variable is
+ * the upstream (viper) spelling of its key: SCHEDULER_ + the key upper-cased with '.' -> '_'.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfc/id.h"
+#include "dfc/log.h"
+#include "dfc/units.h"
+
+static int validate_ip(const struct dfc_config_row *row, const void *field, struct dfc_error *err) {
+    const char *v = *(char *const *)field;
+    unsigned char buf[16];
+    if (v[0] == '\0' && strcmp(row->key, "server.advertiseIP") == 0) {
+        return 0; /* detected by sched_config_finish() */
+    }
+    if (inet_pton(AF_INET, v, buf) != 1 && inet_pton(AF_INET6, v, buf) != 1) {
+        return dfc_error_set(err, -EINVAL, "%s: `%s` is not an IP address", row->key, v);
+    }
+    return 0;
+}
+
+/* host:port with a non-empty host and a port in 1..65535 (IPv6 as [addr]:port). */
+static int validate_addrs(const struct dfc_config_row *row, const void *field,
+                          struct dfc_error *err) {
+    const struct dfc_config_list *l = field;
+    for (size_t i = 0; i < l->n; i++) {
+        const char *a = l->items[i];
+        const char *colon = strrchr(a, ':');
+        uint64_t port;
+        bool bad = colon == NULL || colon == a || dfc_parse_u64(colon + 1, &port) < 0 || port < 1 ||
+                   port > 65535;
+        if (!bad && a[0] == '[' && colon[-1] != ']') {
+            bad = true;
+        }
+        if (bad) {
+            return dfc_error_set(err, -EINVAL, "%s[%zu]: `%s` is not host:port", row->key, i, a);
+        }
+    }
+    return 0;
+}
+
+#define F(member) offsetof(struct sched_config, member)
+#define TIMER     DFC_OPT_RANGE(DFC_NS_PER_MS, 24 * 3600 * DFC_NS_PER_SEC) /* 1ms .. 24h */
+
+static const struct dfc_config_row rows[] = {
+    {.key = "server.listenIP",
+     .type = DFC_CFG_STRING,
+     .offset = F(listen_ip),
+     .def = "0.0.0.0",
+     .env = "SCHEDULER_SERVER_LISTENIP",
+     .validate = validate_ip,
+     .flags = DFC_OPT_NONEMPTY},
+    {.key = "server.port",
+     .type = DFC_CFG_UINT,
+     .offset = F(port),
+     .def = "8002",
+     .env = "SCHEDULER_SERVER_PORT",
+     .flag = "port",
+     .short_flag = 'p',
+     .metavar = "PORT",
+     .help = "gRPC port; 0: any free port (logged when ready)",
+     DFC_OPT_RANGE(0, 65535)},
+    {.key = "server.advertiseIP",
+     .type = DFC_CFG_STRING,
+     .offset = F(advertise_ip),
+     .env = "SCHEDULER_SERVER_ADVERTISEIP",
+     .validate = validate_ip,
+     .help = "sent to dfdaemons as remote_ip; empty: the first non-loopback IPv4 address"},
+    {.key = "server.maxWorkers",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_workers),
+     .def = "128",
+     .env = "SCHEDULER_SERVER_MAXWORKERS",
+     DFC_OPT_RANGE(1, 1024)},
+    {.key = "server.reservedWorkers",
+     .type = DFC_CFG_UINT,
+     .offset = F(reserved_workers),
+     .def = "0",
+     .env = "SCHEDULER_SERVER_RESERVEDWORKERS"},
+    {.key = "server.idleTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(idle_timeout),
+     .def = "10m",
+     .env = "SCHEDULER_SERVER_IDLETIMEOUT",
+     TIMER},
+    {.key = "server.maxCalls",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_calls),
+     .def = "1024",
+     .env = "SCHEDULER_SERVER_MAXCALLS",
+     DFC_OPT_RANGE(1, 1000000)},
+    {.key = "server.maxMessageSize",
+     .type = DFC_CFG_SIZE,
+     .offset = F(max_message_size),
+     .def = "4MiB",
+     .env = "SCHEDULER_SERVER_MAXMESSAGESIZE",
+     DFC_OPT_RANGE(64 << 10, (int64_t)1 << 30)},
+    {.key = "server.shutdownGrace",
+     .type = DFC_CFG_DURATION,
+     .offset = F(shutdown_grace),
+     .def = "10s",
+     .env = "SCHEDULER_SERVER_SHUTDOWNGRACE",
+     TIMER},
+    {.key = "database.redis.addrs",
+     .type = DFC_CFG_STRING_LIST,
+     .offset = F(redis_addrs),
+     .env = "SCHEDULER_DATABASE_REDIS_ADDRS",
+     .validate = validate_addrs,
+     .help = "host:port list (the Sentinels with masterName); empty: Redis not enabled"},
+    {.key = "database.redis.masterName",
+     .type = DFC_CFG_STRING,
+     .offset = F(redis_master_name),
+     .env = "SCHEDULER_DATABASE_REDIS_MASTERNAME"},
+    {.key = "database.redis.username",
+     .type = DFC_CFG_STRING,
+     .offset = F(redis_username),
+     .env = "SCHEDULER_DATABASE_REDIS_USERNAME"},
+    {.key = "database.redis.password",
+     .type = DFC_CFG_STRING,
+     .offset = F(redis_password),
+     .env = "SCHEDULER_DATABASE_REDIS_PASSWORD"},
+    {.key = "database.redis.db",
+     .type = DFC_CFG_INT,
+     .offset = F(redis_db),
+     .def = "0",
+     .env = "SCHEDULER_DATABASE_REDIS_DB",
+     DFC_OPT_RANGE(0, 65535)},
+    {.key = "database.redis.poolSize",
+     .type = DFC_CFG_UINT,
+     .offset = F(redis_pool_size),
+     .def = "20",
+     .env = "SCHEDULER_DATABASE_REDIS_POOLSIZE",
+     DFC_OPT_RANGE(1, 1024)},
+    {.key = "database.redis.timeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(redis_timeout),
+     .def = "10s",
+     .env = "SCHEDULER_DATABASE_REDIS_TIMEOUT",
+     TIMER},
+    {.key = "manager.schedulerClusterID",
+     .type = DFC_CFG_UINT,
+     .offset = F(cluster_id),
+     .def = "1",
+     .env = "SCHEDULER_MANAGER_SCHEDULERCLUSTERID"},
+    {.key = "scheduler.gc.hostGCInterval",
+     .type = DFC_CFG_DURATION,
+     .offset = F(host_gc_interval),
+     .def = "5m",
+     .env = "SCHEDULER_SCHEDULER_GC_HOSTGCINTERVAL",
+     TIMER},
+    {.key = "scheduler.candidateParentLimit",
+     .type = DFC_CFG_UINT,
+     .offset = F(candidate_parent_limit),
+     .def = "3",
+     .env = "SCHEDULER_SCHEDULER_CANDIDATEPARENTLIMIT",
+     DFC_OPT_RANGE(1, 20)},
+    {.key = "scheduler.replicaRepairInterval",
+     .type = DFC_CFG_DURATION,
+     .offset = F(repair_interval),
+     .def = "1m",
+     .env = "SCHEDULER_SCHEDULER_REPLICAREPAIRINTERVAL",
+     TIMER},
+    {.key = "scheduler.replicaRepairConcurrency",
+     .type = DFC_CFG_UINT,
+     .offset = F(repair_concurrency),
+     .def = "4",
+     .env = "SCHEDULER_SCHEDULER_REPLICAREPAIRCONCURRENCY",
+     DFC_OPT_RANGE(1, 256)},
+    {.key = "log.level",
+     .type = DFC_CFG_ENUM,
+     .offset = F(log_level),
+     .def = "info",
+     .env = "SCHEDULER_LOG_LEVEL",
+     .flag = "log-level",
+     .short_flag = 'l',
+     .metavar = "LEVEL",
+     .help = "debug, info, warn, error",
+     .choices = dfc_log_level_choices},
+};
+
+const struct dfc_config_schema sched_config_schema = {"scheduler", rows,
+                                                      sizeof(rows) / sizeof(rows[0])};
+
+int sched_config_finish(struct sched_config *cfg, struct dfc_error *err) {
+    int r = 0;
+    if (cfg->reserved_workers != 0 && cfg->reserved_workers >= cfg->max_workers) {
+        return dfc_error_set(err, -EINVAL,
+                             "server.reservedWorkers (%llu) must be below server.maxWorkers "
+                             "(%llu): streams need a worker",
+                             (unsigned long long)cfg->reserved_workers,
+                             (unsigned long long)cfg->max_workers);
+    }
+    if (cfg->redis_master_name[0] != '\0' && cfg->redis_addrs.n == 0) {
+        return dfc_error_set(err, -EINVAL,
+                             "database.redis.masterName is set but database.redis.addrs (the "
+                             "Sentinels) is empty");
+    }
+    if (cfg->advertise_ip[0] == '\0') {
+        char ip[DFC_IP_STR_MAX];
+        dfc_local_ip(ip);
+        r = dfc_config_set(&sched_config_schema, cfg, "server.advertiseIP", ip, err);
+    }
+    return r;
+}
+
+void sched_config_free(struct sched_config *cfg) {
+    dfc_config_free(&sched_config_schema, cfg);
+}

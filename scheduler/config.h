@@ -1,0 +1,55 @@
+/*
+ * config.h - the scheduler's configuration: Dragonfly's camelCase keys where they overlap
+ * (server.*, database.redis.*, manager.schedulerClusterID, scheduler.*), plus the RPC server
+ * limits dfdaemon has.
+ *
+ * Loaded by dfc_cli_main() (dfc/options.h) as defaults -> YAML file (--config) -> environment
+ * -> flags (--set, --port, --log-level), then checked and completed by sched_config_finish().
+ * Ownership: string and list fields belong to the struct; release with sched_config_free().
+ */
+#ifndef SCHED_CONFIG_H
+#define SCHED_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dfc/config.h"
+#include "dfc/error.h"
+
+struct sched_config {
+    char *listen_ip;           /* server.listenIP */
+    uint64_t port;             /* server.port */
+    char *advertise_ip;        /* server.advertiseIP; "" = the first non-loopback IPv4 (else IPv6),
+                                  else 127.0.0.1, resolved by sched_config_finish() */
+    uint64_t max_workers;      /* server.maxWorkers: handler threads (a bidi stream holds one) */
+    uint64_t reserved_workers; /* server.reservedWorkers (0 = maxWorkers / 8, at least 1) */
+    int64_t idle_timeout;      /* server.idleTimeout (ns) */
+    uint64_t max_calls;        /* server.maxCalls: calls in flight */
+    uint64_t max_message_size; /* server.maxMessageSize (bytes) */
+    int64_t shutdown_grace;    /* server.shutdownGrace (ns): drain time on SIGTERM */
+
+    struct dfc_config_list redis_addrs; /* database.redis.addrs; empty = Redis not enabled */
+    char *redis_master_name;            /* database.redis.masterName (Sentinel) */
+    char *redis_username;               /* database.redis.username */
+    char *redis_password;               /* database.redis.password */
+    int64_t redis_db;                   /* database.redis.db */
+    uint64_t redis_pool_size;           /* database.redis.poolSize */
+    int64_t redis_timeout;              /* database.redis.timeout (ns): longest Redis wait of
+                                           one RPC, within the call's own deadline */
+
+    uint64_t cluster_id;             /* manager.schedulerClusterID */
+    int64_t host_gc_interval;        /* scheduler.gc.hostGCInterval (ns) */
+    uint64_t candidate_parent_limit; /* scheduler.candidateParentLimit */
+    int64_t repair_interval;         /* scheduler.replicaRepairInterval (ns) */
+    uint64_t repair_concurrency;     /* scheduler.replicaRepairConcurrency */
+    const char *log_level;           /* log.level (one of dfc_log_level_choices) */
+};
+
+extern const struct dfc_config_schema sched_config_schema;
+
+/* The rules across settings; resolves an empty server.advertiseIP. */
+int sched_config_finish(struct sched_config *cfg, struct dfc_error *err);
+
+void sched_config_free(struct sched_config *cfg);
+
+#endif /* SCHED_CONFIG_H */

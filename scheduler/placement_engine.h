@@ -1,0 +1,125 @@
+/*
+ * placement_engine.h - the placement engine's state, shared by placement.c (queue, workers,
+ * loops, repair pass, host GC) and replicate.c (one replication job and its Redis lease).
+ * Private to scheduler/placement*.c and replicate.c.
+ *
+ * DESIGN
+ *   Jobs: one per task, queued by sched_placement_replicate (handlers, host GC) or by a repair
+ *   pass; a job queued for a task that already has one merges its block list into it. Workers:
+ *   repair_concurrency threads, so at most that many replications are in flight, whoever
+ *   queued them; a task is never run by two workers at once (in_flight). A repair pass waits
+ *   for its own jobs before it returns, and queues no more than there are workers.
+ *   Back-off: per task, counted in repair passes (placement_internal.h), kept only for tasks
+ *   whose last job fell short; an entry is dropped when a job succeeds or the task is gone.
+ *   Lease: a job runs only while it holds `<prefix>:dfc-replica-leases:<taskID>` (SET NX PX),
+ *   extended before each dfdaemon call to cover that call's deadline, and deleted at the end
+ *   only by its owner (Lua compare-and-delete), so two schedulers on one Redis never work on
+ *   the same task at once and each sees the other's copies before it counts.
+ */
+#ifndef SCHED_PLACEMENT_ENGINE_H
+#define SCHED_PLACEMENT_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfc/id.h"
+#include "dfc/thread.h"
+#include "dfdaemon_client.h"
+#include "placement.h"
+#include "placement_internal.h"
+#include "redis.h"
+
+#define SCHED_PLACEMENT_DEFAULT_CONCURRENCY 4
+#define SCHED_PLACEMENT_MAX_CONCURRENCY     256             /* worker threads */
+#define SCHED_PLACEMENT_DEFAULT_TIMEOUT_MS  (2 * 60 * 1000) /* upstream's dfdaemon client */
+#define SCHED_PLACEMENT_REDIS_TIMEOUT_MS    5000            /* per Redis command */
+#define SCHED_PLACEMENT_QUEUE_MAX           4096            /* queued jobs; more are dropped */
+#define SCHED_PLACEMENT_LEASE_MARGIN_MS     10000           /* lease beyond a call's deadline */
+#define SCHED_PLACEMENT_EXTRA_HOSTS         16 /* random candidates beyond the copies needed */
+/* A pull's deadline grows with the task: dfdaemon_timeout_ms plus 1 s per this many bytes (a
+ * floor of 10 MiB/s), at most SCHED_PLACEMENT_PULL_MAX_MS, so a big replica is not cut off at
+ * two minutes (upstream drains the stream with no deadline at all). */
+#define SCHED_PLACEMENT_PULL_BYTES_PER_S ((uint64_t)10 << 20)
+#define SCHED_PLACEMENT_PULL_MAX_MS      ((int64_t)24 * 3600 * 1000)
+
+struct sched_job {
+    struct sched_job *next;
+    char *task_id;
+    char **block_hosts;
+    size_t n_block;
+    bool repair; /* queued by a repair pass, which waits for it */
+};
+
+/* What a job came to; decides the task's back-off. */
+enum sched_job_outcome {
+    SCHED_JOB_DONE,  /* enough persistent copies (or nothing to do): back-off cleared */
+    SCHED_JOB_SHORT, /* fewer copies placed than needed: back-off grows */
+    SCHED_JOB_BUSY,  /* another scheduler holds the task's lease: back-off unchanged */
+    SCHED_JOB_ERROR, /* Redis failed: back-off grows */
+};
+
+struct sched_backoff_entry {
+    char *task_id;
+    struct sched_backoff b;
+    bool seen; /* listed by the current repair pass */
+};
+
+struct sched_placement {
+    struct sched_store *store;
+    char *advertise_ip;
+    int64_t repair_interval_ns, host_gc_interval_ns, timeout_ms;
+    unsigned n_workers;
+    struct sched_dfdaemon_methods m;
+    char owner[DFC_UUID_STR_LEN + 1]; /* this engine's lease value */
+    struct sched_redis_script lease_extend, lease_release;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work;    /* a job was queued, a task left in_flight, or stopping */
+    pthread_cond_t done;    /* a job finished, or stopping */
+    struct sched_job *head; /* queue */
+    size_t queued;
+    uint64_t dropped;                      /* jobs refused since the last placement.dropped line */
+    int64_t dropped_logged_ms;             /* CLOCK_MONOTONIC of that line */
+    char **in_flight;                      /* n_workers slots, NULL when free */
+    struct sched_dfdaemon_cancel *cancels; /* per slot: cuts a pull short at shutdown */
+    bool stopping;
+    size_t repair_pending; /* jobs of the running repair pass not yet finished */
+    uint64_t pass;         /* repair passes started */
+    struct sched_backoff_entry *backoff;
+    size_t n_backoff, cap_backoff;
+
+    pthread_mutex_t pass_mu; /* one repair pass at a time (loop or caller) */
+    pthread_t *workers;
+    size_t n_started;
+    struct dfc_thread repair_thread, gc_thread; /* the loops */
+    bool repair_started, gc_started;
+};
+
+/* Runs one job on worker slot `slot`: lease, count, promote cached copies, pull the rest,
+ * release. */
+enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
+                                     unsigned slot);
+/* The persistent copies task_id lacks (*need; 0 when it is gone, not Succeeded or has
+ * enough), with the task loaded into *task (the caller's to release) and its persistent count;
+ * < 0 on a Redis error. */
+int sched_task_need(struct sched_placement *p, const char *task_id, struct sched_task *task,
+                    uint64_t *persistent, uint64_t *need, struct dfc_error *err);
+/* Waits until no job is queued or running (for tests: the state after every job ended). */
+void sched_placement_wait_idle(struct sched_placement *p);
+/* Whether the engine is stopping (takes p->mu). */
+bool sched_placement_stopping(struct sched_placement *p);
+/* The deadline of a pull of task (see SCHED_PLACEMENT_PULL_BYTES_PER_S). */
+int64_t sched_pull_timeout_ms(const struct sched_placement *p, const struct sched_task *task);
+
+/* Lease key and calls (replicate.c). acquire: 1 taken, 0 held by another owner, < 0 error. */
+int sched_lease_key(const struct sched_placement *p, const char *task_id, char *buf, size_t size);
+int sched_lease_acquire(struct sched_placement *p, const char *task_id, int64_t ttl_ms,
+                        struct dfc_error *err);
+int sched_lease_extend(struct sched_placement *p, const char *task_id, int64_t ttl_ms,
+                       struct dfc_error *err); /* 1 extended, 0 lost, < 0 error */
+int sched_lease_release(struct sched_placement *p, const char *task_id, struct dfc_error *err);
+void sched_lease_scripts_init(struct sched_placement *p);
+
+#endif /* SCHED_PLACEMENT_ENGINE_H */

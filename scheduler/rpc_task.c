@@ -1,0 +1,315 @@
+/*
+ * rpc_task.c - the uploader's side of a persistent cache task: UploadPersistentCacheTask
+ * Started / Finished / Failed, and StatPersistentCacheTask, DeletePersistentCacheTask.
+ *
+ * As upstream (docs/dragonfly-compat.md, "Scheduler on Redis"), except on purpose: a failed
+ * upload marks the task Failed (upstream fires Succeeded, so the task could neither be exported
+ * nor uploaded again until its TTL), and a task delete removes every peer record of the task,
+ * also those whose host hash is already gone.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfc/log.h"
+#include "dfc/pbtime.h"
+#include "dfc/units.h"
+#include "service.h"
+#include "validate.h"
+
+/* The log fields every task call carries. */
+static void log_ids(struct dfc_rpc_call *call, const char *host_id, const char *task_id,
+                    const char *peer_id) {
+    dfc_rpc_call_log_field(call, "host_id", host_id);
+    dfc_rpc_call_log_field(call, "task_id", task_id);
+    if (peer_id != NULL) {
+        dfc_rpc_call_log_field(call, "peer_id", peer_id);
+    }
+}
+
+/* An FSM refusal is INTERNAL with the FSM's text, as upstream answers it. */
+static int fsm_internal(int r, struct dfc_error *err) {
+    if (r == DFC_E_FAILED_PRECONDITION) {
+        err->code = DFC_E_INTERNAL;
+        return DFC_E_INTERNAL;
+    }
+    return r;
+}
+
+int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
+                          ProtobufCMessage *resp, struct dfc_error *err) {
+    struct sched_service *svc = svcp;
+    const Scheduler__V2__UploadPersistentCacheTaskStartedRequest *req =
+        (const Scheduler__V2__UploadPersistentCacheTaskStartedRequest *)reqp;
+    int r = sched_validate_upload_started(req, err);
+    if (r < 0 || (r = sched__need_redis(svc, err)) < 0) {
+        return r;
+    }
+    log_ids(call, req->host_id, req->task_id, req->peer_id);
+    int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
+
+    struct sched_host host = {0};
+    r = sched_host_load(svc->store, dl, req->host_id, &host, err);
+    sched_host_done(&host);
+    if (r == -ENOENT) {
+        return dfc_error_set(err, -ENOENT, "host %s not found", req->host_id);
+    }
+    if (r < 0) {
+        return r;
+    }
+
+    /* A task that exists and cannot take Upload (Uploading, Succeeded) is taken. */
+    struct sched_task old = {0};
+    r = sched_task_load(svc->store, dl, req->task_id, &old, err);
+    if (r == 0) {
+        enum sched_task_state s = old.state;
+        struct dfc_error ignored;
+        if (sched_task_fire(&s, SCHED_TASK_EV_UPLOAD, &ignored) < 0) {
+            r = dfc_error_set(err, -EEXIST, "persistent cache task %s is %s cannot upload",
+                              req->task_id, sched_task_state_name(old.state));
+        }
+    } else if (r == -ENOENT) {
+        r = 0;
+    }
+    sched_task_done(&old);
+    if (r < 0) {
+        return r;
+    }
+
+    /* Upstream checks the peer after storing the new task, which leaves a task Uploading with
+     * no uploader behind; here a taken peer id changes nothing. */
+    struct sched_peer existing = {0};
+    r = sched_peer_load(svc->store, dl, req->peer_id, &existing, err);
+    sched_peer_done(&existing);
+    if (r == 0) {
+        return dfc_error_set(err, -EEXIST, "persistent cache peer %s already exists", req->peer_id);
+    }
+    if (r != -ENOENT) {
+        return r;
+    }
+    struct sched_task task = {
+        .id = req->task_id,
+        .persistent_replica_count = req->persistent_replica_count,
+        .tag = req->opt_tag_case != 0 ? req->tag : "",
+        .application = req->opt_application_case != 0 ? req->application : "",
+        .piece_length = req->piece_length,
+        .content_length = req->content_length,
+        .total_piece_count = req->piece_count,
+        .state = SCHED_TASK_PENDING,
+        .ttl_ns = 0, /* an absent ttl passes validation as 0, as upstream */
+        .created_at = now,
+        .updated_at = now,
+    };
+    if (req->ttl != NULL) {
+        (void)dfc_pb_duration_to_ns(req->ttl, &task.ttl_ns); /* validated */
+    }
+    if ((r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_UPLOAD, err), err)) < 0 ||
+        (r = sched_task_store(svc->store, dl, &task, err)) < 0) {
+        return r;
+    }
+
+    struct sched_peer peer = {
+        .id = req->peer_id,
+        .persistent = true,
+        .state = SCHED_PEER_PENDING,
+        .block_parents_null = true, /* upstream's nil list: "null" */
+        .task_id = req->task_id,
+        .host_id = req->host_id,
+        .created_at = now,
+        .updated_at = now,
+        .concurrent_piece_count = 8,
+    };
+    if (sched_bitset_init(&peer.finished_pieces, req->piece_count) < 0) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_UPLOAD, err), err);
+    if (r == 0) {
+        r = sched_peer_store(svc->store, dl, &peer, &task, err);
+    }
+    sched_bitset_done(&peer.finished_pieces);
+    return r;
+}
+
+int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
+                           ProtobufCMessage *resp, struct dfc_error *err) {
+    struct sched_service *svc = svcp;
+    const Scheduler__V2__UploadPersistentCacheTaskFinishedRequest *req =
+        (const Scheduler__V2__UploadPersistentCacheTaskFinishedRequest *)reqp;
+    int r = sched_validate_upload_finished(req, err);
+    if (r < 0 || (r = sched__need_redis(svc, err)) < 0) {
+        return r;
+    }
+    log_ids(call, req->host_id, req->task_id, req->peer_id);
+    int64_t dl = sched__deadline(svc, call), now_ns = svc->now_ns();
+    int64_t now = now_ns / DFC_NS_PER_SEC;
+
+    struct sched_peer peer = {0};
+    struct sched_task task = {0};
+    uint64_t all = 0, persistent = 0;
+    r = sched_peer_load(svc->store, dl, req->peer_id, &peer, err);
+    if (r == 0) {
+        r = sched_task_load(svc->store, dl, peer.task_id, &task, err);
+    }
+    if (r == -ENOENT) {
+        r = dfc_error_set(err, -ENOENT, "persistent cache peer %s not found", req->peer_id);
+        goto out;
+    }
+    if (r < 0) {
+        goto out;
+    }
+    sched_bitset_set_all(&peer.finished_pieces);
+    if ((r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_SUCCEEDED, err), err)) < 0) {
+        goto out;
+    }
+    peer.cost_ns = now_ns - peer.created_at * DFC_NS_PER_SEC;
+    peer.updated_at = now;
+    if ((r = sched_peer_store(svc->store, dl, &peer, &task, err)) < 0 ||
+        (r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_SUCCEEDED, err), err)) < 0) {
+        goto out;
+    }
+    task.updated_at = now;
+    if ((r = sched_task_store(svc->store, dl, &task, err)) < 0 ||
+        (r = sched_task_replica_counts(svc->store, dl, task.id, &all, &persistent, err)) < 0 ||
+        (r = sched__task_to_proto(call, &task, all, persistent,
+                                  (Common__V2__PersistentCacheTask *)resp, err)) < 0) {
+        goto out;
+    }
+    if (svc->placement != NULL) {
+        const char *block[] = {peer.host_id};
+        sched_placement_replicate(svc->placement, task.id, block, 1);
+    }
+out:
+    sched_peer_done(&peer);
+    sched_task_done(&task);
+    return r;
+}
+
+int sched__upload_failed(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
+                         ProtobufCMessage *resp, struct dfc_error *err) {
+    struct sched_service *svc = svcp;
+    const Scheduler__V2__UploadPersistentCacheTaskFailedRequest *req =
+        (const Scheduler__V2__UploadPersistentCacheTaskFailedRequest *)reqp;
+    int r = sched_validate_upload_failed(req, err);
+    if (r < 0 || (r = sched__need_redis(svc, err)) < 0) {
+        return r;
+    }
+    log_ids(call, req->host_id, req->task_id, req->peer_id);
+    int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
+
+    struct sched_peer peer = {0};
+    struct sched_task task = {0};
+    r = sched_peer_load(svc->store, dl, req->peer_id, &peer, err);
+    if (r == 0) {
+        r = sched_task_load(svc->store, dl, peer.task_id, &task, err);
+    }
+    if (r == -ENOENT) {
+        r = dfc_error_set(err, -ENOENT, "persistent cache peer %s not found", req->peer_id);
+        goto out;
+    }
+    if (r < 0 ||
+        (r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_FAILED, err), err)) < 0) {
+        goto out;
+    }
+    peer.updated_at = now;
+    if ((r = sched_peer_store(svc->store, dl, &peer, &task, err)) < 0) {
+        goto out;
+    }
+    /* Fixed on purpose: the task fails with its upload (upstream fires Succeeded here), so a
+     * new Started may upload it again (Failed -Upload-> Uploading). */
+    if ((r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_FAILED, err), err)) < 0) {
+        goto out;
+    }
+    task.updated_at = now;
+    r = sched_task_store(svc->store, dl, &task, err);
+out:
+    sched_peer_done(&peer);
+    sched_task_done(&task);
+    return r;
+}
+
+int sched__stat_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
+                     ProtobufCMessage *resp, struct dfc_error *err) {
+    struct sched_service *svc = svcp;
+    const Scheduler__V2__StatPersistentCacheTaskRequest *req =
+        (const Scheduler__V2__StatPersistentCacheTaskRequest *)reqp;
+    int r = sched_validate_stat_task(req, err);
+    if (r < 0 || (r = sched__need_redis(svc, err)) < 0) {
+        return r;
+    }
+    log_ids(call, req->host_id, req->task_id, NULL);
+    int64_t dl = sched__deadline(svc, call);
+    struct sched_task task = {0};
+    uint64_t all = 0, persistent = 0;
+    r = sched_task_load(svc->store, dl, req->task_id, &task, err);
+    if (r == -ENOENT) {
+        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
+    }
+    if (r == 0) {
+        r = sched_task_replica_counts(svc->store, dl, task.id, &all, &persistent, err);
+    }
+    if (r == 0) {
+        r = sched__task_to_proto(call, &task, all, persistent,
+                                 (Common__V2__PersistentCacheTask *)resp, err);
+    }
+    sched_task_done(&task);
+    return r;
+}
+
+int sched__delete_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
+                       ProtobufCMessage *resp, struct dfc_error *err) {
+    struct sched_service *svc = svcp;
+    const Scheduler__V2__DeletePersistentCacheTaskRequest *req =
+        (const Scheduler__V2__DeletePersistentCacheTaskRequest *)reqp;
+    int r = sched_validate_delete_task(req, err);
+    if (r < 0 || (r = sched__need_redis(svc, err)) < 0) {
+        return r;
+    }
+    log_ids(call, req->host_id, req->task_id, NULL);
+    /* As upstream, the work is not cut short by the client going away; each Redis step is
+     * still bounded by database.redis.timeout. */
+    int64_t dl = sched__deadline(svc, NULL);
+    struct sched_ids ids = {0};
+    if ((r = sched_peer_ids_by_task(svc->store, dl, req->task_id, false, &ids, err)) < 0) {
+        return r;
+    }
+    /* The hosts holding a copy, asked to delete it once the records are gone. */
+    struct sched_host *hosts = calloc(ids.n + 1, sizeof(*hosts));
+    size_t n_hosts = 0;
+    if (hosts == NULL) {
+        sched_ids_free(&ids);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; r == 0 && i < ids.n; i++) {
+        struct sched_peer p = {0};
+        dl = sched__deadline(svc, NULL); /* per peer: a task with many peers is not cut short */
+        int lr = sched_peer_load(svc->store, dl, ids.ids[i], &p, err);
+        if (lr == 0 && sched_host_load(svc->store, dl, p.host_id, &hosts[n_hosts], err) == 0) {
+            n_hosts++;
+        }
+        sched_peer_done(&p);
+        if (lr < 0 && lr != -ENOENT) {
+            r = lr;
+            break;
+        }
+        /* Unlike upstream, a peer whose task or host hash is gone is deleted too. */
+        r = sched_peer_delete(svc->store, dl, ids.ids[i], err);
+        r = r == -ENOENT ? 0 : r;
+    }
+    if (r == 0) {
+        r = sched_task_delete(svc->store, sched__deadline(svc, NULL), req->task_id, err);
+        r = r == -ENOENT ? 0 : r; /* OK for a task that does not exist, as upstream */
+    }
+    for (size_t i = 0; i < n_hosts; i++) {
+        struct dfc_error ignored;
+        if (r == 0 && svc->placement != NULL &&
+            sched_placement_delete_copy(svc->placement, &hosts[i], req->task_id, &ignored) < 0) {
+            DFC_LOG(DFC_LOG_WARN, "scheduler.delete_copy_failed",
+                    "task_id=%s host_id=%s error=\"%s\", ignoring", req->task_id, hosts[i].id,
+                    dfc_error_msg(&ignored));
+        }
+        sched_host_done(&hosts[i]);
+    }
+    free(hosts);
+    sched_ids_free(&ids);
+    return r;
+}

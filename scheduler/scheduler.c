@@ -1,0 +1,122 @@
+/*
+ * scheduler.c - wiring of the scheduler binary.
+ *
+ * Start: Redis pool (connections made on first use, so a Redis that is down at start-up only
+ * makes calls UNAVAILABLE until it is back) -> store -> placement (repair and host-GC
+ * threads) -> service -> gRPC server on TCP -> ready. Stop (SIGINT/SIGTERM, taken by sigwait
+ * on the main thread): the server drains calls in flight for up to server.shutdownGrace, then
+ * cancels the rest -> placement (waits for replication calls) -> store -> Redis.
+ */
+#include "scheduler.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dfc/log.h"
+#include "dfc/rpc_server.h"
+#include "dfc/signals.h"
+#include "dfc/units.h"
+#include "placement.h"
+#include "redis.h"
+#include "service.h"
+#include "store.h"
+
+static int open_redis(const struct sched_config *cfg, struct sched_redis **ret_redis,
+                      struct sched_store **ret_store, struct sched_placement **ret_placement,
+                      struct dfc_error *err) {
+    struct sched_redis_opts ro = {
+        .addrs = (const char *const *)cfg->redis_addrs.items,
+        .n_addrs = cfg->redis_addrs.n,
+        .master_name = cfg->redis_master_name,
+        .username = cfg->redis_username,
+        .password = cfg->redis_password,
+        .db = (int)cfg->redis_db,
+        .pool_size = (unsigned)cfg->redis_pool_size,
+    };
+    struct sched_placement_opts po = {
+        .advertise_ip = cfg->advertise_ip,
+        .repair_interval_ns = cfg->repair_interval,
+        .repair_concurrency = (unsigned)cfg->repair_concurrency,
+        .host_gc_interval_ns = cfg->host_gc_interval,
+    };
+    int r = sched_redis_new(&ro, ret_redis, err);
+    if (r == 0) {
+        r = sched_store_new(*ret_redis, cfg->cluster_id, ret_store, err);
+    }
+    if (r == 0) {
+        r = sched_placement_new(*ret_store, &po, ret_placement, err);
+    }
+    if (r == 0) {
+        r = sched_placement_start(*ret_placement, err);
+    }
+    return r;
+}
+
+int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
+    struct sched_redis *redis = NULL;
+    struct sched_store *store = NULL;
+    struct sched_placement *placement = NULL;
+    struct dfc_rpc_server *server = NULL;
+    struct sched_service svc;
+    bool svc_ready = false;
+    char addr[128];
+    int r = 0, port = 0;
+
+    if (cfg->redis_addrs.n > 0 && (r = open_redis(cfg, &redis, &store, &placement, err)) < 0) {
+        goto out;
+    }
+    if ((r = sched_service_init(&svc, cfg, store, placement, err)) < 0) {
+        goto out;
+    }
+    svc_ready = true;
+    struct dfc_rpc_server_opts opts = {
+        .max_recv_msg = cfg->max_message_size,
+        .max_workers = (unsigned)cfg->max_workers,
+        .max_calls = (unsigned)cfg->max_calls,
+        .log_level_ok = DFC_LOG_DEBUG,
+        .name = "scheduler",
+        .idle_timeout_ms = cfg->idle_timeout / DFC_NS_PER_MS,
+        .reserved_workers = (unsigned)cfg->reserved_workers,
+        .option_prefix = "server.",
+    };
+    snprintf(addr, sizeof(addr), strchr(cfg->listen_ip, ':') != NULL ? "[%s]:%llu" : "%s:%llu",
+             cfg->listen_ip, (unsigned long long)cfg->port);
+    if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
+        (r = sched_service_register(&svc, server, err)) < 0 ||
+        (r = port = dfc_rpc_server_listen(server, addr, err)) < 0 ||
+        (r = dfc_rpc_server_start(server, err)) < 0) {
+        goto out;
+    }
+    char first[160] = "";
+    if (cfg->redis_addrs.n > 0) {
+        snprintf(first, sizeof(first), "%s%s", cfg->redis_addrs.items[0],
+                 cfg->redis_addrs.n > 1 ? ",..." : "");
+    }
+    DFC_LOG(DFC_LOG_INFO, "scheduler.ready",
+            "listen=%s port=%d advertise_ip=%s cluster_id=%llu redis=%s master_name=%s",
+            cfg->listen_ip, port, cfg->advertise_ip, (unsigned long long)cfg->cluster_id,
+            cfg->redis_addrs.n > 0 ? first : "disabled",
+            cfg->redis_master_name[0] != '\0' ? cfg->redis_master_name : "-");
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = dfc_signals_wait(&set);
+    DFC_LOG(DFC_LOG_INFO, "scheduler.stopping", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    dfc_rpc_server_shutdown(server, cfg->shutdown_grace / DFC_NS_PER_MS);
+    r = 0;
+out:
+    dfc_rpc_server_free(server);
+    sched_placement_free(placement);
+    if (svc_ready) {
+        sched_service_done(&svc);
+    }
+    sched_store_free(store);
+    sched_redis_free(redis);
+    if (r == 0) {
+        DFC_LOG(DFC_LOG_INFO, "scheduler.stopped", "port=%d", port);
+    }
+    return r;
+}

@@ -1,0 +1,175 @@
+/*
+ * store_host.c - the host manager: P:persistent-cache-hosts:<id> hashes (never expiring) and
+ * the P:persistent-cache-hosts set of ids, as upstream's HostManager (docs/dragonfly-compat.md,
+ * "Scheduler on Redis").
+ */
+#include "store.h"
+#include "store_internal.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfc/cleanup.h"
+
+int sched_host_load(struct sched_store *s, int64_t dl, const char *id, struct sched_host *out,
+                    struct dfc_error *err) {
+    memset(out, 0, sizeof(*out));
+    int r = sched__check_id("host id", id, err);
+    if (r < 0) {
+        return r;
+    }
+    _cleanup_free_ char *k = sched__host_key(s, id);
+    if (k == NULL) {
+        return dfc_error_set(err, -ENOMEM, "load host: out of memory");
+    }
+    struct sched__kv kv;
+    r = sched__hgetall(s, dl, k, &kv, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "load host %s", id);
+    }
+    if (kv.n == 0) {
+        sched__kv_done(&kv);
+        return dfc_error_set(err, -ENOENT, "host %s not found", id);
+    }
+    r = sched_host_decode(kv.kv, kv.lens, kv.n, out, err);
+    sched__kv_done(&kv);
+    return r < 0 ? dfc_error_prefix(err, "host %s", id) : 0;
+}
+
+int sched_host_store(struct sched_store *s, int64_t dl, const struct sched_host *h,
+                     struct dfc_error *err) {
+    int r = sched__check_id("host id", h->id, err);
+    if (r < 0) {
+        return r;
+    }
+    struct sched_fields f;
+    r = sched_host_encode(h, &f);
+    if (r < 0) {
+        return dfc_error_set(err, r, "store host %s: cannot encode", h->id);
+    }
+    _cleanup_free_ char *k = sched__host_key(s, h->id);
+    _cleanup_free_ char *set = sched__hosts_key(s);
+    if (k == NULL || set == NULL) {
+        sched_fields_done(&f);
+        return dfc_error_set(err, -ENOMEM, "store host: out of memory");
+    }
+    const char *keys[] = {k, set};
+    const char *args[1 + 2 * 64];
+    size_t lens[1 + 2 * 64];
+    args[0] = h->id;
+    lens[0] = strlen(h->id);
+    int n = sched__append_fields(&f, args, lens, 1);
+    r = sched__eval(s, dl, &s->store_host, 2, keys, n, args, lens, NULL, err);
+    sched_fields_done(&f);
+    return r < 0 ? dfc_error_prefix(err, "store host %s", h->id) : 0;
+}
+
+int sched_host_delete(struct sched_store *s, int64_t dl, const char *id, struct dfc_error *err) {
+    int r = sched__check_id("host id", id, err);
+    if (r < 0) {
+        return r;
+    }
+    _cleanup_free_ char *k = sched__host_key(s, id);
+    _cleanup_free_ char *set = sched__hosts_key(s);
+    if (k == NULL || set == NULL) {
+        return dfc_error_set(err, -ENOMEM, "delete host: out of memory");
+    }
+    const char *keys[] = {k, set};
+    const char *args[] = {id};
+    redisReply *rep = NULL;
+    r = sched__eval(s, dl, &s->delete_host, 2, keys, 1, args, NULL, &rep, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "delete host %s", id);
+    }
+    long long removed = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    freeReplyObject(rep);
+    return removed > 0 ? 0 : dfc_error_set(err, -ENOENT, "host %s not found", id);
+}
+
+int sched_host_ids(struct sched_store *s, int64_t dl, struct sched_ids *out,
+                   struct dfc_error *err) {
+    _cleanup_free_ char *set = sched__hosts_key(s);
+    if (set == NULL) {
+        *out = (struct sched_ids){0};
+        return dfc_error_set(err, -ENOMEM, "list hosts: out of memory");
+    }
+    int r = sched__scan(s, dl, set, "*", NULL, out, err);
+    return r < 0 ? dfc_error_prefix(err, "list hosts") : 0;
+}
+
+void sched_host_list_free(struct sched_host *list, size_t n) {
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        sched_host_done(&list[i]);
+    }
+    free(list);
+}
+
+static bool blocked(const char *id, const char *const *blocklist, size_t n_block) {
+    for (size_t i = 0; i < n_block; i++) {
+        if (blocklist[i] != NULL && strcmp(blocklist[i], id) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int sched_host_load_random(struct sched_store *s, int64_t dl, size_t n,
+                           const char *const *blocklist, size_t n_block, struct sched_host **out,
+                           size_t *n_out, struct dfc_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    if (n == 0) {
+        return 0;
+    }
+    _cleanup_free_ char *set = sched__hosts_key(s);
+    if (set == NULL) {
+        return dfc_error_set(err, -ENOMEM, "load random hosts: out of memory");
+    }
+    struct sched_ids ids;
+    int r = sched__smembers(s, dl, set, &ids, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "load random hosts");
+    }
+    /* Fisher-Yates, as upstream's rand.Shuffle over SMEMBERS. */
+    for (size_t i = ids.n; i > 1; i--) {
+        size_t j = arc4random_uniform((uint32_t)i);
+        char *t = ids.ids[i - 1];
+        ids.ids[i - 1] = ids.ids[j];
+        ids.ids[j] = t;
+    }
+    size_t want = n < ids.n ? n : ids.n;
+    struct sched_host *list = want > 0 ? calloc(want, sizeof(*list)) : NULL;
+    if (want > 0 && list == NULL) {
+        sched_ids_free(&ids);
+        return dfc_error_set(err, -ENOMEM, "load random hosts: out of memory");
+    }
+    size_t got = 0;
+    for (size_t i = 0; i < ids.n && got < want; i++) {
+        if (blocked(ids.ids[i], blocklist, n_block)) {
+            continue;
+        }
+        r = sched_host_load(s, dl, ids.ids[i], &list[got], err);
+        if (r == -ENOENT || r == -EINVAL) {
+            continue; /* gone or unloadable: skipped, as upstream */
+        }
+        if (r < 0) {
+            sched_host_list_free(list, got);
+            sched_ids_free(&ids);
+            return r;
+        }
+        got++;
+    }
+    sched_ids_free(&ids);
+    if (got == 0) {
+        free(list);
+        list = NULL;
+    }
+    if (err != NULL) {
+        dfc_error_clear(err); /* skipped hosts are not an error */
+    }
+    *out = list;
+    *n_out = got;
+    return 0;
+}

@@ -1,0 +1,87 @@
+/*
+ * store_internal.h - what the three managers (store_host.c, store_task.c, store_peer.c) share
+ * with store.c: the store struct with its Lua scripts, upstream's key builders, and reply
+ * helpers. Private to scheduler/store*.c.
+ */
+#ifndef SCHED_STORE_INTERNAL_H
+#define SCHED_STORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct redisReply;
+
+/* Ids longer than this are refused before any key is built (upstream ids are at most a few
+ * hundred bytes: "<ip>-<hostname>[-<uuid>]", 64 hex digits for tasks). */
+#define SCHED_ID_MAX 1024
+/* The most ids one listing returns; a larger set is refused rather than held in memory. */
+#define SCHED_IDS_MAX (1u << 22)
+
+struct sched_store {
+    struct sched_redis *r; /* borrowed */
+    uint64_t cluster_id;
+    char prefix[64]; /* "scheduler:scheduler-clusters:<id>" */
+    struct sched_redis_script store_host, delete_host, store_task, store_peer, delete_peer, exists2,
+        scard2;
+};
+
+/* Upstream's keys (see store.h), as heap strings; NULL only when out of memory. */
+char *sched__task_key(const struct sched_store *s, const char *task_id);
+char *sched__task_peers_key(const struct sched_store *s, const char *task_id);
+char *sched__task_persistent_peers_key(const struct sched_store *s, const char *task_id);
+char *sched__peer_key(const struct sched_store *s, const char *peer_id);
+char *sched__host_key(const struct sched_store *s, const char *host_id);
+char *sched__hosts_key(const struct sched_store *s);
+char *sched__host_peers_key(const struct sched_store *s, const char *host_id);
+
+/* -EINVAL naming what ("task id") unless id is a non-empty string of at most SCHED_ID_MAX. */
+int sched__check_id(const char *what, const char *id, struct dfc_error *err);
+
+/* One command of NUL-terminated words (no binary data). */
+int sched__cmd(struct sched_store *s, int64_t dl, struct redisReply **rep, struct dfc_error *err,
+               int argc, const char **argv);
+
+/* Runs a script with NUL-terminated keys and fields-style binary args. */
+int sched__eval(struct sched_store *s, int64_t dl, struct sched_redis_script *script, int n_keys,
+                const char **keys, int n_args, const char **args, const size_t *arg_lens,
+                struct redisReply **rep, struct dfc_error *err);
+
+/* Appends a record's fields to args/lens (name, value, ...) from index at; returns the new
+ * count. args must have room for 2 * f->n more. */
+int sched__append_fields(const struct sched_fields *f, const char **args, size_t *lens, int at);
+
+/* An HGETALL reply as the flat name/value arrays the model decoders take. */
+struct sched__kv {
+    struct redisReply *rep;
+    const char **kv;
+    size_t *lens;
+    size_t n;
+};
+/* HGETALL key. An empty (missing) hash gives n == 0, which the decoders report as -ENOENT. */
+int sched__hgetall(struct sched_store *s, int64_t dl, const char *key, struct sched__kv *out,
+                   struct dfc_error *err);
+void sched__kv_done(struct sched__kv *kv);
+
+/* The members of a set (SMEMBERS), bounded by SCHED_IDS_MAX. */
+int sched__smembers(struct sched_store *s, int64_t dl, const char *key, struct sched_ids *out,
+                    struct dfc_error *err);
+
+/* SCAN (set_key NULL) or SSCAN set_key with MATCH match, COUNT 100, to the end. Elements are
+ * taken whole, or with strip: only those starting with strip, as the segment after it up to
+ * the next ':'. Sorted and de-duplicated. */
+int sched__scan(struct sched_store *s, int64_t dl, const char *set_key, const char *match,
+                const char *strip, struct sched_ids *out, struct dfc_error *err);
+
+/* Appends a copy of id (len bytes) to ids. 0, -ENOMEM or -E2BIG past SCHED_IDS_MAX. */
+int sched__ids_push(struct sched_ids *ids, const char *id, size_t len);
+/* Sorts ids and drops duplicates (SCAN and SSCAN may return an element twice). */
+void sched__ids_unique(struct sched_ids *ids);
+
+/* Remaining TTL of a task now, in whole seconds truncated toward zero, as upstream computes
+ * int64((ttl - time.Since(created_at)).Seconds()); clamped to +-2^31. */
+int64_t sched__remaining_ttl(const struct sched_task *t);
+
+#endif /* SCHED_STORE_INTERNAL_H */

@@ -1,0 +1,629 @@
+/*
+ * Tests for scheduler/redis.c against real redis-server processes (test/support/redis_harness):
+ * binary-safe commands, error replies, scripts after SCRIPT FLUSH, AUTH (password and ACL
+ * user) and SELECT, the deadline on a hung (SIGSTOPped) server, a killed and restarted
+ * server, a Sentinel failover with a -READONLY retry, 8 threads at once, and a pool
+ * exhausted until the deadline.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "redis.h"
+#include "redis_harness.h"
+#include "test_support.h"
+
+/* Shared by the tests that only need a plain server. */
+static struct redis_server plain;
+
+static int start_plain(void **state) {
+    if (redis_harness_available()) {
+        redis_server_start(&plain, NULL);
+    }
+    return 0;
+}
+
+static int stop_plain(void **state) {
+    redis_server_destroy(&plain);
+    return 0;
+}
+
+static struct sched_redis *open_direct(const struct redis_server *s, unsigned pool) {
+    const char *addrs[] = {s->addr};
+    struct sched_redis_opts o = {.addrs = addrs,
+                                 .n_addrs = 1,
+                                 .pool_size = pool,
+                                 .backoff_min_ms = 20,
+                                 .backoff_max_ms = 200};
+    struct sched_redis *r = NULL;
+    struct dfc_error err = {0};
+    int rc = sched_redis_new(&o, &r, &err);
+    if (rc != 0) {
+        fail_msg("sched_redis_new: %s", err.msg);
+    }
+    return r;
+}
+
+/* Runs argc NUL-terminated words as one command with a timeout_ms deadline. */
+static int cmd(struct sched_redis *r, int64_t timeout_ms, redisReply **rep, struct dfc_error *err,
+               int argc, ...) {
+    const char *argv[16];
+    size_t lens[16];
+    va_list ap;
+    va_start(ap, argc);
+    for (int i = 0; i < argc && i < 16; i++) {
+        argv[i] = va_arg(ap, const char *);
+        lens[i] = strlen(argv[i]);
+    }
+    va_end(ap);
+    return sched_redis_argv(r, sched_redis_deadline(timeout_ms), argc, argv, lens, rep, err);
+}
+
+/* Retries SET key value until it works (the client recovers by itself) or 15 s pass. */
+static void set_eventually(struct sched_redis *r, const char *key, const char *value) {
+    struct dfc_error err = {0};
+    double until = test_now_ms() + 15000;
+    int rc;
+    do {
+        rc = cmd(r, 1000, NULL, &err, 3, "SET", key, value);
+        if (rc != 0) {
+            usleep(20000);
+        }
+    } while (rc != 0 && test_now_ms() < until);
+    if (rc != 0) {
+        fail_msg("SET %s never recovered: %s", key, err.msg);
+    }
+}
+
+static void assert_stored(const struct redis_server *s, const char *key, const char *want) {
+    redisReply *rep = redis_server_command(s, "GET %s", key);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, want);
+    freeReplyObject(rep);
+}
+
+/* ---- commands ---- */
+
+static void test_commands_binary_safe(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_redis *r = open_direct(&plain, 0);
+    char buf[64];
+    assert_null(sched_redis_current_addr(r, buf, sizeof(buf)));
+
+    static const char key[] = "bin\0key\r\n";
+    static const char val[] = "v\0a\r\nl\0";
+    const char *argv[] = {"SET", key, val};
+    size_t lens[] = {3, sizeof(key) - 1, sizeof(val) - 1};
+    struct dfc_error err = {0};
+    redisReply *rep = NULL;
+    assert_int_equal(sched_redis_argv(r, sched_redis_deadline(5000), 3, argv, lens, &rep, &err), 0);
+    assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+    assert_string_equal(rep->str, "OK");
+    freeReplyObject(rep);
+
+    const char *gargv[] = {"GET", key};
+    size_t glens[] = {3, sizeof(key) - 1};
+    assert_int_equal(sched_redis_argv(r, sched_redis_deadline(5000), 2, gargv, glens, &rep, &err),
+                     0);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_int_equal(rep->len, sizeof(val) - 1);
+    assert_memory_equal(rep->str, val, sizeof(val) - 1);
+    freeReplyObject(rep);
+
+    /* The same bytes seen by a plain client: nothing was cut at the NULs. */
+    redisContext *c = redis_server_connect(&plain);
+    rep = redisCommand(c, "STRLEN %b", key, sizeof(key) - 1);
+    assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(rep->integer, (long long)sizeof(val) - 1);
+    freeReplyObject(rep);
+    redisFree(c);
+
+    /* nil is a reply, handed over as such. */
+    assert_int_equal(cmd(r, 5000, &rep, &err, 2, "GET", "no-such-key"), 0);
+    assert_int_equal(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+
+    assert_string_equal(sched_redis_current_addr(r, buf, sizeof(buf)), plain.addr);
+    sched_redis_free(r);
+}
+
+static void test_error_reply_is_internal_with_redis_text(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_redis *r = open_direct(&plain, 0);
+    struct dfc_error err = {0};
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "str", "x"), 0);
+    redisReply *rep = (redisReply *)0x1;
+    int rc = cmd(r, 5000, &rep, &err, 3, "LPUSH", "str", "y");
+    assert_int_equal(rc, DFC_E_INTERNAL);
+    assert_ptr_equal(rep, (redisReply *)0x1); /* untouched: the error reply was freed */
+    assert_non_null(strstr(err.msg, "WRONGTYPE Operation against a key holding the wrong kind"));
+    assert_non_null(strstr(err.msg, plain.addr));
+    /* The connection stays usable after an error reply. */
+    assert_int_equal(cmd(r, 5000, NULL, &err, 2, "GET", "str"), 0);
+    sched_redis_free(r);
+}
+
+static void test_bad_options(void **state) {
+    struct sched_redis *r = NULL;
+    struct dfc_error err = {0};
+    const char *bad[] = {"127.0.0.1"};
+    struct sched_redis_opts o = {.addrs = bad, .n_addrs = 1};
+    assert_int_equal(sched_redis_new(&o, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "database.redis.addrs[0]"));
+    assert_non_null(strstr(err.msg, "`127.0.0.1`"));
+    const char *port0[] = {"127.0.0.1:0"};
+    o.addrs = port0;
+    assert_int_equal(sched_redis_new(&o, &r, &err), -EINVAL);
+    o.n_addrs = 0;
+    assert_int_equal(sched_redis_new(&o, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "database.redis.addrs"));
+    const char *ok[] = {"127.0.0.1:1"};
+    struct sched_redis_opts u = {.addrs = ok, .n_addrs = 1, .username = "alice"};
+    assert_int_equal(sched_redis_new(&u, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "database.redis.username"));
+    assert_null(r);
+}
+
+/* ---- scripts ---- */
+
+static void test_script_survives_script_flush(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_redis *r = open_direct(&plain, 2);
+    struct sched_redis_script s = {
+        .name = "hset_and_count",
+        .lua = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return redis.call('HLEN', KEYS[1])",
+    };
+    sched_redis_script_init(&s);
+    /* Our SHA-1 is Redis's SHA-1 of the body. */
+    redisReply *rep = redis_server_command(&plain, "SCRIPT LOAD %s", s.lua);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, s.sha1);
+    freeReplyObject(rep);
+    rep = redis_server_command(&plain, "SCRIPT FLUSH");
+    freeReplyObject(rep);
+
+    static const char field[] = "f\0ield";
+    const char *keys[] = {"scripted"};
+    const char *args[] = {field, "v1"};
+    size_t arg_lens[] = {sizeof(field) - 1, 2};
+    struct dfc_error err = {0};
+    for (int round = 0; round < 3; round++) {
+        /* Round 0: never loaded (NOSCRIPT -> EVAL). Round 1: cached. Round 2: flushed again. */
+        if (round == 2) {
+            freeReplyObject(redis_server_command(&plain, "SCRIPT FLUSH"));
+        }
+        rep = NULL;
+        assert_int_equal(sched_redis_eval(r, sched_redis_deadline(5000), &s, 1, keys, NULL, 2, args,
+                                          arg_lens, &rep, &err),
+                         0);
+        assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+        assert_int_equal(rep->integer, 1);
+        freeReplyObject(rep);
+    }
+    rep = redis_server_command(&plain, "HGET scripted %b", field, sizeof(field) - 1);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, "v1");
+    freeReplyObject(rep);
+
+    /* A script error is an error reply: INTERNAL, naming the script, with Redis's text. */
+    struct sched_redis_script bad = {.name = "bad", .lua = "return redis.call('NOSUCHCMD')"};
+    sched_redis_script_init(&bad);
+    assert_int_equal(sched_redis_eval(r, sched_redis_deadline(5000), &bad, 0, NULL, NULL, 0, NULL,
+                                      NULL, NULL, &err),
+                     DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "script bad"));
+    assert_non_null(strstr(err.msg, "Unknown Redis command"));
+
+    /* Never initialised: it still runs, and the (possibly shared) struct is not written. */
+    struct sched_redis_script lazy = {.name = "lazy", .lua = "return 7"};
+    rep = NULL;
+    assert_int_equal(sched_redis_eval(r, sched_redis_deadline(5000), &lazy, 0, NULL, NULL, 0, NULL,
+                                      NULL, &rep, &err),
+                     0);
+    assert_int_equal(rep->integer, 7);
+    freeReplyObject(rep);
+    assert_string_equal(lazy.sha1, "");
+    sched_redis_free(r);
+}
+
+/* ---- AUTH and SELECT ---- */
+
+static void test_auth_and_select(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_server s;
+    struct redis_server_opts so = {.password = "s3cret", .acl_user = "alice", .acl_pass = "pw2"};
+    redis_server_start(&s, &so);
+    const char *addrs[] = {s.addr};
+    struct dfc_error err = {0};
+    struct sched_redis *r = NULL;
+
+    /* No password: the server refuses the command. */
+    struct sched_redis_opts o = {
+        .addrs = addrs, .n_addrs = 1, .backoff_min_ms = 1, .backoff_max_ms = 1};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "k", "v"), DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "NOAUTH"));
+    sched_redis_free(r);
+
+    /* A wrong password: the handshake fails, naming AUTH and the address. */
+    o.password = "wrong";
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "k", "v"), DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "AUTH"));
+    assert_non_null(strstr(err.msg, s.addr));
+    sched_redis_free(r);
+
+    /* The default user's password, and db 3. */
+    o.password = "s3cret";
+    o.db = 3;
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "in-db3", "yes"), 0);
+    sched_redis_free(r);
+    redisContext *c = redis_server_connect(&s);
+    redisReply *rep = redisCommand(c, "EXISTS in-db3");
+    assert_int_equal(rep->integer, 0); /* not in db 0 */
+    freeReplyObject(rep);
+    freeReplyObject(redisCommand(c, "SELECT 3"));
+    rep = redisCommand(c, "GET in-db3");
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, "yes");
+    freeReplyObject(rep);
+    redisFree(c);
+
+    /* An ACL user with its own password. */
+    struct sched_redis_opts ou = {
+        .addrs = addrs, .n_addrs = 1, .username = "alice", .password = "pw2"};
+    assert_int_equal(sched_redis_new(&ou, &r, &err), 0);
+    assert_int_equal(cmd(r, 5000, &rep, &err, 2, "ACL", "WHOAMI"), 0);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, "alice");
+    freeReplyObject(rep);
+    sched_redis_free(r);
+
+    /* SELECT of a db the server does not have: INTERNAL naming SELECT. */
+    o.db = 99;
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 5000, NULL, &err, 2, "GET", "x"), DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "SELECT 99"));
+    sched_redis_free(r);
+    redis_server_destroy(&s);
+}
+
+/* ---- faults ---- */
+
+/* A hung server (SIGSTOP): the call returns -ETIMEDOUT near its deadline, on an open pooled
+ * connection and on a fresh one, and the client works again once the server resumes. */
+static void test_deadline_on_hung_server(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_server s;
+    redis_server_start(&s, NULL);
+    struct sched_redis *r = open_direct(&s, 2);
+    struct dfc_error err = {0};
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "k", "before"), 0);
+
+    redis_server_pause(&s);
+    for (int i = 0; i < 3; i++) { /* pooled, then fresh connections (the old ones dropped) */
+        double t0 = test_now_ms();
+        int rc = cmd(r, 300, NULL, &err, 2, "GET", "k");
+        double took = test_now_ms() - t0;
+        assert_int_equal(rc, -ETIMEDOUT);
+        assert_non_null(strstr(err.msg, s.addr));
+        if (took > 300 + 3000) { /* generous: this is a liveness bound, not a speed claim */
+            fail_msg("call %d returned after %.0f ms for a 300 ms deadline", i, took);
+        }
+    }
+    /* A deadline already gone: no I/O at all. */
+    assert_int_equal(cmd(r, -1, NULL, &err, 2, "GET", "k"), -ETIMEDOUT);
+    redis_server_resume(&s);
+    set_eventually(r, "k", "after");
+    assert_stored(&s, "k", "after");
+    sched_redis_free(r);
+    redis_server_destroy(&s);
+}
+
+/* Redis killed mid-run: -ECONNREFUSED naming the address, never a hang; restarted on the
+ * same port: the same client object works again without being re-created. */
+static void test_killed_then_restarted(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_server s;
+    redis_server_start(&s, NULL);
+    struct sched_redis *r = open_direct(&s, 4);
+    struct dfc_error err = {0};
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "k", "v1"), 0);
+
+    redis_server_stop(&s, SIGKILL);
+    for (int i = 0; i < 5; i++) { /* the dead pooled connection, then refused connects */
+        int rc = cmd(r, 2000, NULL, &err, 2, "GET", "k");
+        assert_int_equal(rc, -ECONNREFUSED);
+        char want[48];
+        snprintf(want, sizeof(want), "redis 127.0.0.1:%d", s.port);
+        if (strstr(err.msg, want) == NULL) {
+            fail_msg("error does not name %s: %s", want, err.msg);
+        }
+    }
+    redis_server_restart(&s);
+    set_eventually(r, "k", "v2");
+    assert_stored(&s, "k", "v2");
+    /* Every pooled connection is good again (the dead ones are found before use). */
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(cmd(r, 5000, NULL, &err, 2, "GET", "k"), 0);
+    }
+    sched_redis_free(r);
+    redis_server_destroy(&s);
+}
+
+static long long connections_received(const struct redis_server *s) {
+    redisReply *rep = redis_server_command(s, "INFO stats");
+    const char *p = strstr(rep->str, "total_connections_received:");
+    long long n = p ? strtoll(p + strlen("total_connections_received:"), NULL, 10) : -1;
+    freeReplyObject(rep);
+    return n;
+}
+
+/* A server that refuses every handshake (wrong password) is not hammered: connect attempts
+ * are spaced by the back-off (20 ms doubling), and its cap (100 ms) keeps them coming. */
+static void test_backoff_spaces_failed_connects(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_server s;
+    struct redis_server_opts so = {.password = "right"};
+    redis_server_start(&s, &so);
+    const char *addrs[] = {s.addr};
+    struct sched_redis_opts o = {.addrs = addrs,
+                                 .n_addrs = 1,
+                                 .password = "wrong",
+                                 .backoff_min_ms = 20,
+                                 .backoff_max_ms = 100};
+    struct sched_redis *r = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    long long before = connections_received(&s);
+    unsigned calls = 0, fast = 0;
+    double until = test_now_ms() + 3000;
+    while (test_now_ms() < until) {
+        int rc = cmd(r, 1000, NULL, &err, 2, "GET", "k");
+        assert_true(rc == DFC_E_INTERNAL || rc == -ECONNREFUSED);
+        fast += rc == -ECONNREFUSED && strstr(err.msg, "next attempt in") != NULL;
+        calls++;
+        usleep(1000);
+    }
+    /* Our own INFO connections count too: one per connections_received call. */
+    long long attempts = connections_received(&s) - before - 1;
+    printf("%u calls, %lld connect attempts, %u answered from the back-off\n", calls, attempts,
+           fast);
+    /* Without back-off every call would connect; uncapped doubling would allow 8 in 3 s. */
+    if (attempts < 12 || attempts > 60 || attempts >= (long long)calls / 4) {
+        fail_msg("%lld connect attempts for %u calls in 3 s", attempts, calls);
+    }
+    assert_non_null(strstr(err.msg, s.addr));
+    sched_redis_free(r);
+    redis_server_destroy(&s);
+}
+
+/* A pooled connection the server closed (restart, CLIENT KILL, idle timeout) is found dead
+ * before use: the next command reconnects and succeeds instead of failing once. */
+static void test_closed_connection_costs_no_failed_command(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_server s;
+    redis_server_start(&s, NULL);
+    struct sched_redis *r = open_direct(&s, 1);
+    struct dfc_error err = {0};
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "k", "v1"), 0);
+    freeReplyObject(redis_server_command(&s, "CLIENT KILL TYPE normal"));
+    usleep(50000); /* let the FIN arrive */
+    if (cmd(r, 5000, NULL, &err, 3, "SET", "k", "v2") != 0) {
+        fail_msg("first command after CLIENT KILL: %s", err.msg);
+    }
+    redis_server_restart(&s);
+    usleep(50000);
+    redisReply *rep = NULL;
+    if (cmd(r, 5000, &rep, &err, 2, "GET", "k") != 0) {
+        fail_msg("first command after a restart: %s", err.msg);
+    }
+    assert_int_equal(rep->type, REDIS_REPLY_NIL); /* no persistence: a fresh server */
+    freeReplyObject(rep);
+    sched_redis_free(r);
+    redis_server_destroy(&s);
+}
+
+/* A Sentinel failover mid-run: commands before it reach node[0], after it node[1]; a write
+ * on a pooled connection to the old (now read-only) master gets -READONLY, and the client
+ * asks the Sentinel again and retries it on the new master. */
+static void test_sentinel_failover(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_sentinel_setup t;
+    redis_sentinel_start(&t, "mymaster");
+    struct dfc_error err = {0};
+    struct sched_redis *r = NULL;
+
+    /* No Sentinel answers: UNAVAILABLE naming the master and each address tried. */
+    const char *dead[] = {"127.0.0.1:1", "127.0.0.1:2"};
+    struct sched_redis_opts od = {.addrs = dead, .n_addrs = 2, .master_name = "mymaster"};
+    assert_int_equal(sched_redis_new(&od, &r, &err), 0);
+    assert_int_equal(cmd(r, 2000, NULL, &err, 3, "SET", "k", "v"), -ECONNREFUSED);
+    assert_non_null(strstr(err.msg, "redis sentinel master mymaster: no sentinel answered"));
+    assert_non_null(strstr(err.msg, "127.0.0.1:1"));
+    assert_non_null(strstr(err.msg, "127.0.0.1:2"));
+    sched_redis_free(r);
+
+    /* A dead Sentinel first in the list, then the real one. */
+    const char *addrs[] = {"127.0.0.1:1", t.sentinel.addr};
+    struct sched_redis_opts o = {.addrs = addrs,
+                                 .n_addrs = 2,
+                                 .master_name = "mymaster",
+                                 .pool_size = 3,
+                                 .backoff_min_ms = 20,
+                                 .backoff_max_ms = 200};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    for (int i = 0; i < 6; i++) { /* fill more than one pooled connection */
+        assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "before", "1"), 0);
+    }
+    char buf[64];
+    assert_string_equal(sched_redis_current_addr(r, buf, sizeof(buf)), t.node[0].addr);
+    assert_stored(&t.node[0], "before", "1");
+
+    int now_master = redis_sentinel_failover(&t);
+    assert_int_equal(now_master, 1);
+    /* Writes to the old master are refused now. */
+    redisReply *rep = redis_server_command(&t.node[0], "SET probe x");
+    assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+    assert_non_null(strstr(rep->str, "READONLY"));
+    freeReplyObject(rep);
+    freeReplyObject(redis_server_command(&t.node[0], "CONFIG RESETSTAT"));
+
+    /* The same client: every command after the failover lands on the new master. */
+    for (int i = 0; i < 6; i++) {
+        char v[8];
+        snprintf(v, sizeof(v), "%d", i);
+        int rc = cmd(r, 5000, NULL, &err, 3, "SET", "after", v);
+        if (rc != 0) {
+            fail_msg("SET after failover, try %d: %s", i, err.msg);
+        }
+    }
+    assert_stored(&t.node[1], "after", "5");
+    assert_string_equal(sched_redis_current_addr(r, buf, sizeof(buf)), t.node[1].addr);
+
+    /* The pooled connections to the old master stayed open: the first write on one got
+     * -READONLY there, and was retried on the new master instead of failing. */
+    rep = redis_server_command(&t.node[0], "INFO errorstats");
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    if (strstr(rep->str, "errorstat_READONLY:count=") == NULL) {
+        fail_msg("the old master never answered READONLY: %s", rep->str);
+    }
+    freeReplyObject(rep);
+    sched_redis_free(r);
+    redis_sentinel_destroy(&t);
+}
+
+/* ---- concurrency ---- */
+
+struct worker {
+    struct sched_redis *r;
+    int id;
+    int failures;
+    char err[DFC_ERROR_MSG_MAX];
+};
+
+#define THREADS 8
+#define ROUNDS  200
+
+static void *hammer(void *arg) {
+    struct worker *w = arg;
+    char key[32], val[32];
+    snprintf(key, sizeof(key), "thread-%d", w->id);
+    for (int i = 0; i < ROUNDS; i++) {
+        struct dfc_error err = {0};
+        snprintf(val, sizeof(val), "%d-%d", w->id, i);
+        redisReply *rep = NULL;
+        if (cmd(w->r, 10000, NULL, &err, 2, "INCR", "shared") != 0 ||
+            cmd(w->r, 10000, NULL, &err, 3, "SET", key, val) != 0 ||
+            cmd(w->r, 10000, &rep, &err, 2, "GET", key) != 0) {
+            w->failures++;
+            snprintf(w->err, sizeof(w->err), "%s", err.msg);
+            continue;
+        }
+        if (rep->type != REDIS_REPLY_STRING || strcmp(rep->str, val) != 0) {
+            w->failures++;
+            snprintf(w->err, sizeof(w->err), "GET %s: another thread's reply", key);
+        }
+        freeReplyObject(rep);
+    }
+    return NULL;
+}
+
+static void test_eight_threads(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_redis *r = open_direct(&plain, 3); /* fewer connections than threads */
+    freeReplyObject(redis_server_command(&plain, "DEL shared"));
+    pthread_t th[THREADS];
+    struct worker w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (struct worker){.r = r, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, hammer, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        if (w[i].failures != 0) {
+            fail_msg("thread %d: %d failures, last: %s", i, w[i].failures, w[i].err);
+        }
+    }
+    assert_stored(&plain, "shared", "1600");
+    sched_redis_free(r);
+}
+
+struct blocker {
+    struct sched_redis *r;
+    int rc;
+};
+
+static void *block_two_seconds(void *arg) {
+    struct blocker *b = arg;
+    struct dfc_error err = {0};
+    redisReply *rep = NULL;
+    b->rc = cmd(b->r, 20000, &rep, &err, 3, "BLPOP", "never-pushed", "2");
+    if (b->rc == 0) {
+        freeReplyObject(rep);
+    }
+    return NULL;
+}
+
+static bool two_blocked(void *arg) {
+    redisReply *rep = redis_server_command(&plain, "INFO clients");
+    bool ok = strstr(rep->str, "blocked_clients:2") != NULL;
+    freeReplyObject(rep);
+    return ok;
+}
+
+/* Both connections busy: a third caller waits for one until its deadline, then -ETIMEDOUT;
+ * once they are free again it gets one. */
+static void test_pool_exhausted_waits_until_deadline(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_redis *r = open_direct(&plain, 2);
+    struct blocker b[2] = {{.r = r}, {.r = r}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, block_two_seconds, &b[i]), 0);
+    }
+    assert_true(test_wait_for(two_blocked, NULL, 10000));
+    struct dfc_error err = {0};
+    double t0 = test_now_ms();
+    assert_int_equal(cmd(r, 300, NULL, &err, 1, "PING"), -ETIMEDOUT);
+    double took = test_now_ms() - t0;
+    assert_non_null(strstr(err.msg, "all 2 pooled connections stayed busy"));
+    if (took > 300 + 3000) {
+        fail_msg("pool wait returned after %.0f ms for a 300 ms deadline", took);
+    }
+    /* A caller with a longer deadline than the blockers' gets a connection. */
+    assert_int_equal(cmd(r, 10000, NULL, &err, 1, "PING"), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(b[i].rc, 0);
+    }
+    sched_redis_free(r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_commands_binary_safe),
+        cmocka_unit_test(test_error_reply_is_internal_with_redis_text),
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_script_survives_script_flush),
+        cmocka_unit_test(test_auth_and_select),
+        cmocka_unit_test(test_deadline_on_hung_server),
+        cmocka_unit_test(test_killed_then_restarted),
+        cmocka_unit_test(test_backoff_spaces_failed_connects),
+        cmocka_unit_test(test_closed_connection_costs_no_failed_command),
+        cmocka_unit_test(test_sentinel_failover),
+        cmocka_unit_test(test_eight_threads),
+        cmocka_unit_test(test_pool_exhausted_waits_until_deadline),
+    };
+    (void)signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, start_plain, stop_plain);
+}
