@@ -92,7 +92,7 @@ static int mem_list(struct sched_service *svc, struct dfc_rpc_call *call, const 
     ProtobufCAllocator arena = {.alloc = arena_alloc, .free = arena_free, .allocator_data = call};
     int r = 0;
     pthread_mutex_lock(&svc->lock);
-    out->hosts = dfc_rpc_call_alloc(call, (svc->n_hosts + 1) * sizeof(*out->hosts));
+    out->hosts = dfc_rpc_call_alloc(call, (svc->n_hosts + 1) * sizeof(Common__V2__Host *));
     if (out->hosts == NULL) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
     }
@@ -230,7 +230,7 @@ static int redis_list_hosts(struct sched_service *svc, struct dfc_rpc_call *call
     if (r < 0) {
         return r;
     }
-    out->hosts = dfc_rpc_call_alloc(call, (ids.n + 1) * sizeof(*out->hosts));
+    out->hosts = dfc_rpc_call_alloc(call, (ids.n + 1) * sizeof(Common__V2__Host *));
     if (out->hosts == NULL) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
     }

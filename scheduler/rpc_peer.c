@@ -76,7 +76,8 @@ static int send_parents(struct sched_service *svc, struct dfc_rpc_call *call, in
     Scheduler__V2__NormalPersistentCacheTaskResponse *normal =
         (Scheduler__V2__NormalPersistentCacheTaskResponse *)dfc_rpc_call_new_msg(
             call, &scheduler__v2__normal_persistent_cache_task_response__descriptor);
-    Common__V2__PersistentCachePeer **list = dfc_rpc_call_alloc(call, (n + 1) * sizeof(*list));
+    Common__V2__PersistentCachePeer **list =
+        dfc_rpc_call_alloc(call, (n + 1) * sizeof(Common__V2__PersistentCachePeer *));
     if (r == 0 && (resp == NULL || normal == NULL || list == NULL)) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
     }
