@@ -335,8 +335,8 @@ int sched_format_double(double v, char *buf, size_t len) {
         buf[o] = '\0';
         return 0;
     }
-    char dig[32];
-    int ex;
+    char dig[32] = {0};
+    int ex = 0;
     int r = shortest_digits(v, dig, sizeof(dig), &ex);
     if (r < 0) {
         return r;

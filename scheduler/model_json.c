@@ -86,14 +86,14 @@ static int json_string(struct sbuf *b, const char *str) {
                 r = sb_put(b, esc, 2);
             } else if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') {
                 esc[0] = '\\';
-                esc[1] = c == '\b'   ? 'b'
-                         : c == '\f' ? 'f'
-                         : c == '\n' ? 'n'
-                         : c == '\r' ? 'r'
-                                     : 't';
+                esc[1] = (char)(c == '\b'   ? 'b'
+                                : c == '\f' ? 'f'
+                                : c == '\n' ? 'n'
+                                : c == '\r' ? 'r'
+                                            : 't');
                 r = sb_put(b, esc, 2);
             } else {
-                memcpy(esc, "\\u00", 4);
+                esc[0] = '\\', esc[1] = 'u', esc[2] = '0', esc[3] = '0';
                 esc[4] = hex[c >> 4], esc[5] = hex[c & 0xf];
                 r = sb_put(b, esc, 6);
             }
