@@ -4,7 +4,7 @@
 # redis-benchmark on the same Redis for the command mix one pair costs, the ratio of the
 # scheduler's Redis command rate to redis-benchmark's (goal >= 0.5x), and the scheduler's peak
 # RSS (VmHWM, goal <= 64 MiB).
-#   hack/bench/scheduler.sh [SECONDS=10] [CLIENTS=64]
+#   hack/bench/scheduler.sh [SECONDS=10] [CLIENTS=64] [POOL_SIZE=the scheduler's default, 20]
 #
 # How the mix is measured: one warm-up pair, then one pair under MONITOR records every command
 # the scheduler sends for it (bench_sched_upload capture). The load run then counts what the
@@ -18,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-10}
 clients=${2:-64}
+pool=${3:-}
 
 for bin in redis-server redis-cli redis-benchmark; do
     command -v "$bin" >/dev/null || { echo "bench: $bin missing (hack/install-deps.sh)" >&2; exit 1; }
@@ -62,6 +63,7 @@ server:
 database:
   redis:
     addrs: ["127.0.0.1:$rport"]
+${pool:+    poolSize: $pool}
 log:
   level: warn
 EOF
@@ -97,7 +99,7 @@ sched_cpu=$(awk -v a="$(cpu_s "$sched_pid")" -v b="$s0" 'BEGIN {printf "%.2f", a
 redis_cpu=$(awk -v a="$(cpu_s "$redis_pid")" -v b="$r0" 'BEGIN {printf "%.2f", a - b}')
 stats=$("${rcli[@]}" info commandstats | tr -d '\r')
 hwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$sched_pid/status")
-echo "scheduler: $line (clients=$clients)"
+echo "scheduler: $line (clients=$clients, database.redis.poolSize=${pool:-default})"
 pairs=$(sed -n 's/.*pairs=\([0-9]*\) .*/\1/p' <<<"$line")
 took=$(sed -n 's/.*seconds=\([0-9.]*\) .*/\1/p' <<<"$line")
 # commandstats also counts the commands scripts run. A command name the scripts of the
