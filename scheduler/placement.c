@@ -16,6 +16,7 @@
 
 #include "dfc/cleanup.h"
 #include "dfc/log.h"
+#include "dfc/units.h"
 #include "placement_engine.h"
 
 /* ---- helpers (p->mu held where noted) ---- */
@@ -565,10 +566,10 @@ static bool host_is_stale(const struct sched_host *h, int64_t now) {
     if (silent_s <= 0) {
         return false;
     }
-    if (silent_s > INT64_MAX / 1000000000) {
+    if (silent_s > INT64_MAX / DFC_NS_PER_SEC) {
         return true;
     }
-    return silent_s * 1000000000 >
+    return silent_s * DFC_NS_PER_SEC >
            2 * (h->announce_interval_ns > INT64_MAX / 2 ? INT64_MAX / 2 : h->announce_interval_ns);
 }
 

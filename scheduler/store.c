@@ -31,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/units.h"
+
 /* ---- scripts ---- */
 
 /* KEYS[1] host hash, KEYS[2] set of host ids; ARGV[1] host id, ARGV[2..] field/value pairs. */
@@ -359,9 +361,9 @@ int sched__smembers(struct sched_store *s, int64_t dl, const char *k, struct sch
 int64_t sched__remaining_ttl(const struct sched_task *t) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    __int128 now_ns = (__int128)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    __int128 rem = (__int128)t->ttl_ns - (now_ns - (__int128)t->created_at * 1000000000);
-    __int128 sec = rem / 1000000000; /* C division truncates toward zero, as Go's int64() */
+    __int128 now_ns = (__int128)ts.tv_sec * DFC_NS_PER_SEC + ts.tv_nsec;
+    __int128 rem = (__int128)t->ttl_ns - (now_ns - (__int128)t->created_at * DFC_NS_PER_SEC);
+    __int128 sec = rem / DFC_NS_PER_SEC; /* C division truncates toward zero, as Go's int64() */
     const __int128 lim = (__int128)1 << 31;
     if (sec > lim) {
         sec = lim;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dfc/log.h"
+#include "dfc/units.h"
 #include "fake_dfdaemon.h"
 #include "placement.h"
 #include "placement_engine.h"
@@ -270,7 +271,7 @@ static void put_task(const char *id, uint64_t replicas, uint64_t content_length)
         .content_length = content_length,
         .total_piece_count = (uint32_t)((content_length + (4 << 20) - 1) / (4 << 20)),
         .state = SCHED_TASK_SUCCEEDED,
-        .ttl_ns = 3600 * (int64_t)1000000000,
+        .ttl_ns = 3600 * DFC_NS_PER_SEC,
         .created_at = now_s(),
         .updated_at = now_s(),
     };
@@ -729,7 +730,7 @@ static void test_backoff_stops_unplaceable_task(void **state) {
 
 static void test_host_gc_removes_host_peers_and_repairs(void **state) {
     REDIS_HARNESS_REQUIRE();
-    const int64_t s = 1000000000;
+    const int64_t s = DFC_NS_PER_SEC;
     put_host("up", &(struct host_spec){.disk_free = 1 << 30, .announce_interval = 30 * s});
     struct fake_dfdaemon *stale =
         add_host("stale", &(struct host_spec){.disk_free = 1 << 30,
