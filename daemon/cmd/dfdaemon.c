@@ -14,6 +14,10 @@
 #define DFC_VERSION "0.0.0"
 #endif
 
+static int finish(void *cfg, struct dfc_error *err) {
+    return dfd_config_finish(cfg, err);
+}
+
 static const struct dfc_cli cli = {
     .prog = "dfdaemon",
     .usage = "[options]",
@@ -22,6 +26,7 @@ static const struct dfc_cli cli = {
     .version = DFC_VERSION,
     .features = DFC_CLI_CONFIG | DFC_CLI_SET | DFC_CLI_PRINT,
     .config_help = "YAML configuration (Dragonfly's camelCase keys)",
+    .finish = finish,
 };
 
 int main(int argc, char **argv) {
@@ -31,14 +36,7 @@ int main(int argc, char **argv) {
 
     struct dfd_config cfg = {0};
     struct dfc_cli_args args;
-    struct dfc_error err;
     int code = dfc_cli_main(&cli, &cfg, argc, argv, &args);
-    if (code == DFC_CLI_RUN && dfd_config_finish(&cfg, &err) < 0) {
-        code = dfc_cli_fail(&cli, &err);
-    }
-    if (code == DFC_CLI_RUN && args.print_config) {
-        code = dfc_config_print(&dfd_config_schema, &cfg, stdout) < 0 ? 1 : 0;
-    }
     if (code != DFC_CLI_RUN) {
         dfd_config_free(&cfg);
         return code;
@@ -46,6 +44,7 @@ int main(int argc, char **argv) {
     int level;
     dfc_log_parse_level(cfg.log_level, &level);
     dfc_log_set_level(level);
+    struct dfc_error err;
     int r = dfd_daemon_run(&cfg, &err);
     if (r < 0) {
         DFC_LOG(DFC_LOG_ERROR, "dfdaemon.failed", "error=\"%s\"", dfc_error_msg(&err));

@@ -396,6 +396,12 @@ int dfc_cli_main(const struct dfc_cli *cli, void *cfg, int argc, char **argv,
         }
         return 2;
     }
+    if (cli->finish != NULL && cli->finish(cfg, &err) < 0) {
+        return dfc_cli_fail(cli, &err);
+    }
+    if ((cli->features & DFC_CLI_PRINT) != 0 && ret->print_config) {
+        return dfc_config_print(cli->schema, cfg, stdout) < 0 ? 1 : 0;
+    }
     return DFC_CLI_RUN;
 }
 

@@ -48,6 +48,9 @@ struct dfc_cli {
     const char *config_help;   /* --help text of --config; NULL: "YAML configuration file" */
     size_t min_args, max_args; /* positional arguments, at most DFC_CLI_ARGS_MAX */
     const char *arg_name;      /* "PATH": "expects exactly one PATH" */
+    /* Optional: cross-setting checks and derived values, run by dfc_cli_main() after a
+     * successful parse and before --print-config; a negative return (err set) exits 2. */
+    int (*finish)(void *cfg, struct dfc_error *err);
 };
 
 struct dfc_cli_args {
@@ -74,8 +77,10 @@ enum {
 int dfc_cli_parse(const struct dfc_cli *cli, void *cfg, int argc, char **argv,
                   struct dfc_cli_args *ret, struct dfc_error *err);
 
-/* dfc_cli_parse() for a main(): prints --help or --version on stdout and returns 0; prints an
- * error on stderr and returns 2; else returns DFC_CLI_RUN. */
+/* dfc_cli_parse() for a main(), then cli->finish when set: prints --help or --version on
+ * stdout and returns 0; prints an error on stderr and returns 2; with DFC_CLI_PRINT and
+ * --print-config, prints the effective configuration and returns 0 (1 when writing fails);
+ * else returns DFC_CLI_RUN. cfg is the caller's to free in every case. */
 int dfc_cli_main(const struct dfc_cli *cli, void *cfg, int argc, char **argv,
                  struct dfc_cli_args *ret);
 
