@@ -345,7 +345,8 @@ static int roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int
         *reply = rep;
         return 0;
     }
-    return io_failed(c, addr, deadline_ms, saved, err);
+    int rc = io_failed(c, addr, deadline_ms, saved, err);
+    return rc < 0 ? rc : -ECONNREFUSED; /* always < 0: no reply was set */
 }
 
 /* The error of a failed hiredis call on c (errno was `saved` right after it). */
@@ -717,7 +718,8 @@ static int pipeline_io(redisContext *c, const char *addr, int64_t deadline_ms, s
                 freeReplyObject(replies[j]);
                 replies[j] = NULL;
             }
-            return io_failed(c, addr, deadline_ms, saved, err);
+            int rc = io_failed(c, addr, deadline_ms, saved, err);
+            return rc < 0 ? rc : -ECONNREFUSED;
         }
         replies[i] = rep;
     }
