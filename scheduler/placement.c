@@ -53,13 +53,32 @@ static bool job_add_blocks(struct sched_job *j, const char *const *block, size_t
     return true;
 }
 
+/* FNV-1a: a queue lookup is one bucket's scan, not the whole queue's (one per Finished). */
+static uint32_t id_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s != '\0'; s++) {
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    }
+    return h;
+}
+
 static struct sched_job *find_queued(struct sched_placement *p, const char *task_id) {
-    for (struct sched_job *j = p->head; j != NULL; j = j->next) {
-        if (strcmp(j->task_id, task_id) == 0) {
+    uint32_t h = id_hash(task_id);
+    for (struct sched_job *j = p->by_id[h % SCHED_PLACEMENT_QUEUE_BUCKETS]; j != NULL;
+         j = j->hnext) {
+        if (j->hash == h && strcmp(j->task_id, task_id) == 0) {
             return j;
         }
     }
     return NULL;
+}
+
+static void unindex(struct sched_placement *p, const struct sched_job *j) {
+    struct sched_job **pj = &p->by_id[j->hash % SCHED_PLACEMENT_QUEUE_BUCKETS];
+    while (*pj != j) {
+        pj = &(*pj)->hnext;
+    }
+    *pj = j->hnext;
 }
 
 static bool is_in_flight(const struct sched_placement *p, const char *task_id) {
@@ -138,11 +157,12 @@ static int enqueue(struct sched_placement *p, const char *task_id, const char *c
         return -ENOMEM;
     }
     j->repair = repair;
-    struct sched_job **tail = &p->head;
-    while (*tail != NULL) {
-        tail = &(*tail)->next;
-    }
-    *tail = j;
+    j->hash = id_hash(task_id);
+    struct sched_job **bucket = &p->by_id[j->hash % SCHED_PLACEMENT_QUEUE_BUCKETS];
+    j->hnext = *bucket;
+    *bucket = j;
+    *p->tail = j;
+    p->tail = &j->next;
     p->queued++;
     pthread_cond_signal(&p->work);
     return 1;
@@ -154,7 +174,11 @@ static struct sched_job *dequeue(struct sched_placement *p) {
         if (!is_in_flight(p, (*pj)->task_id)) {
             struct sched_job *j = *pj;
             *pj = j->next;
+            if (p->tail == &j->next) {
+                p->tail = pj;
+            }
             j->next = NULL;
+            unindex(p, j);
             p->queued--;
             return j;
         }
@@ -219,6 +243,7 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
         return r;
     }
     p->store = s;
+    p->tail = &p->head;
     p->repair_interval_ns = opts->repair_interval_ns > 0 ? opts->repair_interval_ns : 0;
     p->host_gc_interval_ns = opts->host_gc_interval_ns > 0 ? opts->host_gc_interval_ns : 0;
     p->timeout_ms = opts->dfdaemon_timeout_ms > 0 ? opts->dfdaemon_timeout_ms

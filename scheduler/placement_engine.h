@@ -36,8 +36,9 @@
 #define SCHED_PLACEMENT_DEFAULT_TIMEOUT_MS  (2 * 60 * 1000) /* upstream's dfdaemon client */
 #define SCHED_PLACEMENT_REDIS_TIMEOUT_MS    5000            /* per Redis command */
 #define SCHED_PLACEMENT_QUEUE_MAX           4096            /* queued jobs; more are dropped */
-#define SCHED_PLACEMENT_LEASE_MARGIN_MS     10000           /* lease beyond a call's deadline */
-#define SCHED_PLACEMENT_EXTRA_HOSTS         16 /* random candidates beyond the copies needed */
+#define SCHED_PLACEMENT_QUEUE_BUCKETS       8192  /* task id hash of the queue (a power of 2) */
+#define SCHED_PLACEMENT_LEASE_MARGIN_MS     10000 /* lease beyond a call's deadline */
+#define SCHED_PLACEMENT_EXTRA_HOSTS         16    /* random candidates beyond the copies needed */
 /* A pull's deadline grows with the task: dfdaemon_timeout_ms plus 1 s per this many bytes (a
  * floor of 10 MiB/s), at most SCHED_PLACEMENT_PULL_MAX_MS, so a big replica is not cut off at
  * two minutes (upstream drains the stream with no deadline at all). */
@@ -46,6 +47,8 @@
 
 struct sched_job {
     struct sched_job *next;
+    struct sched_job *hnext; /* the next queued job in the same by_id bucket */
+    uint32_t hash;           /* of task_id */
     char *task_id;
     char **block_hosts;
     size_t n_block;
@@ -76,10 +79,12 @@ struct sched_placement {
     struct sched_redis_script lease_extend, lease_release;
 
     pthread_mutex_t mu;
-    pthread_cond_t work;    /* a job was queued, a task left in_flight, or stopping */
-    pthread_cond_t done;    /* a job finished, or stopping */
-    struct sched_job *head; /* queue */
+    pthread_cond_t work;     /* a job was queued, a task left in_flight, or stopping */
+    pthread_cond_t done;     /* a job finished, or stopping */
+    struct sched_job *head;  /* queue */
+    struct sched_job **tail; /* the last queued job's next, or &head */
     size_t queued;
+    struct sched_job *by_id[SCHED_PLACEMENT_QUEUE_BUCKETS]; /* the queued jobs by task id */
     uint64_t dropped;                      /* jobs refused since the last placement.dropped line */
     int64_t dropped_logged_ms;             /* CLOCK_MONOTONIC of that line */
     char **in_flight;                      /* n_workers slots, NULL when free */

@@ -323,6 +323,9 @@ static int dial(const struct hostport *hp, int64_t deadline_ms, redisContext **r
     return 0;
 }
 
+static int io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
+                     struct dfc_error *err);
+
 /* Runs argv on c within deadline_ms. A reply (error replies included) goes to *reply; an I/O
  * failure or timeout returns -ECONNREFUSED or -ETIMEDOUT and leaves c unusable. */
 static int roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
@@ -342,6 +345,13 @@ static int roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int
         *reply = rep;
         return 0;
     }
+    int rc = io_failed(c, addr, deadline_ms, saved, err);
+    return rc < 0 ? rc : -ECONNREFUSED; /* always < 0: no reply was set */
+}
+
+/* The error of a failed hiredis call on c (errno was `saved` right after it). */
+static int io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
+                     struct dfc_error *err) {
     if (c->err == REDIS_ERR_OOM) {
         return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", addr);
     }
@@ -679,6 +689,72 @@ int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const
             freeReplyObject(rep);
         }
     }
+    return rc;
+}
+
+/* Appends the n commands to c's output buffer, then reads n replies (the first read writes
+ * the buffer out). On failure no reply is kept and c is unusable. */
+static int pipeline_io(redisContext *c, const char *addr, int64_t deadline_ms, size_t n,
+                       const struct sched_redis_cmd *cmds, redisReply **replies,
+                       struct dfc_error *err) {
+    int64_t left = deadline_ms - now_ms();
+    if (left <= 0) {
+        return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
+    }
+    if (redisSetTimeout(c, ms_to_tv(left)) != REDIS_OK) {
+        return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (redisAppendCommandArgv(c, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK) {
+            return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", addr);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        void *rep = NULL;
+        errno = 0;
+        if (redisGetReply(c, &rep) != REDIS_OK || rep == NULL) {
+            int saved = errno;
+            for (size_t j = 0; j < i; j++) {
+                freeReplyObject(replies[j]);
+                replies[j] = NULL;
+            }
+            int rc = io_failed(c, addr, deadline_ms, saved, err);
+            return rc < 0 ? rc : -ECONNREFUSED;
+        }
+        replies[i] = rep;
+    }
+    return 0;
+}
+
+int sched_redis_pipeline(struct sched_redis *r, int64_t deadline_ms, size_t n,
+                         const struct sched_redis_cmd *cmds, struct redisReply **replies,
+                         struct dfc_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (cmds[i].argc < 1) {
+            return dfc_error_set(err, -EINVAL, "redis: empty command");
+        }
+        replies[i] = NULL;
+    }
+    if (n == 0) {
+        return 0;
+    }
+    unsigned idx = 0;
+    int rc = take_slot(r, deadline_ms, &idx, err);
+    if (rc < 0) {
+        return rc;
+    }
+    struct slot *s = &r->slots[idx];
+    rc = ready_slot(r, s, deadline_ms, err);
+    if (rc == 0) {
+        rc = pipeline_io(s->c, s->addr, deadline_ms, n, cmds, replies, err);
+        if (rc < 0) {
+            drop(s); /* the stream may hold late replies or half a command */
+            if (rc != -ETIMEDOUT) {
+                mark_stale(r);
+            }
+        }
+    }
+    give_slot(r, idx);
     return rc;
 }
 

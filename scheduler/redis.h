@@ -49,6 +49,21 @@ void sched_redis_free(struct sched_redis *r);
 int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
                      const size_t *lens, struct redisReply **reply, struct dfc_error *err);
 
+/* One command of a pipeline: argc arguments, binary-safe as in sched_redis_argv. */
+struct sched_redis_cmd {
+    int argc;
+    const char **argv;
+    const size_t *lens;
+};
+
+/* Sends the n commands of cmds on one connection in one write and reads their n replies: one
+ * round trip instead of n. For reads (no NOSCRIPT fallback, no -READONLY retry). Every reply,
+ * error replies included, goes to replies[i] (the caller frees each); on an I/O error or timeout
+ * none is returned and the error is set as in sched_redis_argv. */
+int sched_redis_pipeline(struct sched_redis *r, int64_t deadline_ms, size_t n,
+                         const struct sched_redis_cmd *cmds, struct redisReply **replies,
+                         struct dfc_error *err);
+
 /* A Lua script, loaded once per connection: EVALSHA, falling back to EVAL on NOSCRIPT. */
 struct sched_redis_script {
     const char *name; /* for messages: "store_peer" */

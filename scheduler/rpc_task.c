@@ -48,43 +48,46 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
     log_ids(call, req->host_id, req->task_id, req->peer_id);
     int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
 
-    struct sched_host host = {0};
-    r = sched_host_load(svc->store, dl, req->host_id, &host, err);
-    sched_host_done(&host);
-    if (r == -ENOENT) {
-        return dfc_error_set(err, -ENOENT, "host %s not found", req->host_id);
-    }
+    /* The host, the task and the peer in one round trip; judged in that order. */
+    struct sched_host host;
+    struct sched_task old;
+    struct sched_peer existing;
+    int rs[3];
+    struct dfc_error errs[3];
+    r = sched_store_load_upload(svc->store, dl, req->host_id, &host, req->task_id, &old,
+                                req->peer_id, &existing, rs, errs, err);
     if (r < 0) {
         return r;
     }
-
-    /* A task that exists and cannot take Upload (Uploading, Succeeded) is taken. */
-    struct sched_task old = {0};
-    r = sched_task_load(svc->store, dl, req->task_id, &old, err);
-    if (r == 0) {
+    if (rs[0] == -ENOENT) {
+        r = dfc_error_set(err, -ENOENT, "host %s not found", req->host_id);
+    } else if (rs[0] < 0) {
+        *err = errs[0];
+        r = rs[0];
+    } else if (rs[1] == 0) {
+        /* A task that exists and cannot take Upload (Uploading, Succeeded) is taken. */
         enum sched_task_state s = old.state;
         struct dfc_error ignored;
         if (sched_task_fire(&s, SCHED_TASK_EV_UPLOAD, &ignored) < 0) {
             r = dfc_error_set(err, -EEXIST, "persistent cache task %s is %s cannot upload",
                               req->task_id, sched_task_state_name(old.state));
         }
-    } else if (r == -ENOENT) {
-        r = 0;
+    } else if (rs[1] != -ENOENT) {
+        *err = errs[1];
+        r = rs[1];
     }
-    sched_task_done(&old);
-    if (r < 0) {
-        return r;
-    }
-
     /* Upstream checks the peer after storing the new task, which leaves a task Uploading with
      * no uploader behind; here a taken peer id changes nothing. */
-    struct sched_peer existing = {0};
-    r = sched_peer_load(svc->store, dl, req->peer_id, &existing, err);
-    sched_peer_done(&existing);
-    if (r == 0) {
-        return dfc_error_set(err, -EEXIST, "persistent cache peer %s already exists", req->peer_id);
+    if (r == 0 && rs[2] == 0) {
+        r = dfc_error_set(err, -EEXIST, "persistent cache peer %s already exists", req->peer_id);
+    } else if (r == 0 && rs[2] != -ENOENT) {
+        *err = errs[2];
+        r = rs[2];
     }
-    if (r != -ENOENT) {
+    sched_host_done(&host);
+    sched_task_done(&old);
+    sched_peer_done(&existing);
+    if (r < 0) {
         return r;
     }
     struct sched_task task = {

@@ -228,18 +228,8 @@ void sched__kv_done(struct sched__kv *kv) {
     *kv = (struct sched__kv){0};
 }
 
-int sched__hgetall(struct sched_store *s, int64_t dl, const char *k, struct sched__kv *out,
-                   struct dfc_error *err) {
-    const char *argv[] = {"HGETALL", k};
-    *out = (struct sched__kv){0};
-    int r = sched__cmd(s, dl, &out->rep, err, 2, argv);
-    if (r == DFC_E_INTERNAL && err != NULL && strstr(err->msg, "WRONGTYPE") != NULL) {
-        /* Some other client wrote another type there: no record, as upstream reads it. */
-        return dfc_error_set(err, -ENOENT, "%s is not a hash", k);
-    }
-    if (r < 0) {
-        return r;
-    }
+/* HGETALL k's reply rep (already in out->rep) into out. */
+static int hgetall_parse(const char *k, struct sched__kv *out, struct dfc_error *err) {
     redisReply *rep = out->rep;
     if (rep->type != REDIS_REPLY_ARRAY) {
         sched__kv_done(out);
@@ -266,6 +256,62 @@ int sched__hgetall(struct sched_store *s, int64_t dl, const char *k, struct sche
         out->lens[i] = e->len;
     }
     out->n = rep->elements;
+    return 0;
+}
+
+int sched__hgetall(struct sched_store *s, int64_t dl, const char *k, struct sched__kv *out,
+                   struct dfc_error *err) {
+    const char *argv[] = {"HGETALL", k};
+    *out = (struct sched__kv){0};
+    int r = sched__cmd(s, dl, &out->rep, err, 2, argv);
+    if (r == DFC_E_INTERNAL && err != NULL && strstr(err->msg, "WRONGTYPE") != NULL) {
+        /* Some other client wrote another type there: no record, as upstream reads it. */
+        return dfc_error_set(err, -ENOENT, "%s is not a hash", k);
+    }
+    if (r < 0) {
+        return r;
+    }
+    return hgetall_parse(k, out, err);
+}
+
+#define HGETALL_N_MAX 4
+
+int sched__hgetall_n(struct sched_store *s, int64_t dl, size_t n, const char *const *keys,
+                     struct sched__kv *out, int *rs, struct dfc_error *errs,
+                     struct dfc_error *err) {
+    if (n > HGETALL_N_MAX) {
+        return dfc_error_set(err, -E2BIG, "store: %zu HGETALLs in one round trip", n);
+    }
+    const char *argv[HGETALL_N_MAX][2];
+    size_t lens[HGETALL_N_MAX][2];
+    struct sched_redis_cmd cmds[HGETALL_N_MAX] = {{0}};
+    redisReply *reps[HGETALL_N_MAX] = {0};
+    for (size_t i = 0; i < n; i++) {
+        argv[i][0] = "HGETALL";
+        argv[i][1] = keys[i];
+        lens[i][0] = 7;
+        lens[i][1] = strlen(keys[i]);
+        cmds[i] = (struct sched_redis_cmd){.argc = 2, .argv = argv[i], .lens = lens[i]};
+    }
+    int r = sched_redis_pipeline(s->r, dl, n, cmds, reps, err);
+    if (r < 0) {
+        return r;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i] = (struct sched__kv){0};
+        errs[i] = (struct dfc_error){0};
+        redisReply *rep = reps[i];
+        if (rep->type == REDIS_REPLY_ERROR) {
+            rs[i] = rep->str != NULL && strncmp(rep->str, "WRONGTYPE", 9) == 0
+                        ? dfc_error_set(&errs[i], -ENOENT, "%s is not a hash", keys[i])
+                        : dfc_error_set(&errs[i], DFC_E_INTERNAL, "redis: %s",
+                                        rep->str ? rep->str : "error reply");
+            freeReplyObject(rep);
+            continue;
+        }
+        out[i].rep = rep;
+        rs[i] = hgetall_parse(keys[i], &out[i], &errs[i]);
+    }
     return 0;
 }
 
@@ -436,4 +482,56 @@ int sched__scan(struct sched_store *s, int64_t dl, const char *set_key, const ch
     }
     sched__ids_unique(out);
     return 0;
+}
+
+/* ---- several records at once ---- */
+
+int sched_store_load_upload(struct sched_store *s, int64_t dl, const char *host_id,
+                            struct sched_host *host, const char *task_id, struct sched_task *task,
+                            const char *peer_id, struct sched_peer *peer, int rs[3],
+                            struct dfc_error errs[3], struct dfc_error *err) {
+    memset(host, 0, sizeof(*host));
+    memset(task, 0, sizeof(*task));
+    memset(peer, 0, sizeof(*peer));
+    const char *what[3] = {"host id", "task id", "peer id"};
+    const char *ids[3] = {host_id, task_id, peer_id};
+    char *keys[3] = {NULL, NULL, NULL};
+    const char *send[3];
+    size_t slot[3], n = 0;
+    int r = 0;
+    for (size_t i = 0; i < 3; i++) {
+        errs[i] = (struct dfc_error){0};
+        rs[i] = sched__check_id(what[i], ids[i], &errs[i]);
+        if (rs[i] < 0) {
+            continue; /* refused as the single load refuses it, and not sent */
+        }
+        keys[i] = i == 0   ? sched__host_key(s, host_id)
+                  : i == 1 ? sched__task_key(s, task_id)
+                           : sched__peer_key(s, peer_id);
+        if (keys[i] == NULL) {
+            r = dfc_error_set(err, -ENOMEM, "load upload records: out of memory");
+            goto out;
+        }
+        slot[n] = i;
+        send[n++] = keys[i];
+    }
+    struct sched__kv kv[3];
+    int got[3];
+    struct dfc_error got_err[3];
+    r = sched__hgetall_n(s, dl, n, send, kv, got, got_err, err);
+    if (r < 0) {
+        goto out;
+    }
+    for (size_t j = 0; j < n; j++) {
+        size_t i = slot[j];
+        errs[i] = got_err[j];
+        rs[i] = i == 0   ? sched__host_from_kv(host_id, got[j], &kv[j], host, &errs[i])
+                : i == 1 ? sched__task_from_kv(task_id, got[j], &kv[j], task, &errs[i])
+                         : sched__peer_from_kv(s, dl, peer_id, got[j], &kv[j], peer, &errs[i]);
+    }
+out:
+    for (size_t i = 0; i < 3; i++) {
+        free(keys[i]);
+    }
+    return r;
 }

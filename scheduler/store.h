@@ -57,6 +57,15 @@ struct sched_ids {
 };
 void sched_ids_free(struct sched_ids *ids);
 
+/* UploadPersistentCacheTaskStarted's three reads in one round trip. rs[0..2] and errs[0..2]
+ * are what sched_host_load, sched_task_load and sched_peer_load would return for host_id,
+ * task_id and peer_id (the caller releases each loaded record, as after those); < 0 when
+ * the round trip failed (err), with nothing loaded. */
+int sched_store_load_upload(struct sched_store *s, int64_t dl, const char *host_id,
+                            struct sched_host *host, const char *task_id, struct sched_task *task,
+                            const char *peer_id, struct sched_peer *peer, int rs[3],
+                            struct dfc_error errs[3], struct dfc_error *err);
+
 /* Hosts */
 int sched_host_load(struct sched_store *s, int64_t dl, const char *id, struct sched_host *out,
                     struct dfc_error *err);

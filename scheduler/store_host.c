@@ -26,15 +26,20 @@ int sched_host_load(struct sched_store *s, int64_t dl, const char *id, struct sc
     }
     struct sched__kv kv;
     r = sched__hgetall(s, dl, k, &kv, err);
+    return sched__host_from_kv(id, r, &kv, out, err);
+}
+
+int sched__host_from_kv(const char *id, int r, struct sched__kv *kv, struct sched_host *out,
+                        struct dfc_error *err) {
     if (r < 0) {
         return dfc_error_prefix(err, "load host %s", id);
     }
-    if (kv.n == 0) {
-        sched__kv_done(&kv);
+    if (kv->n == 0) {
+        sched__kv_done(kv);
         return dfc_error_set(err, -ENOENT, "host %s not found", id);
     }
-    r = sched_host_decode(kv.kv, kv.lens, kv.n, out, err);
-    sched__kv_done(&kv);
+    r = sched_host_decode(kv->kv, kv->lens, kv->n, out, err);
+    sched__kv_done(kv);
     return r < 0 ? dfc_error_prefix(err, "host %s", id) : 0;
 }
 

@@ -64,6 +64,18 @@ struct sched__kv {
 int sched__hgetall(struct sched_store *s, int64_t dl, const char *key, struct sched__kv *out,
                    struct dfc_error *err);
 void sched__kv_done(struct sched__kv *kv);
+/* HGETALL of n keys in one round trip. < 0: the round trip failed (err), nothing to free;
+ * else rs[i] and errs[i] are what sched__hgetall would have returned for keys[i], and out[i]
+ * is set (sched__kv_done each). */
+int sched__hgetall_n(struct sched_store *s, int64_t dl, size_t n, const char *const *keys,
+                     struct sched__kv *out, int *rs, struct dfc_error *errs, struct dfc_error *err);
+/* The rest of sched_{host,task,peer}_load from their HGETALL's result (r, kv; kv is freed). */
+int sched__host_from_kv(const char *id, int r, struct sched__kv *kv, struct sched_host *out,
+                        struct dfc_error *err);
+int sched__task_from_kv(const char *id, int r, struct sched__kv *kv, struct sched_task *out,
+                        struct dfc_error *err);
+int sched__peer_from_kv(struct sched_store *s, int64_t dl, const char *id, int r,
+                        struct sched__kv *kv, struct sched_peer *out, struct dfc_error *err);
 
 /* The members of a set (SMEMBERS), bounded by SCHED_IDS_MAX. */
 int sched__smembers(struct sched_store *s, int64_t dl, const char *key, struct sched_ids *out,

@@ -36,15 +36,20 @@ int sched_peer_load(struct sched_store *s, int64_t dl, const char *id, struct sc
     }
     struct sched__kv kv;
     r = sched__hgetall(s, dl, k, &kv, err);
+    return sched__peer_from_kv(s, dl, id, r, &kv, out, err);
+}
+
+int sched__peer_from_kv(struct sched_store *s, int64_t dl, const char *id, int r,
+                        struct sched__kv *kv, struct sched_peer *out, struct dfc_error *err) {
     if (r < 0) {
         return dfc_error_prefix(err, "load peer %s", id);
     }
-    if (kv.n == 0) {
-        sched__kv_done(&kv);
+    if (kv->n == 0) {
+        sched__kv_done(kv);
         return dfc_error_set(err, -ENOENT, "peer %s not found", id);
     }
-    r = sched_peer_decode(kv.kv, kv.lens, kv.n, out, err);
-    sched__kv_done(&kv);
+    r = sched_peer_decode(kv->kv, kv->lens, kv->n, out, err);
+    sched__kv_done(kv);
     if (r < 0) {
         return dfc_error_prefix(err, "peer %s", id);
     }

@@ -27,15 +27,20 @@ int sched_task_load(struct sched_store *s, int64_t dl, const char *id, struct sc
     }
     struct sched__kv kv;
     r = sched__hgetall(s, dl, k, &kv, err);
+    return sched__task_from_kv(id, r, &kv, out, err);
+}
+
+int sched__task_from_kv(const char *id, int r, struct sched__kv *kv, struct sched_task *out,
+                        struct dfc_error *err) {
     if (r < 0) {
         return dfc_error_prefix(err, "load task %s", id);
     }
-    if (kv.n == 0) {
-        sched__kv_done(&kv);
+    if (kv->n == 0) {
+        sched__kv_done(kv);
         return dfc_error_set(err, -ENOENT, "task %s not found", id);
     }
-    r = sched_task_decode(kv.kv, kv.lens, kv.n, out, err);
-    sched__kv_done(&kv);
+    r = sched_task_decode(kv->kv, kv->lens, kv->n, out, err);
+    sched__kv_done(kv);
     return r < 0 ? dfc_error_prefix(err, "task %s", id) : 0;
 }
 

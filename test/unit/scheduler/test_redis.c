@@ -135,6 +135,48 @@ static void test_commands_binary_safe(void **state) {
     sched_redis_free(r);
 }
 
+/* A pipeline's replies come back in order, error replies as replies, and the connection (the
+ * only one: pool of 1) stays in step for the next command. */
+static void test_pipeline_replies_in_order(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_redis *r = open_direct(&plain, 1);
+    const char *set[] = {"SET", "pipe-key", "pipe\0val"};
+    size_t set_lens[] = {3, 8, 8};
+    const char *get[] = {"GET", "pipe-key"};
+    size_t get_lens[] = {3, 8};
+    const char *wrong[] = {"HGETALL", "pipe-key"};
+    size_t wrong_lens[] = {7, 8};
+    const char *missing[] = {"HGETALL", "pipe-no-such-key"};
+    size_t missing_lens[] = {7, 16};
+    struct sched_redis_cmd cmds[] = {
+        {3, set, set_lens}, {2, get, get_lens}, {2, wrong, wrong_lens}, {2, missing, missing_lens}};
+    redisReply *reps[4] = {0};
+    struct dfc_error err = {0};
+    assert_int_equal(sched_redis_pipeline(r, sched_redis_deadline(5000), 4, cmds, reps, &err), 0);
+    assert_int_equal(reps[0]->type, REDIS_REPLY_STATUS);
+    assert_int_equal(reps[1]->type, REDIS_REPLY_STRING);
+    assert_int_equal(reps[1]->len, 8);
+    assert_memory_equal(reps[1]->str, "pipe\0val", 8);
+    assert_int_equal(reps[2]->type, REDIS_REPLY_ERROR);
+    assert_non_null(strstr(reps[2]->str, "WRONGTYPE"));
+    assert_int_equal(reps[3]->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(reps[3]->elements, 0);
+    for (size_t i = 0; i < 4; i++) {
+        freeReplyObject(reps[i]);
+    }
+    redisReply *rep = NULL;
+    assert_int_equal(cmd(r, 5000, &rep, &err, 2, "GET", "pipe-key"), 0);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_int_equal(rep->len, 8);
+    freeReplyObject(rep);
+
+    /* An empty command is refused before anything is sent. */
+    struct sched_redis_cmd empty[] = {{2, get, get_lens}, {0, NULL, NULL}};
+    assert_int_equal(sched_redis_pipeline(r, sched_redis_deadline(5000), 2, empty, reps, &err),
+                     -EINVAL);
+    sched_redis_free(r);
+}
+
 static void test_error_reply_is_internal_with_redis_text(void **state) {
     REDIS_HARNESS_REQUIRE();
     struct sched_redis *r = open_direct(&plain, 0);
@@ -612,6 +654,7 @@ static void test_pool_exhausted_waits_until_deadline(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_commands_binary_safe),
+        cmocka_unit_test(test_pipeline_replies_in_order),
         cmocka_unit_test(test_error_reply_is_internal_with_redis_text),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_script_survives_script_flush),

@@ -378,6 +378,26 @@ static void test_upload_leaves_upstreams_bytes(void **state) {
     assert_int_equal(pb.state, SCHED_PEER_SUCCEEDED);
     assert_true(pb.block_parents_null);
     assert_int_equal(sched_bitset_count(&pb.finished_pieces), 3);
+    {
+        struct sched_host h3;
+        struct sched_task t3;
+        struct sched_peer p3;
+        int rs[3];
+        struct dfc_error errs[3];
+        assert_int_equal(sched_store_load_upload(fx->s, dl(), HOST_ID, &h3, TASK_ID, &t3, PEER_ID,
+                                                 &p3, rs, errs, &err),
+                         0);
+        assert_int_equal(rs[0], 0);
+        assert_int_equal(rs[1], 0);
+        assert_int_equal(rs[2], 0);
+        assert_string_equal(h3.name, "node-a");
+        assert_int_equal(t3.updated_at, T0 + 3);
+        assert_int_equal(p3.state, SCHED_PEER_SUCCEEDED);
+        assert_int_equal(sched_bitset_count(&p3.finished_pieces), 3);
+        sched_host_done(&h3);
+        sched_task_done(&t3);
+        sched_peer_done(&p3);
+    }
     assert_int_equal(pb.cost_ns, 2500000000);
     uint64_t all = 9, pers = 9;
     assert_int_equal(sched_task_replica_counts(fx->s, dl(), TASK_ID, &all, &pers, &err), 0);
@@ -687,6 +707,26 @@ static void test_hosts_listing_and_random(void **state) {
     assert_int_equal(sched_host_load(fx->s, dl(), "string", &bad, &err), -ENOENT);
     assert_string_equal(err.msg,
                         "load host string: " P ":persistent-cache-hosts:string is not a hash");
+    /* The same answers from the three reads in one round trip. */
+    struct sched_task no_task;
+    struct sched_peer no_peer;
+    int rs[3];
+    struct dfc_error errs[3];
+    assert_int_equal(sched_store_load_upload(fx->s, dl(), "string", &bad, "no-task", &no_task,
+                                             "no-peer", &no_peer, rs, errs, &err),
+                     0);
+    assert_int_equal(rs[0], -ENOENT);
+    assert_string_equal(errs[0].msg,
+                        "load host string: " P ":persistent-cache-hosts:string is not a hash");
+    assert_int_equal(rs[1], -ENOENT);
+    assert_string_equal(errs[1].msg, "task no-task not found");
+    assert_int_equal(rs[2], -ENOENT);
+    assert_string_equal(errs[2].msg, "peer no-peer not found");
+    assert_int_equal(sched_store_load_upload(fx->s, dl(), "broken", &bad, "no-task", &no_task,
+                                             "no-peer", &no_peer, rs, errs, &err),
+                     0);
+    assert_int_equal(rs[0], -ENOENT);
+    assert_string_equal(errs[0].msg, "host broken: host field `port` is not parsable");
 
     const char *block[] = {"h1", "h3"};
     for (int round = 0; round < 20; round++) {
