@@ -9,8 +9,10 @@
 # How the mix is measured: one warm-up pair, then one pair under MONITOR records every command
 # the scheduler sends for it (bench_sched_upload capture). The load run then counts what the
 # scheduler really issued (INFO commandstats, reset before the run). redis-benchmark replays
-# each captured command with 64 connections, no pipelining (the scheduler pipelines nothing),
-# on the captured keys; the mix rate is k / sum(1 / rate_i) for the k commands of one pair.
+# each captured command with 64 connections, no pipelining (the scheduler pipelines only
+# Started's three reads; the reference replays them one by one), after the scheduler has been
+# stopped so its replication backlog cannot slow the reference down, 2000 requests per
+# connection per command so a short burst does not decide the rate, on the captured keys; the mix rate is k / sum(1 / rate_i) for the k commands of one pair.
 # Caveats, printed too: a NUL inside an argument is replayed as 0x01 (argv cannot carry NUL;
 # same length, same cost), and a replayed write hits an existing key rather than a new one.
 # Everything listens on 127.0.0.1 free ports; nothing touches 6379 or a system Redis.
@@ -130,8 +132,11 @@ echo "Redis ran $all commands in ${took}s, $((all - calls)) of them inside scrip
 sched_rate=$(awk -v c="$calls" -v t="$took" 'BEGIN {printf "%.1f", c / t}')
 echo "CPU during the load: scheduler ${sched_cpu}s, redis-server ${redis_cpu}s of ${took}s wall on $(nproc) cores"
 
-# redis-benchmark on the same Redis, one run per command of the mix.
-n=$((clients * 400))
+# redis-benchmark on the same Redis, one run per command of the mix, with the scheduler
+# stopped (its placement workers may still be draining jobs queued by the load).
+kill -TERM "$sched_pid" 2>/dev/null && wait "$sched_pid" 2>/dev/null || true
+sched_pid=""
+n=$((clients * 2000))
 inv_sum=0
 for f in "$dir"/mix/cmd-*.args; do
     mapfile -d '' args <"$f"
