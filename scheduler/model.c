@@ -139,9 +139,6 @@ static const struct field peer_fields[] = {
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A peer's block_parents holds ids of other peers; far more than any reschedule produces. */
-#define BLOCK_PARENTS_MAX 4096
-
 /* upstream's pkg/types HostType names, by number; anything else is "normal". */
 static const char *host_type_name(uint32_t t) {
     switch (t) {
@@ -244,6 +241,9 @@ static int encode_one(const struct field *fd, const void *rec, struct sched_fiel
     }
     case K_BLOCK_PARENTS: {
         const struct sched_peer *peer = rec;
+        if (peer->n_block_parents > SCHED_BLOCK_PARENTS_MAX) {
+            return -EMSGSIZE; /* the decoder would refuse it: the peer would vanish */
+        }
         char *out;
         size_t len;
         int r = sched__json_strings_encode(peer->block_parents, peer->n_block_parents,
@@ -365,7 +365,7 @@ static int decode_one(const struct field *fd, const char *what, const char *v, s
         break;
     case K_BLOCK_PARENTS: {
         struct sched_peer *peer = rec;
-        r = sched__json_strings_decode(v, len, BLOCK_PARENTS_MAX, &peer->block_parents,
+        r = sched__json_strings_decode(v, len, SCHED_BLOCK_PARENTS_MAX, &peer->block_parents,
                                        &peer->n_block_parents, &peer->block_parents_null);
         break;
     }

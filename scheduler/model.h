@@ -84,6 +84,10 @@ struct sched_task {
     int64_t created_at, updated_at;
 };
 
+/* Most ids a peer's block_parents may hold, written or read: far more than reschedules need.
+ * Encoding a peer over it fails with -EMSGSIZE (RESOURCE_EXHAUSTED). */
+#define SCHED_BLOCK_PARENTS_MAX 4096
+
 struct sched_peer {
     char *id;
     bool persistent;

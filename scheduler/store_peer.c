@@ -104,6 +104,10 @@ int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer 
     }
     struct sched_fields f;
     r = sched_peer_encode(p, &f);
+    if (r == -EMSGSIZE) {
+        return dfc_error_set(err, r, "store peer %s: block_parents holds %zu ids, at most %d",
+                             p->id, p->n_block_parents, SCHED_BLOCK_PARENTS_MAX);
+    }
     if (r < 0) {
         return dfc_error_set(err, r, "store peer %s: cannot encode", p->id);
     }

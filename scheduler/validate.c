@@ -343,6 +343,14 @@ int sched_validate_upload_started(const Scheduler__V2__UploadPersistentCacheTask
     }
     uint64_t want =
         r->content_length / r->piece_length + (r->content_length % r->piece_length != 0);
+    /* The uploader's bitset has piece_count bits, allocated and stored in Redis: bound it
+     * (2 MiB of bitset; 64 TiB at the smallest piece length). Ours: upstream has no limit. */
+    if (want > SCHED_PIECE_COUNT_MAX) {
+        return dfc_error_set(err, -EINVAL,
+                             "content_length: at most %u pieces of piece_length %llu, got %llu",
+                             (unsigned)SCHED_PIECE_COUNT_MAX, (unsigned long long)r->piece_length,
+                             (unsigned long long)want);
+    }
     if (r->piece_count != want) {
         return dfc_error_set(err, -EINVAL,
                              "piece_count: must be ceil(content_length / piece_length) = %llu, "

@@ -24,6 +24,9 @@
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 
+/* Most pieces a task may have (ours; upstream has no limit): 2^24, a 2 MiB bitset. */
+#define SCHED_PIECE_COUNT_MAX (1u << 24)
+
 /* Our limit on ids and the strings we store; the numeric limits (piece length, ttl) are the
  * shared ones of dfc/dragonfly.h. */
 #define SCHED_STRING_MAX 1024

@@ -710,6 +710,25 @@ static void test_peer(void **state) {
     assert_string_equal(back.block_parents[1], "a\"b\\c<d>&e\n\t\x01\b\f\r/\xe2\x80\xa8\xc3\xa9");
     assert_string_equal(back.block_parents[2], "bad\xef\xbf\xbd");
     sched_peer_done(&back);
+    sched_fields_done(&f);
+
+    /* a block list the decoder would refuse is never written: the peer would vanish (ours) */
+    {
+        struct sched_peer big = p;
+        big.n_block_parents = SCHED_BLOCK_PARENTS_MAX + 1;
+        big.block_parents = calloc(big.n_block_parents, sizeof(char *));
+        assert_non_null(big.block_parents);
+        for (size_t i = 0; i < big.n_block_parents; i++) {
+            big.block_parents[i] = "peer";
+        }
+        assert_int_equal(sched_peer_encode(&big, &f), -EMSGSIZE);
+        big.n_block_parents = SCHED_BLOCK_PARENTS_MAX;
+        assert_int_equal(sched_peer_encode(&big, &f), 0);
+        assert_int_equal(DECODE(sched_peer_decode, &f, &back, &err), 0);
+        assert_int_equal(back.n_block_parents, SCHED_BLOCK_PARENTS_MAX);
+        sched_peer_done(&back);
+        free(big.block_parents);
+    }
 
     /* block_parents JSON the Go decoder takes, and what it refuses */
     struct {

@@ -275,6 +275,17 @@ static void test_upload_started(void **state) {
     r.content_length = 0;
     r.piece_count = 0;
     assert_int_equal(sched_validate_upload_started(&r, &err), 0);
+    /* A remote Started may not make the scheduler allocate a huge bitset (ours). */
+    started_init(&r, &ttl);
+    r.piece_length = (uint64_t)4 << 20;
+    r.content_length = (uint64_t)SCHED_PIECE_COUNT_MAX * r.piece_length;
+    r.piece_count = SCHED_PIECE_COUNT_MAX;
+    assert_int_equal(sched_validate_upload_started(&r, &err), 0);
+    r.content_length += 1;
+    r.piece_count = SCHED_PIECE_COUNT_MAX + 1;
+    assert_int_equal(sched_validate_upload_started(&r, &err), -EINVAL);
+    assert_string_equal(err.msg, "content_length: at most 16777216 pieces of piece_length "
+                                 "4194304, got 16777217");
 
     /* ttl 300 s .. 604800 s, inclusive, but not required. */
     started_init(&r, &ttl);
