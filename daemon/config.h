@@ -40,7 +40,32 @@ struct dfd_config {
     uint64_t max_calls_per_user;   /* maxCallsPerUser */
     uint64_t max_connections;      /* maxConnections */
     uint64_t max_conns_per_user;   /* maxConnectionsPerUser */
+
+    /* Peer to peer. With scheduler.addrs empty the daemon is standalone: no scheduler calls and
+     * no TCP listener at all. */
+    struct dfc_config_list scheduler_addrs; /* scheduler.addrs: host:port list */
+    int64_t announce_interval;              /* scheduler.announceInterval (ns) */
+    uint64_t max_schedule_count;            /* scheduler.maxScheduleCount: rounds per download */
+    int64_t schedule_timeout;               /* scheduler.scheduleTimeout (ns): one download */
+    char *upload_ip;                 /* upload.server.ip: DfdaemonUpload on TCP, "" = 0.0.0.0 */
+    uint64_t upload_port;            /* upload.server.port */
+    uint64_t upload_max_workers;     /* upload.server.maxWorkers */
+    uint64_t upload_max_connections; /* upload.server.maxConnections */
+    bool disable_shared;             /* upload.disableShared: never a parent or replica target */
+    char *vortex_ip;                 /* storage.server.ip: the Vortex piece server, "" = 0.0.0.0 */
+    uint64_t vortex_port;            /* storage.server.tcpPort */
+    uint64_t vortex_max_connections; /* storage.server.maxConnections */
+    int64_t vortex_request_timeout;  /* storage.server.requestTimeout (ns): reading a request */
+    uint64_t concurrent_piece_count; /* download.concurrentPieceCount: pieces in flight */
+    int64_t piece_timeout;           /* download.pieceTimeout (ns): one piece from one parent */
+    char *idc;                       /* host.idc */
+    char *location;                  /* host.location */
 };
+
+/* True when scheduler.addrs names a scheduler (peer to peer on). */
+static inline bool dfd_config_p2p(const struct dfd_config *cfg) {
+    return cfg->scheduler_addrs.n > 0;
+}
 
 extern const struct dfc_config_schema dfd_config_schema;
 

@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,38 +12,6 @@
 #include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/units.h"
-
-static int validate_ip(const struct dfc_config_row *row, const void *field, struct dfc_error *err) {
-    const char *v = *(char *const *)field;
-    unsigned char buf[16];
-    if (v[0] == '\0' && strcmp(row->key, "server.advertiseIP") == 0) {
-        return 0; /* detected by sched_config_finish() */
-    }
-    if (inet_pton(AF_INET, v, buf) != 1 && inet_pton(AF_INET6, v, buf) != 1) {
-        return dfc_error_set(err, -EINVAL, "%s: `%s` is not an IP address", row->key, v);
-    }
-    return 0;
-}
-
-/* host:port with a non-empty host and a port in 1..65535 (IPv6 as [addr]:port). */
-static int validate_addrs(const struct dfc_config_row *row, const void *field,
-                          struct dfc_error *err) {
-    const struct dfc_config_list *l = field;
-    for (size_t i = 0; i < l->n; i++) {
-        const char *a = l->items[i];
-        const char *colon = strrchr(a, ':');
-        uint64_t port;
-        bool bad = colon == NULL || colon == a || dfc_parse_u64(colon + 1, &port) < 0 || port < 1 ||
-                   port > 65535;
-        if (!bad && a[0] == '[' && colon[-1] != ']') {
-            bad = true;
-        }
-        if (bad) {
-            return dfc_error_set(err, -EINVAL, "%s[%zu]: `%s` is not host:port", row->key, i, a);
-        }
-    }
-    return 0;
-}
 
 #define F(member) offsetof(struct sched_config, member)
 #define TIMER     DFC_OPT_RANGE(DFC_NS_PER_MS, 24 * 3600 * DFC_NS_PER_SEC) /* 1ms .. 24h */
@@ -55,7 +22,7 @@ static const struct dfc_config_row rows[] = {
      .offset = F(listen_ip),
      .def = "0.0.0.0",
      .env = "SCHEDULER_SERVER_LISTENIP",
-     .validate = validate_ip,
+     .validate = dfc_config_check_ip,
      .flags = DFC_OPT_NONEMPTY},
     {.key = "server.port",
      .type = DFC_CFG_UINT,
@@ -71,7 +38,7 @@ static const struct dfc_config_row rows[] = {
      .type = DFC_CFG_STRING,
      .offset = F(advertise_ip),
      .env = "SCHEDULER_SERVER_ADVERTISEIP",
-     .validate = validate_ip,
+     .validate = dfc_config_check_ip,
      .help = "sent to dfdaemons as remote_ip; empty: the first non-loopback IPv4 address"},
     {.key = "server.maxWorkers",
      .type = DFC_CFG_UINT,
@@ -112,7 +79,7 @@ static const struct dfc_config_row rows[] = {
      .type = DFC_CFG_STRING_LIST,
      .offset = F(redis_addrs),
      .env = "SCHEDULER_DATABASE_REDIS_ADDRS",
-     .validate = validate_addrs,
+     .validate = dfc_config_check_hostports,
      .help = "host:port list (the Sentinels with masterName); empty: Redis not enabled"},
     {.key = "database.redis.masterName",
      .type = DFC_CFG_STRING,

@@ -84,6 +84,15 @@ struct dfd_import_params {
     bool persistent;
     int64_t expected_length; /* -1 when unknown; else more or fewer bytes fail the import */
     uid_t owner_uid;         /* the importing caller (SO_PEERCRED), recorded in the task */
+    const char *peer_id;     /* recorded in the task (task.h); NULL or "" = none */
+    /* Called once the content is complete and durable in the spool and its id is known, before
+     * the task becomes visible (the commit): the scheduler's Started and Finished go here.
+     * pending is the row about to be committed (borrowed for the call). Not called when an
+     * identical task already exists (the existing one is returned). A negative return aborts
+     * the import, leaving nothing, and is returned by the import with err as set by it. NULL:
+     * no hook. */
+    int (*before_commit)(void *arg, const struct dfd_task_meta *pending, struct dfc_error *err);
+    void *before_commit_arg;
 };
 
 /* How a path import stored its content. */
@@ -128,6 +137,55 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
                           int64_t now_ns, bool (*should_stop)(void *), void *arg,
                           struct dfd_task_meta *ret_task, bool *ret_existed,
                           enum dfd_import_mode *ret_mode, struct dfc_error *err);
+
+/* ---- replicas: a task fetched piece by piece from peers under a known id ---- */
+
+struct dfd_replica;
+
+/* What the scheduler says about the task (StatPersistentCacheTask); strings borrowed. */
+struct dfd_replica_params {
+    const char *id; /* 64 hex digits */
+    const char *tag;
+    const char *application;
+    uint64_t piece_length;
+    uint64_t content_length;
+    uint32_t piece_count; /* must equal dfd_piece_count(content_length, piece_length) */
+    uint64_t replica_count;
+    int64_t ttl_ns;
+    int64_t created_at_ns; /* the scheduler's created_at: every copy expires at the same moment */
+    bool persistent;
+    const char *peer_id; /* this copy's peer id at the scheduler */
+};
+
+/* Starts a replica: checks the geometry (-EINVAL naming the field), that it fits the free
+ * space (-ENOSPC) and that the task is not stored (-EEXIST), and makes a spool file in tmp/ of
+ * content_length bytes (fallocate). Nothing is visible until dfd_replica_commit(). */
+int dfd_replica_begin(struct dfd_storage *s, const struct dfd_replica_params *p,
+                      struct dfd_replica **ret, struct dfc_error *err);
+
+/* Writes piece number (its bytes, len = its length by the geometry) at its offset, recording
+ * crc32 (the CRC-32 of buf, which the caller has already checked against the parent's digest)
+ * as its digest. Thread-safe: pieces may arrive in any order from several threads. -EINVAL for
+ * a number or length that does not fit the geometry; writing a piece twice is -EEXIST. */
+int dfd_replica_write_piece(struct dfd_replica *rep, uint32_t number, const void *buf, size_t len,
+                            uint32_t crc32, struct dfc_error *err);
+
+/* Whether piece number is written. Thread-safe. */
+bool dfd_replica_has_piece(struct dfd_replica *rep, uint32_t number);
+
+/* The pieces still missing, ascending, into out (at most max); returns their count. */
+size_t dfd_replica_missing(struct dfd_replica *rep, uint32_t *out, size_t max);
+
+/* Commits: every piece written (else -EINVAL "piece N is missing"), fsync, rename into
+ * content/, then the row (id_origin PEER, owner the daemon's euid, finished now) in one
+ * transaction. Frees rep, also on failure (leaving nothing). *ret_task as dfd_import_commit().
+ * When the task appeared meanwhile (an import of the same id), the stored one is returned if
+ * its geometry and piece digests are the same, else -EEXIST. */
+int dfd_replica_commit(struct dfd_replica *rep, int64_t now_ns, struct dfd_task_meta *ret_task,
+                       struct dfc_error *err);
+
+/* Discards a replica and frees it. NULL is fine. */
+void dfd_replica_abort(struct dfd_replica *rep);
 
 /* Looks a task up; -ENOENT when absent. *ret is filled; free with dfd_task_meta_done(). */
 int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta *ret,

@@ -16,12 +16,16 @@
 #include "dfc/digest.h"
 #include "piece.h"
 
+/* Longest peer id kept, NUL included ("<ip>-<hostname>-<uuid>", as dfc_peer_id makes it). */
+#define DFD_PEER_ID_MAX 320
+
 /* Where a task id came from. Rows made before this was recorded are UNKNOWN and are treated
  * as not content-derived. Stored as the text 'unknown', 'content', 'string'. */
 enum dfd_id_origin {
     DFD_ID_ORIGIN_UNKNOWN = 0,
     DFD_ID_ORIGIN_CONTENT, /* SHA-256 over the content (and tag, application, piece length) */
     DFD_ID_ORIGIN_STRING,  /* SHA-256 of content_for_calculating_task_id */
+    DFD_ID_ORIGIN_PEER,    /* a replica fetched from peers under the scheduler's id ('peer') */
 };
 
 struct dfd_task_meta {
@@ -40,6 +44,10 @@ struct dfd_task_meta {
     bool hard_linked;   /* content shares the importer's inode */
     uint32_t owner_uid; /* the importing uid; 0 for rows made before owners were recorded */
     enum dfd_id_origin id_origin;
+    /* The peer id this copy is registered under at the scheduler ("" when standalone or for rows
+     * made before it was recorded): DeletePersistentCachePeer names it when GC or `dfcache rm`
+     * drops the copy. */
+    char peer_id[DFD_PEER_ID_MAX];
 };
 
 struct dfd_piece_meta {

@@ -8,6 +8,7 @@
  */
 #include "dfc/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -581,6 +582,37 @@ int dfc__config_load_file_skip(const struct dfc_config_schema *s, void *cfg, con
         return dfc_error_errno(err, -EIO, "read config `%s`", path);
     }
     return load_string(s, cfg, path, buf, n, skip, err);
+}
+
+int dfc_config_check_ip(const struct dfc_config_row *row, const void *field, struct dfc_error *err) {
+    const char *v = *(char *const *)field;
+    unsigned char buf[16];
+    if (v == NULL || v[0] == '\0') {
+        return 0;
+    }
+    if (inet_pton(AF_INET, v, buf) != 1 && inet_pton(AF_INET6, v, buf) != 1) {
+        return dfc_error_set(err, -EINVAL, "%s: `%s` is not an IP address", row->key, v);
+    }
+    return 0;
+}
+
+int dfc_config_check_hostports(const struct dfc_config_row *row, const void *field,
+                               struct dfc_error *err) {
+    const struct dfc_config_list *l = field;
+    for (size_t i = 0; i < l->n; i++) {
+        const char *a = l->items[i];
+        const char *colon = strrchr(a, ':');
+        uint64_t port;
+        bool bad = colon == NULL || colon == a || dfc_parse_u64(colon + 1, &port) < 0 || port < 1 ||
+                   port > 65535;
+        if (!bad && a[0] == '[' && colon[-1] != ']') {
+            bad = true;
+        }
+        if (bad) {
+            return dfc_error_set(err, -EINVAL, "%s[%zu]: `%s` is not host:port", row->key, i, a);
+        }
+    }
+    return 0;
 }
 
 int dfc_config_validate(const struct dfc_config_schema *s, const void *cfg, struct dfc_error *err) {

@@ -132,6 +132,14 @@ int dfc_rpc_server_add_service(struct dfc_rpc_server *s, const ProtobufCServiceD
  * addresses a stale socket file is unlinked first. Before dfc_rpc_server_start(). */
 int dfc_rpc_server_listen(struct dfc_rpc_server *s, const char *addr, struct dfc_error *err);
 
+/* Listens on TCP ip:port (ip "" = 0.0.0.0) with connections this layer accepts itself, like
+ * dfc_rpc_server_listen_unix(): at most max_conns are open at once over all listen_tcp sockets
+ * (more are closed as they are accepted, with a rate-limited warning), and each call's peer
+ * address is known (dfc_rpc_call_peer_ip). Port 0 binds an ephemeral port, returned in
+ * *ret_port (may be NULL). Before dfc_rpc_server_start(). */
+int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned port,
+                              unsigned *ret_port, struct dfc_error *err);
+
 /* Listens on a Unix socket that this layer accepts itself, so each connection's SO_PEERCRED is
  * known (dfc_rpc_call_peer_cred). The socket gets mode and, when gid >= 0, group gid, and
  * appears at path (replacing a stale one) only once it listens. The parent directory must
@@ -187,6 +195,11 @@ int64_t dfc_rpc_call_remaining_ms(struct dfc_rpc_call *call);
  * dfc_rpc_server_listen_unix(). -ENOENT for other listeners. */
 struct ucred;
 int dfc_rpc_call_peer_cred(struct dfc_rpc_call *call, struct ucred *ret_cred);
+
+/* The connecting peer's IP address as text ("127.0.0.12", "::1"; an IPv4-mapped IPv6 address
+ * as IPv4), for calls that came through dfc_rpc_server_listen_tcp(). -ENOENT for other
+ * listeners, -ENAMETOOLONG when size is too small (INET6_ADDRSTRLEN is enough). */
+int dfc_rpc_call_peer_ip(struct dfc_rpc_call *call, char *buf, size_t size);
 
 /* Copies the value of request metadata key (lowercase) into buf, NUL-terminated. Returns its
  * length, -ENOENT when absent, -ENAMETOOLONG when it does not fit. */

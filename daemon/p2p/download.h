@@ -1,0 +1,74 @@
+/*
+ * download.h - the P2P download engine: makes a task that is not stored here local by fetching
+ * its pieces from peers the scheduler names (docs/dragonfly-compat.md, "Export / replica
+ * download"). Used by DfdaemonDownload.DownloadPersistentCacheTask (an export of a task that is
+ * not local) and DfdaemonUpload.DownloadPersistentCacheTask (the scheduler's replication pull).
+ *
+ *   StatPersistentCacheTask -> dfd_replica_begin (created_at = the scheduler's)
+ *   -> AnnouncePersistentCachePeer: Register{persistent, tag, application, piece_length,
+ *      concurrent_piece_count, piece_count}
+ *   -> Empty: Started, Finished.  Normal{parents}: Started (once), then per parent
+ *      SyncPersistentCachePieces (at host.ip:host.port) for the missing pieces, giving each
+ *      piece's Vortex ip/tcp_port; concurrent_piece_count pieces in flight; each piece fetched
+ *      (vortex_client.h), CRC-checked, written (dfd_replica_write_piece), reported to the
+ *      caller (progress) and to the scheduler (DownloadPieceFinished); a piece that failed on
+ *      every parent: DownloadPieceFailed{temporary = true}, end of the round.
+ *   -> missing pieces: Reschedule{candidate_parents = the failed ones} and again, up to
+ *      scheduler.maxScheduleCount rounds, then DownloadPersistentCachePeerFailed
+ *   -> all pieces: dfd_replica_commit (visible only now, durable), DownloadPersistentCachePeerFinished.
+ * Any failure aborts the replica (nothing remains) and tells the scheduler (PeerFailed).
+ *
+ * Concurrent fetches of one task share one download: the later callers wait for it and get the
+ * committed task (their progress sees no pieces). Memory: concurrent_piece_count piece buffers
+ * per download.
+ *
+ * Ownership: storage, sched and cfg are borrowed and outlive the engine.
+ */
+#ifndef DFD_P2P_DOWNLOAD_H
+#define DFD_P2P_DOWNLOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "dfc/error.h"
+#include "storage/storage.h"
+
+struct dfd_sched;
+struct dfd_p2p;
+
+int dfd_p2p_new(struct dfd_storage *storage, struct dfd_sched *sched, const struct dfd_config *cfg,
+                const char *host_id, struct dfd_p2p **ret, struct dfc_error *err);
+
+/* Cancels downloads in progress and frees. NULL is fine. */
+void dfd_p2p_free(struct dfd_p2p *p);
+
+struct dfd_p2p_request {
+    const char *task_id;
+    bool persistent;         /* the copy is persistent (a replication pull) */
+    const char *tag;         /* NULL = the scheduler's */
+    const char *application; /* NULL = the scheduler's */
+};
+
+/* Told about the download as it goes; every callback optional, all called on the caller's
+ * thread or on engine threads (serialised: never two at once). A negative return from any of
+ * them ends the download with that error (a caller that went away). */
+struct dfd_p2p_progress {
+    void *arg;
+    /* Once, before any piece: the content length. */
+    int (*started)(void *arg, uint64_t content_length, struct dfc_error *err);
+    /* Each piece once, as it is written; data is its bytes (borrowed for the call). */
+    int (*piece)(void *arg, const struct dfd_piece_meta *pm, const void *data,
+                 const char *parent_id, uint64_t cost_ns, struct dfc_error *err);
+    /* Polled: true ends the download with -ECANCELED. */
+    bool (*should_stop)(void *arg);
+};
+
+/* Makes task req->task_id local and fills *ret (free with dfd_task_meta_done). Returns -ENOENT
+ * when the scheduler does not know it, -EUNAVAILABLE-like codes as the scheduler's, DFC_E_ABORTED
+ * when the rounds ran out, or the storage's error. A task already stored returns at once. */
+int dfd_p2p_fetch(struct dfd_p2p *p, const struct dfd_p2p_request *req,
+                  const struct dfd_p2p_progress *prog, struct dfd_task_meta *ret,
+                  struct dfc_error *err);
+
+#endif /* DFD_P2P_DOWNLOAD_H */

@@ -1,0 +1,36 @@
+/*
+ * vortex_client.h - fetching one piece from a parent's Vortex TCP server: a new connection per
+ * piece, as upstream (connect timeout 2 s, TCP_NODELAY, keepalive 5 s / 3 s x 3), the whole
+ * exchange bounded by timeout_ns.
+ *
+ * The parent is untrusted: the header's tag and length are checked before anything is read
+ * (a content packet's metadata at most DFD_VORTEX_METADATA_MAX, an error's message at most
+ * DFD_VORTEX_ERROR_MAX), the metadata must name the piece asked for with the length expected,
+ * and the bytes must have the CRC-32 of the advertised digest ("crc32:<decimal>"). Unlike
+ * upstream, an empty advertised digest is refused, not accepted with a warning.
+ */
+#ifndef DFD_P2P_VORTEX_CLIENT_H
+#define DFD_P2P_VORTEX_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dfc/error.h"
+
+/* What the parent sent besides the bytes. */
+struct dfd_vortex_fetched {
+    uint32_t crc32;      /* of the bytes received (equal to the advertised digest) */
+    uint64_t cost_ns;    /* the whole exchange, measured here */
+};
+
+/* Fetches piece number of task_id (64 hex digits) from ip:port into buf, which holds length
+ * bytes (the piece's length from the geometry). Returns 0; -ENOENT when the parent answers
+ * Error NotFound; DFC_E_DATA_LOSS when the CRC differs or the digest is empty or malformed;
+ * -EPROTO for a malformed or unexpected answer (wrong tag, number, offset or length);
+ * -ETIMEDOUT; -ECONNREFUSED and other connect errors as negative errno. err names the parent
+ * ("vortex 127.0.0.12:4005 piece <task>-<n>: ..."). Thread-safe. */
+int dfd_vortex_fetch(const char *ip, uint16_t port, const char *task_id, uint32_t number,
+                     uint64_t offset, uint64_t length, void *buf, int64_t timeout_ns,
+                     struct dfd_vortex_fetched *ret, struct dfc_error *err);
+
+#endif /* DFD_P2P_VORTEX_CLIENT_H */

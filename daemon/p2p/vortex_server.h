@@ -1,0 +1,43 @@
+/*
+ * vortex_server.h - the Vortex TCP piece server (storage.server.tcpPort): one request per
+ * connection, as upstream. Beyond upstream: a request must be exactly 68 bytes (checked from
+ * the header, before anything is allocated), malformed or unknown packets get an Error frame,
+ * the request read is bounded by request_timeout, and at most max_conns connections are served
+ * at once (more are closed at accept, with a rate-limited warning).
+ *
+ * It serves only committed tasks, through the storage facade (dfd_storage_pieces,
+ * dfd_storage_open_content): the piece row's offset, length and stored digest go in the
+ * metadata and the bytes follow with sendfile. An absent task or piece is Error NotFound
+ * "piece <task>-<n> not found". Remote peers are untrusted input.
+ *
+ * Ownership: storage is borrowed and must outlive the server.
+ */
+#ifndef DFD_P2P_VORTEX_SERVER_H
+#define DFD_P2P_VORTEX_SERVER_H
+
+#include <stdint.h>
+
+#include "dfc/error.h"
+
+struct dfd_storage;
+struct dfd_vortex_server;
+
+struct dfd_vortex_server_opts {
+    const char *ip;             /* listen address; "" or NULL = 0.0.0.0 */
+    uint16_t port;              /* 0: an ephemeral port (tests), see dfd_vortex_server_port() */
+    unsigned max_conns;         /* concurrent connections */
+    int64_t request_timeout_ns; /* reading the request, and each write of the answer */
+    const char *parent_id;      /* the host id sent as parent_id (borrowed, outlives) */
+};
+
+/* Binds, listens and starts serving on its own threads. */
+int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex_server_opts *o,
+                            struct dfd_vortex_server **ret, struct dfc_error *err);
+
+/* The bound port. */
+uint16_t dfd_vortex_server_port(const struct dfd_vortex_server *v);
+
+/* Stops accepting, closes every connection, joins the threads, frees. NULL is fine. */
+void dfd_vortex_server_stop(struct dfd_vortex_server *v);
+
+#endif /* DFD_P2P_VORTEX_SERVER_H */

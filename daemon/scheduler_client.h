@@ -1,0 +1,92 @@
+/*
+ * scheduler_client.h - dfdaemon's calls to the scheduler (scheduler.v2.Scheduler,
+ * docs/dragonfly-compat.md "Scheduler registration"), one module for every caller: the
+ * announcer, the import hooks, the P2P download engine, GC and delete.
+ *
+ * scheduler.addrs names one or more schedulers. Per-task calls go to the one a consistent-hash
+ * ring over the addresses picks for the first 5 characters of the task id (as upstream's
+ * hashring), and on UNAVAILABLE to the next one on the ring, each at most once. Host calls
+ * (AnnounceHost, DeleteHost) go to every scheduler. Channels: one dfc_rpc_client per address,
+ * created at start, connect timeout 3 s, per-request timeout 10 s (as upstream).
+ *
+ * Errors: the scheduler's status mapped back through DFC_ERRNO_MAP, err naming the address and
+ * the method ("scheduler 127.0.0.1:8002 UploadPersistentCacheTaskStarted: ..."). Thread-safe.
+ * Ownership: the config is borrowed and must outlive the client; returned messages belong to
+ * the caller (dfc_rpc_msg_free).
+ */
+#ifndef DFD_SCHEDULER_CLIENT_H
+#define DFD_SCHEDULER_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "dfc/error.h"
+#include "dfc/rpc_client.h"
+
+struct dfd_sched;
+struct dfd_task_meta;
+typedef struct Common__V2__PersistentCacheTask Common__V2__PersistentCacheTask;
+typedef struct Common__V2__Host Common__V2__Host;
+
+/* The methods dfdaemon calls, resolved once by dfd_sched_new(). */
+struct dfd_sched_methods {
+    struct dfc_rpc_client_method announce_host, delete_host, announce_peer, delete_peer,
+        upload_started, upload_finished, upload_failed, stat_task;
+};
+
+/* A client for cfg->scheduler_addrs (must not be empty); host_id is copied. Also resolves
+ * the scheduler addresses to IPs (dfd_sched_is_scheduler_ip). */
+int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_sched **ret,
+                  struct dfc_error *err);
+void dfd_sched_free(struct dfd_sched *s);
+
+const struct dfd_sched_methods *dfd_sched_methods(const struct dfd_sched *s);
+
+/* The ring: the client for task_id's attempt-th choice (attempt 0 = its own scheduler), NULL
+ * once attempt reaches the number of schedulers. *ret_addr (may be NULL) names it. */
+struct dfc_rpc_client *dfd_sched_pick(struct dfd_sched *s, const char *task_id, unsigned attempt,
+                                      const char **ret_addr);
+
+/* Whether ip (text, as the RPC layer reports a TCP peer) is one of the schedulers'. */
+bool dfd_sched_is_scheduler_ip(const struct dfd_sched *s, const char *ip);
+
+/* ---- host ---- */
+
+/* AnnounceHost to every scheduler with host (dfd_hostinfo_fill); 0 when at least one took it,
+ * else the last error. */
+int dfd_sched_announce_host(struct dfd_sched *s, const Common__V2__Host *host,
+                            int64_t interval_ns, struct dfc_error *err);
+
+/* DeleteHost to every scheduler (on clean shutdown); errors are only logged. */
+void dfd_sched_delete_host(struct dfd_sched *s);
+
+/* ---- task (ring + fail-over on UNAVAILABLE) ---- */
+
+/* UploadPersistentCacheTaskStarted with the pending task's fields and peer id. */
+int dfd_sched_upload_started(struct dfd_sched *s, const struct dfd_task_meta *t,
+                             const char *peer_id, struct dfc_error *err);
+
+/* UploadPersistentCacheTaskFinished; *ret (may be NULL) is the scheduler's task. */
+int dfd_sched_upload_finished(struct dfd_sched *s, const char *task_id, const char *peer_id,
+                              Common__V2__PersistentCacheTask **ret, struct dfc_error *err);
+
+/* UploadPersistentCacheTaskFailed with description; errors are only logged. */
+void dfd_sched_upload_failed(struct dfd_sched *s, const char *task_id, const char *peer_id,
+                             const char *description);
+
+/* StatPersistentCacheTask: -ENOENT when the scheduler does not know the task. */
+int dfd_sched_stat_task(struct dfd_sched *s, const char *task_id,
+                        Common__V2__PersistentCacheTask **ret, struct dfc_error *err);
+
+/* DeletePersistentCachePeer for this host's copy (GC expiry, disk eviction, dfcache rm), so
+ * the scheduler never offers a parent that lost the data; errors are only logged. */
+void dfd_sched_delete_peer(struct dfd_sched *s, const char *task_id, const char *peer_id);
+
+/* Opens the AnnouncePersistentCachePeer bidi stream on task_id's scheduler (fail-over on
+ * UNAVAILABLE at open). Free with dfc_rpc_stream_free(). */
+int dfd_sched_announce_peer_open(struct dfd_sched *s, const char *task_id, int64_t timeout_ms,
+                                 struct dfc_rpc_stream **ret, struct dfc_error *err);
+
+#endif /* DFD_SCHEDULER_CLIENT_H */
