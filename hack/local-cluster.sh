@@ -64,17 +64,19 @@ node_host() { echo "dfc-node$1"; }
 node_id() { echo "$(node_ip "$1")-$(node_host "$1")"; }
 
 # Whether a TCP socket uses ip:port (listening there or on a wildcard, v4 or v6, or any
-# connection with that local address), from /proc/net/tcp{,6}: no tool needed.
+# connection with that local address, IPv4-mapped included), from /proc/net/tcp{,6}.
 port_used() {
     local ip=$1 port=$2 a b c d hex
     IFS=. read -r a b c d <<<"$ip"
     hex=$(printf '%02X%02X%02X%02X:%04X' "$d" "$c" "$b" "$a" "$port")
-    local wild4 wild6
+    # gRPC listens on IPv6 sockets with IPv4-mapped addresses (::ffff:a.b.c.d).
+    local mapped wild4 wild6
+    mapped=0000000000000000FFFF0000$hex
     wild4=$(printf '00000000:%04X' "$port")
     wild6=$(printf '00000000000000000000000000000000:%04X' "$port")
-    awk -v h="$hex" -v w4="$wild4" -v w6="$wild6" \
-        '$2 == h || ($4 == "0A" && ($2 == w4 || $2 == w6)) { found = 1 } END { exit !found }' \
-        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    awk -v h="$hex" -v m="$mapped" -v w4="$wild4" -v w6="$wild6" \
+        '$2 == h || $2 == m || ($4 == "0A" && ($2 == w4 || $2 == w6)) { found = 1 }
+         END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
 # A port in 10000..32767 (below Linux's default ephemeral range, so no outgoing connection
