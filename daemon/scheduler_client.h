@@ -56,8 +56,8 @@ bool dfd_sched_is_scheduler_ip(const struct dfd_sched *s, const char *ip);
 
 /* AnnounceHost to every scheduler with host (dfd_hostinfo_fill); 0 when at least one took it,
  * else the last error. */
-int dfd_sched_announce_host(struct dfd_sched *s, const Common__V2__Host *host,
-                            int64_t interval_ns, struct dfc_error *err);
+int dfd_sched_announce_host(struct dfd_sched *s, const Common__V2__Host *host, int64_t interval_ns,
+                            struct dfc_error *err);
 
 /* DeleteHost to every scheduler (on clean shutdown); errors are only logged. */
 void dfd_sched_delete_host(struct dfd_sched *s);
