@@ -15,11 +15,18 @@
 #include "dfc/rpc_server.h"
 #include "storage/storage.h"
 
+struct dfd_p2p;
+struct dfd_sched;
+
 struct dfd_service {
     struct dfd_storage *storage;
     const struct dfd_config *cfg;
     struct dfc_clock clock;
     char host_id[320];
+    /* Peer to peer (NULL when standalone), borrowed, set by daemon.c before serving: the
+     * scheduler client and the download engine an export of a non-local task uses. */
+    struct dfd_sched *sched;
+    struct dfd_p2p *p2p;
 };
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
@@ -29,6 +36,11 @@ int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
 /* Registers the three services on server. */
 int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
                          struct dfc_error *err);
+
+/* Registers dfdaemon.v2.DfdaemonUpload as served on TCP to other peers and the scheduler
+ * (rpc_upload.c) on server; svc->sched and svc->p2p must be set. */
+int dfd_service_register_tcp(struct dfd_service *svc, struct dfc_rpc_server *server,
+                             struct dfc_error *err);
 
 /* ---- shared by the handler files ---- */
 
@@ -70,5 +82,7 @@ extern const struct dfc_rpc_method dfd__upload_methods[];
 extern const size_t dfd__n_upload_methods;
 extern const struct dfc_rpc_method dfd__import_methods[];
 extern const size_t dfd__n_import_methods;
+extern const struct dfc_rpc_method dfd__tcp_upload_methods[];
+extern const size_t dfd__n_tcp_upload_methods;
 
 #endif /* DFD_SERVICE_H */

@@ -621,10 +621,11 @@ static int recv_answer(struct run *rd, struct dfc_error *err) {
 static int rounds(struct run *rd, struct dfc_error *err) {
     uint64_t max = rd->p->cfg->max_schedule_count;
     for (uint64_t round = 1;; round++) {
-        int r = recv_answer(rd, err);
-        if (r < 0) {
-            return r;
+        int normal = recv_answer(rd, err);
+        if (normal < 0) {
+            return normal;
         }
+        int r;
         if (!rd->sent_started) {
             r = send_simple(rd, REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST), NULL, err);
             if (r < 0) {
@@ -632,7 +633,7 @@ static int rounds(struct run *rd, struct dfc_error *err) {
             }
             rd->sent_started = true;
         }
-        if (r == 0 || rd->piece_count == 0) {
+        if (normal == 0 || rd->piece_count == 0) {
             if (rd->piece_count != 0) {
                 return dfc_error_set(err, -EPROTO,
                                      "the scheduler says task %s is empty, it has %u pieces",
