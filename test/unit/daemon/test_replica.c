@@ -481,9 +481,29 @@ static void test_a_version_1_store_is_migrated(void **state) {
     assert_int_equal(t.owner_uid, 1000);
     assert_int_equal(t.id_origin, DFD_ID_ORIGIN_CONTENT);
     dfd_task_meta_done(&t);
-    dfd_storage_close(f->s);
-    fx_open(f, &rec); /* again: a no-op */
-    assert_int_equal(rec.tasks, 1);
+    /* The migrated store records peer ids: a replica's survives a reopen. */
+    const uint64_t len = PL + 1;
+    char *buf = pattern(len, 13);
+    struct dfd_replica_params p = rparams(len);
+    char id2[DFD_TASK_ID_LEN + 1];
+    assert_int_equal(dfd_task_id_from_string("migrated", id2), 0);
+    p.id = id2;
+    struct dfd_replica *rep;
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), 0);
+    assert_int_equal(write_piece(rep, buf, len, 0), 0);
+    assert_int_equal(write_piece(rep, buf, len, 1), 0);
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    dfd_task_meta_done(&t);
+    reopen(f, &rec); /* again: the version is recorded */
+    assert_int_equal(rec.tasks, 2);
+    assert_int_equal(dfd_storage_get(f->s, id2, &t, &err), 0);
+    assert_string_equal(t.peer_id, PEER);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_PEER);
+    dfd_task_meta_done(&t);
+    assert_int_equal(dfd_storage_get(f->s, ID1, &t, &err), 0);
+    assert_string_equal(t.peer_id, "");
+    dfd_task_meta_done(&t);
+    free(buf);
 }
 
 /* ---- before_commit ---- */
