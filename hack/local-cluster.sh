@@ -26,14 +26,23 @@
 #   CLUSTER_UP_TIMEOUT    seconds `up`/`start` wait for the announces (default 30)
 #   CLUSTER_LOG_LEVEL     the daemons' and the scheduler's log.level (default info)
 #   CLUSTER_GC_INTERVAL   the daemons' gc.interval (default 5s, so TTL expiry shows quickly)
+#   CLUSTER_SCHED_IP      the scheduler's address (default 127.0.0.1, see below)
 #
-# Addresses: Redis 127.0.0.1:<free port>; the scheduler 127.0.0.2:8002 (another free port if
+# Addresses: Redis 127.0.0.1:<free port>; the scheduler 127.0.0.1:8002 (another free port if
 # 8002 is taken); node i on 127.0.0.(10+i), hostname dfc-node<i>, host id
 # 127.0.0.(10+i)-dfc-node<i>, DfdaemonUpload on upload.server.port 4000 and Vortex on
 # storage.server.tcpPort 4005 (the same ports on every address; another free pair when either
 # is taken). The scheduler runs with short intervals (host GC every 5 s, so a node silent for
 # 2 x its 2 s announce interval is gone within ~10 s, replica repair every 2 s), so a killed
 # node's copies are restored within seconds.
+#
+# Why the scheduler is on 127.0.0.1: a daemon takes UpdatePersistentCacheTask, Delete and a
+# persistent replication pull over TCP only from the scheduler's address (scheduler.addrs), and
+# the kernel gives every connection to a 127.0.0.0/8 address the source address 127.0.0.1
+# (lo's primary address) unless the client binds another one, which gRPC's client does not. A
+# scheduler on 127.0.0.2 is therefore seen as a stranger at 127.0.0.1: its promotions are
+# refused and its pulls make cached, not persistent, copies. The flip side: the daemons' own
+# calls to each other also come from 127.0.0.1, so here they pass that check too.
 #
 # cluster.env defines: CLUSTER_NODES, REDIS_PORT, REDIS_ADDR, SCHED_IP, SCHED_PORT, SCHED_ADDR,
 # UPLOAD_PORT, VORTEX_PORT, REDIS_PREFIX (the scheduler's key prefix, docs/dragonfly-compat.md
@@ -51,7 +60,7 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 up_timeout=${CLUSTER_UP_TIMEOUT:-30}
 log_level=${CLUSTER_LOG_LEVEL:-info}
 gc_interval=${CLUSTER_GC_INTERVAL:-5s}
-sched_ip=127.0.0.2
+sched_ip=${CLUSTER_SCHED_IP:-127.0.0.1}
 
 die() {
     echo "local-cluster: $*" >&2
