@@ -88,6 +88,22 @@ port_used() {
          END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# Whether something listens on TCP ip:port (that address, IPv4-mapped or not; with "any",
+# also a wildcard listener, which would take the port from us too).
+listening() {
+    local a b c d hex
+    IFS=. read -r a b c d <<<"$1"
+    hex=$(printf '%02X%02X%02X%02X:%04X' "$d" "$c" "$b" "$a" "$2")
+    local w4='' w6=''
+    if [ "${3:-}" = any ]; then
+        w4=$(printf '00000000:%04X' "$2")
+        w6=$(printf '00000000000000000000000000000000:%04X' "$2")
+    fi
+    awk -v h="$hex" -v m="0000000000000000FFFF0000$hex" -v w4="$w4" -v w6="$w6" \
+        '$4 == "0A" && ($2 == h || $2 == m || $2 == w4 || $2 == w6) { found = 1 }
+         END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 # A port in 10000..32767 (below Linux's default ephemeral range, so no outgoing connection
 # takes it meanwhile) that no socket uses at any of the given addresses.
 free_port() {
@@ -217,15 +233,15 @@ start_scheduler() {
     if live_pid "$dir/scheduler/scheduler.pid" "$cfg" >/dev/null; then
         return 0
     fi
-    local mark=0
-    [ ! -f "$dir/scheduler/scheduler.log" ] || mark=$(wc -l <"$dir/scheduler/scheduler.log")
+    if listening "$SCHED_IP" "$SCHED_PORT" any; then
+        die "something else listens on $SCHED_ADDR; the scheduler cannot start there"
+    fi
     spawn "$dir/scheduler/scheduler.pid" "$dir/scheduler/scheduler.log" \
         "$BIN_DIR/scheduler/scheduler" --config "$cfg"
+    # Ready once its port listens (the scheduler.ready line is not logged below info).
     for _ in $(seq 200); do
-        if tail -n +"$((mark + 1))" "$dir/scheduler/scheduler.log" | grep -q 'event=scheduler.ready'; then
-            return 0
-        fi
         live_pid "$dir/scheduler/scheduler.pid" "$cfg" >/dev/null || break
+        listening "$SCHED_IP" "$SCHED_PORT" && return 0
         sleep 0.05
     done
     tail_log "$dir/scheduler/scheduler.log"
@@ -332,7 +348,7 @@ cmd_up() {
         for i in $(seq "$n"); do ips+=("$(node_ip "$i")"); done
         local up=4000 vp=4005
         for i in "${ips[@]}"; do
-            if port_used "$i" "$up" || port_used "$i" "$vp"; then
+            if listening "$i" "$up" any || listening "$i" "$vp" any; then
                 up=$(free_port "${ips[@]}")
                 vp=$(free_port "${ips[@]}")
                 while [ "$vp" = "$up" ]; do vp=$(free_port "${ips[@]}"); done
@@ -341,8 +357,8 @@ cmd_up() {
             fi
         done
         local sp=8002
-        if port_used $sched_ip $sp; then
-            sp=$(free_port $sched_ip)
+        if listening "$sched_ip" $sp any; then
+            sp=$(free_port "$sched_ip")
             say "8002 is taken on $sched_ip; the scheduler uses $sp"
         fi
         local rp

@@ -61,6 +61,8 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT
+trap 'exit 143' TERM # so that cleanup runs when hack/test.sh stops the test
+trap 'exit 130' INT
 
 elapsed() { echo $(($(date +%s) - t0)); }
 log() { echo "$name: [$(elapsed)s] $*"; }
