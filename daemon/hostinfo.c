@@ -2,8 +2,10 @@
  * hostinfo.c - this host as common.v2.Host (see hostinfo.h): the figures upstream's dfdaemon
  * reads through sysinfo/gopsutil, read here straight from the kernel.
  *
- *   cpu      counts from sysconf(_SC_NPROCESSORS_ONLN / _CONF); percent and times from the
- *            "cpu" line of /proc/stat, process_percent from /proc/self/stat
+ *   cpu      logical count from sysconf(_SC_NPROCESSORS_ONLN), physical cores as the distinct
+ *            (physical id, core id) pairs of /proc/cpuinfo (else _SC_NPROCESSORS_CONF);
+ *            percent and times from the "cpu" line of /proc/stat, process_percent from
+ *            /proc/self/stat
  *   memory   /proc/meminfo (MemTotal, MemAvailable, MemFree); the process's RSS from
  *            /proc/self/statm
  *   disk     statvfs(storage.dir): bytes and inodes
@@ -207,12 +209,57 @@ static double percent_of(double part, double whole) {
     return p < 0 ? 0 : (p > 100 ? 100 : p);
 }
 
+/* The number after "key<blanks>:" on a /proc/cpuinfo line, or -1. */
+static long cpuinfo_value(const char *line, const char *key) {
+    size_t len = strlen(key);
+    if (strncmp(line, key, len) != 0) {
+        return -1;
+    }
+    const char *p = line + len;
+    p += strspn(p, " \t");
+    if (*p != ':') {
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(p + 1, &end, 10);
+    return end == p + 1 || errno != 0 || v < 0 ? -1 : v;
+}
+
+/* Distinct (physical id, core id) pairs in /proc/cpuinfo; 0 when it names none. */
+static uint32_t physical_cores(void) {
+    _cleanup_fclose_ FILE *f = fopen("/proc/cpuinfo", "re");
+    enum { MAX_CORES = 4096 };
+    static uint64_t seen[MAX_CORES]; /* guarded by sample_lock, like the samples */
+    size_t n = 0;
+    long package = 0, v;
+    char line[512];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if ((v = cpuinfo_value(line, "physical id")) >= 0) {
+            package = v;
+        } else if ((v = cpuinfo_value(line, "core id")) >= 0) {
+            uint64_t key = (uint64_t)package << 32 | (uint64_t)v;
+            size_t i = 0;
+            while (i < n && seen[i] != key) {
+                i++;
+            }
+            if (i == n && n < MAX_CORES) {
+                seen[n++] = key;
+            }
+        }
+    }
+    return (uint32_t)n;
+}
+
 static void fill_cpu(struct host_box *b, const struct sample *prev, const struct sample *cur) {
     long ticks = sysconf(_SC_CLK_TCK);
     long online = sysconf(_SC_NPROCESSORS_ONLN), conf = sysconf(_SC_NPROCESSORS_CONF);
     double hz = ticks > 0 ? (double)ticks : 100.0;
     b->cpu.logical_count = online > 0 ? (uint32_t)online : 1;
-    b->cpu.physical_count = conf > 0 ? (uint32_t)conf : b->cpu.logical_count;
+    pthread_mutex_lock(&sample_lock);
+    uint32_t cores = physical_cores();
+    pthread_mutex_unlock(&sample_lock);
+    b->cpu.physical_count = cores > 0 ? cores : (conf > 0 ? (uint32_t)conf : b->cpu.logical_count);
 
     uint64_t total = 0, idle;
     for (size_t i = 0; i < 8; i++) { /* guest and guest_nice are already in user and nice */

@@ -7,12 +7,14 @@
  * id that exists (never ours: each is a fresh uuid). There is no call that adds an uploaded
  * copy to a task that exists (a peer joins one only through the AnnouncePersistentCachePeer
  * download), and for a content-derived id the task at the scheduler holds these very bytes.
- * So when StatPersistentCacheTask shows the task Succeeded with the same length and piece
- * length, the import returns that existing task: the content is committed locally, without a
- * peer id (the cluster's copies stay the scheduler's replicas), and the caller gets the task
- * as for any identical import. A task that is still Uploading elsewhere, or whose geometry
- * differs (a content_for_calculating_task_id import of other bytes), stays ALREADY_EXISTS for
- * the caller, with the scheduler's message.
+ * So when StatPersistentCacheTask shows the task Succeeded with the same length, piece length
+ * and piece count, the import returns that existing task: the content is committed locally,
+ * without a peer id (the hook returns 1; the cluster's copies stay the scheduler's replicas),
+ * and the caller gets the task as for any identical import. The same holds for a task still
+ * Uploading when its id comes from its content (another import of these bytes, on this node or
+ * another, is registering it; standalone, the store answers a concurrent identical import the
+ * same way). A task Uploading under a content_for_calculating_task_id id, or whose geometry
+ * differs, stays ALREADY_EXISTS for the caller, with the scheduler's message.
  */
 #include "registration.h"
 
@@ -28,22 +30,26 @@ static int grpc_code(int r) {
     return dfc_error_to_grpc(r);
 }
 
-/* Whether the scheduler already has t, Succeeded, with the same geometry. */
-static bool succeeded_elsewhere(struct dfd_registration *g, const struct dfd_task_meta *t) {
+/* Whether the scheduler already has t with the same geometry: Succeeded, or being uploaded
+ * by another import when t's id comes from its content (the same bytes, then). */
+static bool exists_elsewhere(struct dfd_registration *g, const struct dfd_task_meta *t) {
     Common__V2__PersistentCacheTask *st = NULL;
     struct dfc_error e;
     if (dfd_sched_stat_task(g->sched, t->id, &st, &e) < 0) {
         return false;
     }
-    bool same = strcmp(st->state, "Succeeded") == 0 && st->content_length == t->content_length &&
+    bool state = strcmp(st->state, "Succeeded") == 0 ||
+                 (strcmp(st->state, "Uploading") == 0 && t->id_origin == DFD_ID_ORIGIN_CONTENT);
+    bool same = state && st->content_length == t->content_length &&
                 st->piece_length == t->piece_length && st->piece_count == t->piece_count;
     dfc_rpc_msg_free(&st->base);
     return same;
 }
 
-/* The content is kept locally without a peer id. */
-static void unregister(struct dfd_registration *g) {
+/* The content is kept locally without a peer id: 1 tells the storage engine so. */
+static int unregister(struct dfd_registration *g) {
     g->peer_id[0] = '\0';
+    return 1;
 }
 
 static int before_commit(void *arg, const struct dfd_task_meta *pending, struct dfc_error *err) {
@@ -62,16 +68,13 @@ static int before_commit(void *arg, const struct dfd_task_meta *pending, struct 
                 dfd_sched_upload_failed(g->sched, pending->id, g->peer_id,
                                         "the upload's registration timed out");
             }
-            unregister(g);
-            return 0;
+            return unregister(g);
         }
-        if (code == DFC_GRPC_ALREADY_EXISTS && succeeded_elsewhere(g, pending)) {
+        if (code == DFC_GRPC_ALREADY_EXISTS && exists_elsewhere(g, pending)) {
             DFC_LOG(DFC_LOG_INFO, "import.exists_in_cluster",
-                    "task_id=%s: the scheduler already has it Succeeded; kept locally without a "
-                    "peer",
+                    "task_id=%s: the scheduler already has it; kept locally without a peer",
                     pending->id);
-            unregister(g);
-            return 0;
+            return unregister(g);
         }
         return r;
     }

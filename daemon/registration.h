@@ -1,8 +1,8 @@
 /*
- * registration.h - what the import and delete paths tell the scheduler (docs/dragonfly-compat.md,
- * "Scheduler registration"): an import becomes a peer of its task at the scheduler, and a copy
- * that goes away (dfcache rm, GC) stops being one. Standalone (no scheduler) every function
- * here does nothing.
+ * registration.h - what the import and delete paths tell the scheduler
+ * (docs/dragonfly-compat.md 7.6, "Handlers and their codes"): an import becomes a peer of its task
+ * at the scheduler, and a copy that goes away (dfcache rm, GC) stops being one. Standalone (no
+ * scheduler) every function here does nothing.
  *
  * An import with a scheduler:
  *   dfd_registration_prepare()   a fresh peer id (dfc_peer_id) into params.peer_id, and
@@ -14,8 +14,8 @@
  *                                so the task never stays Uploading at the scheduler
  * Started answering UNAVAILABLE (every scheduler away), DEADLINE_EXCEEDED, or NOT_FOUND (the
  * scheduler does not know this host yet, before the announcer's next round): the import is
- * kept local and unregistered (no peer id), with a warning. Started answering ALREADY_EXISTS:
- * see registration.c.
+ * kept local and unregistered (committed without a peer id), with a warning. Started answering
+ * ALREADY_EXISTS: see registration.c.
  *
  * Ownership: the struct is the caller's and must outlive the import (the hook points at it);
  * sched is borrowed.

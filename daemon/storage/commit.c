@@ -152,9 +152,13 @@ int dfd__spool_commit(struct dfd_storage *s, struct dfd__spool *sp, struct dfd_t
     if ((r = find_existing(s, sp, task, err)) != 0) {
         goto existing;
     }
-    if (sp->before_commit != NULL &&
-        (r = sp->before_commit(sp->before_commit_arg, task, err)) < 0) {
-        goto fail;
+    if (sp->before_commit != NULL) {
+        if ((r = sp->before_commit(sp->before_commit_arg, task, err)) < 0) {
+            goto fail;
+        }
+        if (r > 0) {
+            task->peer_id[0] = '\0'; /* kept unregistered: no peer to withdraw later */
+        }
     }
     pthread_mutex_lock(&s->commit_mu);
     if ((r = find_existing(s, sp, task, err)) != 0) {

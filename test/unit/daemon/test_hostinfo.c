@@ -50,6 +50,8 @@ static void test_figures_are_real(void **state) {
     assert_non_null(h->cpu);
     assert_true(h->cpu->logical_count >= 1);
     assert_true(h->cpu->logical_count == (uint32_t)sysconf(_SC_NPROCESSORS_ONLN));
+    assert_true(h->cpu->physical_count >= 1);
+    assert_true(h->cpu->physical_count <= (uint32_t)sysconf(_SC_NPROCESSORS_CONF));
     assert_true(h->cpu->percent >= 0 && h->cpu->percent <= 100);
     assert_non_null(h->cpu->times);
     assert_true(h->cpu->times->user + h->cpu->times->system + h->cpu->times->idle > 0);
