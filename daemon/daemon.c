@@ -178,8 +178,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         (r = dfd_service_register_tcp(svc, pp->upload, err)) < 0) {
         return r;
     }
-    if ((r = dfc_rpc_server_listen_tcp(pp->upload, cfg->upload_ip, (unsigned)cfg->upload_port, NULL,
-                                       err)) < 0) {
+    if (dfc_rpc_server_listen_tcp(pp->upload, cfg->upload_ip, (unsigned)cfg->upload_port, NULL,
+                                  err) < 0) {
         return dfc_error_prefix(err, "upload.server %s:%llu",
                                 cfg->upload_ip[0] ? cfg->upload_ip : "0.0.0.0",
                                 (unsigned long long)cfg->upload_port);

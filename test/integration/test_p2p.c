@@ -44,8 +44,11 @@
 #define REPLICA_BOUND_MS 30000
 #define TIMEOUT_MS       60000
 
-static struct dfc_rpc_client_method sync_pieces_m, sched_stat_m;
+static struct dfc_rpc_client_method sync_pieces_m, sync_host_m, up_download_m, sched_stat_m;
 static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "DownloadPersistentCacheTask",
+                          &up_download_m),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncHost", &sync_host_m),
     DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncPersistentCachePieces",
                           &sync_pieces_m),
     DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "StatPersistentCacheTask", &sched_stat_m),
@@ -57,7 +60,7 @@ static struct {
     bool up;
     struct redis_server redis;
     struct sched_harness sched;
-    struct p2p_node node[3]; /* A .11, B .12, C .13 */
+    struct p2p_node node[4]; /* A .11, B .12, C .13; D .14 (started by one test) */
     char dir[256];           /* the test's files */
 } cl;
 
@@ -89,11 +92,11 @@ static int cluster_down(void **state) {
         return 0;
     }
     int bad = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (cl.node[i].h.pid > 0) {
             bad += p2p_node_destroy(&cl.node[i]) != 0;
-        } else {
-            test_rmtree(cl.node[i].h.dir); /* killed by a test */
+        } else if (cl.node[i].h.dir[0] != '\0') {
+            test_rmtree(cl.node[i].h.dir); /* killed or stopped by a test */
         }
     }
     if (sched_harness_destroy(&cl.sched) != 0) {
@@ -245,6 +248,63 @@ static void test_sync_pieces_absent_task_and_bounds(void **state) {
     dfc_rpc_client_free(c);
 }
 
+/* What TCP callers may not ask for: an output path or the pieces' bytes (those stay on the Unix
+ * socket, where the caller's credentials are known). SyncHost streams this host's figures. */
+static void test_tcp_refuses_paths_and_content_and_syncs_host(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65];
+    import_on(A, 1000, 909, 1, src, sizeof(src), id);
+    struct dfc_rpc_client *c = tcp_client(B);
+    struct {
+        const char *field, *msg;
+    } cases[] = {{"output_path", "output_path: not on TCP"},
+                 {"need_piece_content", "need_piece_content: not on TCP"}};
+    for (size_t i = 0; i < 2; i++) {
+        Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+        req.task_id = id;
+        if (i == 0) {
+            req.opt_output_path_case =
+                DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_OUTPUT_PATH_OUTPUT_PATH;
+            req.output_path = src;
+        } else {
+            req.need_piece_content = true;
+        }
+        struct dfc_error err;
+        struct dfc_rpc_stream *st = NULL;
+        assert_int_equal(dfc_rpc_stream_open(c, &up_download_m, TIMEOUT_MS, &st, &err), 0);
+        assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+        assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+        ProtobufCMessage *m = NULL;
+        int r = dfc_rpc_stream_recv(st, up_download_m.resp, &m, &err);
+        assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(err.msg, cases[i].msg));
+        dfc_rpc_stream_free(st);
+    }
+    assert_int_equal(stat_local(B, id, NULL), DFC_GRPC_NOT_FOUND); /* nothing was fetched */
+
+    Dfdaemon__V2__SyncHostRequest hreq = DFDAEMON__V2__SYNC_HOST_REQUEST__INIT;
+    hreq.host_id = "test";
+    hreq.peer_id = "test";
+    struct dfc_error err;
+    struct dfc_rpc_stream *st = NULL;
+    assert_int_equal(dfc_rpc_stream_open(c, &sync_host_m, TIMEOUT_MS, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &hreq.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    for (int i = 0; i < 2; i++) { /* the first at once, the next a second later */
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(dfc_rpc_stream_recv(st, sync_host_m.resp, &m, &err), 1);
+        const Common__V2__Host *h = (const void *)m;
+        assert_string_equal(h->id, B->host_id);
+        assert_string_equal(h->ip, B->ip);
+        assert_int_equal(h->port, B->upload_port);
+        assert_non_null(h->cpu);
+        dfc_rpc_msg_free(m);
+    }
+    dfc_rpc_stream_free(st); /* cancels: the server's loop ends */
+    dfc_rpc_client_free(c);
+}
+
 /* Import on A, export on B (which holds nothing): fetched over Vortex, byte-identical, and
  * B's copy is committed with the scheduler's created_at (so it expires with the others). */
 static void test_export_of_a_remote_task(void **state) {
@@ -363,7 +423,8 @@ static void test_corrupt_parent_is_routed_around(void **state) {
     snprintf(out, sizeof(out), "%s/out-c-505", cl.dir);
     assert_int_equal(export_on(C, id, out, false), 0);
     assert_true(harness_same_file(src, out));
-    assert_true(harness_log_has(&C->h, "p2p.piece_failed"));
+    assert_true(harness_log_has(&C->h, "event=p2p.piece_failed"));
+    assert_true(harness_log_has(&C->h, "code=DATA_LOSS"));
     p2p_content_path(C, id, path, sizeof(path));
     assert_true(harness_same_file(src, path));
 }
@@ -375,18 +436,18 @@ static void test_corrupt_parent_is_routed_around(void **state) {
  * call from the same test is accepted. */
 static void test_tcp_delete_only_from_the_scheduler(void **state) {
     REQUIRE_CLUSTER();
-    struct p2p_node d;
+    struct p2p_node *d = &cl.node[3]; /* stopped by cluster_down if an assertion fails */
     char away[64];
     snprintf(away, sizeof(away), "127.0.0.2:%d", p2p_free_port("127.0.0.2"));
-    p2p_node_start(&d, "127.0.0.14", "node-d", away, NULL);
+    p2p_node_start(d, "127.0.0.14", "node-d", away, NULL);
     char src[512], id[65];
-    import_on(&d, 2 * MiB, 606, 1, src, sizeof(src), id);
+    import_on(d, 2 * MiB, 606, 1, src, sizeof(src), id);
     struct dfc_error err;
-    assert_int_equal(tcp_delete(&d, id, &err), DFC_GRPC_PERMISSION_DENIED);
+    assert_int_equal(tcp_delete(d, id, &err), DFC_GRPC_PERMISSION_DENIED);
     assert_non_null(strstr(err.msg, "127.0.0.1"));
     assert_non_null(strstr(err.msg, "only the scheduler may delete a task"));
-    assert_int_equal(stat_local(&d, id, NULL), DFC_GRPC_OK);
-    assert_int_equal(p2p_node_destroy(&d), 0);
+    assert_int_equal(stat_local(d, id, NULL), DFC_GRPC_OK);
+    assert_int_equal(harness_stop(&d->h, SIGTERM), 0);
 
     import_on(A, 1 * MiB, 607, 1, src, sizeof(src), id);
     assert_int_equal(tcp_delete(A, id, &err), DFC_GRPC_OK);
@@ -534,6 +595,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_pieces_absent_task_and_bounds),
+        cmocka_unit_test(test_tcp_refuses_paths_and_content_and_syncs_host),
         cmocka_unit_test(test_export_of_a_remote_task),
         cmocka_unit_test(test_streamed_export_of_a_remote_task),
         cmocka_unit_test(test_persistent_replica_placed),
