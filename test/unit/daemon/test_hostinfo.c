@@ -124,6 +124,7 @@ static void test_config_fields(void **state) {
     test_rmtree(dir);
     assert_int_equal(dfd_hostinfo_fill(&cfg, "::1-node-a", &h, &err), 0);
     assert_true(h->disk->total == 0);
+    req.host = h;
     assert_int_equal(sched_validate_announce_host(&req, &err), 0);
     dfd_hostinfo_free(h);
 }
