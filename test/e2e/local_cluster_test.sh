@@ -84,10 +84,14 @@ dump() {
             echo "node$i: not running" >&2
         fi
     done
-    local id
+    local id p
     for id in "$@"; do
         echo "Redis, task $id: all peers on hosts [$(task_hosts "$id" all | tr '\n' ' ')]" \
             "persistent [$(task_hosts "$id" persistent | tr '\n' ' ')]" >&2
+        for p in $(task_peers "$id" all); do
+            echo "  peer $p: state $(rc HGET "$(peer_key "$p")" state)," \
+                "persistent $(rc HGET "$(peer_key "$p")" persistent)" >&2
+        done
     done
     echo "--- scheduler log (last 25 lines) ---" >&2
     tail -n 25 "$CLUSTER_DIR/scheduler/scheduler.log" >&2 2>/dev/null || true
