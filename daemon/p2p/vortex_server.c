@@ -42,6 +42,7 @@
 #define WARN_INTERVAL_NS ((int64_t)10 * 1000 * 1000 * 1000)
 #define DRAIN_MAX        65536 /* after an Error: what a client may still have in flight */
 #define TRAFFIC_REMOTE   1     /* common.v2.TrafficType REMOTE_PEER */
+#define CONN_STACK       ((size_t)512 * 1024)
 
 enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_DONE };
 
@@ -61,6 +62,8 @@ struct dfd_vortex_server {
     uint16_t port;
     pthread_t accept_th;
     pthread_mutex_t mu;
+    pthread_attr_t conn_attr; /* a small stack: a handler needs a few KiB, and there may be
+                               * tens of thousands of them */
     unsigned nslots;
     struct slot *slots;
     /* accept thread only: the rate-limited over-the-limit warning */
@@ -389,7 +392,7 @@ static void *accept_main(void *arg) {
         }
         sl->fd = fd;
         sl->state = SLOT_RUNNING;
-        if (pthread_create(&sl->th, NULL, conn_main, sl) != 0) {
+        if (pthread_create(&sl->th, &v->conn_attr, conn_main, sl) != 0) {
             sl->fd = -1;
             sl->state = SLOT_FREE;
             pthread_mutex_unlock(&v->mu);
@@ -476,6 +479,8 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
         slots[i].fd = -1;
     }
     pthread_mutex_init(&v->mu, NULL);
+    pthread_attr_init(&v->conn_attr);
+    (void)pthread_attr_setstacksize(&v->conn_attr, CONN_STACK);
     int r = listen_on(o->ip, o->port, &v->lfd, &v->port, err);
     if (r == 0) {
         v->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -490,6 +495,7 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
         if (v->lfd >= 0) {
             close(v->lfd);
         }
+        pthread_attr_destroy(&v->conn_attr);
         pthread_mutex_destroy(&v->mu);
         free(slots);
         free(v);
@@ -530,6 +536,7 @@ void dfd_vortex_server_stop(struct dfd_vortex_server *v) {
         }
     }
     close(v->stop_fd);
+    pthread_attr_destroy(&v->conn_attr);
     pthread_mutex_destroy(&v->mu);
     free(v->slots);
     free(v);

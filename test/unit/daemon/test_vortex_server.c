@@ -4,7 +4,7 @@
  * (vortex_client.c) and with raw sockets that send what a hostile peer could: every piece
  * byte-identical, NotFound, hostile headers answered with an Error frame, a stalled request
  * closed after request_timeout, connections over max_conns closed at once, stop with
- * connections open.
+ * connections open, parallel clients.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -176,6 +177,47 @@ static void test_every_piece(void **state) {
     }
     free(buf);
     assert_true(f->pieces[2].length == 12345);
+}
+
+struct fetcher {
+    struct fx *f;
+    int failures;
+};
+
+static void *fetcher_main(void *arg) {
+    struct fetcher *w = arg;
+    struct fx *f = w->f;
+    uint8_t *buf = malloc(4 * MiB);
+    for (int round = 0; round < 4; round++) {
+        for (size_t i = 0; i < f->npieces; i++) {
+            const struct dfd_piece_meta *pm = &f->pieces[i];
+            struct dfc_error err = {0};
+            if (dfd_vortex_fetch("127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, pm->number,
+                                 pm->offset, pm->length, buf, TIMEOUT, NULL, &err) != 0 ||
+                memcmp(buf, f->content + pm->offset, pm->length) != 0) {
+                w->failures++;
+            }
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Parallel clients, fewer than max_conns: every piece arrives intact every time. */
+static void test_concurrent_fetches(void **state) {
+    struct fx *f = *state;
+    enum { T = 6 };
+    start(f, 2 * T, 5 * SEC);
+    pthread_t th[T];
+    struct fetcher w[T];
+    for (int i = 0; i < T; i++) {
+        w[i] = (struct fetcher){.f = f};
+        assert_int_equal(pthread_create(&th[i], NULL, fetcher_main, &w[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(w[i].failures, 0);
+    }
 }
 
 static void test_metadata_on_the_wire(void **state) {
@@ -394,6 +436,7 @@ static void test_start_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_piece, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_fetches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metadata_on_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_headers, setup, teardown),
