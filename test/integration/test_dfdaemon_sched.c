@@ -398,7 +398,8 @@ static void test_commit_failure_after_finished_withdraws_the_peer(void **state) 
     struct fx *f = *state;
     NEED_REDIS(f);
     if (geteuid() != 0) {
-        skip(); /* chattr +i needs root (CAP_LINUX_IMMUTABLE) */
+        printf("SKIP: chattr +i needs root (CAP_LINUX_IMMUTABLE)\n");
+        skip();
     }
     assert_true(test_wait_for(host_announced, f, WAIT_MS));
     char id[65], peer[400], src[400];
@@ -510,7 +511,8 @@ static void test_gc_expiry_withdraws_the_peer(void **state) {
     struct fx *f = *state;
     NEED_REDIS(f);
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
-        skip(); /* needs the sqlite3 command-line shell to move time */
+        printf("SKIP: needs the sqlite3 command-line shell to move time\n");
+        skip();
     }
     assert_true(test_wait_for(host_announced, f, WAIT_MS));
     char id[65], peer[400];
