@@ -490,11 +490,14 @@ void dfd_sched_delete_peer(struct dfd_sched *s, const char *task_id, const char 
     req.task_id = (char *)task_id;
     req.peer_id = (char *)peer_id;
     struct dfc_error e;
-    if (task_call(s, task_id, &s->m.delete_peer, "DeletePersistentCachePeer", &req.base, NULL, &e) <
-        0) {
-        DFC_LOG(DFC_LOG_WARN, "scheduler.delete_peer_failed",
-                "task_id=%s peer_id=%s error=\"%s\", ignoring", task_id, peer_id,
-                dfc_error_msg(&e));
+    int r =
+        task_call(s, task_id, &s->m.delete_peer, "DeletePersistentCachePeer", &req.base, NULL, &e);
+    if (r < 0) {
+        /* NOT_FOUND: already gone (a DeleteHost at the last clean stop removed this host's
+         * peers, or the scheduler deleted the task), which is what was wanted. */
+        DFC_LOG(dfc_error_to_grpc(r) == DFC_GRPC_NOT_FOUND ? DFC_LOG_DEBUG : DFC_LOG_WARN,
+                "scheduler.delete_peer_failed", "task_id=%s peer_id=%s error=\"%s\", ignoring",
+                task_id, peer_id, dfc_error_msg(&e));
     }
 }
 
