@@ -361,6 +361,51 @@ static void test_an_import_lands_first(void **state) {
     free(buf);
 }
 
+/* A replica answers an import of the same content only for the daemon's own uid: its bytes
+ * were checked against piece CRCs, not the SHA-256 of the id. */
+static void test_a_replica_answers_imports_of_its_owner_only(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = PL + 77;
+    char *buf = pattern(len, 14);
+    struct dfd_import_params ip = {
+        .ttl_ns = 3600 * SEC, .expected_length = (int64_t)len, .owner_uid = geteuid() + 1};
+    struct dfd_import *imp;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    bool existed;
+    /* The content's id, as an import computes it. */
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    char id[DFD_TASK_ID_LEN + 1];
+    memcpy(id, t.id, sizeof(id));
+    dfd_task_meta_done(&t);
+    assert_int_equal(dfd_storage_delete(f->s, id, &err), 0);
+
+    struct dfd_replica_params p = rparams(len);
+    p.id = id;
+    struct dfd_replica *rep;
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), 0);
+    assert_int_equal(write_piece(rep, buf, len, 0), 0);
+    assert_int_equal(write_piece(rep, buf, len, 1), 0);
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    dfd_task_meta_done(&t);
+
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), -EEXIST);
+    assert_non_null(strstr(err.msg, "replica fetched from peers"));
+    ip.owner_uid = geteuid();
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_true(existed);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_PEER);
+    dfd_task_meta_done(&t);
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
+    free(buf);
+}
+
 /* ---- a crash mid-replica ---- */
 
 static void test_a_killed_replica_is_removed_at_open(void **state) {
@@ -631,6 +676,7 @@ int main(void) {
         T(test_bad_geometry_names_the_field),
         T(test_begin_on_a_stored_id_is_eexist),
         T(test_an_import_lands_first),
+        T(test_a_replica_answers_imports_of_its_owner_only),
         T(test_a_killed_replica_is_removed_at_open),
         T(test_peer_id_round_trips),
         T(test_a_version_1_store_is_migrated),
