@@ -25,6 +25,7 @@ struct sched_config {
     uint64_t reserved_workers; /* server.reservedWorkers (0 = maxWorkers / 8, at least 1) */
     int64_t idle_timeout;      /* server.idleTimeout (ns) */
     uint64_t max_calls;        /* server.maxCalls: calls in flight */
+    uint64_t max_conns;        /* server.maxConnections: open TCP connections */
     uint64_t max_message_size; /* server.maxMessageSize (bytes) */
     int64_t shutdown_grace;    /* server.shutdownGrace (ns): drain time on SIGTERM */
 

@@ -60,8 +60,8 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
     struct dfc_rpc_server *server = NULL;
     struct sched_service svc;
     bool svc_ready = false;
-    char addr[128];
-    int r = 0, port = 0;
+    int r = 0;
+    unsigned port = 0;
 
     if (cfg->redis_addrs.n > 0 && (r = open_redis(cfg, &redis, &store, &placement, err)) < 0) {
         goto out;
@@ -78,13 +78,14 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
         .name = "scheduler",
         .idle_timeout_ms = cfg->idle_timeout / DFC_NS_PER_MS,
         .reserved_workers = (unsigned)cfg->reserved_workers,
+        .max_conns = (unsigned)cfg->max_conns,
         .option_prefix = "server.",
     };
-    snprintf(addr, sizeof(addr), strchr(cfg->listen_ip, ':') != NULL ? "[%s]:%llu" : "%s:%llu",
-             cfg->listen_ip, (unsigned long long)cfg->port);
+    /* Accepted by the RPC layer itself, so the connections are capped (max_conns). */
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = sched_service_register(&svc, server, err)) < 0 ||
-        (r = port = dfc_rpc_server_listen(server, addr, err)) < 0 ||
+        (r = dfc_rpc_server_listen_tcp(server, cfg->listen_ip, (unsigned)cfg->port, &port, err)) <
+            0 ||
         (r = dfc_rpc_server_start(server, err)) < 0) {
         goto out;
     }
@@ -94,7 +95,7 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
                  cfg->redis_addrs.n > 1 ? ",..." : "");
     }
     DFC_LOG(DFC_LOG_INFO, "scheduler.ready",
-            "listen=%s port=%d advertise_ip=%s cluster_id=%llu redis=%s master_name=%s",
+            "listen=%s port=%u advertise_ip=%s cluster_id=%llu redis=%s master_name=%s",
             cfg->listen_ip, port, cfg->advertise_ip, (unsigned long long)cfg->cluster_id,
             cfg->redis_addrs.n > 0 ? first : "disabled",
             cfg->redis_master_name[0] != '\0' ? cfg->redis_master_name : "-");

@@ -331,6 +331,14 @@ static int may_share_task(void *arg, const struct dfd_task_meta *old, struct dfc
                              old->id);
     }
     bool both_from_content = imp->content_for_id == NULL && old->id_origin == DFD_ID_ORIGIN_CONTENT;
+    if (!both_from_content && old->owner_uid != (uint32_t)imp->p.owner_uid &&
+        old->id_origin == DFD_ID_ORIGIN_PEER) {
+        return dfc_error_set(err, -EEXIST,
+                             "task id %s is already taken by a replica fetched from peers (its "
+                             "bytes are checked by piece CRC only); delete the task and import "
+                             "again",
+                             old->id);
+    }
     if (!both_from_content && old->owner_uid != (uint32_t)imp->p.owner_uid) {
         return dfc_error_set(err, -EEXIST,
                              "task id %s is already taken by another user's import whose id "

@@ -1,9 +1,9 @@
 /*
- * rpc_listen.c - Unix sockets that the RPC layer accepts itself, so that each connection's
- * SO_PEERCRED is known: an accept thread per socket records the credentials by fd and hands
- * the fd to gRPC core with grpc_server_add_channel_from_fd(). Core names such a call's peer
- * "fd:<n>", which maps it back to its connection; a closed connection's entry stays until a
- * new connection reuses the fd number and overwrites it.
+ * rpc_listen.c - Unix and TCP sockets that the RPC layer accepts itself, so that each
+ * connection's SO_PEERCRED (Unix) or peer address (TCP) is known: an accept thread per socket
+ * records them by fd and hands the fd to gRPC core with grpc_server_add_channel_from_fd().
+ * Core names such a call's peer "fd:<n>", which maps it back to its connection; a closed
+ * connection's entry stays until a new connection reuses the fd number and overwrites it.
  *
  * DESIGN: the connection caps. Every pod can connect, and each connection costs the daemon a
  * descriptor, so the accept thread caps open connections (max_conns) and open connections per
@@ -14,9 +14,16 @@
  * freed nothing is not repeated for PRUNE_EVERY_MS, so a flood at the cap costs one scan per
  * interval, not one per attempt. Refusals, and accept failures for want of descriptors, write
  * at most one log line per LOG_EVERY_MS per listener, counting the ones in between.
+ *
+ * TCP connections (peers: other dfdaemons, the scheduler's clients) have no uid: they count
+ * against max_conns over all listen_tcp sockets only (a count of their own, so a flood on the
+ * TCP port cannot lock local pods out of the Unix socket, nor the reverse), and their calls
+ * have no peer credentials, so the per-uid call and worker shares do not apply to them.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +52,10 @@ static int64_t now_ms(void) {
 /* Forgets the connection on fd (cred_mu held). */
 static void conn_drop(struct dfc_rpc_server *s, int fd) {
     struct conn_entry *e = &s->conns[fd];
-    if (e->open) {
+    if (e->open && e->tcp) {
+        e->open = false;
+        s->n_tcp_open--;
+    } else if (e->open) {
         e->open = false;
         s->n_conns_open--;
         dfc__uid_count_sub(&s->conn_uids, e->cred.uid);
@@ -66,14 +76,18 @@ static unsigned conn_prune(struct dfc_rpc_server *s) {
     return freed;
 }
 
-static bool conn_over(struct dfc_rpc_server *s, uid_t uid) {
+/* Whether one more connection like peer (a Unix one's cred, or a TCP one's) passes a cap. */
+static bool conn_over(struct dfc_rpc_server *s, const struct conn_entry *peer) {
+    if (peer->tcp) {
+        return s->n_tcp_open >= s->max_conns;
+    }
     return s->n_conns_open >= s->max_conns ||
-           dfc__uid_count(&s->conn_uids, uid) >= s->max_conns_per_uid;
+           dfc__uid_count(&s->conn_uids, peer->cred.uid) >= s->max_conns_per_uid;
 }
 
-/* Records the connection on fd, or refuses it when it would pass a cap (returns false). A
- * connection whose bookkeeping fails for want of memory is refused too. */
-static bool conn_admit(struct dfc_rpc_server *s, int fd, const struct ucred *cred,
+/* Records the connection peer on fd, or refuses it when it would pass a cap (returns false).
+ * A connection whose bookkeeping fails for want of memory is refused too. */
+static bool conn_admit(struct dfc_rpc_server *s, int fd, const struct conn_entry *peer,
                        const struct stat *st) {
     pthread_mutex_lock(&s->cred_mu);
     bool ok = false;
@@ -88,46 +102,91 @@ static bool conn_admit(struct dfc_rpc_server *s, int fd, const struct ucred *cre
         s->n_conn_slots = n;
     }
     conn_drop(s, fd); /* the kernel gave us this number again: its old connection is gone */
-    if (conn_over(s, cred->uid)) {
+    if (conn_over(s, peer)) {
         int64_t now = now_ms();
         if (now - s->last_prune_ms >= PRUNE_EVERY_MS) {
             if (conn_prune(s) == 0) {
                 s->last_prune_ms = now;
             }
         }
-        if (conn_over(s, cred->uid)) {
+        if (conn_over(s, peer)) {
             goto out;
         }
     }
-    if (dfc__uid_count_add(&s->conn_uids, cred->uid) < 0) {
+    if (!peer->tcp && dfc__uid_count_add(&s->conn_uids, peer->cred.uid) < 0) {
         goto out;
     }
-    s->conns[fd] =
-        (struct conn_entry){.cred = *cred, .dev = st->st_dev, .ino = st->st_ino, .open = true};
-    s->n_conns_open++;
+    s->conns[fd] = *peer;
+    s->conns[fd].dev = st->st_dev;
+    s->conns[fd].ino = st->st_ino;
+    s->conns[fd].open = true;
+    if (peer->tcp) {
+        s->n_tcp_open++;
+    } else {
+        s->n_conns_open++;
+    }
     ok = true;
 out:
     pthread_mutex_unlock(&s->cred_mu);
     return ok;
 }
 
-static void log_refused(struct unix_listener *l, const struct ucred *cred) {
+static void log_refused(struct own_listener *l, const struct conn_entry *peer) {
     struct dfc_rpc_server *s = l->server;
     unsigned n;
-    if (dfc__ratelimit_hit(&l->refused_log, LOG_EVERY_MS, &n)) {
-        pthread_mutex_lock(&s->cred_mu);
-        unsigned open = s->n_conns_open, mine = dfc__uid_count(&s->conn_uids, cred->uid);
-        pthread_mutex_unlock(&s->cred_mu);
+    if (!dfc__ratelimit_hit(&l->refused_log, LOG_EVERY_MS, &n)) {
+        return;
+    }
+    pthread_mutex_lock(&s->cred_mu);
+    unsigned open = peer->tcp ? s->n_tcp_open : s->n_conns_open;
+    unsigned mine = peer->tcp ? 0 : dfc__uid_count(&s->conn_uids, peer->cred.uid);
+    pthread_mutex_unlock(&s->cred_mu);
+    if (peer->tcp) {
         DFC_LOG(DFC_LOG_WARN, "rpc.connection_refused",
-                "server=%s socket=%s refused=%u last_uid=%u open=%u open_uid=%u "
-                "%smaxConnections=%u %smaxConnectionsPerUser=%u",
-                s->name, l->path, n, (unsigned)cred->uid, open, mine, s->prefix, s->max_conns,
-                s->prefix, s->max_conns_per_uid);
+                "server=%s listener=%s refused=%u last_peer=%s open=%u %smaxConnections=%u",
+                s->name, l->path, n, peer->ip, open, s->prefix, s->max_conns);
+        return;
+    }
+    DFC_LOG(DFC_LOG_WARN, "rpc.connection_refused",
+            "server=%s socket=%s refused=%u last_uid=%u open=%u open_uid=%u "
+            "%smaxConnections=%u %smaxConnectionsPerUser=%u",
+            s->name, l->path, n, (unsigned)peer->cred.uid, open, mine, s->prefix, s->max_conns,
+            s->prefix, s->max_conns_per_uid);
+}
+
+/* An IPv4 address, or an IPv4-mapped IPv6 one, as IPv4 text; other IPv6 as IPv6 text. */
+static void format_ip(const struct sockaddr_storage *sa, char out[INET6_ADDRSTRLEN]) {
+    out[0] = '\0';
+    if (sa->ss_family == AF_INET) {
+        (void)inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+                        INET6_ADDRSTRLEN);
+    } else if (sa->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            (void)inet_ntop(AF_INET, &a->s6_addr[12], out, INET6_ADDRSTRLEN);
+        } else {
+            (void)inet_ntop(AF_INET6, a, out, INET6_ADDRSTRLEN);
+        }
     }
 }
 
+/* Who is on the other end of the accepted fd: SO_PEERCRED, or the TCP peer address (and
+ * TCP_NODELAY: pieces and small replies should not wait for Nagle). */
+static int conn_peer(const struct own_listener *l, int fd, const struct sockaddr_storage *sa,
+                     struct conn_entry *ret) {
+    memset(ret, 0, sizeof(*ret));
+    if (l->tcp) {
+        int one = 1;
+        ret->tcp = true;
+        format_ip(sa, ret->ip);
+        return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    socklen_t len = sizeof(ret->cred);
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &ret->cred, &len);
+}
+
 static void *accept_main(void *arg) {
-    struct unix_listener *l = arg;
+    struct own_listener *l = arg;
     struct dfc_rpc_server *s = l->server;
     struct pollfd pfd[2] = {{.fd = l->fd, .events = POLLIN}, {.fd = l->wake[0], .events = POLLIN}};
     for (;;) {
@@ -140,7 +199,9 @@ static void *accept_main(void *arg) {
         if (pfd[1].revents) {
             break;
         }
-        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage sa = {0};
+        socklen_t sa_len = sizeof(sa);
+        int fd = accept4(l->fd, (struct sockaddr *)&sa, &sa_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
                 int e = errno;
@@ -153,16 +214,15 @@ static void *accept_main(void *arg) {
             }
             continue;
         }
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
+        struct conn_entry peer;
         struct stat st;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || fstat(fd, &st) < 0) {
+        if (conn_peer(l, fd, &sa, &peer) < 0 || fstat(fd, &st) < 0) {
             (void)close(fd);
             continue;
         }
-        if (!conn_admit(s, fd, &cred, &st)) {
+        if (!conn_admit(s, fd, &peer, &st)) {
             (void)close(fd);
-            log_refused(l, &cred);
+            log_refused(l, &peer);
             continue;
         }
         grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
@@ -172,27 +232,114 @@ static void *accept_main(void *arg) {
     return NULL;
 }
 
-void dfc__listener_free(struct unix_listener *l) {
+void dfc__listener_free(struct own_listener *l) {
     dfc__listener_stop(l);
-    (void)close(l->fd);
-    (void)close(l->wake[0]);
-    (void)close(l->wake[1]);
-    if (l->path[0] != '\0') {
+    for (int i = 0; i < 3; i++) {
+        int fd = i == 0 ? l->fd : l->wake[i - 1];
+        if (fd >= 0) {
+            (void)close(fd);
+        }
+    }
+    if (!l->tcp && l->path != NULL && l->path[0] != '\0') {
         (void)unlink(l->path);
     }
     free(l->path);
     free(l);
 }
 
+/* May s get one more listener? */
+static int listener_check(struct dfc_rpc_server *s, const char *name, struct dfc_error *err) {
+    if (s->started) {
+        return dfc_error_set(err, -EBUSY, "listen %s: the server is already started", name);
+    }
+    if (s->n_own >= MAX_LISTENERS) {
+        return dfc_error_set(err, -ERANGE, "listen %s: too many listeners", name);
+    }
+    return 0;
+}
+
+static int listener_new(struct dfc_rpc_server *s, const char *name, bool tcp,
+                        struct own_listener **ret, struct dfc_error *err) {
+    struct own_listener *l = calloc(1, sizeof(*l));
+    if (l == NULL || (l->path = strdup(name)) == NULL) {
+        free(l);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    l->server = s;
+    l->tcp = tcp;
+    l->fd = l->wake[0] = l->wake[1] = -1;
+    *ret = l;
+    return 0;
+}
+
+int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned port,
+                              unsigned *ret_port, struct dfc_error *err) {
+    char name[INET6_ADDRSTRLEN + 16];
+    const char *host = ip == NULL || ip[0] == '\0' ? "0.0.0.0" : ip;
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(name, sizeof(name), v6 ? "[%s]:%u" : "%s:%u", host, port);
+    struct sockaddr_storage sa = {0};
+    socklen_t sa_len;
+    if (port > 65535) {
+        return dfc_error_set(err, -EINVAL, "listen %s: port must be 0..65535", name);
+    }
+    if (!v6 && inet_pton(AF_INET, host, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
+        ((struct sockaddr_in *)&sa)->sin_family = AF_INET;
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
+        sa_len = sizeof(struct sockaddr_in);
+    } else if (v6 && inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1) {
+        ((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
+        sa_len = sizeof(struct sockaddr_in6);
+    } else {
+        return dfc_error_set(err, -EINVAL, "listen %s: `%s` is not an IP address", name, host);
+    }
+    int r = listener_check(s, name, err);
+    struct own_listener *l;
+    if (r < 0 || (r = listener_new(s, name, true, &l, err)) < 0) {
+        return r;
+    }
+    int one = 1;
+    l->fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l->fd < 0) {
+        r = dfc_error_errno(err, -errno, "socket for %s", name);
+    } else if (setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
+        r = dfc_error_errno(err, -errno, "SO_REUSEADDR on %s", name);
+    } else if (bind(l->fd, (struct sockaddr *)&sa, sa_len) < 0) {
+        r = dfc_error_errno(err, -errno, "bind %s", name);
+    } else if (listen(l->fd, 1024) < 0) {
+        r = dfc_error_errno(err, -errno, "listen on %s", name);
+    } else if (getsockname(l->fd, (struct sockaddr *)&sa, &sa_len) < 0) {
+        r = dfc_error_errno(err, -errno, "getsockname of %s", name);
+    } else if (pipe2(l->wake, O_CLOEXEC) < 0) {
+        r = dfc_error_errno(err, -errno, "pipe");
+    }
+    if (r < 0) {
+        dfc__listener_free(l);
+        return r;
+    }
+    unsigned bound = ntohs(sa.ss_family == AF_INET ? ((struct sockaddr_in *)&sa)->sin_port
+                                                   : ((struct sockaddr_in6 *)&sa)->sin6_port);
+    snprintf(name, sizeof(name), v6 ? "[%s]:%u" : "%s:%u", host, bound);
+    free(l->path);
+    if ((l->path = strdup(name)) == NULL) {
+        dfc__listener_free(l);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    if (ret_port != NULL) {
+        *ret_port = bound;
+    }
+    s->own[s->n_own++] = l;
+    return 0;
+}
+
 int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsigned mode, int gid,
                                struct dfc_error *err) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     char tmp[sizeof(sa.sun_path)];
-    if (s->started) {
-        return dfc_error_set(err, -EBUSY, "listen %s: the server is already started", path);
-    }
-    if (s->n_own >= MAX_LISTENERS) {
-        return dfc_error_set(err, -ERANGE, "listen %s: too many listeners", path);
+    int r = listener_check(s, path, err);
+    if (r < 0) {
+        return r;
     }
     /* Bound under a temporary name and renamed into place once it listens, so the socket
      * never exists in a state that refuses connections. */
@@ -205,16 +352,12 @@ int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsig
     if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
         return dfc_error_set(err, -EEXIST, "`%s` exists and is not a socket", path);
     }
-    struct unix_listener *l = calloc(1, sizeof(*l));
-    if (l == NULL || (l->path = strdup(path)) == NULL) {
-        free(l);
-        return dfc_error_set(err, -ENOMEM, "out of memory");
+    struct own_listener *l;
+    if ((r = listener_new(s, path, false, &l, err)) < 0) {
+        return r;
     }
-    l->server = s;
-    l->wake[0] = l->wake[1] = -1;
     (void)unlink(tmp);
     l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int r = 0;
     if (l->fd < 0) {
         r = dfc_error_errno(err, -errno, "socket for `%s`", path);
     } else if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -240,18 +383,35 @@ int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsig
     return 0;
 }
 
-int dfc__listener_cred(struct dfc_rpc_server *s, int fd, struct ucred *ret) {
-    int r = -ENOENT;
-    pthread_mutex_lock(&s->cred_mu);
-    if (fd >= 0 && (size_t)fd < s->n_conn_slots && s->conns[fd].open) {
-        *ret = s->conns[fd].cred;
-        r = 0;
+/* The open entry of fd from a listener of kind tcp, or NULL (cred_mu held). */
+static const struct conn_entry *conn_get(struct dfc_rpc_server *s, int fd, bool tcp) {
+    if (fd < 0 || (size_t)fd >= s->n_conn_slots || !s->conns[fd].open || s->conns[fd].tcp != tcp) {
+        return NULL;
     }
-    pthread_mutex_unlock(&s->cred_mu);
-    return r;
+    return &s->conns[fd];
 }
 
-int dfc__listener_start(struct unix_listener *l) {
+int dfc__listener_cred(struct dfc_rpc_server *s, int fd, struct ucred *ret) {
+    pthread_mutex_lock(&s->cred_mu);
+    const struct conn_entry *e = conn_get(s, fd, false);
+    if (e != NULL) {
+        *ret = e->cred;
+    }
+    pthread_mutex_unlock(&s->cred_mu);
+    return e != NULL ? 0 : -ENOENT;
+}
+
+int dfc__listener_peer_ip(struct dfc_rpc_server *s, int fd, char *buf, size_t size) {
+    pthread_mutex_lock(&s->cred_mu);
+    const struct conn_entry *e = conn_get(s, fd, true);
+    int r = e == NULL               ? -ENOENT
+            : strlen(e->ip) >= size ? -ENAMETOOLONG
+                                    : snprintf(buf, size, "%s", e->ip);
+    pthread_mutex_unlock(&s->cred_mu);
+    return r < 0 ? r : 0;
+}
+
+int dfc__listener_start(struct own_listener *l) {
     if (pthread_create(&l->thread, NULL, accept_main, l) != 0) {
         return -EAGAIN;
     }
@@ -259,7 +419,7 @@ int dfc__listener_start(struct unix_listener *l) {
     return 0;
 }
 
-void dfc__listener_stop(struct unix_listener *l) {
+void dfc__listener_stop(struct own_listener *l) {
     if (l->running) {
         ssize_t n = write(l->wake[1], "x", 1);
         (void)n;

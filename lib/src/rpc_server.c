@@ -21,8 +21,9 @@
  * Calls to methods no table declares arrive through grpc_server_request_call() and are
  * answered UNIMPLEMENTED on the CQ thread (a non-blocking batch).
  *
- * Peer credentials. gRPC core does not expose SO_PEERCRED: rpc_listen.c accepts Unix sockets
- * itself and hands each connection's fd to core (see there).
+ * Peer credentials and addresses. gRPC core does not expose SO_PEERCRED, nor the address of a
+ * connection handed to it by fd: rpc_listen.c accepts Unix and TCP sockets itself and hands
+ * each connection's fd to core (see there).
  *
  * No caller starves the others. The socket is shared by every pod, so each scarce thing has
  * a bound: a stream that sends nothing (or takes nothing) for idle_timeout_ms is ended
@@ -885,15 +886,25 @@ static void on_shutdown(struct tag *t, bool ok) {
     pthread_mutex_unlock(&s->mu);
 }
 
-int dfc_rpc_call_peer_cred(struct dfc_rpc_call *c, struct ucred *ret_cred) {
+/* The fd of the connection c came in on when one of our listeners accepted it (core names its
+ * peer "fd:<n>"), else -1. */
+static int call_fd(struct dfc_rpc_call *c) {
     char *peer = grpc_call_get_peer(c->call);
     int64_t fd = -1;
-    int r = peer != NULL && strncmp(peer, "fd:", 3) == 0 && dfc_parse_i64(peer + 3, &fd) == 0 &&
-                    fd >= 0 && fd <= INT_MAX
-                ? dfc__listener_cred(c->server, (int)fd, ret_cred)
-                : -ENOENT;
+    bool ok = peer != NULL && strncmp(peer, "fd:", 3) == 0 && dfc_parse_i64(peer + 3, &fd) == 0 &&
+              fd >= 0 && fd <= INT_MAX;
     gpr_free(peer);
-    return r;
+    return ok ? (int)fd : -1;
+}
+
+int dfc_rpc_call_peer_cred(struct dfc_rpc_call *c, struct ucred *ret_cred) {
+    int fd = call_fd(c);
+    return fd >= 0 ? dfc__listener_cred(c->server, fd, ret_cred) : -ENOENT;
+}
+
+int dfc_rpc_call_peer_ip(struct dfc_rpc_call *c, char *buf, size_t size) {
+    int fd = call_fd(c);
+    return fd >= 0 ? dfc__listener_peer_ip(c->server, fd, buf, size) : -ENOENT;
 }
 
 int dfc_rpc_call_metadata(struct dfc_rpc_call *c, const char *key, char *buf, size_t size) {

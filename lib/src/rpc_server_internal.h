@@ -1,10 +1,12 @@
 /*
  * rpc_server_internal.h - the server state that rpc_server.c (calls, workers, lifecycle) and
- * rpc_listen.c (Unix sockets accepted by the layer, with SO_PEERCRED) share. Private to lib/.
+ * rpc_listen.c (Unix and TCP sockets accepted by the layer, with SO_PEERCRED or the peer
+ * address) share. Private to lib/.
  */
 #ifndef DFC_RPC_SERVER_INTERNAL_H
 #define DFC_RPC_SERVER_INTERNAL_H
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -60,17 +62,20 @@ bool dfc__ratelimit_hit(struct ratelimit *rl, int64_t interval_ms, unsigned *ret
  * fd without telling us; the entry is known to be stale when fstat(fd) fails or shows another
  * socket (dev, ino): the number was reused. */
 struct conn_entry {
-    struct ucred cred;
+    struct ucred cred; /* a Unix connection's peer */
     dev_t dev;
     ino_t ino;
     bool open;
+    bool tcp;                  /* from a listen_tcp socket: ip is set, cred is not */
+    char ip[INET6_ADDRSTRLEN]; /* a TCP connection's peer address as text */
 };
 
-/* A Unix socket accepted by this layer (for SO_PEERCRED). */
-struct unix_listener {
+/* A socket accepted by this layer: Unix (for SO_PEERCRED) or TCP (for the peer address). */
+struct own_listener {
     int fd;
     int wake[2]; /* a pipe: a byte tells the accept thread to stop */
-    char *path;
+    bool tcp;
+    char *path; /* a Unix socket's path (removed at free); for TCP "ip:port", for log lines */
     pthread_t thread;
     bool running;
     struct dfc_rpc_server *server;
@@ -104,7 +109,7 @@ struct dfc_rpc_server {
 
     char *unix_paths[MAX_LISTENERS];
     size_t n_unix_paths;
-    struct unix_listener *own[MAX_LISTENERS];
+    struct own_listener *own[MAX_LISTENERS];
     size_t n_own;
 
     /* Connections accepted by our listeners, indexed by fd, with their counts (upper bounds
@@ -112,7 +117,8 @@ struct dfc_rpc_server {
     pthread_mutex_t cred_mu;
     struct conn_entry *conns;
     size_t n_conn_slots;
-    unsigned n_conns_open;
+    unsigned n_conns_open; /* over the listen_unix sockets */
+    unsigned n_tcp_open;   /* over the listen_tcp sockets (capped by max_conns too) */
     struct uid_counts conn_uids;
     int64_t last_prune_ms;
 
@@ -144,13 +150,16 @@ struct dfc_rpc_server {
 /* The credentials recorded for the connection on fd; -ENOENT when unknown. */
 int dfc__listener_cred(struct dfc_rpc_server *s, int fd, struct ucred *ret);
 
+/* The peer address recorded for the TCP connection on fd, as dfc_rpc_call_peer_ip(). */
+int dfc__listener_peer_ip(struct dfc_rpc_server *s, int fd, char *buf, size_t size);
+
 /* Starts the accept thread of l (after dfc_rpc_server_start); negative errno. */
-int dfc__listener_start(struct unix_listener *l);
+int dfc__listener_start(struct own_listener *l);
 
 /* Stops l's accept thread, if running. Idempotent. */
-void dfc__listener_stop(struct unix_listener *l);
+void dfc__listener_stop(struct own_listener *l);
 
-/* Stops, closes, unlinks and frees l. */
-void dfc__listener_free(struct unix_listener *l);
+/* Stops, closes, unlinks (a Unix socket) and frees l. */
+void dfc__listener_free(struct own_listener *l);
 
 #endif /* DFC_RPC_SERVER_INTERNAL_H */

@@ -10,12 +10,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "dfc/config.h"
@@ -629,6 +631,59 @@ static void test_other_methods_unimplemented(void **state) {
         assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_UNIMPLEMENTED);
         assert_non_null(strstr(err.msg, m.path));
     }
+}
+
+/* ---- the TCP connection cap (server.maxConnections) ---- */
+
+/* The scheduler of this test inherits server.maxConnections from the environment. */
+static int setup_capped(void **state) {
+    assert_int_equal(setenv("SCHEDULER_SERVER_MAXCONNECTIONS", "3", 1), 0);
+    int r = setup_with(state, false, NULL);
+    assert_int_equal(unsetenv("SCHEDULER_SERVER_MAXCONNECTIONS"), 0);
+    return r;
+}
+
+enum { N_RAW = 12 };
+
+static bool enough_closed(void *arg) {
+    int *fds = arg, closed = 0;
+    for (int i = 0; i < N_RAW; i++) {
+        closed += test_closed_by_peer(fds[i]);
+    }
+    return closed >= N_RAW - 3;
+}
+
+static bool refusal_logged(void *arg) {
+    return sched_harness_log_has(arg, "rpc.connection_refused") &&
+           sched_harness_log_has(arg, "server.maxConnections=3");
+}
+
+static bool host_listed(void *arg) {
+    struct fx *f = arg;
+    struct dfc_error err;
+    struct host_msg h;
+    host_init(&h, "node-cap", "127.0.0.1");
+    return announce(f->c, &h, &err) == 0 && lists_host(f->c, h.id);
+}
+
+static void test_tcp_connections_are_capped(void **state) {
+    struct fx *f = *state;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->s.port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fds[N_RAW];
+    for (int i = 0; i < N_RAW; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+    }
+    /* All but the cap (the client may hold one of it) are closed as they are accepted. */
+    assert_true(test_wait_for(enough_closed, fds, 10000));
+    assert_true(test_wait_for(refusal_logged, &f->s, 10000));
+    for (int i = 0; i < N_RAW; i++) {
+        close(fds[i]);
+    }
+    /* Once the flood is gone, calls get through again. */
+    assert_true(test_wait_for(host_listed, f, 10000));
 }
 
 /* ---- with Redis: every RPC ---- */
@@ -1450,6 +1505,7 @@ int main(void) {
         cmocka_unit_test(test_print_config_and_bad_usage),
         cmocka_unit_test_setup_teardown(test_no_redis, setup_no_redis, teardown),
         cmocka_unit_test_setup_teardown(test_other_methods_unimplemented, setup_no_redis, teardown),
+        cmocka_unit_test_setup_teardown(test_tcp_connections_are_capped, setup_capped, teardown),
         R(test_upload_round_trip_and_keys),
         R(test_rpc_error_codes),
         R(test_list_hosts),

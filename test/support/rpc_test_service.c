@@ -3,8 +3,11 @@
  */
 #include "rpc_test_service.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "dfc/log.h"
 #include "test/rpc_test.pb-c.h"
 
 struct rpc_test_methods rt;
@@ -58,4 +61,38 @@ int rpc_test_chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *
         }
     }
     return r;
+}
+
+/* The rpc.connection_refused lines logged (by an accept thread); guarded by refused_mu. */
+static char refused_line[512];
+static int n_refused_lines;
+static pthread_mutex_t refused_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_refused(int level, const char *line, size_t len, void *ud) {
+    (void)level;
+    (void)ud;
+    if (strstr(line, "rpc.connection_refused") != NULL) {
+        pthread_mutex_lock(&refused_mu);
+        if (n_refused_lines++ == 0) {
+            snprintf(refused_line, sizeof(refused_line), "%.*s", (int)len, line);
+        }
+        pthread_mutex_unlock(&refused_mu);
+    }
+}
+
+void rpc_test_refused_start(void) {
+    pthread_mutex_lock(&refused_mu);
+    n_refused_lines = 0;
+    refused_line[0] = '\0';
+    pthread_mutex_unlock(&refused_mu);
+    dfc_log_set_sink(capture_refused, NULL);
+}
+
+int rpc_test_refused_stop(char *first, size_t size) {
+    dfc_log_set_sink(NULL, NULL);
+    pthread_mutex_lock(&refused_mu);
+    int n = n_refused_lines;
+    snprintf(first, size, "%s", refused_line);
+    pthread_mutex_unlock(&refused_mu);
+    return n;
 }

@@ -38,4 +38,10 @@ int rpc_test_add_service(struct dfc_rpc_server *s, const struct rpc_test_handler
 int rpc_test_chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
                   ProtobufCMessage *resp, struct dfc_error *err);
 
+/* Starts counting the rpc.connection_refused lines the layer logs (a log sink). */
+void rpc_test_refused_start(void);
+
+/* Stops counting (removes the sink); returns the count, and the first line into first. */
+int rpc_test_refused_stop(char *first, size_t size);
+
 #endif /* DFC_TEST_RPC_TEST_SERVICE_H */

@@ -86,6 +86,30 @@ static struct dfd_replica *begin_replica(struct fx *f, uint64_t len) {
     return rep;
 }
 
+/* Imports buf (begin and write must succeed); returns what the commit returns. */
+static int import_buf(struct fx *f, const struct dfd_import_params *ip, const void *buf,
+                      uint64_t len, struct dfd_task_meta *t, bool *existed, struct dfc_error *err) {
+    struct dfd_import *imp;
+    assert_int_equal(dfd_import_begin(f->s, ip, &imp, err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, err), 0);
+    return dfd_import_commit(imp, T0, t, existed, err);
+}
+
+/* Stores buf as a replica under id (every piece, then the commit). */
+static void store_replica(struct fx *f, const char *id, const char *buf, uint64_t len) {
+    struct dfd_replica_params p = rparams(len);
+    struct dfd_replica *rep;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    p.id = id;
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), 0);
+    for (uint32_t i = 0; i < p.piece_count; i++) {
+        assert_int_equal(write_piece(rep, buf, len, i), 0);
+    }
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    dfd_task_meta_done(&t);
+}
+
 /* ---- pieces from several threads ---- */
 
 struct writer {
@@ -342,12 +366,9 @@ static void test_an_import_lands_first(void **state) {
     assert_int_equal(write_piece(b, buf, len, 0), 0);
     assert_int_equal(dfd_replica_write_piece(b, 1, buf, 99, 42, &err), 0); /* other bytes */
 
-    struct dfd_import *imp;
     struct dfd_task_meta t;
     bool existed;
-    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
-    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
-    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_int_equal(import_buf(f, &ip, buf, len, &t, &existed, &err), 0);
     dfd_task_meta_done(&t);
 
     assert_int_equal(dfd_replica_commit(a, T0 + SEC, &t, &err), 0);
@@ -358,6 +379,37 @@ static void test_an_import_lands_first(void **state) {
     assert_non_null(strstr(err.msg, "already taken"));
     assert_int_equal(count_entries(f->store, "tmp"), 0);
     assert_int_equal(count_entries(f->store, "content"), 1);
+    free(buf);
+}
+
+/* A replica answers an import of the same content only for the daemon's own uid: its bytes
+ * were checked against piece CRCs, not the SHA-256 of the id. */
+static void test_a_replica_answers_imports_of_its_owner_only(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = PL + 77;
+    char *buf = pattern(len, 14);
+    struct dfd_import_params ip = {
+        .ttl_ns = 3600 * SEC, .expected_length = (int64_t)len, .owner_uid = geteuid() + 1};
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    bool existed;
+    /* The content's id, as an import computes it. */
+    assert_int_equal(import_buf(f, &ip, buf, len, &t, &existed, &err), 0);
+    char id[DFD_TASK_ID_LEN + 1];
+    memcpy(id, t.id, sizeof(id));
+    dfd_task_meta_done(&t);
+    assert_int_equal(dfd_storage_delete(f->s, id, &err), 0);
+
+    store_replica(f, id, buf, len);
+
+    assert_int_equal(import_buf(f, &ip, buf, len, &t, &existed, &err), -EEXIST);
+    assert_non_null(strstr(err.msg, "replica fetched from peers"));
+    ip.owner_uid = geteuid();
+    assert_int_equal(import_buf(f, &ip, buf, len, &t, &existed, &err), 0);
+    assert_true(existed);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_PEER);
+    dfd_task_meta_done(&t);
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
     free(buf);
 }
 
@@ -481,9 +533,22 @@ static void test_a_version_1_store_is_migrated(void **state) {
     assert_int_equal(t.owner_uid, 1000);
     assert_int_equal(t.id_origin, DFD_ID_ORIGIN_CONTENT);
     dfd_task_meta_done(&t);
-    dfd_storage_close(f->s);
-    fx_open(f, &rec); /* again: a no-op */
-    assert_int_equal(rec.tasks, 1);
+    /* The migrated store records peer ids: a replica's survives a reopen. */
+    const uint64_t len = PL + 1;
+    char *buf = pattern(len, 13);
+    char id2[DFD_TASK_ID_LEN + 1];
+    assert_int_equal(dfd_task_id_from_string("migrated", id2), 0);
+    store_replica(f, id2, buf, len);
+    reopen(f, &rec); /* again: the version is recorded */
+    assert_int_equal(rec.tasks, 2);
+    assert_int_equal(dfd_storage_get(f->s, id2, &t, &err), 0);
+    assert_string_equal(t.peer_id, PEER);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_PEER);
+    dfd_task_meta_done(&t);
+    assert_int_equal(dfd_storage_get(f->s, ID1, &t, &err), 0);
+    assert_string_equal(t.peer_id, "");
+    dfd_task_meta_done(&t);
+    free(buf);
 }
 
 /* ---- before_commit ---- */
@@ -527,13 +592,10 @@ static void test_before_commit_sees_the_id_and_can_abort(void **state) {
                                    .peer_id = PEER,
                                    .before_commit = hook_fn,
                                    .before_commit_arg = &h};
-    struct dfd_import *imp;
     struct dfc_error err;
     struct dfd_task_meta t;
     bool existed;
-    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
-    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
-    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), -EPERM);
+    assert_int_equal(import_buf(f, &ip, buf, len, &t, &existed, &err), -EPERM);
     assert_int_equal(h.calls, 1);
     assert_true(h.content_in_place);
     assert_int_equal(h.content_length, len);
@@ -546,9 +608,7 @@ static void test_before_commit_sees_the_id_and_can_abort(void **state) {
 
     /* Allowed: the task is stored under the id the hook saw. */
     h = (struct hook){.f = f};
-    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
-    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
-    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_int_equal(import_buf(f, &ip, buf, len, &t, &existed, &err), 0);
     assert_false(existed);
     assert_int_equal(h.calls, 1);
     assert_string_equal(h.id, t.id);
@@ -556,9 +616,7 @@ static void test_before_commit_sees_the_id_and_can_abort(void **state) {
 
     /* An identical task exists: returned, no hook. */
     h = (struct hook){.f = f, .result = -EPERM};
-    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
-    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
-    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_int_equal(import_buf(f, &ip, buf, len, &t, &existed, &err), 0);
     assert_true(existed);
     assert_int_equal(h.calls, 0);
     dfd_task_meta_done(&t);
@@ -611,6 +669,7 @@ int main(void) {
         T(test_bad_geometry_names_the_field),
         T(test_begin_on_a_stored_id_is_eexist),
         T(test_an_import_lands_first),
+        T(test_a_replica_answers_imports_of_its_owner_only),
         T(test_a_killed_replica_is_removed_at_open),
         T(test_peer_id_round_trips),
         T(test_a_version_1_store_is_migrated),

@@ -34,6 +34,7 @@ struct observed {
     atomic_int put_outcome;
     atomic_int get_send_failed;
     atomic_int handlers_done;
+    atomic_int echo_started; /* Echo handlers that began */
 };
 
 static struct observed obs;
@@ -44,6 +45,7 @@ static int echo(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *re
                 ProtobufCMessage *resp, struct dfc_error *err) {
     const Dfc__Test__V1__Chunk *in = (const Dfc__Test__V1__Chunk *)req;
     Dfc__Test__V1__Chunk *out = (Dfc__Test__V1__Chunk *)resp;
+    atomic_fetch_add(&obs.echo_started, 1);
     for (uint32_t waited = 0; waited < in->sleep_ms; waited += 5) {
         if (dfc_rpc_call_cancelled(call)) {
             atomic_store(&obs.echo_saw_cancel, 1);
@@ -774,11 +776,16 @@ static void *bg_echo(void *arg) {
     return NULL;
 }
 
+static bool echo_started(void *arg) {
+    (void)arg;
+    return atomic_load(&obs.echo_started) > 0;
+}
+
 static void test_shutdown_drains_in_flight_calls(void **state) {
     struct fx *f = *state;
     struct bg_call b = {.f = f, .sleep_ms = 300};
     pthread_create(&b.th, NULL, bg_echo, &b);
-    usleep(100000); /* the call is in its handler */
+    assert_true(test_wait_for(echo_started, NULL, 10000)); /* the call is in its handler */
     double t0 = test_now_ms();
     dfc_rpc_server_shutdown(f->server, 10000);
     pthread_join(b.th, NULL);
@@ -791,7 +798,7 @@ static void test_shutdown_cancels_after_grace(void **state) {
     struct fx *f = *state;
     struct bg_call b = {.f = f, .sleep_ms = 20000};
     pthread_create(&b.th, NULL, bg_echo, &b);
-    usleep(100000);
+    assert_true(test_wait_for(echo_started, NULL, 10000));
     double t0 = test_now_ms();
     dfc_rpc_server_shutdown(f->server, 200);
     pthread_join(b.th, NULL);

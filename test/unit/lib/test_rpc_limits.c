@@ -458,21 +458,6 @@ static void test_one_uid_cannot_hold_every_worker_with_streams(void **state) {
 
 /* ---- connections ---- */
 
-/* The rpc.connection_refused lines logged (by the accept thread); guarded by refused_mu. */
-static char refused_line[512];
-static int n_refused_lines;
-static pthread_mutex_t refused_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void capture_refused(int level, const char *line, size_t len, void *ud) {
-    if (strstr(line, "rpc.connection_refused") != NULL) {
-        pthread_mutex_lock(&refused_mu);
-        if (n_refused_lines++ == 0) {
-            snprintf(refused_line, sizeof(refused_line), "%.*s", (int)len, line);
-        }
-        pthread_mutex_unlock(&refused_mu);
-    }
-}
-
 static int raw_connect(const char *path) {
     int fd = test_connect_unix(path);
     assert_true(fd >= 0);
@@ -498,10 +483,7 @@ static bool flood_refused(void *arg) {
 static void connection_flood(struct fx *f, int cap) {
     struct dfc_error err;
     assert_int_equal(echo_on(f->client, 5000, &err), 0); /* the client's own connection */
-    pthread_mutex_lock(&refused_mu);
-    n_refused_lines = 0;
-    pthread_mutex_unlock(&refused_mu);
-    dfc_log_set_sink(capture_refused, NULL);
+    rpc_test_refused_start();
     struct flood fl = {.want_closed = N_RAW - (cap - 1)};
     for (int i = 0; i < N_RAW; i++) {
         fl.fds[i] = raw_connect(f->path);
@@ -509,13 +491,8 @@ static void connection_flood(struct fx *f, int cap) {
     /* All but cap - 1 (the client holds one) are closed as they are accepted. */
     assert_true(test_wait_for(flood_refused, &fl, 10000));
     /* One line for the whole flood, with its numbers, not one per connection. */
-    dfc_log_set_sink(NULL, NULL);
-    pthread_mutex_lock(&refused_mu);
-    int lines = n_refused_lines;
     char line[512];
-    snprintf(line, sizeof(line), "%s", refused_line);
-    pthread_mutex_unlock(&refused_mu);
-    assert_int_equal(lines, 1);
+    assert_int_equal(rpc_test_refused_stop(line, sizeof(line)), 1);
     assert_non_null(strstr(line, "refused=1 "));
     assert_non_null(strstr(line, "test.maxConnections="));
     /* The connection already open still works; once the flood is gone, new ones do too. */

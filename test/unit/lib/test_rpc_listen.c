@@ -1,0 +1,304 @@
+/*
+ * Tests for the TCP listeners of lib/src/rpc_listen.c (dfc_rpc_server_listen_tcp,
+ * dfc_rpc_call_peer_ip): a real server on 127.0.0.1 or 0.0.0.0 with an ephemeral port, real
+ * gRPC clients, a connection from 127.0.0.2 (through a relay whose outgoing socket is bound
+ * there, since the kernel picks 127.0.0.1 for a plain connect), and raw sockets for the cap.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dfc/log.h"
+#include "dfc/rpc_client.h"
+#include "dfc/rpc_server.h"
+#include "test/rpc_test.pb-c.h"
+#include "rpc_test_service.h"
+#include "test_support.h"
+
+/* Echo answers what the call knows of its peer: data = the peer IP, seq = 100 + the result of
+ * dfc_rpc_call_peer_ip (100: found), total = 100 + the result of dfc_rpc_call_peer_cred. */
+static int echo_peer(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                     ProtobufCMessage *resp, struct dfc_error *err) {
+    Dfc__Test__V1__Chunk *out = (Dfc__Test__V1__Chunk *)resp;
+    char *ip = dfc_rpc_call_alloc(call, INET6_ADDRSTRLEN);
+    struct ucred cred;
+    if (ip == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    out->seq = (uint64_t)(100 + (int64_t)dfc_rpc_call_peer_ip(call, ip, INET6_ADDRSTRLEN));
+    out->total = (uint64_t)(100 + (int64_t)dfc_rpc_call_peer_cred(call, &cred));
+    out->data.data = (uint8_t *)ip;
+    out->data.len = strlen(ip);
+    /* Too small a buffer is refused, not cut. */
+    char small[4];
+    if (out->seq == 100 && dfc_rpc_call_peer_ip(call, small, sizeof(small)) != -ENAMETOOLONG) {
+        return dfc_error_set(err, -EIO, "a 4-byte buffer was not refused");
+    }
+    return 0;
+}
+
+static const struct rpc_test_handlers handlers = {echo_peer, echo_peer, echo_peer, rpc_test_chat};
+
+struct fx {
+    char dir[256];
+    char sock[300];
+    unsigned port;
+    struct dfc_rpc_server *server;
+};
+
+static struct fx *fx_start(const char *ip, unsigned max_conns) {
+    struct fx *f = calloc(1, sizeof(*f));
+    struct dfc_error err;
+    struct dfc_rpc_server_opts o = {
+        .max_conns = max_conns, .idle_timeout_ms = -1, .option_prefix = "test."};
+    test_mkdtemp(f->dir, sizeof(f->dir), "rpc-listen");
+    snprintf(f->sock, sizeof(f->sock), "%s/l.sock", f->dir);
+    assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
+    assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
+    assert_int_equal(dfc_rpc_server_listen_tcp(f->server, ip, 0, &f->port, &err), 0);
+    assert_true(f->port > 0);
+    assert_int_equal(dfc_rpc_server_listen_unix(f->server, f->sock, 0600, -1, &err), 0);
+    assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
+    return f;
+}
+
+static int teardown(void **state) {
+    struct fx *f = *state;
+    dfc_log_set_sink(NULL, NULL);
+    dfc_rpc_server_free(f->server);
+    test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+struct peer {
+    int ip_result, cred_result;
+    char ip[INET6_ADDRSTRLEN];
+};
+
+/* One Echo call to target; what the server saw of the caller. */
+static int ask(const char *target, struct peer *ret) {
+    struct dfc_error err;
+    *ret = (struct peer){.ip_result = 1, .cred_result = 1};
+    struct dfc_rpc_client *c;
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &c, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    int r = dfc_rpc_unary(c, &rt.echo, &in.base, 10000, &out, &err);
+    if (r == 0) {
+        const Dfc__Test__V1__Chunk *m = (const Dfc__Test__V1__Chunk *)out;
+        ret->ip_result = (int)m->seq - 100;
+        ret->cred_result = (int)m->total - 100;
+        snprintf(ret->ip, sizeof(ret->ip), "%.*s", (int)m->data.len, (const char *)m->data.data);
+    } else {
+        print_message("call to %s: %s\n", target, err.msg);
+    }
+    dfc_rpc_msg_free(out);
+    dfc_rpc_client_free(c);
+    return r;
+}
+
+static void tcp_target(const char *ip, unsigned port, char *buf, size_t size) {
+    snprintf(buf, size, "%s:%u", ip, port);
+}
+
+static void test_a_tcp_call_knows_its_peer_ip(void **state) {
+    struct fx *f = fx_start("127.0.0.1", 0);
+    *state = f;
+    char target[64];
+    struct peer p;
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(ask(target, &p), 0);
+    assert_int_equal(p.ip_result, 0);
+    assert_string_equal(p.ip, "127.0.0.1");
+    assert_int_equal(p.cred_result, -ENOENT); /* no uid: the per-uid shares do not apply */
+}
+
+static void test_a_unix_call_has_no_peer_ip(void **state) {
+    struct fx *f = fx_start("127.0.0.1", 0);
+    *state = f;
+    char target[320];
+    struct peer p;
+    snprintf(target, sizeof(target), "unix:%s", f->sock);
+    assert_int_equal(ask(target, &p), 0);
+    assert_int_equal(p.ip_result, -ENOENT);
+    assert_int_equal(p.cred_result, 0);
+}
+
+/* ---- a caller from 127.0.0.2 ---- */
+
+/* Relays one connection: accepts on lfd, connects to the server from 127.0.0.2, copies both
+ * ways until either side closes. */
+struct relay {
+    int lfd;
+    unsigned server_port;
+    pthread_t thread;
+};
+
+static bool copy_once(int from, int to) {
+    char buf[16384];
+    ssize_t n = read(from, buf, sizeof(buf));
+    if (n <= 0) {
+        return false;
+    }
+    for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(to, buf + off, (size_t)(n - off));
+        if (w <= 0) {
+            return false;
+        }
+        off += w;
+    }
+    return true;
+}
+
+static void *relay_main(void *arg) {
+    struct relay *rl = arg;
+    int in = accept(rl->lfd, NULL, NULL);
+    int out = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET}, dst = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.2", &src.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+    dst.sin_port = htons((uint16_t)rl->server_port);
+    if (in >= 0 && out >= 0 && bind(out, (struct sockaddr *)&src, sizeof(src)) == 0 &&
+        connect(out, (struct sockaddr *)&dst, sizeof(dst)) == 0) {
+        struct pollfd pfd[2] = {{.fd = in, .events = POLLIN}, {.fd = out, .events = POLLIN}};
+        while (poll(pfd, 2, 10000) > 0) {
+            if ((pfd[0].revents && !copy_once(in, out)) ||
+                (pfd[1].revents && !copy_once(out, in))) {
+                break;
+            }
+        }
+    }
+    if (in >= 0) {
+        close(in);
+    }
+    if (out >= 0) {
+        close(out);
+    }
+    return NULL;
+}
+
+static void test_a_call_from_127_0_0_2_sees_it(void **state) {
+    struct fx *f = fx_start("", 0); /* 0.0.0.0 */
+    *state = f;
+    struct relay rl = {.server_port = f->port};
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    inet_pton(AF_INET, "127.0.0.3", &sa.sin_addr);
+    rl.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(rl.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(rl.lfd, 4), 0);
+    assert_int_equal(getsockname(rl.lfd, (struct sockaddr *)&sa, &len), 0);
+    assert_int_equal(pthread_create(&rl.thread, NULL, relay_main, &rl), 0);
+    char target[64];
+    struct peer p;
+    tcp_target("127.0.0.3", ntohs(sa.sin_port), target, sizeof(target));
+    assert_int_equal(ask(target, &p), 0);
+    assert_int_equal(p.ip_result, 0);
+    assert_string_equal(p.ip, "127.0.0.2");
+    pthread_join(rl.thread, NULL);
+    close(rl.lfd);
+    /* And a direct one is 127.0.0.1 on the same listener. */
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(ask(target, &p), 0);
+    assert_string_equal(p.ip, "127.0.0.1");
+}
+
+/* ---- the connection cap ---- */
+
+static int raw_tcp(unsigned port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static bool closed(void *arg) {
+    return test_closed_by_peer(*(int *)arg);
+}
+
+enum { CAP = 3 };
+
+static void test_tcp_connections_are_capped(void **state) {
+    struct fx *f = fx_start("127.0.0.1", CAP);
+    *state = f;
+    rpc_test_refused_start();
+    int fds[CAP + 1];
+    for (int i = 0; i < CAP + 1; i++) {
+        fds[i] = raw_tcp(f->port);
+    }
+    /* The one beyond the cap is closed as it is accepted; the others stay open. */
+    assert_true(test_wait_for(closed, &fds[CAP], 10000));
+    usleep(200000);
+    for (int i = 0; i < CAP; i++) {
+        assert_false(test_closed_by_peer(fds[i]));
+    }
+    char line[512];
+    assert_int_equal(rpc_test_refused_stop(line, sizeof(line)), 1);
+    assert_non_null(strstr(line, "last_peer=127.0.0.1 "));
+    assert_non_null(strstr(line, "test.maxConnections=3"));
+    /* The Unix socket has its own count: local callers still get in. */
+    char target[320];
+    struct peer p;
+    snprintf(target, sizeof(target), "unix:%s", f->sock);
+    assert_int_equal(ask(target, &p), 0);
+    /* Once the flood is gone, TCP callers get in again. */
+    for (int i = 0; i < CAP + 1; i++) {
+        close(fds[i]);
+    }
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    bool ok = false;
+    for (int i = 0; i < 50 && !ok; i++) {
+        ok = ask(target, &p) == 0;
+        if (!ok) {
+            usleep(100000);
+        }
+    }
+    assert_true(ok);
+    assert_string_equal(p.ip, "127.0.0.1");
+}
+
+static void test_bad_addresses_are_refused(void **state) {
+    struct dfc_rpc_server *s;
+    struct dfc_error err;
+    (void)state;
+    assert_int_equal(dfc_rpc_server_new(NULL, &s, &err), 0);
+    assert_int_equal(dfc_rpc_server_listen_tcp(s, "localhost", 0, NULL, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "not an IP address"));
+    assert_int_equal(dfc_rpc_server_listen_tcp(s, "127.0.0.1", 70000, NULL, &err), -EINVAL);
+    unsigned port;
+    assert_int_equal(dfc_rpc_server_listen_tcp(s, "127.0.0.1", 0, &port, &err), 0);
+    /* The port is taken now. */
+    assert_int_equal(dfc_rpc_server_listen_tcp(s, "127.0.0.1", port, NULL, &err), -EADDRINUSE);
+    dfc_rpc_server_free(s);
+}
+
+int main(void) {
+#define T(fn) cmocka_unit_test_teardown(fn, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_a_tcp_call_knows_its_peer_ip),
+        T(test_a_unix_call_has_no_peer_ip),
+        T(test_a_call_from_127_0_0_2_sees_it),
+        T(test_tcp_connections_are_capped),
+        cmocka_unit_test(test_bad_addresses_are_refused),
+    };
+    if (rpc_test_resolve() < 0) {
+        return 1;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
