@@ -379,6 +379,15 @@ static bool persistent_copy_placed(void *arg) {
     return p->holder >= 0;
 }
 
+static bool replica_logged(void *arg) {
+    struct p2p_node *n = arg;
+    bool yes = harness_log_has(&n->h, "event=replica.done");
+    if (!yes) {
+        usleep(20000);
+    }
+    return yes;
+}
+
 /* persistent_replica_count 2: the scheduler asks B or C for a persistent copy (its
  * DownloadPersistentCacheTask on TCP, persistent=true) within REPLICA_BOUND_MS. */
 static void test_persistent_replica_placed(void **state) {
@@ -388,7 +397,8 @@ static void test_persistent_replica_placed(void **state) {
     struct replica_probe p = {id, -1};
     assert_true(test_wait_for(persistent_copy_placed, &p, REPLICA_BOUND_MS));
     struct p2p_node *n = &cl.node[p.holder];
-    assert_true(harness_log_has(&n->h, "replica.done"));
+    /* The copy is visible once committed; the pull's handler logs a moment later. */
+    assert_true(test_wait_for(replica_logged, n, REPLICA_BOUND_MS));
     char path[600];
     p2p_content_path(n, id, path, sizeof(path));
     assert_true(harness_same_file(src, path));
