@@ -3,9 +3,11 @@
  *
  * Start: storage (with crash recovery) -> with scheduler.addrs, the scheduler client and the
  * announcer thread (its first AnnounceHost runs on the thread: an absent scheduler never holds
- * start-up) -> GC thread -> RPC server (services registered, socket bound with its mode and
- * group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on the main thread, never in a
- * handler): RPC server (drain calls for up to 10 s, then cancel) -> GC -> announcer
+ * start-up) -> GC thread -> with scheduler.addrs, the Vortex piece server, the P2P download
+ * engine and DfdaemonUpload on TCP -> RPC server (services registered, socket bound with its
+ * mode and group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on the main thread, never
+ * in a handler): the TCP and Unix RPC servers (drain calls for up to 10 s each, then cancel)
+ * -> the engine (downloads still in progress are cancelled) -> Vortex -> GC -> announcer
  * (DeleteHost) and scheduler client -> storage. The socket file is removed by the RPC layer on
  * the way out.
  */
@@ -28,6 +30,8 @@
 #include "dfc/rpc_server.h"
 #include "dfc/units.h"
 #include "gc.h"
+#include "p2p/download.h"
+#include "p2p/vortex_server.h"
 #include "registration.h"
 #include "scheduler_client.h"
 #include "service.h"
@@ -129,6 +133,83 @@ static void gc_deleted(void *sched, const struct dfd_task_meta *t) {
     dfd_registration_forget(sched, t);
 }
 
+/* ---- peer to peer: Vortex, the download engine, DfdaemonUpload on TCP ---- */
+
+/* What serves other peers; all NULL when standalone. */
+struct p2p_parts {
+    struct dfd_vortex_server *vortex;
+    struct dfd_p2p *engine;
+    struct dfc_rpc_server *upload; /* DfdaemonUpload on TCP */
+};
+
+/* The Vortex piece server, the download engine and DfdaemonUpload on TCP, after the scheduler
+ * client (svc->sched); wires the engine into svc. Standalone: nothing. */
+static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
+                     struct dfd_service *svc, struct p2p_parts *pp, struct dfc_error *err) {
+    if (svc->sched == NULL) {
+        return 0;
+    }
+    struct dfd_vortex_server_opts vo = {
+        .ip = cfg->vortex_ip,
+        .port = (uint16_t)cfg->vortex_port,
+        .max_conns = (unsigned)cfg->vortex_max_connections,
+        .request_timeout_ns = cfg->vortex_request_timeout,
+        .parent_id = svc->host_id,
+    };
+    int r = dfd_vortex_server_start(storage, &vo, &pp->vortex, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "storage.server (Vortex) %s:%llu",
+                                cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0",
+                                (unsigned long long)cfg->vortex_port);
+    }
+    if ((r = dfd_p2p_new(storage, svc->sched, cfg, svc->host_id, &pp->engine, err)) < 0) {
+        return r;
+    }
+    svc->p2p = pp->engine;
+    struct dfc_rpc_server_opts opts = {
+        .max_workers = (unsigned)cfg->upload_max_workers,
+        .log_level_ok = DFC_LOG_DEBUG,
+        .name = "dfdaemon-upload",
+        .idle_timeout_ms = cfg->idle_timeout / 1000000,
+        .max_conns = (unsigned)cfg->upload_max_connections,
+        .option_prefix = "upload.server.",
+    };
+    if ((r = dfc_rpc_server_new(&opts, &pp->upload, err)) < 0 ||
+        (r = dfd_service_register_tcp(svc, pp->upload, err)) < 0) {
+        return r;
+    }
+    if (dfc_rpc_server_listen_tcp(pp->upload, cfg->upload_ip, (unsigned)cfg->upload_port, NULL,
+                                  err) < 0) {
+        return dfc_error_prefix(err, "upload.server %s:%llu",
+                                cfg->upload_ip[0] ? cfg->upload_ip : "0.0.0.0",
+                                (unsigned long long)cfg->upload_port);
+    }
+    if ((r = dfc_rpc_server_start(pp->upload, err)) < 0) {
+        return r;
+    }
+    DFC_LOG(DFC_LOG_INFO, "dfdaemon.p2p_ready", "upload=%s:%llu vortex=%s:%u",
+            cfg->upload_ip[0] ? cfg->upload_ip : "0.0.0.0", (unsigned long long)cfg->upload_port,
+            cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0", dfd_vortex_server_port(pp->vortex));
+    return 0;
+}
+
+/* Stops the TCP server's calls, with the Unix server's grace. */
+static void p2p_stop_serving(struct p2p_parts *pp, int64_t grace_ms) {
+    if (pp->upload != NULL) {
+        dfc_rpc_server_shutdown(pp->upload, grace_ms);
+    }
+}
+
+static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
+    dfc_rpc_server_free(pp->upload);
+    dfd_p2p_free(pp->engine);
+    svc->p2p = NULL;
+    dfd_vortex_server_stop(pp->vortex);
+    pp->upload = NULL;
+    pp->engine = NULL;
+    pp->vortex = NULL;
+}
+
 int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct dfd_storage *storage = NULL;
     struct dfd_gc *gc = NULL;
@@ -136,6 +217,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct dfd_service svc;
     struct dfd_recovery rec;
     struct sched_parts sp = {0};
+    struct p2p_parts pp = {0};
     int gid, r;
 
     struct dfd_storage_opts so = {.dir = cfg->storage_dir,
@@ -170,7 +252,8 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         goto out;
     }
     svc.sched = sp.sched;
-    if ((r = dfd_gc_start(storage, &policy, &dfc_clock_real, &gc, err)) < 0) {
+    if ((r = dfd_gc_start(storage, &policy, &dfc_clock_real, &gc, err)) < 0 ||
+        (r = p2p_start(cfg, storage, &svc, &pp, err)) < 0) {
         goto out;
     }
     struct dfc_rpc_server_opts opts = {
@@ -206,9 +289,11 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     sigaddset(&set, SIGTERM);
     int sig = dfc_signals_wait(&set);
     DFC_LOG(DFC_LOG_INFO, "dfdaemon.stopping", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    p2p_stop_serving(&pp, SHUTDOWN_GRACE_MS);
     dfc_rpc_server_shutdown(server, SHUTDOWN_GRACE_MS);
 out:
     dfc_rpc_server_free(server);
+    p2p_free(&pp, &svc);
     dfd_gc_stop(gc);
     sched_stop(&sp);
     dfd_storage_close(storage);

@@ -1,7 +1,8 @@
 /*
  * rpc_download.c - dfdaemon.v2.DfdaemonDownload (the Unix socket API of Dragonfly's dfdaemon)
  * and the persistent-cache methods of dfdaemon.v2.DfdaemonUpload, as method tables with thin
- * handlers. Standalone: every answer comes from the local store.
+ * handlers. Standalone, every answer comes from the local store; with a scheduler, an export
+ * of a task that is not stored here fetches it from peers first (rpc_fetch.c, p2p/download.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include "google/protobuf/empty.pb-c.h"
 #include "pathfd.h"
 #include "registration.h"
+#include "rpc_fetch.h"
 #include "service.h"
 #include "validate.h"
 
@@ -158,84 +160,6 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
 
 /* ---- DownloadPersistentCacheTask: export ---- */
 
-struct exporter {
-    struct dfd_service *svc;
-    struct dfc_rpc_call *call;
-    const char *task_id;
-    char peer_id[320];
-};
-
-static void init_response(struct exporter *x,
-                          Dfdaemon__V2__DownloadPersistentCacheTaskResponse *m) {
-    dfdaemon__v2__download_persistent_cache_task_response__init(m);
-    m->host_id = x->svc->host_id;
-    m->task_id = (char *)x->task_id;
-    m->peer_id = x->peer_id;
-}
-
-/* Sends every piece; with content, each read into its own bulk buffer and CRC-checked (the
- * bulk is sent as is, without another copy). */
-static int send_pieces(struct exporter *x, int fd, bool with_content, const struct dfd_task_meta *t,
-                       struct dfc_error *err) {
-    struct dfd_piece_meta *pieces;
-    size_t n;
-    int r = dfd_storage_pieces(x->svc->storage, t->id, &pieces, &n, err);
-    if (r < 0) {
-        return r;
-    }
-    Google__Protobuf__Timestamp created = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
-    dfc_pb_timestamp_from_ns(t->finished_at_ns, &created);
-    for (size_t i = 0; i < n && r == 0; i++) {
-        if (dfc_rpc_call_cancelled(x->call)) {
-            r = dfc_error_set(err, -ECANCELED, "the export was cancelled");
-            break;
-        }
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        struct dfd_piece_meta *pm = &pieces[i];
-        Common__V2__Piece piece = COMMON__V2__PIECE__INIT;
-        Google__Protobuf__Duration cost = GOOGLE__PROTOBUF__DURATION__INIT;
-        piece.number = pm->number;
-        piece.offset = pm->offset;
-        piece.length = pm->length;
-        piece.digest = pm->digest;
-        piece.opt_traffic_type_case = COMMON__V2__PIECE__OPT_TRAFFIC_TYPE_TRAFFIC_TYPE;
-        piece.traffic_type = COMMON__V2__TRAFFIC_TYPE__LOCAL_PEER;
-        piece.cost = &cost;
-        piece.created_at = &created;
-        struct dfc_rpc_bulk *bulk = NULL;
-        if (with_content) {
-            bulk = dfc_rpc_bulk_new(pm->length);
-            if (bulk == NULL) {
-                r = dfc_error_set(err, -ENOMEM, "out of memory");
-                break;
-            }
-            uint8_t *data = dfc_rpc_bulk_data(bulk);
-            r = dfd_storage_read_piece(fd, t->id, pm, data, err);
-            piece.opt_content_case = COMMON__V2__PIECE__OPT_CONTENT_CONTENT;
-            piece.content.data = data;
-            piece.content.len = pm->length;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        dfc_pb_duration_from_ns(dfc_timespec_to_ns(&t1) - dfc_timespec_to_ns(&t0), &cost);
-        if (r == 0) {
-            Dfdaemon__V2__DownloadPieceFinishedResponse fin =
-                DFDAEMON__V2__DOWNLOAD_PIECE_FINISHED_RESPONSE__INIT;
-            Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
-            init_response(x, &m);
-            fin.piece = &piece;
-            m.response_case =
-                DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE;
-            m.download_piece_finished_response = &fin;
-            r = bulk != NULL ? dfc_rpc_call_send_bulk(x->call, &m.base, bulk, err)
-                             : dfc_rpc_call_send(x->call, &m.base, err);
-        }
-        dfc_rpc_bulk_free(bulk);
-    }
-    free(pieces);
-    return r;
-}
-
 static int open_output_dir(const struct dfd_caller *caller, const char *output, int *ret_dirfd,
                            char *base, size_t size, struct dfc_error *err) {
     struct dfd_caller_saved saved;
@@ -267,18 +191,6 @@ static int validate_download(const Dfdaemon__V2__DownloadPersistentCacheTaskRequ
     return r;
 }
 
-static int send_started(struct exporter *x, uint64_t content_length, struct dfc_error *err) {
-    Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse started =
-        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
-    Dfdaemon__V2__DownloadPersistentCacheTaskResponse m;
-    init_response(x, &m);
-    started.content_length = content_length;
-    m.response_case =
-        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE;
-    m.download_persistent_cache_task_started_response = &started;
-    return dfc_rpc_call_send(x->call, &m.base, err);
-}
-
 static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                          ProtobufCMessage *resp_, struct dfc_error *err) {
     struct dfd_service *svc = svc_;
@@ -299,20 +211,28 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if (r < 0) {
         return r;
     }
+    struct dfd_fetch f;
+    if ((r = dfd__fetch_init(&f, svc, call, req->task_id, req->need_piece_content, err)) < 0) {
+        return r;
+    }
     struct dfd_task_meta t;
-    if ((r = dfd__load_task(svc, req->task_id, &t, err)) < 0) {
+    bool remote = false;
+    r = dfd__load_task(svc, req->task_id, &t, err);
+    if (r == -ENOENT && svc->p2p != NULL) {
+        /* Not stored here: the P2P engine fetches it from peers into the store, and the stream
+         * reports Started and each piece as it is written; the export below then works on the
+         * committed task as for a local one. */
+        remote = true;
+        r = dfd__fetch_remote(&f, req->persistent, OPT(req, tag), OPT(req, application), &t, err);
+    }
+    if (r < 0) {
+        dfd__fetch_done(&f);
         return r;
     }
-    /* persistent=true turns persistence on: the owner's call, refused before the export. */
-    if (req->persistent && (r = check_owner(call, &t, "make it persistent", err)) < 0) {
-        dfd_task_meta_done(&t);
-        return r;
-    }
-    struct exporter x = {svc, call, t.id, ""};
     _cleanup_close_ int fd = -1;
-    if ((r = dfc_peer_id(svc->cfg->host_ip, svc->cfg->hostname, x.peer_id, sizeof(x.peer_id))) <
-        0) {
-        dfc_error_set(err, r, "peer id too long");
+    /* persistent=true turns persistence on: the owner's call, refused before the export. A
+     * fetched replica was made persistent by the engine as asked. */
+    if (!remote && req->persistent && (r = check_owner(call, &t, "make it persistent", err)) < 0) {
         goto out;
     }
     if ((r = dfd_storage_open_content(svc->storage, t.id, &fd, err)) < 0) {
@@ -323,7 +243,7 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if (algo != NULL && (r = dfd_storage_verify_digest(fd, algo, want, err)) < 0) {
         goto out;
     }
-    if ((r = send_started(&x, t.content_length, err)) < 0) {
+    if ((r = dfd__fetch_started(&f, t.content_length, err)) < 0) {
         goto out;
     }
     bool linked = false;
@@ -339,19 +259,21 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
             goto out;
         }
     }
-    if ((r = send_pieces(&x, fd, req->need_piece_content, &t, err)) < 0) {
+    if ((r = dfd__fetch_send_stored(&f, fd, &t, err)) < 0) {
         goto out;
     }
     struct dfc_error e;
-    if (req->persistent) { /* promote only: an export never demotes a persistent replica */
+    if (req->persistent && !remote) { /* promote only: never demotes a persistent replica */
         (void)dfd_storage_set_persistent(svc->storage, t.id, true, dfd__now(svc), &e);
     } else {
         (void)dfd_storage_touch(svc->storage, t.id, dfd__now(svc), &e);
     }
-    DFC_LOG(DFC_LOG_INFO, "export.done", "task_id=%s output=%s mode=%s pieces=%u content=%d", t.id,
+    DFC_LOG(DFC_LOG_INFO, "export.done",
+            "task_id=%s output=%s mode=%s pieces=%u content=%d source=%s", t.id,
             output ? output : "-", output ? (linked ? "hardlink" : "copy") : "stream",
-            t.piece_count, req->need_piece_content);
+            t.piece_count, req->need_piece_content, remote ? "peers" : "local");
 out:
+    dfd__fetch_done(&f);
     dfd_task_meta_done(&t);
     return r;
 }

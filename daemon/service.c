@@ -44,6 +44,12 @@ int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
     return r;
 }
 
+int dfd_service_register_tcp(struct dfd_service *svc, struct dfc_rpc_server *server,
+                             struct dfc_error *err) {
+    return dfc_rpc_server_add_service(server, &dfdaemon__v2__dfdaemon_upload__descriptor,
+                                      dfd__tcp_upload_methods, dfd__n_tcp_upload_methods, svc, err);
+}
+
 int64_t dfd__now(const struct dfd_service *svc) {
     return dfc_clock_now(&svc->clock);
 }

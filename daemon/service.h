@@ -37,6 +37,11 @@ int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
 int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
                          struct dfc_error *err);
 
+/* Registers dfdaemon.v2.DfdaemonUpload as served on TCP to other peers and the scheduler
+ * (rpc_upload.c) on server; svc->sched and svc->p2p must be set. */
+int dfd_service_register_tcp(struct dfd_service *svc, struct dfc_rpc_server *server,
+                             struct dfc_error *err);
+
 /* ---- shared by the handler files ---- */
 
 struct dfd_import_params;
@@ -77,5 +82,7 @@ extern const struct dfc_rpc_method dfd__upload_methods[];
 extern const size_t dfd__n_upload_methods;
 extern const struct dfc_rpc_method dfd__import_methods[];
 extern const size_t dfd__n_import_methods;
+extern const struct dfc_rpc_method dfd__tcp_upload_methods[];
+extern const size_t dfd__n_tcp_upload_methods;
 
 #endif /* DFD_SERVICE_H */

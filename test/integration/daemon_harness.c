@@ -131,7 +131,8 @@ static void spawn(struct harness *h, const char *extra_arg) {
     abort();
 }
 
-void harness_start(struct harness *h, const char *extra_yaml) {
+/* The temp dir and the paths in it. */
+static void harness_init(struct harness *h) {
     memset(h, 0, sizeof(*h));
     test_mkdtemp(h->dir, sizeof(h->dir), "it");
     chmod(h->dir, 0755); /* other uids must reach the socket and test files */
@@ -139,6 +140,10 @@ void harness_start(struct harness *h, const char *extra_yaml) {
     snprintf(h->socket, sizeof(h->socket), "%s/run/dfdaemon.sock", h->dir);
     snprintf(h->config, sizeof(h->config), "%s/dfdaemon.yaml", h->dir);
     snprintf(h->log, sizeof(h->log), "%s/dfdaemon.log", h->dir);
+}
+
+void harness_start(struct harness *h, const char *extra_yaml) {
+    harness_init(h);
     FILE *f = fopen(h->config, "w");
     if (f == NULL) {
         die("write config");
@@ -149,6 +154,18 @@ void harness_start(struct harness *h, const char *extra_yaml) {
             "log:\n  level: info\n"
             "%s",
             h->socket, h->store, extra_yaml ? extra_yaml : "");
+    fclose(f);
+    spawn(h, NULL);
+}
+
+void harness_start_config(struct harness *h,
+                          void (*write)(FILE *f, const struct harness *h, void *arg), void *arg) {
+    harness_init(h);
+    FILE *f = fopen(h->config, "w");
+    if (f == NULL) {
+        die("write config");
+    }
+    write(f, h, arg);
     fclose(f);
     spawn(h, NULL);
 }

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "dfc/rpc_client.h"
@@ -24,6 +25,12 @@ struct harness {
 
 /* Creates the temp dir and a config (extra_yaml appended), starts the daemon, waits for it. */
 void harness_start(struct harness *h, const char *extra_yaml);
+
+/* Like harness_start(), but write(f, h, arg) writes the whole config: it must set
+ * download.server.socketPath to h->socket and storage.dir to h->store (the P2P tests need
+ * keys below download: and storage: too). */
+void harness_start_config(struct harness *h,
+                          void (*write)(FILE *f, const struct harness *h, void *arg), void *arg);
 
 /* Starts the daemon again on the same dir and config. */
 void harness_restart(struct harness *h);

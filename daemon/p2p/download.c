@@ -1,0 +1,929 @@
+/*
+ * download.c - the P2P download engine (download.h): a task that is not stored here is
+ * fetched piece by piece from the parents the scheduler names, into a replica that becomes
+ * visible only once complete and durable.
+ *
+ * DESIGN
+ *   One download per task id at a time: a table of downloads in progress (under p->mu). The
+ *   first caller runs the download on its own thread (the leader); later callers wait on
+ *   p->cv and then read the committed task. When the leader's own caller went away (-ECANCELED
+ *   while the engine is not stopping) a waiter takes over as the next leader instead of
+ *   failing with someone else's cancellation.
+ *
+ *   A round = one answer of the scheduler (Normal{parents}). Each parent is asked once, one
+ *   after another, which of the missing pieces it has (SyncPersistentCachePieces on its
+ *   DfdaemonUpload TCP port: a committed task answers in one pass and ends the stream); then
+ *   concurrent_piece_count workers, each with one piece buffer, take the missing pieces in
+ *   order. A piece goes to the parents that reported it, round-robin from piece number modulo
+ *   the parent count (no weighting by idle bandwidth); on a failure (connect, timeout, CRC) the
+ *   next of them is tried. A piece that failed on every parent that had it is reported
+ *   DownloadPieceFailed{temporary} and ends the round: the workers take no new piece. Missing
+ *   pieces then mean Reschedule{candidate_parents = the parents that failed or lacked a
+ *   piece}, at most scheduler.maxScheduleCount rounds in all.
+ *
+ *   Everything a remote peer sends is bounded here: at most DFD_P2P_MAX_PARENTS parents, each
+ *   with a valid IP and port; a reported piece number must be one we asked for, its offset and
+ *   length must be our geometry's, and a parent gets at most as many answers read as pieces it
+ *   was asked for; a piece's bytes are read into a buffer sized by our geometry
+ *   (dfd_vortex_fetch checks the parent's metadata against it, and the CRC).
+ *
+ *   The progress callbacks and every send on the scheduler stream run under one mutex per
+ *   download (rd->mu), so they are serialised as download.h promises.
+ */
+#include "p2p/download.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dfc/digest.h"
+#include "dfc/id.h"
+#include "dfc/log.h"
+#include "dfc/pbtime.h"
+#include "dfc/rpc_client.h"
+#include "dfc/thread.h"
+#include "dfc/units.h"
+#include "dragonfly/common.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "dragonfly/scheduler.pb-c.h"
+#include "p2p/vortex_client.h"
+#include "scheduler_client.h"
+#include "validate.h"
+
+/* Parents used per round (the scheduler's candidateParentLimit defaults to 3). */
+#define DFD_P2P_MAX_PARENTS 16
+/* How often a waiting caller polls its should_stop. */
+#define WAIT_TICK_NS (200 * DFC_NS_PER_MS)
+#define IP_MAX       64
+
+struct active {
+    char id[DFD_TASK_ID_LEN + 1];
+    bool done;
+    int result;
+    struct dfc_error err;
+    unsigned refs;             /* the leader and the waiters */
+    struct dfc_rpc_stream *st; /* the scheduler stream, for dfd_p2p_free to cancel (p->mu) */
+    bool leader_cancelled;     /* the leader's caller went away: a waiter may lead again */
+    struct active *next;
+};
+
+struct dfd_p2p {
+    struct dfd_storage *storage;
+    struct dfd_sched *sched;
+    const struct dfd_config *cfg;
+    char host_id[DFD_PEER_ID_MAX];
+    struct dfc_rpc_client_method sync_pieces;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* broadcast when a download ends and when the engine stops */
+    struct active *active;
+    unsigned running; /* fetches inside the engine */
+    bool stopping;
+};
+
+int dfd_p2p_new(struct dfd_storage *storage, struct dfd_sched *sched, const struct dfd_config *cfg,
+                const char *host_id, struct dfd_p2p **ret, struct dfc_error *err) {
+    struct dfd_p2p *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    p->storage = storage;
+    p->sched = sched;
+    p->cfg = cfg;
+    snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
+    const struct dfc_rpc_client_row rows[] = {
+        DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncPersistentCachePieces",
+                              &p->sync_pieces),
+    };
+    int r = dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), err);
+    if (r < 0) {
+        free(p);
+        return r;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    *ret = p;
+    return 0;
+}
+
+void dfd_p2p_free(struct dfd_p2p *p) {
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    for (struct active *a = p->active; a != NULL; a = a->next) {
+        if (a->st != NULL) {
+            dfc_rpc_stream_cancel(a->st);
+        }
+    }
+    pthread_cond_broadcast(&p->cv);
+    while (p->running > 0) {
+        pthread_cond_wait(&p->cv, &p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+/* ---- one download ---- */
+
+struct parent {
+    const Common__V2__PersistentCachePeer *peer; /* in the scheduler's response (rd->normal) */
+    const char *id;
+    char host_ip[IP_MAX]; /* its DfdaemonUpload */
+    uint16_t host_port;
+    char vortex_ip[IP_MAX]; /* from its SyncPersistentCachePieces answers */
+    uint16_t vortex_port;
+    bool failed; /* a sync or a piece failed on it this round */
+    bool lacked; /* it did not report every missing piece */
+};
+
+struct run {
+    struct dfd_p2p *p;
+    const struct dfd_p2p_request *req;
+    const struct dfd_p2p_progress *prog;
+    struct active *a;
+    char peer_id[DFD_PEER_ID_MAX];
+    uint64_t piece_length, content_length;
+    uint32_t piece_count;
+    struct dfd_replica *rep;
+    struct dfc_rpc_stream *st;
+    bool sent_started; /* DownloadPersistentCachePeerStarted */
+
+    pthread_mutex_t mu;       /* progress callbacks, stream sends, the fields below */
+    ProtobufCMessage *normal; /* the current AnnouncePersistentCachePeerResponse */
+    struct parent parents[DFD_P2P_MAX_PARENTS];
+    size_t n_parents;
+    uint32_t *missing; /* the pieces this round asks for, ascending */
+    uint64_t *have;    /* per missing piece: a bit per parent that reported it */
+    size_t n_missing, next;
+    bool round_over; /* a piece failed everywhere, or a fatal error: take no new piece */
+    int fatal;       /* a fatal error (storage, caller gone), with fatal_err */
+    struct dfc_error fatal_err;
+    unsigned written;
+};
+
+/* Whether the engine stops or the caller went away; called without rd->mu. */
+static bool stopped(struct run *rd) {
+    pthread_mutex_lock(&rd->p->mu);
+    bool s = rd->p->stopping;
+    pthread_mutex_unlock(&rd->p->mu);
+    if (!s && rd->prog != NULL && rd->prog->should_stop != NULL) {
+        pthread_mutex_lock(&rd->mu);
+        s = rd->prog->should_stop(rd->prog->arg);
+        pthread_mutex_unlock(&rd->mu);
+    }
+    return s;
+}
+
+static void init_announce(struct run *rd, Scheduler__V2__AnnouncePersistentCachePeerRequest *m) {
+    scheduler__v2__announce_persistent_cache_peer_request__init(m);
+    m->host_id = rd->p->host_id;
+    m->task_id = (char *)rd->req->task_id;
+    m->peer_id = rd->peer_id;
+}
+
+/* Sends one message on the scheduler stream; rd->mu must be held when workers run. */
+static int announce_send(struct run *rd, Scheduler__V2__AnnouncePersistentCachePeerRequest *m,
+                         struct dfc_error *err) {
+    int r = dfc_rpc_stream_send(rd->st, &m->base, err);
+    return r < 0 ? dfc_error_prefix(err, "scheduler AnnouncePersistentCachePeer") : 0;
+}
+
+static int send_simple(struct run *rd, int which, const char *description, struct dfc_error *err) {
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
+    init_announce(rd, &m);
+    Scheduler__V2__DownloadPersistentCachePeerStartedRequest started =
+        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST__INIT;
+    Scheduler__V2__DownloadPersistentCachePeerFinishedRequest finished =
+        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST__INIT;
+    Scheduler__V2__DownloadPersistentCachePeerFailedRequest failed =
+        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST__INIT;
+    m.request_case = which;
+    switch (which) {
+    case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST:
+        m.download_persistent_cache_peer_started_request = &started;
+        break;
+    case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST:
+        m.download_persistent_cache_peer_finished_request = &finished;
+        break;
+    default:
+        failed.opt_description_case =
+            SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST__OPT_DESCRIPTION_DESCRIPTION;
+        failed.description = (char *)description;
+        m.download_persistent_cache_peer_failed_request = &failed;
+        break;
+    }
+    return announce_send(rd, &m, err);
+}
+
+#define REQ(name) SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_##name
+
+static int send_register(struct run *rd, const char *tag, const char *application,
+                         struct dfc_error *err) {
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
+    init_announce(rd, &m);
+    Scheduler__V2__RegisterPersistentCachePeerRequest g =
+        SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    g.persistent = rd->req->persistent;
+    if (tag != NULL) {
+        g.opt_tag_case = SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_TAG_TAG;
+        g.tag = (char *)tag;
+    }
+    if (application != NULL) {
+        g.opt_application_case =
+            SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_APPLICATION_APPLICATION;
+        g.application = (char *)application;
+    }
+    g.piece_length = rd->piece_length;
+    g.opt_concurrent_piece_count_case =
+        SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_CONCURRENT_PIECE_COUNT_CONCURRENT_PIECE_COUNT;
+    g.concurrent_piece_count = (uint32_t)rd->p->cfg->concurrent_piece_count;
+    g.piece_count = rd->piece_count;
+    m.request_case = REQ(REGISTER_PERSISTENT_CACHE_PEER_REQUEST);
+    m.register_persistent_cache_peer_request = &g;
+    return announce_send(rd, &m, err);
+}
+
+/* Reschedule with the parents that failed or lacked pieces this round (all of them when none
+ * is marked: the scheduler then offers others). */
+static int send_reschedule(struct run *rd, const char *description, struct dfc_error *err) {
+    Common__V2__PersistentCachePeer *list[DFD_P2P_MAX_PARENTS];
+    size_t n = 0;
+    for (size_t i = 0; i < rd->n_parents; i++) {
+        if (rd->parents[i].failed || rd->parents[i].lacked) {
+            list[n++] = (Common__V2__PersistentCachePeer *)rd->parents[i].peer;
+        }
+    }
+    for (size_t i = 0; n == 0 && i < rd->n_parents; i++) {
+        list[i] = (Common__V2__PersistentCachePeer *)rd->parents[i].peer;
+        if (i + 1 == rd->n_parents) {
+            n = rd->n_parents;
+        }
+    }
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
+    init_announce(rd, &m);
+    Scheduler__V2__ReschedulePersistentCachePeerRequest rs =
+        SCHEDULER__V2__RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    rs.candidate_parents = list;
+    rs.n_candidate_parents = n;
+    rs.opt_description_case =
+        SCHEDULER__V2__RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST__OPT_DESCRIPTION_DESCRIPTION;
+    rs.description = (char *)description;
+    m.request_case = REQ(RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST);
+    m.reschedule_persistent_cache_peer_request = &rs;
+    return announce_send(rd, &m, err);
+}
+
+/* ---- parents ---- */
+
+static bool valid_ip(const char *ip) {
+    struct dfc_error ignored;
+    return ip != NULL && ip[0] != '\0' && strlen(ip) < IP_MAX &&
+           dfd_validate_ip("ip", ip, &ignored) == 0;
+}
+
+/* Takes the usable parents of a Normal response: an id, a host with a valid IP and port, not
+ * ourselves, at most DFD_P2P_MAX_PARENTS. */
+static void take_parents(struct run *rd,
+                         const Scheduler__V2__NormalPersistentCacheTaskResponse *n) {
+    rd->n_parents = 0;
+    for (size_t i = 0; i < n->n_candidate_cache_parents && rd->n_parents < DFD_P2P_MAX_PARENTS;
+         i++) {
+        const Common__V2__PersistentCachePeer *pe = n->candidate_cache_parents[i];
+        const Common__V2__Host *h = pe != NULL ? pe->host : NULL;
+        if (h == NULL || pe->id == NULL || pe->id[0] == '\0' || strlen(pe->id) >= DFD_PEER_ID_MAX ||
+            !valid_ip(h->ip) || h->port <= 0 || h->port > 65535 ||
+            (h->id != NULL && strcmp(h->id, rd->p->host_id) == 0)) {
+            DFC_LOG(DFC_LOG_WARN, "p2p.parent_skipped", "task_id=%s parent=%s, ignoring",
+                    rd->req->task_id, pe != NULL && pe->id != NULL ? pe->id : "-");
+            continue;
+        }
+        struct parent *pa = &rd->parents[rd->n_parents++];
+        memset(pa, 0, sizeof(*pa));
+        pa->peer = pe;
+        pa->id = pe->id;
+        snprintf(pa->host_ip, sizeof(pa->host_ip), "%s", h->ip);
+        pa->host_port = (uint16_t)h->port;
+    }
+}
+
+static size_t find_missing(const struct run *rd, uint32_t number) {
+    size_t lo = 0, hi = rd->n_missing;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rd->missing[mid] < number) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < rd->n_missing && rd->missing[lo] == number ? lo : SIZE_MAX;
+}
+
+static uint64_t piece_offset(const struct run *rd, uint32_t number) {
+    return (uint64_t)number * rd->piece_length;
+}
+
+static uint64_t piece_len(const struct run *rd, uint32_t number) {
+    uint64_t off = piece_offset(rd, number);
+    uint64_t left = rd->content_length - off;
+    return left < rd->piece_length ? left : rd->piece_length;
+}
+
+/* Asks parent k which missing pieces it has; marks them in rd->have. Errors mark it failed. */
+static void sync_parent(struct run *rd, size_t k) {
+    struct parent *pa = &rd->parents[k];
+    char target[IP_MAX + 16];
+    bool v6 = strchr(pa->host_ip, ':') != NULL;
+    snprintf(target, sizeof(target), v6 ? "[%s]:%u" : "%s:%u", pa->host_ip, pa->host_port);
+    struct dfc_error err;
+    struct dfc_rpc_client *c = NULL;
+    struct dfc_rpc_stream *st = NULL;
+    Dfdaemon__V2__SyncPersistentCachePiecesRequest req =
+        DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_REQUEST__INIT;
+    req.host_id = rd->p->host_id;
+    req.task_id = (char *)rd->req->task_id;
+    req.interested_piece_numbers = rd->missing;
+    req.n_interested_piece_numbers = rd->n_missing;
+    size_t reported = 0;
+    int r = dfc_rpc_client_new(target, NULL, &c, &err);
+    if (r == 0) {
+        r = dfc_rpc_stream_open(c, &rd->p->sync_pieces, rd->p->cfg->piece_timeout / DFC_NS_PER_MS,
+                                &st, &err);
+    }
+    if (r == 0 && (r = dfc_rpc_stream_send(st, &req.base, &err)) == 0) {
+        r = dfc_rpc_stream_close_send(st, &err);
+    }
+    /* At most one answer per piece asked for: a parent cannot keep us reading. */
+    for (size_t got = 0; r == 0 && got < rd->n_missing; got++) {
+        ProtobufCMessage *msg = NULL;
+        r = dfc_rpc_stream_recv(st, rd->p->sync_pieces.resp, &msg, &err);
+        if (r <= 0) {
+            break;
+        }
+        r = 0;
+        const Dfdaemon__V2__SyncPersistentCachePiecesResponse *m = (const void *)msg;
+        size_t i = find_missing(rd, m->number);
+        if (i == SIZE_MAX || m->offset != piece_offset(rd, m->number) ||
+            m->length != piece_len(rd, m->number) || !valid_ip(m->ip) ||
+            m->opt_tcp_port_case == 0 || m->tcp_port <= 0 || m->tcp_port > 65535) {
+            DFC_LOG(DFC_LOG_WARN, "p2p.sync_bad_piece",
+                    "task_id=%s parent=%s piece=%u offset=%" PRIu64 " length=%" PRIu64 ", ignoring",
+                    rd->req->task_id, pa->id, (unsigned)m->number, m->offset, m->length);
+        } else if (pa->vortex_ip[0] == '\0' ||
+                   (strcmp(pa->vortex_ip, m->ip) == 0 && pa->vortex_port == m->tcp_port)) {
+            snprintf(pa->vortex_ip, sizeof(pa->vortex_ip), "%s", m->ip);
+            pa->vortex_port = (uint16_t)m->tcp_port;
+            if ((rd->have[i] & (UINT64_C(1) << k)) == 0) {
+                rd->have[i] |= UINT64_C(1) << k;
+                reported++;
+            }
+        }
+        dfc_rpc_msg_free(msg);
+    }
+    if (r < 0) {
+        pa->failed = true;
+        DFC_LOG(DFC_LOG_WARN, "p2p.sync_failed", "task_id=%s parent=%s addr=%s error=\"%s\"",
+                rd->req->task_id, pa->id, target, dfc_error_msg(&err));
+    }
+    pa->lacked = reported < rd->n_missing;
+    dfc_rpc_stream_free(st);
+    dfc_rpc_client_free(c);
+}
+
+/* ---- pieces ---- */
+
+/* Reports a written piece to the caller and the scheduler; rd->mu held. */
+static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32_t crc,
+                        const struct parent *pa, uint64_t cost_ns, struct dfc_error *err) {
+    struct dfd_piece_meta pm = {
+        .number = number, .offset = piece_offset(rd, number), .length = piece_len(rd, number)};
+    dfc_crc32_format(crc, pm.digest);
+    int r = 0;
+    if (rd->prog != NULL && rd->prog->piece != NULL) {
+        r = rd->prog->piece(rd->prog->arg, &pm, buf, pa->id, cost_ns, err);
+    }
+    if (r < 0) {
+        return r;
+    }
+    Common__V2__Piece piece = COMMON__V2__PIECE__INIT;
+    Google__Protobuf__Duration cost = GOOGLE__PROTOBUF__DURATION__INIT;
+    Google__Protobuf__Timestamp created = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    dfc_pb_duration_from_ns((int64_t)cost_ns, &cost);
+    dfc_pb_timestamp_from_ns(dfc_timespec_to_ns(&now), &created);
+    piece.number = number;
+    piece.opt_parent_id_case = COMMON__V2__PIECE__OPT_PARENT_ID_PARENT_ID;
+    piece.parent_id = (char *)pa->id;
+    piece.offset = pm.offset;
+    piece.length = pm.length;
+    piece.digest = pm.digest;
+    piece.opt_traffic_type_case = COMMON__V2__PIECE__OPT_TRAFFIC_TYPE_TRAFFIC_TYPE;
+    piece.traffic_type = COMMON__V2__TRAFFIC_TYPE__REMOTE_PEER;
+    piece.cost = &cost;
+    piece.created_at = &created;
+    Scheduler__V2__DownloadPieceFinishedRequest fin =
+        SCHEDULER__V2__DOWNLOAD_PIECE_FINISHED_REQUEST__INIT;
+    fin.piece = &piece;
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
+    init_announce(rd, &m);
+    m.request_case = REQ(DOWNLOAD_PIECE_FINISHED_REQUEST);
+    m.download_piece_finished_request = &fin;
+    return announce_send(rd, &m, err);
+}
+
+static int report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
+                               struct dfc_error *err) {
+    Scheduler__V2__DownloadPieceFailedRequest f =
+        SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__INIT;
+    f.opt_piece_number_case =
+        SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__OPT_PIECE_NUMBER_PIECE_NUMBER;
+    f.piece_number = number;
+    f.parent_id = (char *)parent_id;
+    f.temporary = true;
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
+    init_announce(rd, &m);
+    m.request_case = REQ(DOWNLOAD_PIECE_FAILED_REQUEST);
+    m.download_piece_failed_request = &f;
+    return announce_send(rd, &m, err);
+}
+
+/* rd->mu held: records a fatal error (the first one wins) and ends the round. */
+static void set_fatal(struct run *rd, int r, const struct dfc_error *err) {
+    if (rd->fatal == 0) {
+        rd->fatal = r;
+        rd->fatal_err = *err;
+        rd->fatal_err.code = r;
+    }
+    rd->round_over = true;
+}
+
+/* Fetches missing piece i from its parents into buf; 0 when written and reported. */
+static void fetch_piece(struct run *rd, size_t i, void *buf) {
+    uint32_t number = rd->missing[i];
+    uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
+    uint64_t mask = rd->have[i];
+    const char *last = NULL;
+    for (size_t t = 0; t < rd->n_parents; t++) {
+        size_t k = (number + t) % rd->n_parents;
+        struct parent *pa = &rd->parents[k];
+        if ((mask & (UINT64_C(1) << k)) == 0) {
+            continue;
+        }
+        if (stopped(rd)) {
+            struct dfc_error e;
+            dfc_error_set(&e, -ECANCELED, "the download was cancelled");
+            pthread_mutex_lock(&rd->mu);
+            set_fatal(rd, -ECANCELED, &e);
+            pthread_mutex_unlock(&rd->mu);
+            return;
+        }
+        last = pa->id;
+        struct dfd_vortex_fetched got;
+        struct dfc_error err;
+        int r = dfd_vortex_fetch(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
+                                 buf, rd->p->cfg->piece_timeout, &got, &err);
+        if (r < 0) {
+            DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
+                    "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying the next parent",
+                    rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r),
+                    dfc_error_msg(&err));
+            pthread_mutex_lock(&rd->mu);
+            pa->failed = true;
+            pthread_mutex_unlock(&rd->mu);
+            continue;
+        }
+        r = dfd_replica_write_piece(rd->rep, number, buf, (size_t)len, got.crc32, &err);
+        pthread_mutex_lock(&rd->mu);
+        if (r == 0) {
+            r = report_piece(rd, number, buf, got.crc32, pa, got.cost_ns, &err);
+            rd->written++;
+        }
+        if (r < 0) {
+            set_fatal(rd, r, &err);
+        }
+        pthread_mutex_unlock(&rd->mu);
+        return;
+    }
+    if (last == NULL) {
+        return; /* no parent has it this round: missing, rescheduled */
+    }
+    pthread_mutex_lock(&rd->mu);
+    struct dfc_error err;
+    if (!rd->round_over && report_piece_failed(rd, number, last, &err) < 0) {
+        set_fatal(rd, err.code, &err);
+    }
+    rd->round_over = true;
+    pthread_mutex_unlock(&rd->mu);
+}
+
+static void *worker_main(void *arg) {
+    struct run *rd = arg;
+    void *buf = malloc(rd->piece_length);
+    pthread_mutex_lock(&rd->mu);
+    if (buf == NULL) {
+        struct dfc_error e;
+        dfc_error_set(&e, -ENOMEM, "out of memory for a piece buffer");
+        set_fatal(rd, -ENOMEM, &e);
+    }
+    while (!rd->round_over && rd->next < rd->n_missing) {
+        size_t i = rd->next++;
+        pthread_mutex_unlock(&rd->mu);
+        fetch_piece(rd, i, buf);
+        pthread_mutex_lock(&rd->mu);
+    }
+    pthread_mutex_unlock(&rd->mu);
+    free(buf);
+    return NULL;
+}
+
+/* One round against rd->parents. Returns 0 (pieces may still be missing) or a fatal error. */
+static int run_round(struct run *rd, struct dfc_error *err) {
+    rd->n_missing = dfd_replica_missing(rd->rep, rd->missing, rd->piece_count);
+    memset(rd->have, 0, rd->n_missing * sizeof(*rd->have));
+    rd->next = 0;
+    rd->round_over = false;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        if (stopped(rd)) {
+            return dfc_error_set(err, -ECANCELED, "the download was cancelled");
+        }
+        sync_parent(rd, k);
+    }
+    size_t n = rd->p->cfg->concurrent_piece_count;
+    if (n > rd->n_missing) {
+        n = rd->n_missing;
+    }
+    pthread_t *tids = calloc(n ? n : 1, sizeof(*tids));
+    if (tids == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    size_t started = 0;
+    for (; started < n; started++) {
+        if (pthread_create(&tids[started], NULL, worker_main, rd) != 0) {
+            break;
+        }
+    }
+    if (started == 0 && n > 0) {
+        worker_main(rd); /* no thread could be made: fetch on this one */
+    }
+    for (size_t i = 0; i < started; i++) {
+        pthread_join(tids[i], NULL);
+    }
+    free(tids);
+    if (rd->fatal < 0) {
+        *err = rd->fatal_err;
+        return rd->fatal;
+    }
+    return 0;
+}
+
+/* Receives the scheduler's next answer into rd->normal: 1 Normal (parents taken), 0 Empty. */
+static int recv_answer(struct run *rd, struct dfc_error *err) {
+    const struct dfd_sched_methods *sm = dfd_sched_methods(rd->p->sched);
+    ProtobufCMessage *msg = NULL;
+    int r = dfc_rpc_stream_recv(rd->st, sm->announce_peer.resp, &msg, err);
+    if (r == 0) {
+        return dfc_error_set(err, DFC_E_ABORTED,
+                             "scheduler AnnouncePersistentCachePeer ended without an answer");
+    }
+    if (r < 0) {
+        return dfc_error_prefix(err, "scheduler AnnouncePersistentCachePeer");
+    }
+    dfc_rpc_msg_free(rd->normal);
+    rd->normal = msg;
+    rd->n_parents = 0;
+    const Scheduler__V2__AnnouncePersistentCachePeerResponse *m = (const void *)msg;
+    switch (m->response_case) {
+    case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_RESPONSE__RESPONSE_EMPTY_PERSISTENT_CACHE_TASK_RESPONSE:
+        return 0;
+    case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_RESPONSE__RESPONSE_NORMAL_PERSISTENT_CACHE_TASK_RESPONSE:
+        take_parents(rd, m->normal_persistent_cache_task_response);
+        return 1;
+    default:
+        return dfc_error_set(err, -EPROTO,
+                             "scheduler AnnouncePersistentCachePeer: an answer "
+                             "that is neither empty nor normal");
+    }
+}
+
+/* The rounds, until every piece is written; 0 or an error (the caller tells the scheduler). */
+static int rounds(struct run *rd, struct dfc_error *err) {
+    uint64_t max = rd->p->cfg->max_schedule_count;
+    for (uint64_t round = 1;; round++) {
+        int normal = recv_answer(rd, err);
+        if (normal < 0) {
+            return normal;
+        }
+        int r;
+        if (!rd->sent_started) {
+            r = send_simple(rd, REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST), NULL, err);
+            if (r < 0) {
+                return r;
+            }
+            rd->sent_started = true;
+        }
+        if (normal == 0 || rd->piece_count == 0) {
+            if (rd->piece_count != 0) {
+                return dfc_error_set(err, -EPROTO,
+                                     "the scheduler says task %s is empty, it has %u pieces",
+                                     rd->req->task_id, (unsigned)rd->piece_count);
+            }
+            return 0;
+        }
+        if ((r = run_round(rd, err)) < 0) {
+            return r;
+        }
+        if (dfd_replica_missing(rd->rep, rd->missing, 1) == 0) {
+            DFC_LOG(DFC_LOG_INFO, "p2p.download_done",
+                    "task_id=%s pieces=%u bytes=%" PRIu64 " rounds=%" PRIu64, rd->req->task_id,
+                    (unsigned)rd->piece_count, rd->content_length, round);
+            return 0;
+        }
+        char why[96];
+        snprintf(why, sizeof(why), "round %" PRIu64 ": %zu of %u pieces missing", round,
+                 dfd_replica_missing(rd->rep, rd->missing, rd->piece_count),
+                 (unsigned)rd->piece_count);
+        if (round >= max) {
+            return dfc_error_set(err, DFC_E_ABORTED,
+                                 "task %s: max schedule count exceeded (%" PRIu64 " rounds; %s)",
+                                 rd->req->task_id, max, why);
+        }
+        DFC_LOG(DFC_LOG_INFO, "p2p.reschedule", "task_id=%s %s", rd->req->task_id, why);
+        if ((r = send_reschedule(rd, why, err)) < 0) {
+            return r;
+        }
+    }
+}
+
+/* Stat, begin the replica, register, rounds, commit. */
+static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error *err) {
+    struct dfd_p2p *p = rd->p;
+    const struct dfd_p2p_request *req = rd->req;
+    Common__V2__PersistentCacheTask *task = NULL;
+    int r = dfd_sched_stat_task(p->sched, req->task_id, &task, err);
+    if (r == -ENOENT) {
+        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
+    }
+    if (r < 0) {
+        return r;
+    }
+    int64_t ttl_ns = 0, created_ns = 0;
+    if (task->ttl == NULL || dfc_pb_duration_to_ns(task->ttl, &ttl_ns) < 0 ||
+        task->created_at == NULL || dfc_pb_timestamp_to_ns(task->created_at, &created_ns) < 0) {
+        dfc_rpc_msg_free(&task->base);
+        return dfc_error_set(err, -EPROTO, "the scheduler's task %s has no valid ttl or created_at",
+                             req->task_id);
+    }
+    const char *tag = req->tag != NULL ? req->tag : (task->opt_tag_case ? task->tag : NULL);
+    const char *app = req->application != NULL
+                          ? req->application
+                          : (task->opt_application_case ? task->application : NULL);
+    rd->piece_length = task->piece_length;
+    rd->content_length = task->content_length;
+    rd->piece_count = task->piece_count;
+    struct dfd_replica_params rp = {
+        .id = req->task_id,
+        .tag = tag,
+        .application = app,
+        .piece_length = task->piece_length,
+        .content_length = task->content_length,
+        .piece_count = task->piece_count,
+        .replica_count = task->persistent_replica_count,
+        .ttl_ns = ttl_ns,
+        .created_at_ns = created_ns,
+        .persistent = req->persistent,
+        .peer_id = rd->peer_id,
+    };
+    /* replica_begin checks the geometry (piece_count against content and piece length) and
+     * the space, so nothing below trusts the scheduler's numbers unchecked. */
+    r = dfd_replica_begin(p->storage, &rp, &rd->rep, err);
+    if (r == 0 && rd->prog != NULL && rd->prog->started != NULL) {
+        r = rd->prog->started(rd->prog->arg, rd->content_length, err);
+    }
+    if (r == 0) {
+        rd->missing = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->missing));
+        rd->have = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->have));
+        if (rd->missing == NULL || rd->have == NULL) {
+            r = dfc_error_set(err, -ENOMEM, "out of memory");
+        }
+    }
+    if (r == 0) {
+        r = dfd_sched_announce_peer_open(p->sched, req->task_id,
+                                         p->cfg->schedule_timeout / DFC_NS_PER_MS, &rd->st, err);
+    }
+    if (r == 0) {
+        pthread_mutex_lock(&p->mu);
+        rd->a->st = rd->st;
+        if (p->stopping) {
+            dfc_rpc_stream_cancel(rd->st);
+        }
+        pthread_mutex_unlock(&p->mu);
+        r = send_register(rd, tag, app, err);
+        if (r == 0) {
+            r = rounds(rd, err);
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (r == 0) {
+            r = dfd_replica_commit(rd->rep, dfc_timespec_to_ns(&now), ret, err);
+            rd->rep = NULL;
+        }
+        struct dfc_error e;
+        if (r == 0) {
+            if (send_simple(rd, REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST), NULL, &e) <
+                    0 ||
+                dfc_rpc_stream_finish(rd->st, &e) < 0) {
+                DFC_LOG(DFC_LOG_WARN, "p2p.finished_not_told",
+                        "task_id=%s error=\"%s\", ignoring (the copy is committed)", req->task_id,
+                        dfc_error_msg(&e));
+            }
+        } else if (send_simple(rd, REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST),
+                               dfc_error_msg(err), &e) == 0) {
+            (void)dfc_rpc_stream_finish(rd->st, &e);
+        }
+        pthread_mutex_lock(&p->mu);
+        rd->a->st = NULL;
+        pthread_mutex_unlock(&p->mu);
+    }
+    dfc_rpc_stream_free(rd->st);
+    rd->st = NULL;
+    dfd_replica_abort(rd->rep);
+    rd->rep = NULL;
+    dfc_rpc_msg_free(rd->normal);
+    rd->normal = NULL;
+    free(rd->missing);
+    free(rd->have);
+    dfc_rpc_msg_free(&task->base);
+    return r;
+}
+
+/* ---- the table of downloads in progress ---- */
+
+static struct active *find_active(struct dfd_p2p *p, const char *id) {
+    for (struct active *a = p->active; a != NULL; a = a->next) {
+        if (strcmp(a->id, id) == 0) {
+            return a;
+        }
+    }
+    return NULL;
+}
+
+static void unlink_active(struct dfd_p2p *p, struct active *a) {
+    for (struct active **pp = &p->active; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == a) {
+            *pp = a->next;
+            return;
+        }
+    }
+}
+
+/* p->mu held: drops a reference; the last one frees. */
+static void put_active(struct active *a) {
+    if (--a->refs == 0) {
+        free(a);
+    }
+}
+
+/* Waits for a (p->mu held) to finish; -ECANCELED when our own caller goes away meanwhile. */
+static int wait_active(struct dfd_p2p *p, struct active *a, const struct dfd_p2p_progress *prog,
+                       struct dfc_error *err) {
+    while (!a->done) {
+        if (p->stopping) {
+            return dfc_error_set(err, -ECANCELED, "dfdaemon is stopping");
+        }
+        if (prog != NULL && prog->should_stop != NULL) {
+            pthread_mutex_unlock(&p->mu);
+            bool stop = prog->should_stop(prog->arg);
+            pthread_mutex_lock(&p->mu);
+            if (stop) {
+                return dfc_error_set(err, -ECANCELED, "the download was cancelled");
+            }
+        }
+        struct timespec dl = dfc_deadline_after(WAIT_TICK_NS);
+        pthread_cond_timedwait(&p->cv, &p->mu, &dl);
+    }
+    return 0;
+}
+
+/* A stored task is returned at once; with persistent asked for, it is made persistent. */
+static int get_local(struct dfd_p2p *p, const struct dfd_p2p_request *req,
+                     struct dfd_task_meta *ret, struct dfc_error *err) {
+    int r = dfd_storage_get(p->storage, req->task_id, ret, err);
+    if (r == 0 && req->persistent && !ret->persistent) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        r = dfd_storage_set_persistent(p->storage, req->task_id, true, dfc_timespec_to_ns(&now),
+                                       err);
+        if (r == 0) {
+            ret->persistent = true;
+        } else {
+            dfd_task_meta_done(ret);
+        }
+    }
+    return r;
+}
+
+static int lead(struct dfd_p2p *p, struct active *a, const struct dfd_p2p_request *req,
+                const struct dfd_p2p_progress *prog, struct dfd_task_meta *ret,
+                struct dfc_error *err) {
+    struct run *rd = calloc(1, sizeof(*rd));
+    if (rd == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    rd->p = p;
+    rd->req = req;
+    rd->prog = prog;
+    rd->a = a;
+    pthread_mutex_init(&rd->mu, NULL);
+    int r = dfc_peer_id(p->cfg->host_ip, p->cfg->hostname, rd->peer_id, sizeof(rd->peer_id));
+    if (r < 0) {
+        dfc_error_set(err, r, "host.ip and host.hostname make a peer id that is too long");
+    } else {
+        r = download(rd, ret, err);
+    }
+    if (r == -EEXIST && dfd_storage_get(p->storage, req->task_id, ret, err) == 0) {
+        r = 0; /* it appeared meanwhile (an import of the same id) */
+    }
+    if (r < 0) {
+        DFC_LOG(DFC_LOG_WARN, "p2p.download_failed", "task_id=%s code=%s error=\"%s\"",
+                req->task_id, dfc_error_name(r), dfc_error_msg(err));
+    }
+    pthread_mutex_destroy(&rd->mu);
+    free(rd);
+    return r;
+}
+
+int dfd_p2p_fetch(struct dfd_p2p *p, const struct dfd_p2p_request *req,
+                  const struct dfd_p2p_progress *prog, struct dfd_task_meta *ret,
+                  struct dfc_error *err) {
+    if (!dfd_task_id_valid(req->task_id)) {
+        return dfc_error_set(err, -EINVAL, "task_id: must be 64 lowercase hex digits");
+    }
+    pthread_mutex_lock(&p->mu);
+    if (p->stopping) {
+        pthread_mutex_unlock(&p->mu);
+        return dfc_error_set(err, -ECANCELED, "dfdaemon is stopping");
+    }
+    p->running++;
+    int r;
+    for (;;) {
+        pthread_mutex_unlock(&p->mu);
+        r = get_local(p, req, ret, err);
+        pthread_mutex_lock(&p->mu);
+        if (r != -ENOENT) {
+            break;
+        }
+        struct active *a = find_active(p, req->task_id);
+        if (a != NULL) {
+            a->refs++;
+            r = wait_active(p, a, prog, err);
+            bool retry = r == 0 && a->result < 0 && a->leader_cancelled && !p->stopping;
+            if (r == 0 && a->result < 0 && !retry) {
+                r = a->result;
+                *err = a->err;
+            }
+            put_active(a);
+            if (r < 0) {
+                break;
+            }
+            continue; /* done: read it back, or lead a new download */
+        }
+        a = calloc(1, sizeof(*a));
+        if (a == NULL) {
+            r = dfc_error_set(err, -ENOMEM, "out of memory");
+            break;
+        }
+        snprintf(a->id, sizeof(a->id), "%s", req->task_id);
+        a->refs = 1;
+        a->next = p->active;
+        p->active = a;
+        pthread_mutex_unlock(&p->mu);
+        r = lead(p, a, req, prog, ret, err);
+        pthread_mutex_lock(&p->mu);
+        a->done = true;
+        a->result = r;
+        if (r < 0) {
+            a->err = *err;
+        }
+        a->leader_cancelled = r == -ECANCELED;
+        unlink_active(p, a);
+        put_active(a);
+        pthread_cond_broadcast(&p->cv);
+        break;
+    }
+    p->running--;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}

@@ -1,0 +1,268 @@
+/*
+ * rpc_upload.c - dfdaemon.v2.DfdaemonUpload as served on TCP (upload.server.ip:port) to other
+ * peers and the scheduler, as a method table with thin handlers.
+ *
+ * A TCP caller has no SO_PEERCRED and is trusted no further than its address: nothing here
+ * reads or writes a path a caller names (output_path and need_piece_content are refused: they
+ * stay on the Unix socket), and what changes the store is accepted only from the scheduler's
+ * addresses (dfd_sched_is_scheduler_ip): UpdatePersistentCacheTask, DeletePersistentCacheTask,
+ * and the persistent flag of a DownloadPersistentCacheTask (the scheduler's replication pull;
+ * anyone else's pull makes an ordinary, evictable copy). The ports belong on a trusted network,
+ * as upstream's do.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dfc/log.h"
+#include "dfc/units.h"
+#include "dragonfly/common.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "google/protobuf/empty.pb-c.h"
+#include "hostinfo.h"
+#include "rpc_fetch.h"
+#include "scheduler_client.h"
+#include "service.h"
+#include "validate.h"
+
+/* How often SyncHost sends this host's figures. */
+#define SYNC_HOST_INTERVAL_NS (1000 * DFC_NS_PER_MS)
+#define SYNC_HOST_TICK_NS     (100 * DFC_NS_PER_MS)
+
+#define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
+
+/* Whether the caller is one of the schedulers; ip receives its address for messages. */
+static bool from_scheduler(const struct dfd_service *svc, struct dfc_rpc_call *call, char *ip,
+                           size_t size) {
+    if (dfc_rpc_call_peer_ip(call, ip, size) < 0) {
+        snprintf(ip, size, "an unknown address");
+        return false;
+    }
+    return svc->sched != NULL && dfd_sched_is_scheduler_ip(svc->sched, ip);
+}
+
+static int need_scheduler(const struct dfd_service *svc, struct dfc_rpc_call *call,
+                          const char *verb, struct dfc_error *err) {
+    char ip[INET6_ADDRSTRLEN + 32];
+    if (from_scheduler(svc, call, ip, sizeof(ip))) {
+        return 0;
+    }
+    return dfc_error_set(err, -EACCES,
+                         "permission denied: %s came from %s, which is not a scheduler's address "
+                         "(scheduler.addrs); only the scheduler may %s over TCP",
+                         dfc_rpc_call_method(call), ip, verb);
+}
+
+/* ---- DownloadPersistentCacheTask: the scheduler's replication pull ---- */
+
+static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                         ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req = (const void *)req_;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r == 0 && req->opt_output_path_case != 0) {
+        r = dfc_error_set(err, -EINVAL,
+                          "output_path: not on TCP (exports to a path are served on the Unix "
+                          "socket only)");
+    }
+    if (r == 0 && req->need_piece_content) {
+        r = dfc_error_set(err, -EINVAL,
+                          "need_piece_content: not on TCP (pieces travel over Vortex, "
+                          "storage.server.tcpPort)");
+    }
+    if (r == 0 && req->force_hard_link) {
+        r = dfc_error_set(err, -EINVAL, "force_hard_link: not on TCP (it needs an output_path)");
+    }
+    if (r == 0 && req->opt_remote_ip_case != 0) {
+        r = dfd_validate_ip("remote_ip", req->remote_ip, err);
+    }
+    if (r < 0) {
+        return r;
+    }
+    char ip[INET6_ADDRSTRLEN + 32];
+    bool persistent = req->persistent && from_scheduler(svc, call, ip, sizeof(ip));
+    dfc_rpc_call_log_field(call, "task_id", req->task_id);
+    struct dfd_fetch f;
+    if ((r = dfd__fetch_init(&f, svc, call, req->task_id, false, err)) < 0) {
+        return r;
+    }
+    struct dfd_task_meta t;
+    r = dfd__fetch_remote(&f, persistent, OPT(req, tag), OPT(req, application), &t, err);
+    if (r < 0) {
+        dfd__fetch_done(&f);
+        return r;
+    }
+    if ((r = dfd__fetch_started(&f, t.content_length, err)) == 0) {
+        r = dfd__fetch_send_stored(&f, -1, &t, err); /* metadata only: no content fd needed */
+    }
+    if (r == 0) {
+        DFC_LOG(DFC_LOG_INFO, "replica.done", "task_id=%s persistent=%d pieces=%u", t.id,
+                t.persistent, t.piece_count);
+    }
+    dfd__fetch_done(&f);
+    dfd_task_meta_done(&t);
+    return r;
+}
+
+/* ---- the scheduler's destructive calls ---- */
+
+static int update_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__UpdatePersistentCacheTaskRequest *req = (const void *)req_;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r == 0) {
+        r = need_scheduler(svc, call, "update a task", err);
+    }
+    if (r < 0 || !req->persistent) {
+        return r; /* persistent=false is a no-op, as upstream */
+    }
+    r = dfd_storage_set_persistent(svc->storage, req->task_id, true, dfd__now(svc), err);
+    if (r == -ENOENT) {
+        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
+    }
+    return r;
+}
+
+static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__DeletePersistentCacheTaskRequest *req = (const void *)req_;
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r == 0) {
+        r = need_scheduler(svc, call, "delete a task", err);
+    }
+    if (r == 0) {
+        r = dfd_storage_delete(svc->storage, req->task_id, err); /* absent: OK, as upstream */
+    }
+    if (r == 0) {
+        DFC_LOG(DFC_LOG_INFO, "delete.done", "task_id=%s by=scheduler", req->task_id);
+    }
+    return r;
+}
+
+/* ---- read-only calls ---- */
+
+static int stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                     ProtobufCMessage *resp_, struct dfc_error *err) {
+    const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
+    struct dfd_task_meta t;
+    int r = dfd__load_task(svc_, req->task_id, &t, err);
+    if (r == -ENOENT) {
+        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
+    }
+    if (r == 0) {
+        r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
+        dfd_task_meta_done(&t);
+    }
+    return r;
+}
+
+/* The requested pieces that are stored, with this host's Vortex address. Only committed tasks
+ * are served, so one pass answers everything and the stream ends. */
+static int sync_pieces(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__SyncPersistentCachePiecesRequest *req = (const void *)req_;
+    struct dfd_task_meta t;
+    int r = dfd__load_task(svc, req->task_id, &t, err);
+    if (r == -ENOENT) {
+        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
+    }
+    if (r < 0) {
+        return r;
+    }
+    uint32_t count = t.piece_count;
+    dfd_task_meta_done(&t);
+    if (req->n_interested_piece_numbers > count) {
+        return dfc_error_set(err, -EINVAL,
+                             "interested_piece_numbers: %zu numbers, the task has %u pieces",
+                             req->n_interested_piece_numbers, (unsigned)count);
+    }
+    for (size_t i = 0; i < req->n_interested_piece_numbers; i++) {
+        if (req->interested_piece_numbers[i] >= count) {
+            return dfc_error_set(err, -EINVAL,
+                                 "interested_piece_numbers[%zu]: %u is beyond the task's %u "
+                                 "pieces",
+                                 i, (unsigned)req->interested_piece_numbers[i], (unsigned)count);
+        }
+    }
+    struct dfd_piece_meta *pieces;
+    size_t n;
+    if ((r = dfd_storage_pieces(svc->storage, req->task_id, &pieces, &n, err)) < 0) {
+        return r;
+    }
+    uint8_t *seen = calloc(n / 8 + 1, 1);
+    if (seen == NULL) {
+        free(pieces);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; r == 0 && i < req->n_interested_piece_numbers; i++) {
+        uint32_t k = req->interested_piece_numbers[i];
+        if (k >= n || pieces[k].number != k || (seen[k / 8] & (1u << (k % 8))) != 0) {
+            continue; /* a repeated number is answered once */
+        }
+        seen[k / 8] |= (uint8_t)(1u << (k % 8));
+        Dfdaemon__V2__SyncPersistentCachePiecesResponse m =
+            DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__INIT;
+        m.number = k;
+        m.offset = pieces[k].offset;
+        m.length = pieces[k].length;
+        m.ip = svc->cfg->host_ip;
+        m.opt_tcp_port_case =
+            DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__OPT_TCP_PORT_TCP_PORT;
+        m.tcp_port = (int32_t)svc->cfg->vortex_port;
+        r = dfc_rpc_call_send(call, &m.base, err);
+    }
+    free(seen);
+    free(pieces);
+    return r;
+}
+
+/* This host's figures, every SYNC_HOST_INTERVAL_NS until the caller ends the stream (or takes
+ * nothing for the idle timeout, which ends the send). */
+static int sync_host(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                     ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    int r = 0;
+    while (r == 0 && !dfc_rpc_call_cancelled(call)) {
+        Common__V2__Host *h = NULL;
+        if ((r = dfd_hostinfo_fill(svc->cfg, svc->host_id, &h, err)) < 0) {
+            break;
+        }
+        r = dfc_rpc_call_send(call, &h->base, err);
+        dfd_hostinfo_free(h);
+        for (int64_t slept = 0; r == 0 && slept < SYNC_HOST_INTERVAL_NS;
+             slept += SYNC_HOST_TICK_NS) {
+            if (dfc_rpc_call_cancelled(call)) {
+                break;
+            }
+            struct timespec ts = {0, SYNC_HOST_TICK_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return r == -ECANCELED ? 0 : r;
+}
+
+const struct dfc_rpc_method dfd__tcp_upload_methods[] = {
+    DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
+                   dfdaemon__v2__download_persistent_cache_task_request,
+                   dfdaemon__v2__download_persistent_cache_task_response, download_task),
+    DFC_RPC_METHOD("UpdatePersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty,
+                   update_task),
+    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__stat_persistent_cache_task_request,
+                   common__v2__persistent_cache_task, stat_task),
+    DFC_RPC_METHOD("DeletePersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty,
+                   delete_task),
+    DFC_RPC_METHOD("SyncPersistentCachePieces", DFC_RPC_SERVER_STREAM,
+                   dfdaemon__v2__sync_persistent_cache_pieces_request,
+                   dfdaemon__v2__sync_persistent_cache_pieces_response, sync_pieces),
+    DFC_RPC_METHOD("SyncHost", DFC_RPC_SERVER_STREAM, dfdaemon__v2__sync_host_request,
+                   common__v2__host, sync_host),
+};
+const size_t dfd__n_tcp_upload_methods = DFC_RPC_N(dfd__tcp_upload_methods);

@@ -1,0 +1,620 @@
+/*
+ * Integration tests for peer to peer: a real redis-server, the real scheduler and three real
+ * dfdaemons on their own loopback addresses (127.0.0.11, .12, .13; p2p_harness.h), talking
+ * gRPC over TCP and Vortex between them, driven through dfcache and lib's RPC client.
+ *
+ * An export of a task that lives on another node (fetched over Vortex, byte-identical, the copy
+ * committed with the scheduler's created_at), the same streamed (need_piece_content),
+ * persistent replicas placed by the scheduler, a parent with corrupted content, the TCP
+ * DfdaemonUpload's refusals (a destructive call from an address that is not the scheduler's,
+ * pieces of an absent task), and a parent killed in the middle of a download.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon_harness.h"
+#include "dfc/config.h"
+#include "dfc/error.h"
+#include "dfc/pbtime.h"
+#include "dfc/rpc_client.h"
+#include "dragonfly/common.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
+#include "dragonfly/scheduler.pb-c.h"
+#include "google/protobuf/empty.pb-c.h"
+#include "p2p_harness.h"
+#include "redis_harness.h"
+#include "scheduler_harness.h"
+#include "test_support.h"
+
+#define MiB ((size_t)1 << 20)
+#define PIECE_FINISHED                                                                             \
+    DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE
+/* How long the scheduler may take to place a persistent replica after an import. */
+#define REPLICA_BOUND_MS 30000
+#define TIMEOUT_MS       60000
+
+static struct dfc_rpc_client_method sync_pieces_m, sync_host_m, up_download_m, sched_stat_m;
+static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "DownloadPersistentCacheTask",
+                          &up_download_m),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncHost", &sync_host_m),
+    DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncPersistentCachePieces",
+                          &sync_pieces_m),
+    DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "StatPersistentCacheTask", &sched_stat_m),
+};
+
+/* ---- the cluster, shared by the tests (started once; the last test kills node A) ---- */
+
+static struct {
+    bool up;
+    struct redis_server redis;
+    struct sched_harness sched;
+    struct p2p_node node[4]; /* A .11, B .12, C .13; D .14 (started by one test) */
+    char dir[256];           /* the test's files */
+} cl;
+
+#define A (&cl.node[0])
+#define B (&cl.node[1])
+#define C (&cl.node[2])
+
+static int cluster_up(void **state) {
+    (void)state;
+    if (!redis_harness_available()) {
+        return 0; /* every test skips */
+    }
+    redis_server_start(&cl.redis, NULL);
+    sched_harness_start(&cl.sched, cl.redis.addr,
+                        "scheduler:\n  replicaRepairInterval: 2s\n  gc:\n    hostGCInterval: 1m\n");
+    static const char *const ips[] = {"127.0.0.11", "127.0.0.12", "127.0.0.13"};
+    static const char *const names[] = {"node-a", "node-b", "node-c"};
+    for (int i = 0; i < 3; i++) {
+        p2p_node_start(&cl.node[i], ips[i], names[i], cl.sched.target, &cl.redis);
+    }
+    test_mkdtemp(cl.dir, sizeof(cl.dir), "p2p");
+    cl.up = true;
+    return 0;
+}
+
+static int cluster_down(void **state) {
+    (void)state;
+    if (!cl.up) {
+        return 0;
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        if (cl.node[i].h.pid > 0) {
+            bad += p2p_node_destroy(&cl.node[i]) != 0;
+        } else if (cl.node[i].h.dir[0] != '\0') {
+            test_rmtree(cl.node[i].h.dir); /* killed or stopped by a test */
+        }
+    }
+    if (sched_harness_destroy(&cl.sched) != 0) {
+        bad++;
+    }
+    redis_server_destroy(&cl.redis);
+    test_rmtree(cl.dir);
+    return bad;
+}
+
+#define REQUIRE_CLUSTER()                                                                          \
+    do {                                                                                           \
+        REDIS_HARNESS_REQUIRE();                                                                   \
+        assert_true(cl.up);                                                                        \
+    } while (0)
+
+/* ---- helpers ---- */
+
+/* Imports a fresh file of len bytes (pattern seed) on n; its id into id. */
+static void import_on(struct p2p_node *n, size_t len, unsigned seed, unsigned replicas, char *path,
+                      size_t path_size, char id[65]) {
+    snprintf(path, path_size, "%s/src-%u", cl.dir, seed);
+    harness_write_file(path, len, seed);
+    char count[16], out[512], errb[2048];
+    snprintf(count, sizeof(count), "%u", replicas);
+    const char *argv[] = {"import", path, "--persistent-replica-count", count, NULL};
+    int code = harness_dfcache(&n->h, -1, out, sizeof(out), errb, sizeof(errb), argv);
+    if (code != 0) {
+        fprintf(stderr, "dfcache import: %s%s\n", out, errb);
+    }
+    assert_int_equal(code, 0);
+    const char *done = strstr(out, "Done: ");
+    assert_non_null(done);
+    snprintf(id, 65, "%.64s", done + 6);
+    assert_int_equal(strlen(id), 64);
+}
+
+/* dfcache export of id on n into out_path; returns the exit code. */
+static int export_on(struct p2p_node *n, const char *id, const char *out_path, bool stream) {
+    char out[512], errb[2048];
+    const char *argv[] = {
+        "export", "-O", out_path, id, "--no-progress", stream ? "--transfer-from-dfdaemon" : NULL,
+        NULL};
+    int code = harness_dfcache(&n->h, -1, out, sizeof(out), errb, sizeof(errb), argv);
+    if (code != 0) {
+        fprintf(stderr, "dfcache export on %s: %s%s\n", n->ip, out, errb);
+    }
+    return code;
+}
+
+/* StatLocalPersistentCacheTask on n's socket: the gRPC code; *ret (may be NULL) the answer. */
+static int stat_local(struct p2p_node *n, const char *id,
+                      Dfdaemon__V2__StatLocalPersistentCacheTaskResponse **ret) {
+    struct dfc_rpc_client *c = harness_client(&n->h);
+    Dfdaemon__V2__StatLocalPersistentCacheTaskRequest req =
+        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = (char *)id;
+    ProtobufCMessage *resp = NULL;
+    struct dfc_error err;
+    int r = dfc_rpc_unary(c, &hm.stat_local, &req.base, TIMEOUT_MS, &resp, &err);
+    dfc_rpc_client_free(c);
+    if (ret != NULL) {
+        *ret = (void *)resp;
+    } else {
+        dfc_rpc_msg_free(resp);
+    }
+    return dfc_error_to_grpc(r);
+}
+
+/* A client of n's DfdaemonUpload on TCP. */
+static struct dfc_rpc_client *tcp_client(const struct p2p_node *n) {
+    struct dfc_rpc_client *c;
+    struct dfc_error err;
+    if (dfc_rpc_client_new(n->upload_target, NULL, &c, &err) < 0) {
+        fprintf(stderr, "client of %s: %s\n", n->upload_target, err.msg);
+        abort();
+    }
+    return c;
+}
+
+/* DeletePersistentCacheTask on n's TCP port: the gRPC code, the message in err. */
+static int tcp_delete(const struct p2p_node *n, const char *id, struct dfc_error *err) {
+    struct dfc_rpc_client *c = tcp_client(n);
+    Dfdaemon__V2__DeletePersistentCacheTaskRequest req =
+        DFDAEMON__V2__DELETE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = (char *)id;
+    ProtobufCMessage *resp = NULL;
+    int r = dfc_rpc_unary(c, &hm.delete_task, &req.base, TIMEOUT_MS, &resp, err);
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_client_free(c);
+    return dfc_error_to_grpc(r);
+}
+
+/* ---- tests ---- */
+
+/* SyncPersistentCachePieces for a task the node does not hold: NOT_FOUND naming it; piece
+ * numbers beyond the task's pieces: INVALID_ARGUMENT. */
+static void test_sync_pieces_absent_task_and_bounds(void **state) {
+    REQUIRE_CLUSTER();
+    static const char absent[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct dfc_rpc_client *c = tcp_client(A);
+    uint32_t nums[] = {0};
+    Dfdaemon__V2__SyncPersistentCachePiecesRequest req =
+        DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_REQUEST__INIT;
+    req.host_id = "test";
+    req.task_id = (char *)absent;
+    req.interested_piece_numbers = nums;
+    req.n_interested_piece_numbers = 1;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st = NULL;
+    assert_int_equal(dfc_rpc_stream_open(c, &sync_pieces_m, TIMEOUT_MS, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    int r = dfc_rpc_stream_recv(st, sync_pieces_m.resp, &m, &err);
+    assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_NOT_FOUND);
+    char want[128];
+    snprintf(want, sizeof(want), "persistent cache task %s not found", absent);
+    assert_non_null(strstr(err.msg, want));
+    dfc_rpc_stream_free(st);
+
+    /* A stored task (one piece), asked for piece 5. */
+    char path[512], id[65];
+    import_on(A, 1000, 101, 1, path, sizeof(path), id);
+    nums[0] = 5;
+    req.task_id = id;
+    assert_int_equal(dfc_rpc_stream_open(c, &sync_pieces_m, TIMEOUT_MS, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    r = dfc_rpc_stream_recv(st, sync_pieces_m.resp, &m, &err);
+    assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "interested_piece_numbers[0]: 5 is beyond"));
+    dfc_rpc_stream_free(st);
+
+    /* Piece 0 of it: one answer with this node's Vortex address. */
+    nums[0] = 0;
+    assert_int_equal(dfc_rpc_stream_open(c, &sync_pieces_m, TIMEOUT_MS, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(st, sync_pieces_m.resp, &m, &err), 1);
+    const Dfdaemon__V2__SyncPersistentCachePiecesResponse *p = (const void *)m;
+    assert_int_equal(p->number, 0);
+    assert_int_equal(p->length, 1000);
+    assert_string_equal(p->ip, A->ip);
+    assert_int_equal(p->tcp_port, A->vortex_port);
+    dfc_rpc_msg_free(m);
+    assert_int_equal(dfc_rpc_stream_recv(st, sync_pieces_m.resp, &m, &err), 0);
+    dfc_rpc_stream_free(st);
+    dfc_rpc_client_free(c);
+}
+
+/* What TCP callers may not ask for: an output path or the pieces' bytes (those stay on the Unix
+ * socket, where the caller's credentials are known). SyncHost streams this host's figures. */
+static void test_tcp_refuses_paths_and_content_and_syncs_host(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65];
+    import_on(A, 1000, 909, 1, src, sizeof(src), id);
+    struct dfc_rpc_client *c = tcp_client(B);
+    struct {
+        const char *field, *msg;
+    } cases[] = {{"output_path", "output_path: not on TCP"},
+                 {"need_piece_content", "need_piece_content: not on TCP"}};
+    for (size_t i = 0; i < 2; i++) {
+        Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
+            DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+        req.task_id = id;
+        if (i == 0) {
+            req.opt_output_path_case =
+                DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_OUTPUT_PATH_OUTPUT_PATH;
+            req.output_path = src;
+        } else {
+            req.need_piece_content = true;
+        }
+        struct dfc_error err;
+        struct dfc_rpc_stream *st = NULL;
+        assert_int_equal(dfc_rpc_stream_open(c, &up_download_m, TIMEOUT_MS, &st, &err), 0);
+        assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+        assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+        ProtobufCMessage *m = NULL;
+        int r = dfc_rpc_stream_recv(st, up_download_m.resp, &m, &err);
+        assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(err.msg, cases[i].msg));
+        dfc_rpc_stream_free(st);
+    }
+    assert_int_equal(stat_local(B, id, NULL), DFC_GRPC_NOT_FOUND); /* nothing was fetched */
+
+    Dfdaemon__V2__SyncHostRequest hreq = DFDAEMON__V2__SYNC_HOST_REQUEST__INIT;
+    hreq.host_id = "test";
+    hreq.peer_id = "test";
+    struct dfc_error err;
+    struct dfc_rpc_stream *st = NULL;
+    assert_int_equal(dfc_rpc_stream_open(c, &sync_host_m, TIMEOUT_MS, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &hreq.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    for (int i = 0; i < 2; i++) { /* the first at once, the next a second later */
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(dfc_rpc_stream_recv(st, sync_host_m.resp, &m, &err), 1);
+        const Common__V2__Host *h = (const void *)m;
+        assert_string_equal(h->id, B->host_id);
+        assert_string_equal(h->ip, B->ip);
+        assert_int_equal(h->port, B->upload_port);
+        assert_non_null(h->cpu);
+        dfc_rpc_msg_free(m);
+    }
+    dfc_rpc_stream_free(st); /* cancels: the server's loop ends */
+    dfc_rpc_client_free(c);
+}
+
+/* Import on A, export on B (which holds nothing): fetched over Vortex, byte-identical, and
+ * B's copy is committed with the scheduler's created_at (so it expires with the others). */
+static void test_export_of_a_remote_task(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600];
+    import_on(A, 10 * MiB + 123, 202, 1, src, sizeof(src), id); /* 3 pieces of 4 MiB */
+    assert_int_equal(stat_local(B, id, NULL), DFC_GRPC_NOT_FOUND);
+    snprintf(out, sizeof(out), "%s/out-b-202", cl.dir);
+    assert_int_equal(export_on(B, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+
+    Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *local = NULL;
+    assert_int_equal(stat_local(B, id, &local), DFC_GRPC_OK);
+    assert_false(local->persistent); /* a user's export is no persistent replica */
+    assert_int_equal(local->content_length, 10 * MiB + 123);
+
+    struct dfc_rpc_client *s = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_client_new(cl.sched.target, NULL, &s, &err), 0);
+    Scheduler__V2__StatPersistentCacheTaskRequest sreq =
+        SCHEDULER__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    sreq.host_id = B->host_id;
+    sreq.task_id = id;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(dfc_rpc_unary(s, &sched_stat_m, &sreq.base, TIMEOUT_MS, &resp, &err), 0);
+    const Common__V2__PersistentCacheTask *t = (const void *)resp;
+    assert_non_null(t->created_at);
+    assert_non_null(local->created_at);
+    assert_int_equal(local->created_at->seconds, t->created_at->seconds);
+    assert_int_equal(local->created_at->nanos, t->created_at->nanos);
+    assert_int_equal(t->current_replica_count, 2); /* A's and now B's */
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_msg_free(&local->base);
+    dfc_rpc_client_free(s);
+    assert_true(harness_log_has(&B->h, "p2p.download_done"));
+}
+
+/* The same with need_piece_content (dfcache --transfer-from-dfdaemon): the pieces reach the
+ * caller over the socket as they arrive from the parent, each once. */
+static void test_streamed_export_of_a_remote_task(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600];
+    import_on(A, 9 * MiB + 7, 303, 1, src, sizeof(src), id);
+    assert_int_equal(stat_local(C, id, NULL), DFC_GRPC_NOT_FOUND);
+    snprintf(out, sizeof(out), "%s/out-c-303", cl.dir);
+    assert_int_equal(export_on(C, id, out, true), 0);
+    assert_true(harness_same_file(src, out));
+    assert_int_equal(stat_local(C, id, NULL), DFC_GRPC_OK);
+    /* A second export is served locally. */
+    snprintf(out, sizeof(out), "%s/out-c-303-again", cl.dir);
+    assert_int_equal(export_on(C, id, out, true), 0);
+    assert_true(harness_same_file(src, out));
+}
+
+struct replica_probe {
+    const char *id;
+    int holder; /* index of the node that holds a persistent copy, or -1 */
+};
+
+static bool persistent_copy_placed(void *arg) {
+    struct replica_probe *p = arg;
+    for (int i = 1; i < 3; i++) {
+        Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *t = NULL;
+        if (stat_local(&cl.node[i], p->id, &t) == DFC_GRPC_OK && t->persistent) {
+            p->holder = i;
+        }
+        dfc_rpc_msg_free(t != NULL ? &t->base : NULL);
+    }
+    if (p->holder < 0) {
+        usleep(100000);
+    }
+    return p->holder >= 0;
+}
+
+static bool replica_logged(void *arg) {
+    struct p2p_node *n = arg;
+    bool yes = harness_log_has(&n->h, "event=replica.done");
+    if (!yes) {
+        usleep(20000);
+    }
+    return yes;
+}
+
+/* persistent_replica_count 2: the scheduler asks B or C for a persistent copy (its
+ * DownloadPersistentCacheTask on TCP, persistent=true) within REPLICA_BOUND_MS. */
+static void test_persistent_replica_placed(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600];
+    import_on(A, 5 * MiB, 404, 2, src, sizeof(src), id);
+    struct replica_probe p = {id, -1};
+    assert_true(test_wait_for(persistent_copy_placed, &p, REPLICA_BOUND_MS));
+    struct p2p_node *n = &cl.node[p.holder];
+    /* The copy is visible once committed; the pull's handler logs a moment later. */
+    assert_true(test_wait_for(replica_logged, n, REPLICA_BOUND_MS));
+    char path[600];
+    p2p_content_path(n, id, path, sizeof(path));
+    assert_true(harness_same_file(src, path));
+    snprintf(out, sizeof(out), "%s/out-404", cl.dir);
+    assert_int_equal(export_on(n, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+}
+
+/* Overwrites 64 bytes at the start of every piece of a content file (a bad disk). */
+static void corrupt_pieces(const char *path, size_t len) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    char junk[64];
+    memset(junk, 0x5a, sizeof(junk));
+    for (size_t off = 0; off < len; off += 4 * MiB) {
+        assert_int_equal(pwrite(fd, junk, sizeof(junk), (off_t)off), (ssize_t)sizeof(junk));
+    }
+    close(fd);
+}
+
+/* A parent whose content went bad: its pieces fail the CRC at the receiver, which fetches them
+ * from the other parent and still gets the right bytes. */
+static void test_corrupt_parent_is_routed_around(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600], path[600];
+    size_t len = 12 * MiB + 5; /* 4 pieces: both parents come first for some of them */
+    import_on(A, len, 505, 1, src, sizeof(src), id);
+    snprintf(out, sizeof(out), "%s/out-b-505", cl.dir);
+    assert_int_equal(export_on(B, id, out, false), 0); /* B holds a good copy */
+    p2p_content_path(A, id, path, sizeof(path));
+    corrupt_pieces(path, len);
+    snprintf(out, sizeof(out), "%s/out-c-505", cl.dir);
+    assert_int_equal(export_on(C, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+    assert_true(harness_log_has(&C->h, "event=p2p.piece_failed"));
+    assert_true(harness_log_has(&C->h, "code=DATA_LOSS"));
+    p2p_content_path(C, id, path, sizeof(path));
+    assert_true(harness_same_file(src, path));
+}
+
+/* DeletePersistentCacheTask on TCP is the scheduler's call only: from an address that is not
+ * one of scheduler.addrs it is PERMISSION_DENIED naming the address, and the task stays. Node
+ * D's scheduler is at 127.0.0.2 (nobody listens there: D runs standalone-like), so the test,
+ * whose connections come from 127.0.0.1, is not it; on A (scheduler at 127.0.0.1) the same
+ * call from the same test is accepted. */
+static void test_tcp_delete_only_from_the_scheduler(void **state) {
+    REQUIRE_CLUSTER();
+    struct p2p_node *d = &cl.node[3]; /* stopped by cluster_down if an assertion fails */
+    char away[64];
+    snprintf(away, sizeof(away), "127.0.0.2:%d", p2p_free_port("127.0.0.2"));
+    p2p_node_start(d, "127.0.0.14", "node-d", away, NULL);
+    char src[512], id[65];
+    import_on(d, 2 * MiB, 606, 1, src, sizeof(src), id);
+    struct dfc_error err;
+    assert_int_equal(tcp_delete(d, id, &err), DFC_GRPC_PERMISSION_DENIED);
+    assert_non_null(strstr(err.msg, "127.0.0.1"));
+    assert_non_null(strstr(err.msg, "only the scheduler may delete a task"));
+    assert_int_equal(stat_local(d, id, NULL), DFC_GRPC_OK);
+    assert_int_equal(harness_stop(&d->h, SIGTERM), 0);
+
+    import_on(A, 1 * MiB, 607, 1, src, sizeof(src), id);
+    assert_int_equal(tcp_delete(A, id, &err), DFC_GRPC_OK);
+    assert_int_equal(stat_local(A, id, NULL), DFC_GRPC_NOT_FOUND);
+}
+
+/* How many lines of n's log hold both text and also. */
+static int log_count(struct p2p_node *n, const char *text, const char *also) {
+    FILE *f = fopen(n->h.log, "r");
+    assert_non_null(f);
+    char line[4096];
+    int k = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        k += strstr(line, text) != NULL && strstr(line, also) != NULL;
+    }
+    fclose(f);
+    return k;
+}
+
+struct drain {
+    struct dfc_rpc_stream *st;
+    uint64_t bytes;
+    int pieces, r;
+};
+
+static void *drain_main(void *arg) {
+    struct drain *d = arg;
+    ProtobufCMessage *m = NULL;
+    struct dfc_error err;
+    while ((d->r = dfc_rpc_stream_recv(d->st, hm.download.resp, &m, &err)) == 1) {
+        const Dfdaemon__V2__DownloadPersistentCacheTaskResponse *resp = (const void *)m;
+        if (resp->response_case == PIECE_FINISHED) {
+            d->bytes += resp->download_piece_finished_response->piece->content.len;
+            d->pieces++;
+        }
+        dfc_rpc_msg_free(m);
+    }
+    return NULL;
+}
+
+/* Two exports of one remote task at once share one download: one p2p.download_done, and each
+ * caller gets every piece exactly once (the second from the committed copy). */
+static void test_concurrent_exports_share_one_download(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], path[600];
+    size_t len = 24 * MiB + 3; /* 7 pieces */
+    import_on(A, len, 808, 1, src, sizeof(src), id);
+    struct dfc_rpc_client *c = harness_client(&C->h);
+    Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = id;
+    req.need_piece_content = true;
+    struct drain d[2] = {{0}};
+    pthread_t th[2];
+    struct dfc_error err;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dfc_rpc_stream_open(c, &hm.download, TIMEOUT_MS, &d[i].st, &err), 0);
+        assert_int_equal(dfc_rpc_stream_send(d[i].st, &req.base, &err), 0);
+        assert_int_equal(dfc_rpc_stream_close_send(d[i].st, &err), 0);
+        assert_int_equal(pthread_create(&th[i], NULL, drain_main, &d[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        dfc_rpc_stream_free(d[i].st);
+        assert_int_equal(d[i].r, 0);
+        assert_int_equal(d[i].bytes, len);
+        assert_int_equal(d[i].pieces, 7);
+    }
+    dfc_rpc_client_free(c);
+    assert_int_equal(log_count(C, "p2p.download_done", id), 1);
+    p2p_content_path(C, id, path, sizeof(path));
+    assert_true(harness_same_file(src, path));
+}
+
+/* A parent killed (SIGKILL) while a download from it runs: the download finishes from the
+ * other parent, or fails cleanly, leaving no task and nothing in tmp/. Runs last: A stays
+ * dead. */
+static void test_parent_killed_mid_download(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600], tmpdir[600];
+    size_t len = 64 * MiB + 1; /* 17 pieces */
+    import_on(A, len, 707, 1, src, sizeof(src), id);
+    snprintf(out, sizeof(out), "%s/out-b-707", cl.dir);
+    assert_int_equal(export_on(B, id, out, false), 0);
+
+    struct dfc_rpc_client *c = harness_client(&C->h);
+    Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = id;
+    req.need_piece_content = true;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st = NULL;
+    assert_int_equal(dfc_rpc_stream_open(c, &hm.download, TIMEOUT_MS, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    /* Started: the replica exists in C's tmp/ and the scheduler is being asked. */
+    assert_int_equal(dfc_rpc_stream_recv(st, hm.download.resp, &m, &err), 1);
+    dfc_rpc_msg_free(m);
+    harness_stop(&A->h, SIGKILL);
+    uint64_t got = 0;
+    int r;
+    while ((r = dfc_rpc_stream_recv(st, hm.download.resp, &m, &err)) == 1) {
+        const Dfdaemon__V2__DownloadPersistentCacheTaskResponse *resp = (const void *)m;
+        if (resp->response_case == PIECE_FINISHED) {
+            got += resp->download_piece_finished_response->piece->content.len;
+        }
+        dfc_rpc_msg_free(m);
+    }
+    dfc_rpc_stream_free(st);
+    dfc_rpc_client_free(c);
+    snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", C->h.store);
+    if (r == 0) {
+        printf("# finished from the other parent (%" PRIu64 " bytes)\n", got);
+        assert_int_equal(got, len);
+        char path[600];
+        p2p_content_path(C, id, path, sizeof(path));
+        assert_true(harness_same_file(src, path));
+    } else {
+        printf("# failed cleanly: %s\n", err.msg);
+        assert_int_equal(stat_local(C, id, NULL), DFC_GRPC_NOT_FOUND);
+    }
+    assert_int_equal(harness_count(tmpdir), 0);
+}
+
+int main(void) {
+    if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
+        return 1;
+    }
+    /* DFC_TEST_FILTER="test_export_*" runs matching cases only (read as every variable is). */
+    struct filter_env {
+        char *filter;
+    } fe = {NULL};
+    static const struct dfc_config_row filter_rows[] = {
+        {.type = DFC_CFG_STRING,
+         .offset = offsetof(struct filter_env, filter),
+         .env = "DFC_TEST_FILTER",
+         .flags = DFC_OPT_OPTIONAL},
+    };
+    static const struct dfc_config_schema filter_schema = {"test", filter_rows, 1};
+    struct dfc_error err;
+    if (dfc_config_defaults(&filter_schema, &fe, &err) == 0 &&
+        dfc_config_load_env(&filter_schema, &fe, &err) == 0 && fe.filter != NULL) {
+        cmocka_set_test_filter(fe.filter); /* cmocka keeps the pointer: fe lives in main */
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sync_pieces_absent_task_and_bounds),
+        cmocka_unit_test(test_tcp_refuses_paths_and_content_and_syncs_host),
+        cmocka_unit_test(test_export_of_a_remote_task),
+        cmocka_unit_test(test_streamed_export_of_a_remote_task),
+        cmocka_unit_test(test_persistent_replica_placed),
+        cmocka_unit_test(test_corrupt_parent_is_routed_around),
+        cmocka_unit_test(test_tcp_delete_only_from_the_scheduler),
+        cmocka_unit_test(test_concurrent_exports_share_one_download),
+        cmocka_unit_test(test_parent_killed_mid_download),
+    };
+    int failed = cmocka_run_group_tests(tests, cluster_up, cluster_down);
+    dfc_config_free(&filter_schema, &fe);
+    return failed;
+}
