@@ -195,6 +195,15 @@ wait_for() {
     done
 }
 count_is() { [ "$(persistent_count "$1")" = "$2" ]; }
+# Why count_is ID N does not hold: the live nodes' persistent copies and Redis's persistent set.
+why() {
+    local id=$1 p states=""
+    for p in $(task_peers "$id" persistent); do
+        states+=" $(rc HGET "$(peer_key "$p")" host_id)=$(rc HGET "$(peer_key "$p")" state)"
+    done
+    echo "persistent copies on live nodes [$(holders "$id" persistent | tr '\n' ' ')]," \
+        "Redis persistent set [${states# }]"
+}
 
 import() { # import VAR NODE FILE ARGS...: the task id into VAR
     local var=$1 i=$2 f=$3 out id
@@ -243,7 +252,7 @@ log "imported $ttl_id on node 2 with --ttl 5m (checked last)"
 # ---- 1. replicas ----
 import a 1 "$work/a.bin" --persistent-replica-count 3
 wait_for 60 count_is "$a" 3 ||
-    fail "step 1: 60 s after the import of $a on node 1 with --persistent-replica-count 3, three nodes do not hold persistent copies (locally and in Redis)" "$a"
+    fail "step 1: 60 s after the import of $a on node 1 with --persistent-replica-count 3, three nodes do not hold persistent copies (locally and in Redis, Succeeded): $(why "$a")" "$a"
 mapfile -t reps < <(holders "$a" persistent)
 [ "$(holders "$a" all | wc -l)" -eq 3 ] ||
     fail "step 1: more than 3 nodes hold $a: [$(holders "$a" all | tr '\n' ' ')]" "$a"
@@ -266,7 +275,7 @@ for i in "${reps[@]}"; do [ "$i" = 1 ] || victim=$i; done
 cluster kill "$victim" >/dev/null
 alive[$victim]=0
 wait_for 90 count_is "$a" 3 ||
-    fail "step 3: 90 s after node $victim was killed, the persistent copies of $a are not back to 3 on the live nodes" "$a"
+    fail "step 3: 90 s after node $victim was killed, the persistent copies of $a are not back to 3 on the live nodes: $(why "$a")" "$a"
 [ "$(ls_state "$spare" "$a")" = true ] ||
     fail "step 3: the remaining node $spare does not hold the restored persistent copy of $a" "$a"
 [ "$(rc EXISTS "$REDIS_PREFIX:persistent-cache-hosts:$(host_of "$victim")")" = 0 ] ||
@@ -289,7 +298,7 @@ gone_from_redis() {
 wait_for 15 gone_from_redis ||
     fail "step 4: 15 s after dfcache rm on node $rmnode its peer of $a is still in Redis" "$a"
 wait_for 60 count_is "$a" 3 ||
-    fail "step 4: 60 s after dfcache rm on node $rmnode the persistent copies of $a are not back to 3" "$a"
+    fail "step 4: 60 s after dfcache rm on node $rmnode the persistent copies of $a are not back to 3: $(why "$a")" "$a"
 ok "dfcache rm $a on node $rmnode: its peer left Redis, count restored in ${took}s (bound 60 s)"
 
 # ---- 5. the killed node comes back ----
@@ -299,7 +308,8 @@ ok "node $victim started again and announced"
 
 # ---- 6. a corrupted parent ----
 import b 1 "$work/b.bin" --persistent-replica-count 2
-wait_for 60 count_is "$b" 2 || fail "step 6: $b is not on 2 nodes 60 s after its import" "$b"
+wait_for 60 count_is "$b" 2 ||
+    fail "step 6: $b is not on 2 nodes (locally and in Redis) 60 s after its import: $(why "$b")" "$b"
 mapfile -t parents < <(holders "$b" all)
 for i in $(seq $N); do [[ " ${parents[*]} " == *" $i "* ]] || receiver=$i; done
 pieces=$(((16 << 20) / (4 << 20)))
@@ -361,7 +371,8 @@ wait_for 30 announced_since ||
     fail "step 8: 30 s after the scheduler restarted, not every node has announced again"
 ok "scheduler restarted: all $N nodes re-announced in ${took}s (bound 30 s)"
 import d 4 "$work/d.bin" --persistent-replica-count 2
-wait_for 60 count_is "$d" 2 || fail "step 8: $d (imported on node 4) is not on 2 nodes within 60 s" "$d"
+wait_for 60 count_is "$d" 2 ||
+    fail "step 8: $d (imported on node 4) is not on 2 nodes within 60 s: $(why "$d")" "$d"
 mapfile -t dh < <(holders "$d" all)
 for i in $(seq $N); do [[ " ${dh[*]} " == *" $i "* ]] || other=$i; done
 export_cmp "$other" "$d" "$work/d.bin" --timeout 60s
