@@ -134,6 +134,15 @@ live_pid() {
     echo "$pid"
 }
 
+# Whether the process in pidfile, which this script just started, still runs. Unlike live_pid
+# it does not look at the command line: right after the fork the child may not have exec'd yet.
+started_alive() {
+    local pid
+    pid=$(cat "$1" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    [ "$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null)" != Z ]
+}
+
 # Starts a program detached from the caller's session (it outlives this script), its output
 # to a log, and records its pid.
 spawn() {
@@ -197,7 +206,7 @@ start_redis() {
         --logfile "$dir/redis/redis.log" --daemonize no
     for _ in $(seq 100); do
         [ "$(rcli ping 2>/dev/null)" = PONG ] && return 0
-        live_pid "$dir/redis/redis.pid" redis-server >/dev/null || break
+        started_alive "$dir/redis/redis.pid" || break
         sleep 0.05
     done
     tail_log "$dir/redis/redis.log"
@@ -240,7 +249,7 @@ start_scheduler() {
         "$BIN_DIR/scheduler/scheduler" --config "$cfg"
     # Ready once its port listens (the scheduler.ready line is not logged below info).
     for _ in $(seq 200); do
-        live_pid "$dir/scheduler/scheduler.pid" "$cfg" >/dev/null || break
+        started_alive "$dir/scheduler/scheduler.pid" || break
         listening "$SCHED_IP" "$SCHED_PORT" && return 0
         sleep 0.05
     done
@@ -307,7 +316,7 @@ wait_announced() {
         pending=()
         for i in "$@"; do
             nd=$dir/node$i
-            if ! live_pid "$nd/dfdaemon.pid" "$nd/dfdaemon.yaml" >/dev/null; then
+            if ! started_alive "$nd/dfdaemon.pid"; then
                 tail_log "$nd/dfdaemon.log"
                 die "node $i ($(node_ip "$i")) exited during start-up (log: $nd/dfdaemon.log)"
             fi
