@@ -1,10 +1,13 @@
 /*
  * daemon.c - dfdaemon wiring.
  *
- * Start: storage (with crash recovery) -> GC thread -> RPC server (services registered,
- * socket bound with its mode and group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on
- * the main thread, never in a handler): RPC server (drain calls for up to 10 s, then cancel)
- * -> GC -> storage. The socket file is removed by the RPC layer on the way out.
+ * Start: storage (with crash recovery) -> with scheduler.addrs, the scheduler client and the
+ * announcer thread (its first AnnounceHost runs on the thread: an absent scheduler never holds
+ * start-up) -> GC thread -> RPC server (services registered, socket bound with its mode and
+ * group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on the main thread, never in a
+ * handler): RPC server (drain calls for up to 10 s, then cancel) -> GC -> announcer
+ * (DeleteHost) and scheduler client -> storage. The socket file is removed by the RPC layer on
+ * the way out.
  */
 #include "daemon.h"
 
@@ -17,12 +20,16 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "announcer.h"
 #include "dfc/fs.h"
+#include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/signals.h"
 #include "dfc/rpc_server.h"
 #include "dfc/units.h"
 #include "gc.h"
+#include "registration.h"
+#include "scheduler_client.h"
 #include "service.h"
 #include "storage/storage.h"
 
@@ -78,12 +85,57 @@ static unsigned connection_cap(uint64_t wanted) {
     return (unsigned)room;
 }
 
+/* ---- peer to peer: the scheduler client and the announcer ---- */
+
+struct sched_parts {
+    struct dfd_sched *sched; /* NULL when standalone */
+    struct dfd_announcer *announcer;
+};
+
+/* With scheduler.addrs: the client and the announcer; standalone: nothing. */
+static int sched_start(const struct dfd_config *cfg, struct sched_parts *ret,
+                       struct dfc_error *err) {
+    memset(ret, 0, sizeof(*ret));
+    if (!dfd_config_p2p(cfg)) {
+        return 0;
+    }
+    char host_id[320];
+    int r = dfc_host_id(cfg->host_ip, cfg->hostname, host_id, sizeof(host_id));
+    if (r < 0) {
+        return dfc_error_set(err, r, "host.ip and host.hostname make a host id that is too long");
+    }
+    if ((r = dfd_sched_new(cfg, host_id, &ret->sched, err)) < 0) {
+        return r;
+    }
+    if ((r = dfd_announcer_start(ret->sched, cfg, host_id, &ret->announcer, err)) < 0) {
+        dfd_sched_free(ret->sched);
+        ret->sched = NULL;
+        return r;
+    }
+    DFC_LOG(DFC_LOG_INFO, "scheduler.client_ready", "schedulers=%zu host_id=%s",
+            cfg->scheduler_addrs.n, host_id);
+    return 0;
+}
+
+/* After the RPC server and GC, which use the client: DeleteHost, then the client. */
+static void sched_stop(struct sched_parts *p) {
+    dfd_announcer_stop(p->announcer);
+    dfd_sched_free(p->sched);
+    memset(p, 0, sizeof(*p));
+}
+
+/* GC's on_delete: a copy that expired or was evicted is no peer any more. */
+static void gc_deleted(void *sched, const struct dfd_task_meta *t) {
+    dfd_registration_forget(sched, t);
+}
+
 int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct dfd_storage *storage = NULL;
     struct dfd_gc *gc = NULL;
     struct dfc_rpc_server *server = NULL;
     struct dfd_service svc;
     struct dfd_recovery rec;
+    struct sched_parts sp = {0};
     int gid, r;
 
     struct dfd_storage_opts so = {.dir = cfg->storage_dir,
@@ -103,14 +155,22 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
             "dir=%s tasks=%u removed_temp=%u removed_orphans=%u removed_broken=%u",
             cfg->storage_dir, rec.tasks, rec.temp_files, rec.orphan_files, rec.broken_rows);
 
+    if ((r = sched_start(cfg, &sp, err)) < 0) {
+        goto out;
+    }
     struct dfd_gc_policy policy = {
         .interval_ns = cfg->gc_interval,
         .high_percent = cfg->disk_high,
         .low_percent = cfg->disk_low,
         .disk_threshold = cfg->disk_threshold,
+        .on_delete = sp.sched != NULL ? gc_deleted : NULL,
+        .on_delete_arg = sp.sched,
     };
-    if ((r = dfd_service_init(&svc, storage, cfg, &dfc_clock_real, err)) < 0 ||
-        (r = dfd_gc_start(storage, &policy, &dfc_clock_real, &gc, err)) < 0) {
+    if ((r = dfd_service_init(&svc, storage, cfg, &dfc_clock_real, err)) < 0) {
+        goto out;
+    }
+    svc.sched = sp.sched;
+    if ((r = dfd_gc_start(storage, &policy, &dfc_clock_real, &gc, err)) < 0) {
         goto out;
     }
     struct dfc_rpc_server_opts opts = {
@@ -150,6 +210,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
 out:
     dfc_rpc_server_free(server);
     dfd_gc_stop(gc);
+    sched_stop(&sp);
     dfd_storage_close(storage);
     if (r == 0) {
         DFC_LOG(DFC_LOG_INFO, "dfdaemon.stopped", "socket=%s", cfg->socket_path);

@@ -43,6 +43,9 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
         if (t->created_at_ns + t->ttl_ns < now_ns) {
             bool deleted; /* not when it was imported again since the list was read */
             r = dfd_storage_delete_task(s, t, false, &deleted, err);
+            if (deleted && p->on_delete != NULL) {
+                p->on_delete(p->on_delete_arg, t);
+            }
             t->id[0] = '\0'; /* gone, or new: not an eviction candidate */
             rep.expired += deleted;
         }
@@ -64,6 +67,9 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
                 }
                 bool deleted; /* not when it was used, made persistent or imported again */
                 r = dfd_storage_delete_task(s, t, true, &deleted, err);
+                if (deleted && p->on_delete != NULL) {
+                    p->on_delete(p->on_delete_arg, t);
+                }
                 rep.evicted += deleted;
                 rep.evicted_bytes += deleted ? t->content_length : 0;
             }

@@ -24,6 +24,11 @@ struct dfd_gc_policy {
     uint64_t low_percent;    /* diskLowThresholdPercent */
     uint64_t disk_threshold; /* diskThreshold: when set, the capacity that usage is measured
                                 against, with usage = bytes of cached content */
+    /* Told about each task this pass deleted (expired or evicted), once it is gone; t is
+     * borrowed for the call. Runs on the GC thread (or dfd_gc_run_once()'s caller). The
+     * daemon withdraws the copy from the scheduler here. NULL: nobody is told. */
+    void (*on_delete)(void *arg, const struct dfd_task_meta *t);
+    void *on_delete_arg;
 };
 
 struct dfd_gc_report {

@@ -17,8 +17,8 @@ typedef struct Common__V2__Host Common__V2__Host;
 
 /* Fills a Host for host_id: ip = host.ip, hostname, port = download_port =
  * upload.server.port, type 0 (normal), os/platform "linux", disable_shared, ... */
-int dfd_hostinfo_fill(const struct dfd_config *cfg, const char *host_id,
-                      Common__V2__Host **ret, struct dfc_error *err);
+int dfd_hostinfo_fill(const struct dfd_config *cfg, const char *host_id, Common__V2__Host **ret,
+                      struct dfc_error *err);
 
 void dfd_hostinfo_free(Common__V2__Host *host);
 

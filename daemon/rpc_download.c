@@ -27,6 +27,7 @@
 #include "export.h"
 #include "google/protobuf/empty.pb-c.h"
 #include "pathfd.h"
+#include "registration.h"
 #include "service.h"
 #include "validate.h"
 
@@ -134,11 +135,16 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         return r;
     }
     p.owner_uid = caller.uid;
+    struct dfd_registration reg;
+    if ((r = dfd_registration_prepare(&reg, svc->sched, svc->cfg, &p, err)) < 0) {
+        return r;
+    }
     struct dfd_task_meta t;
     bool existed;
     enum dfd_import_mode mode = DFD_IMPORT_COPY;
     r = dfd_storage_import_fd(svc->storage, &p, fd, dfd__now(svc), call_cancelled, call, &t,
                               &existed, &mode, err);
+    dfd_registration_end(&reg, r, err);
     if (r < 0) {
         return r;
     }
@@ -417,6 +423,9 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     bool deleted = false; /* only the task whose owner was checked, not a newer import */
     if (r == 0) {
         r = dfd_storage_delete_task(svc->storage, &t, false, &deleted, err);
+    }
+    if (r == 0 && deleted) {
+        dfd_registration_forget(svc->sched, &t);
     }
     dfd_task_meta_done(&t);
     if (r == 0) {

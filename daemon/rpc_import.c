@@ -14,6 +14,7 @@
 #include "dfc/import.pb-c.h"
 #include "dfc/log.h"
 #include "dragonfly/common.pb-c.h"
+#include "registration.h"
 #include "service.h"
 
 #define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
@@ -21,8 +22,8 @@
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest ImportRequest;
 
 static int begin(struct dfd_service *svc, struct dfc_rpc_call *call,
-                 const Dfc__Dfdaemon__V1__ImportStart *s, struct dfd_import **ret,
-                 struct dfc_error *err) {
+                 const Dfc__Dfdaemon__V1__ImportStart *s, struct dfd_registration *reg,
+                 struct dfd_import **ret, struct dfc_error *err) {
     struct ucred cred;
     if (dfc_rpc_call_peer_cred(call, &cred) < 0) {
         return dfc_error_set(err, -EACCES,
@@ -43,6 +44,9 @@ static int begin(struct dfd_service *svc, struct dfc_rpc_call *call,
         p.expected_length = (int64_t)s->content_length;
     }
     p.owner_uid = cred.uid;
+    if ((r = dfd_registration_prepare(reg, svc->sched, svc->cfg, &p, err)) < 0) {
+        return r;
+    }
     return dfd_import_begin(svc->storage, &p, ret, err);
 }
 
@@ -50,6 +54,7 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
                        ProtobufCMessage *resp_, struct dfc_error *err) {
     struct dfd_service *svc = svc_;
     struct dfd_import *imp = NULL;
+    struct dfd_registration reg = {0}; /* the commit hook points at it: it outlives imp */
     ProtobufCMessage *m = NULL;
     int r;
     for (;;) {
@@ -66,7 +71,7 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         switch (q->request_case) {
         case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_START:
             r = imp != NULL ? dfc_error_set(err, -EINVAL, "start was sent twice")
-                            : begin(svc, call, q->start, &imp, err);
+                            : begin(svc, call, q->start, &reg, &imp, err);
             break;
         case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT:
             r = imp == NULL ? dfc_error_set(err, -EINVAL, "content arrived before start")
@@ -110,6 +115,7 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     struct dfd_task_meta t;
     bool existed;
     r = dfd_import_commit(imp, dfd__now(svc), &t, &existed, err);
+    dfd_registration_end(&reg, r, err);
     if (r < 0) {
         return r;
     }

@@ -5,9 +5,12 @@
  *
  * scheduler.addrs names one or more schedulers. Per-task calls go to the one a consistent-hash
  * ring over the addresses picks for the first 5 characters of the task id (as upstream's
- * hashring), and on UNAVAILABLE to the next one on the ring, each at most once. Host calls
+ * hashring; our hash, FNV-1a + splitmix64 over 160 points per address, is described in
+ * scheduler_client.c: every scheduler shares Redis, so only stability matters), and on
+ * UNAVAILABLE to the next one on the ring, each at most once. Host calls
  * (AnnounceHost, DeleteHost) go to every scheduler. Channels: one dfc_rpc_client per address,
- * created at start, connect timeout 3 s, per-request timeout 10 s (as upstream).
+ * created at start, calls that fail fast while a channel cannot connect, per-request timeout
+ * 10 s (upstream: connect timeout 3 s, request timeout 10 s).
  *
  * Errors: the scheduler's status mapped back through DFC_ERRNO_MAP, err naming the address and
  * the method ("scheduler 127.0.0.1:8002 UploadPersistentCacheTaskStarted: ..."). Thread-safe.
@@ -56,8 +59,8 @@ bool dfd_sched_is_scheduler_ip(const struct dfd_sched *s, const char *ip);
 
 /* AnnounceHost to every scheduler with host (dfd_hostinfo_fill); 0 when at least one took it,
  * else the last error. */
-int dfd_sched_announce_host(struct dfd_sched *s, const Common__V2__Host *host,
-                            int64_t interval_ns, struct dfc_error *err);
+int dfd_sched_announce_host(struct dfd_sched *s, const Common__V2__Host *host, int64_t interval_ns,
+                            struct dfc_error *err);
 
 /* DeleteHost to every scheduler (on clean shutdown); errors are only logged. */
 void dfd_sched_delete_host(struct dfd_sched *s);
@@ -85,7 +88,9 @@ int dfd_sched_stat_task(struct dfd_sched *s, const char *task_id,
 void dfd_sched_delete_peer(struct dfd_sched *s, const char *task_id, const char *peer_id);
 
 /* Opens the AnnouncePersistentCachePeer bidi stream on task_id's scheduler (fail-over on
- * UNAVAILABLE at open). Free with dfc_rpc_stream_free(). */
+ * UNAVAILABLE at open). CAUTION: opening does not wait for the server, so a scheduler that is
+ * away usually shows only at the first send or receive; a caller that wants to fail over then
+ * uses dfd_sched_pick() with the next attempt. Free with dfc_rpc_stream_free(). */
 int dfd_sched_announce_peer_open(struct dfd_sched *s, const char *task_id, int64_t timeout_ms,
                                  struct dfc_rpc_stream **ret, struct dfc_error *err);
 

@@ -15,11 +15,18 @@
 #include "dfc/rpc_server.h"
 #include "storage/storage.h"
 
+struct dfd_p2p;
+struct dfd_sched;
+
 struct dfd_service {
     struct dfd_storage *storage;
     const struct dfd_config *cfg;
     struct dfc_clock clock;
     char host_id[320];
+    /* Peer to peer (NULL when standalone), borrowed, set by daemon.c before serving: the
+     * scheduler client and the download engine an export of a non-local task uses. */
+    struct dfd_sched *sched;
+    struct dfd_p2p *p2p;
 };
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,

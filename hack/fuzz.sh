@@ -12,9 +12,9 @@ if [ "$secs" = "--replay" ]; then
     replay=true
 fi
 CC=clang cmake -S . -B build-fuzz -DDFC_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_unpack fuzz_config fuzz_mountinfo fuzz_sched_model >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_unpack fuzz_config fuzz_mountinfo fuzz_sched_model fuzz_vortex >/dev/null
 log=build-fuzz/fuzz.log
-for t in fuzz_unpack fuzz_config fuzz_mountinfo fuzz_sched_model; do
+for t in fuzz_unpack fuzz_config fuzz_mountinfo fuzz_sched_model fuzz_vortex; do
     if $replay; then
         echo "== $t: replaying test/fuzz/corpus/$t"
         args=(-runs=0 "test/fuzz/corpus/$t")

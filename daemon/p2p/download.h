@@ -15,8 +15,9 @@
  *      every parent: DownloadPieceFailed{temporary = true}, end of the round.
  *   -> missing pieces: Reschedule{candidate_parents = the failed ones} and again, up to
  *      scheduler.maxScheduleCount rounds, then DownloadPersistentCachePeerFailed
- *   -> all pieces: dfd_replica_commit (visible only now, durable), DownloadPersistentCachePeerFinished.
- * Any failure aborts the replica (nothing remains) and tells the scheduler (PeerFailed).
+ *   -> all pieces: dfd_replica_commit (visible only now, durable),
+ * DownloadPersistentCachePeerFinished. Any failure aborts the replica (nothing remains) and tells
+ * the scheduler (PeerFailed).
  *
  * Concurrent fetches of one task share one download: the later callers wait for it and get the
  * committed task (their progress sees no pieces). Memory: concurrent_piece_count piece buffers

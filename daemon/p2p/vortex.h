@@ -52,7 +52,8 @@ struct dfd_vortex_header {
     uint32_t length;
 };
 
-void dfd_vortex_header_encode(const struct dfd_vortex_header *h, uint8_t out[DFD_VORTEX_HEADER_LEN]);
+void dfd_vortex_header_encode(const struct dfd_vortex_header *h,
+                              uint8_t out[DFD_VORTEX_HEADER_LEN]);
 void dfd_vortex_header_decode(const uint8_t in[DFD_VORTEX_HEADER_LEN], struct dfd_vortex_header *h);
 
 /* A whole request packet (header + value, 74 bytes). task_id must be 64 bytes (-EINVAL). */

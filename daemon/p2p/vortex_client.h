@@ -19,8 +19,8 @@
 
 /* What the parent sent besides the bytes. */
 struct dfd_vortex_fetched {
-    uint32_t crc32;      /* of the bytes received (equal to the advertised digest) */
-    uint64_t cost_ns;    /* the whole exchange, measured here */
+    uint32_t crc32;   /* of the bytes received (equal to the advertised digest) */
+    uint64_t cost_ns; /* the whole exchange, measured here */
 };
 
 /* Fetches piece number of task_id (64 hex digits) from ip:port into buf, which holds length

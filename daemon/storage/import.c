@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
-#include "dfc/id.h"
 #include "dfc/thread.h"
 #include "storage.h"
 #include "storage_internal.h"
@@ -45,6 +44,7 @@ struct dfd_import {
     struct dfd_storage *s;
     struct dfd_import_params p;
     char *tag, *application, *content_for_id; /* owned copies */
+    char peer_id[DFD_PEER_ID_MAX];
     char tmp_path[PATH_MAX];
     int fd;           /* the spool, or -1 when the content is a hard link */
     bool linked;      /* tmp_path is a hard link to the source file */
@@ -59,7 +59,7 @@ struct dfd_import {
 static int crc_and_write(struct dfd_import *imp, const void *buf, size_t len) {
     int r = dfd_digester_update_crc(&imp->dg, buf, len);
     if (r == 0 && imp->write_spool) {
-        r = dfd__write_all(imp->fd, buf, len);
+        r = dfd__write_all(imp->fd, buf, len, -1);
     }
     return r;
 }
@@ -151,22 +151,12 @@ static int feed(struct dfd_import *imp, const void *buf, size_t len) {
     return r < 0 ? r : w;
 }
 
-static char *dup_or_null(const char *s, bool *oom) {
-    if (s == NULL) {
-        return NULL;
+void dfd_import_abort(struct dfd_import *imp) {
+    if (imp == NULL) {
+        return;
     }
-    char *d = strdup(s);
-    if (d == NULL) {
-        *oom = true;
-    }
-    return d;
-}
-
-static void import_free(struct dfd_import *imp) {
     helper_stop(imp);
-    if (imp->fd >= 0) {
-        (void)close(imp->fd);
-    }
+    dfd__spool_remove(imp->tmp_path, &imp->fd);
     dfd_digester_done(&imp->dg);
     free(imp->tag);
     free(imp->application);
@@ -174,33 +164,12 @@ static void import_free(struct dfd_import *imp) {
     free(imp);
 }
 
-void dfd_import_abort(struct dfd_import *imp) {
-    if (imp == NULL) {
-        return;
-    }
-    if (imp->tmp_path[0]) {
-        (void)unlink(imp->tmp_path);
-    }
-    import_free(imp);
-}
-
-static int check_space(struct dfd_storage *s, uint64_t need, struct dfc_error *err) {
-    struct statvfs vfs;
-    if (statvfs(s->dir, &vfs) < 0) {
-        return dfc_error_errno(err, -errno, "statvfs `%s`", s->dir);
-    }
-    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    if (need > avail) {
-        return dfc_error_set(err, -ENOSPC,
-                             "not enough space in `%s`: %llu bytes needed, %llu available", s->dir,
-                             (unsigned long long)need, (unsigned long long)avail);
-    }
-    return 0;
-}
-
 /* Allocates an import; creates no file yet. */
 static int import_new(struct dfd_storage *s, const struct dfd_import_params *p,
                       struct dfd_import **ret, struct dfc_error *err) {
+    if (p->peer_id != NULL && strlen(p->peer_id) >= DFD_PEER_ID_MAX) {
+        return dfc_error_set(err, -EINVAL, "peer_id: longer than %d bytes", DFD_PEER_ID_MAX - 1);
+    }
     struct dfd_import *imp = calloc(1, sizeof(*imp));
     if (imp == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -209,37 +178,29 @@ static int import_new(struct dfd_storage *s, const struct dfd_import_params *p,
     imp->s = s;
     imp->fd = -1;
     imp->p = *p;
-    imp->tag = dup_or_null(p->tag, &oom);
-    imp->application = dup_or_null(p->application, &oom);
-    imp->content_for_id = dup_or_null(p->content_for_id, &oom);
+    imp->tag = dfd__dup_or_null(p->tag, &oom);
+    imp->application = dfd__dup_or_null(p->application, &oom);
+    imp->content_for_id = dfd__dup_or_null(p->content_for_id, &oom);
     imp->p.tag = imp->tag;
     imp->p.application = imp->application;
     imp->p.content_for_id = imp->content_for_id;
+    snprintf(imp->peer_id, sizeof(imp->peer_id), "%s", p->peer_id != NULL ? p->peer_id : "");
+    imp->p.peer_id = imp->peer_id;
     struct dfd_digest_params dp = {.hash_content = p->content_for_id == NULL,
                                    .tag = imp->tag,
                                    .application = imp->application,
                                    .piece_length = p->piece_length};
     if (oom || dfd_digester_init(&imp->dg, &dp) < 0) {
-        import_free(imp);
+        dfd_import_abort(imp);
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    char uuid[DFC_UUID_STR_LEN + 1];
-    dfc_uuid_v4(uuid);
-    (void)dfd__pathf(imp->tmp_path, sizeof(imp->tmp_path), "%s/import-%s", s->tmp_dir, uuid);
+    dfd__spool_name(s, "import", imp->tmp_path);
     *ret = imp;
     return 0;
 }
 
-/* The spool is private to the daemon (0600); read-write, since a reflinked clone is read
- * back for hashing. */
 static int create_spool(struct dfd_import *imp, struct dfc_error *err) {
-    imp->fd = open(imp->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (imp->fd < 0) {
-        int r = dfc_error_errno(err, -errno, "create `%s`", imp->tmp_path);
-        imp->tmp_path[0] = '\0';
-        return r;
-    }
-    return 0;
+    return dfd__spool_open(imp->tmp_path, &imp->fd, err);
 }
 
 /* Free bytes in the store now. */
@@ -256,7 +217,7 @@ int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
                      struct dfd_import **ret, struct dfc_error *err) {
     uint64_t avail = 0;
     if (p->expected_length >= 0) {
-        int r = check_space(s, (uint64_t)p->expected_length, err);
+        int r = dfd__check_space(s, (uint64_t)p->expected_length, err);
         if (r < 0) {
             return r;
         }
@@ -326,23 +287,14 @@ static int fill_task(struct dfd_import *imp, const struct dfd_digest_result *dr,
     t->hard_linked = imp->linked;
     t->owner_uid = (uint32_t)imp->p.owner_uid;
     t->id_origin = imp->content_for_id != NULL ? DFD_ID_ORIGIN_STRING : DFD_ID_ORIGIN_CONTENT;
-    struct dfd_piece_meta *pieces = calloc(dr->piece_count ? dr->piece_count : 1, sizeof(*pieces));
-    bool oom = pieces == NULL;
-    t->tag = dup_or_null(imp->tag, &oom);
-    t->application = dup_or_null(imp->application, &oom);
-    if (oom) {
-        free(pieces);
+    snprintf(t->peer_id, sizeof(t->peer_id), "%s", imp->peer_id);
+    bool oom = false;
+    t->tag = dfd__dup_or_null(imp->tag, &oom);
+    t->application = dfd__dup_or_null(imp->application, &oom);
+    if (oom || (*ret_pieces = dfd__pieces_new(t, dr->piece_crcs)) == NULL) {
         dfd_task_meta_done(t);
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    for (uint32_t i = 0; i < dr->piece_count; i++) {
-        pieces[i].number = i;
-        pieces[i].offset = (uint64_t)i * dr->piece_length;
-        uint64_t left = dr->content_length - pieces[i].offset;
-        pieces[i].length = left < dr->piece_length ? left : dr->piece_length;
-        dfc_crc32_format(dr->piece_crcs[i], pieces[i].digest);
-    }
-    *ret_pieces = pieces;
     return 0;
 }
 
@@ -358,34 +310,15 @@ static bool may_share_inode(const struct dfd_storage *s, const struct stat *st) 
 }
 
 /* May this import be answered with the task old that holds its id? Only when old stores the
- * same bytes. Equal length, piece length and piece CRCs are necessary, not sufficient: CRC-32
- * is linear, so anyone can craft other bytes with the same piece CRCs. Equal ids settle it
- * only when both are content-derived (SHA-256 over the content). An id from
- * content_for_calculating_task_id says nothing about the bytes (and a caller who knows a
- * file can pass that file's id pre-image as the string), so such a task is shared only
+ * same bytes. Equal length, piece length and piece CRCs (checked by dfd__spool_commit) are
+ * necessary, not sufficient: CRC-32 is linear, so anyone can craft other bytes with the same
+ * piece CRCs. Equal ids settle it only when both are content-derived (SHA-256 over the
+ * content). An id from content_for_calculating_task_id says nothing about the bytes (and a
+ * caller who knows a file can pass that file's id pre-image as the string), nor does a
+ * replica's (the scheduler's id, bytes checked only by CRC), so such a task is shared only
  * between imports by the same uid; rows from before origins were recorded count as such. */
-static int check_same_content(const struct dfd_import *imp, const struct dfd_digest_result *dr,
-                              const struct dfd_task_meta *old, struct dfc_error *err) {
-    bool same = old->content_length == dr->content_length &&
-                old->piece_length == dr->piece_length && old->piece_count == dr->piece_count;
-    if (same) {
-        struct dfd_piece_meta *pieces;
-        size_t n;
-        int r = dfd_metadata_pieces(imp->s->md, old->id, &pieces, &n, err);
-        if (r < 0) {
-            return r;
-        }
-        same = n == dr->piece_count;
-        for (size_t i = 0; i < n && same; i++) {
-            char digest[DFC_CRC32_DIGEST_MAX];
-            dfc_crc32_format(dr->piece_crcs[i], digest);
-            same = strcmp(digest, pieces[i].digest) == 0;
-        }
-        free(pieces);
-    }
-    if (!same) {
-        return dfc_error_set(err, -EEXIST, "task id %s is already taken by other content", old->id);
-    }
+static int may_share_task(void *arg, const struct dfd_task_meta *old, struct dfc_error *err) {
+    const struct dfd_import *imp = arg;
     /* A hard link made by an older version may still be the importer's writable inode: its
      * bytes may no longer be the ones its digests describe. */
     char path[PATH_MAX];
@@ -409,90 +342,44 @@ static int check_same_content(const struct dfd_import *imp, const struct dfd_dig
 
 int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_meta *ret_task,
                       bool *ret_existed, struct dfc_error *err) {
-    struct dfd_storage *s = imp->s;
     struct dfd_digest_result dr = {0};
     struct dfd_piece_meta *pieces = NULL;
     char id[DFD_TASK_ID_LEN + 1];
-    char final[PATH_MAX], shard[PATH_MAX];
-    bool locked = false, renamed = false;
     int r;
 
     helper_stop(imp);
     if (imp->p.expected_length >= 0 && imp->written != (uint64_t)imp->p.expected_length) {
         r = dfc_error_set(err, -EINVAL, "the import ended after %llu of %lld announced bytes",
                           (unsigned long long)imp->written, (long long)imp->p.expected_length);
-        goto fail;
+        goto out;
     }
     if ((r = dfd_digester_finish(&imp->dg, &dr)) < 0) {
         dfc_error_set(err, r, "out of memory");
-        goto fail;
+        goto out;
     }
     if (imp->content_for_id != NULL) {
         dfd_task_id_from_string(imp->content_for_id, id);
     } else {
         memcpy(id, dr.task_id, sizeof(id));
     }
-    /* Durable content before it becomes reachable. */
-    if (imp->fd < 0) {
-        imp->fd = open(imp->tmp_path, O_RDONLY | O_CLOEXEC);
-    }
-    if (imp->fd < 0 || fsync(imp->fd) < 0) {
-        r = dfc_error_errno(err, -errno, "fsync `%s`", imp->tmp_path);
-        goto fail;
-    }
-    pthread_mutex_lock(&s->commit_mu);
-    locked = true;
-    struct dfc_error e;
-    if (dfd_metadata_get(s->md, id, ret_task, &e) == 0) {
-        if ((r = check_same_content(imp, &dr, ret_task, err)) < 0) {
-            dfd_task_meta_done(ret_task);
-            goto fail;
-        }
-        *ret_existed = true;
-        pthread_mutex_unlock(&s->commit_mu);
-        dfd_digest_result_done(&dr);
-        dfd_import_abort(imp);
-        return 0;
-    }
-    (void)dfd__pathf(shard, sizeof(shard), "%s/%.3s", s->content_dir, id);
-    dfd__task_path(s, id, final, sizeof(final));
-    if (mkdir(shard, 0700) < 0 && errno != EEXIST) {
-        r = dfc_error_errno(err, -errno, "create `%s`", shard);
-        goto fail;
-    }
-    if (rename(imp->tmp_path, final) < 0) {
-        r = dfc_error_errno(err, -errno, "rename into `%s`", final);
-        goto fail;
-    }
-    renamed = true;
-    imp->tmp_path[0] = '\0';
-    if ((r = dfd__fsync_dir(shard)) < 0 || (r = dfd__fsync_dir(s->content_dir)) < 0) {
-        dfc_error_errno(err, r, "fsync `%s`", shard);
-        goto fail;
-    }
     if ((r = fill_task(imp, &dr, id, now_ns, ret_task, &pieces, err)) < 0) {
-        goto fail;
+        goto out;
     }
-    if ((r = dfd_metadata_insert(s->md, ret_task, pieces, err)) < 0) {
-        dfd_task_meta_done(ret_task);
-        goto fail;
+    if (imp->fd < 0) {
+        imp->fd = open(imp->tmp_path, O_RDONLY | O_CLOEXEC); /* a hard link: fsync it too */
     }
-    pthread_mutex_unlock(&s->commit_mu);
-    *ret_existed = false;
+    struct dfd__spool sp = {.tmp_path = imp->tmp_path,
+                            .fd = imp->fd,
+                            .pieces = pieces,
+                            .may_share = may_share_task,
+                            .may_share_arg = imp,
+                            .before_commit = imp->p.before_commit,
+                            .before_commit_arg = imp->p.before_commit_arg};
+    r = dfd__spool_commit(imp->s, &sp, ret_task, ret_existed, err);
+out:
     free(pieces);
     dfd_digest_result_done(&dr);
-    import_free(imp);
-    return 0;
-fail:
-    if (renamed) {
-        (void)unlink(final);
-    }
-    if (locked) {
-        pthread_mutex_unlock(&s->commit_mu);
-    }
-    free(pieces);
-    dfd_digest_result_done(&dr);
-    dfd_import_abort(imp);
+    dfd_import_abort(imp); /* removes the spool unless it became the content */
     return r;
 }
 
@@ -539,7 +426,7 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
             }
             mode = DFD_IMPORT_REFLINK;
             src = imp->fd;
-        } else if ((r = check_space(s, (uint64_t)st.st_size, err)) < 0) {
+        } else if ((r = dfd__check_space(s, (uint64_t)st.st_size, err)) < 0) {
             dfd_import_abort(imp);
             return r;
         } else {

@@ -56,16 +56,19 @@ static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
 /* Schema migrations, applied in order; PRAGMA user_version counts the ones applied. Version 0
  * is schema_sql above (every store starts there, so new and old stores take the same path).
  * Version 1 records the importing uid and the id's origin; rows from before get uid 0 and
- * origin 'unknown', which the import dedup treats as not content-derived. */
+ * origin 'unknown', which the import dedup treats as not content-derived. Version 2 records the
+ * peer id the copy is registered under at the scheduler; rows from before get "". */
 static const char *const migrations[] = {
     "ALTER TABLE tasks ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tasks ADD COLUMN id_origin TEXT NOT NULL DEFAULT 'unknown';",
+    "ALTER TABLE tasks ADD COLUMN peer_id TEXT NOT NULL DEFAULT '';",
 };
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
 static const char *origin_text(enum dfd_id_origin o) {
     return o == DFD_ID_ORIGIN_CONTENT  ? "content"
            : o == DFD_ID_ORIGIN_STRING ? "string"
+           : o == DFD_ID_ORIGIN_PEER   ? "peer"
                                        : "unknown";
 }
 
@@ -75,6 +78,9 @@ static enum dfd_id_origin origin_parse(const unsigned char *s) {
     }
     if (s != NULL && strcmp((const char *)s, "string") == 0) {
         return DFD_ID_ORIGIN_STRING;
+    }
+    if (s != NULL && strcmp((const char *)s, "peer") == 0) {
+        return DFD_ID_ORIGIN_PEER;
     }
     return DFD_ID_ORIGIN_UNKNOWN;
 }
@@ -236,7 +242,7 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     static const char task_sql[] =
         "INSERT INTO tasks (id, persistent, replica_count, tag, application, piece_length,"
         " content_length, piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns,"
-        " hard_linked, owner_uid, id_origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        " hard_linked, owner_uid, id_origin, peer_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     static const char piece_sql[] =
         "INSERT INTO pieces (task_id, number, offset, length, digest) VALUES (?,?,?,?,?)";
     sqlite3_stmt *ts = NULL, *ps = NULL;
@@ -266,6 +272,7 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     sqlite3_bind_int(ts, 13, t->hard_linked);
     sqlite3_bind_int64(ts, 14, t->owner_uid);
     sqlite3_bind_text(ts, 15, origin_text(t->id_origin), -1, SQLITE_STATIC);
+    sqlite3_bind_text(ts, 16, t->peer_id, -1, SQLITE_STATIC);
     if (sqlite3_step(ts) != SQLITE_DONE) {
         r = sqlite3_extended_errcode(md->db) == SQLITE_CONSTRAINT_PRIMARYKEY
                 ? dfc_error_set(err, -EEXIST, "task %s already exists", t->id)
@@ -320,12 +327,14 @@ static void read_task(sqlite3_stmt *st, struct dfd_task_meta *t) {
     t->hard_linked = sqlite3_column_int(st, 12) != 0;
     t->owner_uid = (uint32_t)sqlite3_column_int64(st, 13);
     t->id_origin = origin_parse(sqlite3_column_text(st, 14));
+    const unsigned char *peer = sqlite3_column_text(st, 15);
+    snprintf(t->peer_id, sizeof(t->peer_id), "%s", peer != NULL ? (const char *)peer : "");
 }
 
 #define TASK_COLUMNS                                                                               \
     "id, persistent, replica_count, tag, application, piece_length, content_length,"               \
     " piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns, hard_linked,"             \
-    " owner_uid, id_origin"
+    " owner_uid, id_origin, peer_id"
 
 int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_meta *ret,
                      struct dfc_error *err) {

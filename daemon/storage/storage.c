@@ -85,10 +85,10 @@ int dfd__fsync_dir(const char *path) {
     return 0;
 }
 
-int dfd__write_all(int fd, const void *buf, size_t len) {
+int dfd__write_all(int fd, const void *buf, size_t len, off_t off) {
     const char *p = buf;
     while (len > 0) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, off);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -97,6 +97,7 @@ int dfd__write_all(int fd, const void *buf, size_t len) {
         }
         p += n;
         len -= (size_t)n;
+        off = off < 0 ? off : off + n;
     }
     return 0;
 }

@@ -89,8 +89,9 @@ struct dfd_import_params {
      * the task becomes visible (the commit): the scheduler's Started and Finished go here.
      * pending is the row about to be committed (borrowed for the call). Not called when an
      * identical task already exists (the existing one is returned). A negative return aborts
-     * the import, leaving nothing, and is returned by the import with err as set by it. NULL:
-     * no hook. */
+     * the import, leaving nothing, and is returned by the import with err as set by it; 1
+     * commits the task without its peer id (the hook kept it unregistered: local only); 0
+     * commits it as it is. NULL: no hook. */
     int (*before_commit)(void *arg, const struct dfd_task_meta *pending, struct dfc_error *err);
     void *before_commit_arg;
 };

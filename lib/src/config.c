@@ -584,7 +584,8 @@ int dfc__config_load_file_skip(const struct dfc_config_schema *s, void *cfg, con
     return load_string(s, cfg, path, buf, n, skip, err);
 }
 
-int dfc_config_check_ip(const struct dfc_config_row *row, const void *field, struct dfc_error *err) {
+int dfc_config_check_ip(const struct dfc_config_row *row, const void *field,
+                        struct dfc_error *err) {
     const char *v = *(char *const *)field;
     unsigned char buf[16];
     if (v == NULL || v[0] == '\0') {

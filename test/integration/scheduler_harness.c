@@ -42,17 +42,69 @@ static size_t slurp(const char *path, char *buf, size_t size) {
     return n;
 }
 
-/* The port of the last "event=scheduler.ready ... port=N" line, or 0. */
-static int ready_port(const char *log) {
+/* The port of the last "event=scheduler.ready ... port=N" line after offset start, or 0. */
+static int ready_port_after(const char *log, size_t start) {
     static char buf[1 << 20];
-    slurp(log, buf, sizeof(buf));
+    size_t n = slurp(log, buf, sizeof(buf));
     const char *line = NULL;
-    for (const char *p = buf; (p = strstr(p, "event=scheduler.ready")) != NULL; p++) {
+    for (const char *p = buf + (start < n ? start : n);
+         (p = strstr(p, "event=scheduler.ready")) != NULL; p++) {
         line = p;
     }
     const char *p = line != NULL ? strstr(line, " port=") : NULL;
     long v = p != NULL ? strtol(p + 6, NULL, 10) : 0;
     return v > 0 && v < 65536 ? (int)v : 0;
+}
+
+/* Runs the scheduler on h's config (on port when it is not 0) and waits for its ready line. */
+static void spawn(struct sched_harness *h, int port) {
+    char port_arg[16];
+    snprintf(port_arg, sizeof(port_arg), "%d", port);
+    size_t log_start = 0;
+    FILE *lf = fopen(h->log, "r");
+    if (lf != NULL) { /* only a ready line after this start counts */
+        long end = fseek(lf, 0, SEEK_END) == 0 ? ftell(lf) : 0;
+        log_start = end > 0 ? (size_t)end : 0;
+        fclose(lf);
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        die("fork");
+    }
+    if (pid == 0) {
+        int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (port > 0) {
+            execl(SCHEDULER_BIN, "scheduler", "--config", h->config, "--port", port_arg,
+                  (char *)NULL);
+        } else {
+            execl(SCHEDULER_BIN, "scheduler", "--config", h->config, (char *)NULL);
+        }
+        _exit(127);
+    }
+    h->pid = pid;
+    double until = test_now_ms() + 20000;
+    while (test_now_ms() < until) {
+        int ready = ready_port_after(h->log, log_start);
+        if (ready > 0) {
+            h->port = ready;
+            snprintf(h->target, sizeof(h->target), "127.0.0.1:%d", h->port);
+            return;
+        }
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            h->pid = 0;
+            fprintf(stderr, "sched_harness: the scheduler exited early; its log:\n");
+            dump_log(h->log);
+            abort();
+        }
+        usleep(5000);
+    }
+    fprintf(stderr, "sched_harness: the scheduler did not come up; its log:\n");
+    dump_log(h->log);
+    abort();
 }
 
 void sched_harness_start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml) {
@@ -70,37 +122,14 @@ void sched_harness_start(struct sched_harness *h, const char *redis_addr, const 
             "log:\n  level: debug\n%s",
             redis_addr != NULL ? redis_addr : "", extra_yaml != NULL ? extra_yaml : "");
     fclose(f);
-    pid_t pid = fork();
-    if (pid < 0) {
-        die("fork");
+    spawn(h, 0);
+}
+
+void sched_harness_restart(struct sched_harness *h) {
+    if (h->pid > 0) {
+        sched_harness_stop(h, SIGTERM);
     }
-    if (pid == 0) {
-        int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execl(SCHEDULER_BIN, "scheduler", "--config", h->config, (char *)NULL);
-        _exit(127);
-    }
-    h->pid = pid;
-    double until = test_now_ms() + 20000;
-    while (test_now_ms() < until) {
-        if ((h->port = ready_port(h->log)) > 0) {
-            snprintf(h->target, sizeof(h->target), "127.0.0.1:%d", h->port);
-            return;
-        }
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            h->pid = 0;
-            fprintf(stderr, "sched_harness: the scheduler exited early; its log:\n");
-            dump_log(h->log);
-            abort();
-        }
-        usleep(5000);
-    }
-    fprintf(stderr, "sched_harness: the scheduler did not come up; its log:\n");
-    dump_log(h->log);
-    abort();
+    spawn(h, h->port);
 }
 
 int sched_harness_stop(struct sched_harness *h, int sig) {

@@ -25,6 +25,10 @@ struct sched_harness {
  * for its ready line. Aborts with the log on stderr when it does not come up. */
 void sched_harness_start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml);
 
+/* Starts the scheduler again (stopping it first when it runs) on the same config and port, and
+ * waits for its ready line. */
+void sched_harness_restart(struct sched_harness *h);
+
 /* Sends sig and waits; returns the exit code, or 128 + the signal that ended it. */
 int sched_harness_stop(struct sched_harness *h, int sig);
 

@@ -125,9 +125,10 @@ int dfc_config_set_row(const struct dfc_config_row *row, void *cfg, const char *
 int dfc_config_validate(const struct dfc_config_schema *s, const void *cfg, struct dfc_error *err);
 
 /* Row validators (.validate) shared by the binaries. dfc_config_check_ip: a STRING row that is
- * an IPv4 or IPv6 address, or empty (NONEMPTY rows refuse that earlier). dfc_config_check_hostports:
- * a STRING_LIST row of host:port items, a non-empty host and a port in 1..65535 (IPv6 as
- * [addr]:port); errors name the item ("scheduler.addrs[1]: `x` is not host:port"). */
+ * an IPv4 or IPv6 address, or empty (NONEMPTY rows refuse that earlier).
+ * dfc_config_check_hostports: a STRING_LIST row of host:port items, a non-empty host and a port
+ * in 1..65535 (IPv6 as [addr]:port); errors name the item ("scheduler.addrs[1]: `x` is not
+ * host:port"). */
 int dfc_config_check_ip(const struct dfc_config_row *row, const void *field, struct dfc_error *err);
 int dfc_config_check_hostports(const struct dfc_config_row *row, const void *field,
                                struct dfc_error *err);

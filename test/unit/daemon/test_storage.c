@@ -26,56 +26,20 @@
 #include "dfc/units.h"
 #include "gc.h"
 #include "storage/storage.h"
-#include "test_support.h"
+#include "storage_fixture.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define SEC DFC_NS_PER_SEC
 #define T0  (INT64_C(1700000000) * SEC)
 
-struct fx {
-    char dir[256];
-    char store[300];
-    struct dfd_storage *s;
-};
-
 static int setup(void **state) {
-    struct fx *f = calloc(1, sizeof(*f));
-    struct dfc_error err;
-    test_mkdtemp(f->dir, sizeof(f->dir), "storage");
-    snprintf(f->store, sizeof(f->store), "%s/store", f->dir);
-    struct dfd_storage_opts o = {.dir = f->store, .keep = true};
-    assert_int_equal(dfd_storage_open(&o, &f->s, NULL, &err), 0);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    struct fx *f = *state;
-    dfd_storage_close(f->s);
-    test_rmtree(f->dir);
-    free(f);
-    return 0;
-}
-
-static void reopen(struct fx *f, struct dfd_recovery *rec) {
-    struct dfc_error err;
-    dfd_storage_close(f->s);
-    struct dfd_storage_opts o = {.dir = f->store, .keep = true};
-    assert_int_equal(dfd_storage_open(&o, &f->s, rec, &err), 0);
+    return fx_setup(state, "storage");
 }
 
 static struct dfd_import_params params(void) {
     struct dfd_import_params p = {
         .replica_count = 2, .ttl_ns = 3600 * SEC, .persistent = true, .expected_length = -1};
     return p;
-}
-
-static char *pattern(uint64_t len, unsigned seed) {
-    char *b = malloc(len ? len : 1);
-    for (uint64_t i = 0; i < len; i++) {
-        b[i] = (char)((i + seed) * 2654435761u >> 11);
-    }
-    return b;
 }
 
 static void write_file(const char *path, const char *buf, uint64_t len) {
@@ -98,13 +62,7 @@ static void stream_import(struct fx *f, const char *buf, uint64_t len, struct df
 }
 
 static size_t count_entries(const char *dir) {
-    char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof(cmd), "find '%s' -mindepth 1 | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    size_t n = 0;
-    assert_int_equal(fscanf(p, "%zu", &n), 1);
-    pclose(p);
-    return n;
+    return count_found(dir, "");
 }
 
 static void content_path(struct fx *f, const char *id, char *buf, size_t size) {
@@ -878,36 +836,13 @@ static void test_dedup_needs_the_same_bytes_and_origin(void **state) {
 static void test_an_old_store_is_migrated_and_fixed(void **state) {
     struct fx *f = *state;
     char dir[PATH_MAX], file[PATH_MAX + 80], cmd[PATH_MAX * 2];
-    if (system("command -v sqlite3 >/dev/null") != 0) {
+    /* A store as the first version left it: schema version 0, 0755 dirs, a 0644 file. */
+    const char *id = "1f2e3d4c5b6a79880f1e2d3c4b5a69780f1e2d3c4b5a69780f1e2d3c4b5a6978";
+    if (!fx_make_old_store(f, id, 0755, 0644, "", "", "")) {
         skip(); /* needs the sqlite3 command */
     }
-    dfd_storage_close(f->s);
-    f->s = NULL;
-    /* A store as the previous version left it: schema version 0, 0755 dirs, a 0644 file. */
-    const char *id = "1f2e3d4c5b6a79880f1e2d3c4b5a69780f1e2d3c4b5a69780f1e2d3c4b5a6978";
-    test_rmtree(f->store);
     snprintf(dir, sizeof(dir), "%s/content/persistent-cache-tasks/1f2", f->store);
-    snprintf(cmd, sizeof(cmd),
-             "mkdir -p -m 0755 '%s' '%s/metadata' '%s/tmp' && chmod 0755 '%s/content' "
-             "'%s/content/persistent-cache-tasks'",
-             dir, f->store, f->store, f->store, f->store);
-    assert_int_equal(system(cmd), 0);
     snprintf(file, sizeof(file), "%s/%s", dir, id);
-    write_file(file, "old!", 4);
-    snprintf(cmd, sizeof(cmd),
-             "sqlite3 '%s/metadata/pcache.db' \"CREATE TABLE tasks (id TEXT PRIMARY KEY,"
-             " persistent INTEGER NOT NULL, replica_count INTEGER NOT NULL, tag TEXT,"
-             " application TEXT, piece_length INTEGER NOT NULL, content_length INTEGER NOT NULL,"
-             " piece_count INTEGER NOT NULL, ttl_ns INTEGER NOT NULL, created_at_ns INTEGER NOT"
-             " NULL, updated_at_ns INTEGER NOT NULL, finished_at_ns INTEGER NOT NULL, hard_linked"
-             " INTEGER NOT NULL) WITHOUT ROWID; CREATE TABLE pieces (task_id TEXT NOT NULL"
-             " REFERENCES tasks(id) ON DELETE CASCADE, number INTEGER NOT NULL, offset INTEGER"
-             " NOT NULL, length INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (task_id,"
-             " number)) WITHOUT ROWID; INSERT INTO tasks VALUES ('%s', 1, 2, NULL, NULL,"
-             " 4194304, 4, 1, 3600000000000, 1, 1, 1, 0);"
-             " INSERT INTO pieces VALUES ('%s', 0, 0, 4, 'crc32:0');\"",
-             f->store, id, id);
-    assert_int_equal(system(cmd), 0);
     struct dfd_recovery rec;
     struct dfc_error err;
     struct dfd_storage_opts o = {.dir = f->store, .keep = true};
@@ -934,13 +869,7 @@ static void test_an_old_store_is_migrated_and_fixed(void **state) {
 /* ---- a damaged database is never read as "no rows" ---- */
 
 static size_t count_files(const char *dir) {
-    char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof(cmd), "find '%s' -type f | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    size_t n = 0;
-    assert_int_equal(fscanf(p, "%zu", &n), 1);
-    pclose(p);
-    return n;
+    return count_found(dir, "-type f");
 }
 
 static size_t content_files(struct fx *f) {

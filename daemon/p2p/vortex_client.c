@@ -1,0 +1,354 @@
+/*
+ * vortex_client.c - one piece from a parent's Vortex TCP server (docs/dragonfly-compat.md,
+ * "Vortex"). The socket is non-blocking from the start: connect, every write and every read
+ * waits in poll() for at most what is left of the caller's deadline, so a silent or slow
+ * parent costs at most timeout_ns. Nothing is allocated: the answer's header is checked
+ * before its value is read into a bounded stack buffer, and the piece's bytes go straight
+ * into the caller's buffer.
+ */
+#include "p2p/vortex_client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dfc/digest.h"
+#include "p2p/vortex.h"
+#include "storage/piece.h" /* dfd_task_id_valid */
+
+#define CONNECT_TIMEOUT_NS                                                                         \
+    ((int64_t)2 * 1000 * 1000 * 1000) /* upstream DEFAULT_CONNECT_TIMEOUT                          \
+                                       */
+#define KEEPALIVE_IDLE_S  5
+#define KEEPALIVE_INTVL_S 3
+#define KEEPALIVE_CNT     3
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Waits for events on fd until deadline (monotonic ns). 0, -ETIMEDOUT or -errno. */
+static int wait_fd(int fd, short events, int64_t deadline) {
+    for (;;) {
+        int64_t left = deadline - mono_ns();
+        if (left <= 0) {
+            return -ETIMEDOUT;
+        }
+        int ms = left / 1000000 >= 1000000 ? 1000000 : (int)((left + 999999) / 1000000);
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, ms);
+        if (n > 0) {
+            return 0; /* readable, writable, or an error/hang-up that the next call reports */
+        }
+        if (n < 0 && errno != EINTR) {
+            return -errno;
+        }
+    }
+}
+
+static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_fd,
+                      struct dfc_error *err) {
+    struct sockaddr_storage ss = {0};
+    socklen_t sl;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, ip, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(port);
+        sl = sizeof(*a4);
+    } else if (inet_pton(AF_INET6, ip, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(port);
+        sl = sizeof(*a6);
+    } else {
+        return dfc_error_set(err, -EINVAL, "ip is not an IPv4 or IPv6 address");
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return dfc_error_errno(err, -errno, "socket");
+    }
+    int one = 1;
+    int idle = KEEPALIVE_IDLE_S;
+    int intvl = KEEPALIVE_INTVL_S;
+    int cnt = KEEPALIVE_CNT;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0) {
+        int r = dfc_error_errno(err, -errno, "setsockopt");
+        close(fd);
+        return r;
+    }
+    int64_t cdl = mono_ns() + CONNECT_TIMEOUT_NS;
+    if (cdl > deadline) {
+        cdl = deadline;
+    }
+    int r = 0;
+    if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+        if (errno != EINPROGRESS) {
+            r = dfc_error_errno(err, -errno, "connect");
+        } else if ((r = wait_fd(fd, POLLOUT, cdl)) < 0) {
+            r = r == -ETIMEDOUT ? dfc_error_set(err, r, "connect timed out")
+                                : dfc_error_errno(err, r, "poll");
+        } else {
+            int soerr = 0;
+            socklen_t el = sizeof(soerr);
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &el) < 0) {
+                soerr = errno;
+            }
+            if (soerr != 0) {
+                r = dfc_error_errno(err, -soerr, "connect");
+            }
+        }
+    }
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n, int64_t deadline, struct dfc_error *err) {
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return dfc_error_errno(err, -errno, "send the request");
+        }
+        int r = wait_fd(fd, POLLOUT, deadline);
+        if (r < 0) {
+            return r == -ETIMEDOUT ? dfc_error_set(err, r, "timed out sending the request")
+                                   : dfc_error_errno(err, r, "poll");
+        }
+    }
+    return 0;
+}
+
+/* Reads exactly n bytes; what names them in errors. A close before the end is -EPROTO. */
+static int recv_all(int fd, void *buf, size_t n, int64_t deadline, const char *what,
+                    struct dfc_error *err) {
+    uint8_t *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = recv(fd, p + got, n - got, 0);
+        if (k > 0) {
+            got += (size_t)k;
+            continue;
+        }
+        if (k == 0) {
+            return dfc_error_set(err, -EPROTO, "connection closed after %zu of %zu bytes of %s",
+                                 got, n, what);
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return dfc_error_errno(err, -errno, "read %s", what);
+        }
+        int r = wait_fd(fd, POLLIN, deadline);
+        if (r < 0) {
+            return r == -ETIMEDOUT ? dfc_error_set(err, r,
+                                                   "timed out reading %s (%zu of %zu "
+                                                   "bytes)",
+                                                   what, got, n)
+                                   : dfc_error_errno(err, r, "poll");
+        }
+    }
+    return 0;
+}
+
+/* Copies an untrusted message into dst for a human, with anything but printable ASCII as '?'. */
+static void printable(char *dst, size_t size, const char *src, size_t n) {
+    size_t i = 0;
+    for (; i < n && i + 1 < size; i++) {
+        unsigned char ch = (unsigned char)src[i];
+        if (ch >= 0x20 && ch < 0x7f) {
+            dst[i] = src[i];
+        } else {
+            dst[i] = '?';
+        }
+    }
+    dst[i] = '\0';
+}
+
+static const char *error_code_name(uint8_t code) {
+    switch (code) {
+    case DFD_VORTEX_ERR_INVALID_ARGUMENT:
+        return "InvalidArgument";
+    case DFD_VORTEX_ERR_NOT_FOUND:
+        return "NotFound";
+    case DFD_VORTEX_ERR_INTERNAL:
+        return "Internal";
+    default:
+        return "Unknown";
+    }
+}
+
+/* The parent's Error packet, header already read: its code as our error. */
+static int read_error(int fd, uint32_t length, int64_t deadline, struct dfc_error *err) {
+    if (length < 1 || length > 1 + DFD_VORTEX_ERROR_MAX) {
+        return dfc_error_set(err, -EPROTO, "error packet length %u outside 1..%d", length,
+                             1 + DFD_VORTEX_ERROR_MAX);
+    }
+    uint8_t value[1 + DFD_VORTEX_ERROR_MAX];
+    int r = recv_all(fd, value, length, deadline, "the error packet", err);
+    if (r < 0) {
+        return r;
+    }
+    uint8_t code;
+    const char *msg;
+    size_t msg_len;
+    r = dfd_vortex_error_decode(value, length, &code, &msg, &msg_len, err);
+    if (r < 0) {
+        return r;
+    }
+    char text[256];
+    printable(text, sizeof(text), msg, msg_len);
+    int e = code == DFD_VORTEX_ERR_NOT_FOUND          ? -ENOENT
+            : code == DFD_VORTEX_ERR_INVALID_ARGUMENT ? -EINVAL
+            : code == DFD_VORTEX_ERR_INTERNAL         ? DFC_E_INTERNAL
+                                                      : DFC_E_UNKNOWN;
+    return dfc_error_set(err, e, "parent answered Error %s (%u): %s", error_code_name(code), code,
+                         text);
+}
+
+/* Checks the advertised digest before any byte is read: "crc32:<decimal>", never empty. */
+static int check_digest(const struct dfd_vortex_piece *p, char want[DFC_CRC32_DIGEST_MAX],
+                        struct dfc_error *err) {
+    static const char prefix[] = "crc32:";
+    const size_t plen = sizeof(prefix) - 1;
+    if (p->digest_len == 0) {
+        return dfc_error_set(err, DFC_E_DATA_LOSS, "the parent advertised an empty digest");
+    }
+    char shown[64];
+    printable(shown, sizeof(shown), p->digest, p->digest_len);
+    if (p->digest_len <= plen || p->digest_len >= DFC_CRC32_DIGEST_MAX ||
+        memcmp(p->digest, prefix, plen) != 0) {
+        return dfc_error_set(err, DFC_E_DATA_LOSS, "digest `%s` is not crc32:<decimal>", shown);
+    }
+    memcpy(want, p->digest, p->digest_len);
+    want[p->digest_len] = '\0';
+    for (size_t i = plen; i < p->digest_len; i++) {
+        if (want[i] < '0' || want[i] > '9') {
+            return dfc_error_set(err, DFC_E_DATA_LOSS, "digest `%s` is not crc32:<decimal>", shown);
+        }
+    }
+    return 0;
+}
+
+static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offset, uint64_t length,
+                    void *buf, int64_t deadline, struct dfd_vortex_fetched *ret,
+                    struct dfc_error *err) {
+    uint8_t packet_id = 0;
+    if (getrandom(&packet_id, 1, GRND_NONBLOCK) != 1) {
+        packet_id = (uint8_t)mono_ns(); /* not used for matching: any value will do */
+    }
+    uint8_t req[DFD_VORTEX_REQUEST_PACKET_LEN];
+    int r = dfd_vortex_request_encode(packet_id, task_id, number, req, err);
+    if (r < 0) {
+        return r;
+    }
+    if ((r = send_all(fd, req, sizeof(req), deadline, err)) < 0) {
+        return r;
+    }
+    uint8_t hb[DFD_VORTEX_HEADER_LEN];
+    if ((r = recv_all(fd, hb, sizeof(hb), deadline, "the header", err)) < 0) {
+        return r;
+    }
+    struct dfd_vortex_header h;
+    dfd_vortex_header_decode(hb, &h);
+    if (h.tag == DFD_VORTEX_TAG_ERROR) {
+        return read_error(fd, h.length, deadline, err);
+    }
+    if (h.tag != DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT) {
+        return dfc_error_set(err, -EPROTO, "unexpected tag %u (want %d)", h.tag,
+                             DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT);
+    }
+    if (h.length < 4 || h.length > 4 + DFD_VORTEX_METADATA_MAX) {
+        return dfc_error_set(err, -EPROTO, "content packet length %u outside 4..%d", h.length,
+                             4 + DFD_VORTEX_METADATA_MAX);
+    }
+    uint8_t value[4 + DFD_VORTEX_METADATA_MAX];
+    if ((r = recv_all(fd, value, h.length, deadline, "the metadata", err)) < 0) {
+        return r;
+    }
+    struct dfd_vortex_piece p;
+    if ((r = dfd_vortex_content_decode(value, h.length, &p, err)) < 0) {
+        return r;
+    }
+    if (p.number != number || p.offset != offset || p.length != length) {
+        return dfc_error_set(err, -EPROTO,
+                             "metadata names piece %u offset %llu length %llu, asked for piece "
+                             "%u offset %llu length %llu",
+                             p.number, (unsigned long long)p.offset, (unsigned long long)p.length,
+                             number, (unsigned long long)offset, (unsigned long long)length);
+    }
+    char want[DFC_CRC32_DIGEST_MAX];
+    if ((r = check_digest(&p, want, err)) < 0) {
+        return r;
+    }
+    if ((r = recv_all(fd, buf, (size_t)length, deadline, "the piece", err)) < 0) {
+        return r;
+    }
+    uint32_t crc = dfc_crc32_update(0, buf, (size_t)length);
+    char have[DFC_CRC32_DIGEST_MAX];
+    dfc_crc32_format(crc, have);
+    if (strcmp(have, want) != 0) {
+        return dfc_error_set(err, DFC_E_DATA_LOSS, "digest mismatch: advertised %s, received %s",
+                             want, have);
+    }
+    ret->crc32 = crc;
+    return 0;
+}
+
+int dfd_vortex_fetch(const char *ip, uint16_t port, const char *task_id, uint32_t number,
+                     uint64_t offset, uint64_t length, void *buf, int64_t timeout_ns,
+                     struct dfd_vortex_fetched *ret, struct dfc_error *err) {
+    int64_t start = mono_ns();
+    const char *shown_ip = ip != NULL ? ip : "(null)";
+    const char *shown_id = task_id != NULL && dfd_task_id_valid(task_id) ? task_id : "?";
+    int r = 0;
+    if (ip == NULL || task_id == NULL || !dfd_task_id_valid(task_id)) {
+        r = dfc_error_set(err, -EINVAL, "ip and a task_id of %d lowercase hex digits are needed",
+                          DFD_VORTEX_TASK_ID_LEN);
+    } else if (buf == NULL && length > 0) {
+        r = dfc_error_set(err, -EINVAL, "no buffer for %llu bytes", (unsigned long long)length);
+    } else if (timeout_ns <= 0) {
+        r = dfc_error_set(err, -EINVAL, "timeout_ns must be positive");
+    }
+    int fd = -1;
+    int64_t deadline = timeout_ns < INT64_MAX - start ? start + timeout_ns : INT64_MAX;
+    if (r == 0) {
+        r = connect_to(ip, port, deadline, &fd, err);
+    }
+    struct dfd_vortex_fetched f = {0};
+    if (r == 0) {
+        r = exchange(fd, task_id, number, offset, length, buf, deadline, &f, err);
+        close(fd);
+    }
+    if (r < 0) {
+        if (err != NULL) {
+            (void)dfc_error_prefix(err, "vortex %s:%u piece %s-%u", shown_ip, port, shown_id,
+                                   number);
+        }
+        return r;
+    }
+    f.cost_ns = (uint64_t)(mono_ns() - start);
+    if (ret != NULL) {
+        *ret = f;
+    }
+    return 0;
+}

@@ -1,0 +1,543 @@
+/*
+ * vortex_server.c - the Vortex TCP piece server (docs/dragonfly-compat.md, "Vortex").
+ *
+ * DESIGN. One accept thread polls the listener and an eventfd (the stop signal). Each
+ * accepted connection gets a thread of its own in one of max_conns slots; with every slot
+ * busy, the connection is closed at once (a rate-limited warning counts them). A slot's thread
+ * serves one request, closes its socket under the server's lock and marks the slot done; the
+ * accept thread joins done slots before reusing them, and stop joins them all. Stop shuts
+ * every open socket down under the same lock, so a handler blocked in poll() wakes at once
+ * and a socket number is never shut down after its handler closed it.
+ *
+ * A connection: the 6 header bytes are read under request_timeout; a tag other than 4 or a
+ * length other than 68 is answered with Error InvalidArgument before anything else is read
+ * (length is never allocated); then the 68 bytes under the same deadline, the piece row and
+ * the content through the storage facade, the content packet, and the bytes with sendfile,
+ * each write waiting at most request_timeout.
+ */
+#include "p2p/vortex_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dfc/log.h"
+#include "p2p/vortex.h"
+#include "storage/storage.h"
+
+#define LISTEN_BACKLOG   1024
+#define SENDFILE_CHUNK   ((size_t)1 << 30)
+#define WARN_INTERVAL_NS ((int64_t)10 * 1000 * 1000 * 1000)
+#define DRAIN_MAX        65536 /* after an Error: what a client may still have in flight */
+#define TRAFFIC_REMOTE   1     /* common.v2.TrafficType REMOTE_PEER */
+#define CONN_STACK       ((size_t)512 * 1024)
+
+enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_DONE };
+
+struct slot {
+    struct dfd_vortex_server *v;
+    enum slot_state state; /* under v->mu */
+    int fd;                /* under v->mu: -1 once the handler closed it */
+    pthread_t th;
+};
+
+struct dfd_vortex_server {
+    struct dfd_storage *storage;
+    const char *parent_id;
+    int64_t request_timeout_ns;
+    int lfd;
+    int stop_fd; /* eventfd: readable once stop began */
+    uint16_t port;
+    pthread_t accept_th;
+    pthread_mutex_t mu;
+    pthread_attr_t conn_attr; /* a small stack: a handler needs a few KiB, and there may be
+                               * tens of thousands of them */
+    unsigned nslots;
+    struct slot *slots;
+    /* accept thread only: the rate-limited over-the-limit warning */
+    uint64_t dropped;
+    int64_t last_warn_ns;
+};
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t deadline_after(int64_t ns) {
+    int64_t now = mono_ns();
+    return ns < INT64_MAX - now ? now + ns : INT64_MAX;
+}
+
+/* Waits for events on fd until deadline. 0, -ETIMEDOUT or -errno. */
+static int wait_fd(int fd, short events, int64_t deadline) {
+    for (;;) {
+        int64_t left = deadline - mono_ns();
+        if (left <= 0) {
+            return -ETIMEDOUT;
+        }
+        int ms = left / 1000000 >= 1000000 ? 1000000 : (int)((left + 999999) / 1000000);
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, ms);
+        if (n > 0) {
+            return 0;
+        }
+        if (n < 0 && errno != EINTR) {
+            return -errno;
+        }
+    }
+}
+
+/* Reads exactly n bytes before deadline. 0, -EPROTO on a close, -ETIMEDOUT, -errno. */
+static int recv_all(int fd, void *buf, size_t n, int64_t deadline) {
+    uint8_t *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = recv(fd, p + got, n - got, 0);
+        if (k > 0) {
+            got += (size_t)k;
+            continue;
+        }
+        if (k == 0) {
+            return -EPROTO;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return -errno;
+        }
+        int r = wait_fd(fd, POLLIN, deadline);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* Writes n bytes, each wait for room at most timeout_ns. */
+static int send_all(int fd, const uint8_t *p, size_t n, int64_t timeout_ns) {
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return -errno;
+        }
+        int r = wait_fd(fd, POLLOUT, deadline_after(timeout_ns));
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* Sends length bytes of content_fd from offset with sendfile, each wait at most timeout_ns.
+ * -EPROTO when the file ends first (the client then sees the answer cut short). */
+static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, int64_t timeout_ns) {
+    off_t off = (off_t)offset;
+    uint64_t left = length;
+    while (left > 0) {
+        size_t chunk = left < SENDFILE_CHUNK ? (size_t)left : SENDFILE_CHUNK;
+        ssize_t k = sendfile(fd, content_fd, &off, chunk);
+        if (k > 0) {
+            left -= (uint64_t)k;
+            continue;
+        }
+        if (k == 0) {
+            return -EPROTO;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return -errno;
+        }
+        int r = wait_fd(fd, POLLOUT, deadline_after(timeout_ns));
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* Sends an Error packet, then stops writing and drains what the client may still send (at
+ * most DRAIN_MAX bytes, until the deadline), so that closing does not reset the connection
+ * and destroy the Error frame before the client reads it. */
+static void send_error(struct dfd_vortex_server *v, int fd, uint8_t code, const char *msg) {
+    uint8_t out[DFD_VORTEX_HEADER_LEN + 1 + DFC_ERROR_MSG_MAX + 160];
+    size_t len = 0;
+    if (dfd_vortex_error_encode(0, code, msg, out, sizeof(out), &len, NULL) < 0) {
+        return;
+    }
+    if (send_all(fd, out, len, v->request_timeout_ns) < 0) {
+        return;
+    }
+    shutdown(fd, SHUT_WR);
+    int64_t deadline = deadline_after(v->request_timeout_ns);
+    size_t drained = 0;
+    uint8_t sink[4096];
+    while (drained < DRAIN_MAX) {
+        ssize_t k = recv(fd, sink, sizeof(sink), 0);
+        if (k > 0) {
+            drained += (size_t)k;
+            continue;
+        }
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+            wait_fd(fd, POLLIN, deadline) < 0) {
+            break;
+        }
+    }
+}
+
+/* Finds piece number in the task's rows. -ENOENT when the task or the piece is absent. */
+static int find_piece(struct dfd_vortex_server *v, const char *id, uint32_t number,
+                      struct dfd_piece_meta *ret, struct dfc_error *err) {
+    struct dfd_piece_meta *pieces = NULL;
+    size_t n = 0;
+    int r = dfd_storage_pieces(v->storage, id, &pieces, &n, err);
+    if (r < 0) {
+        return r;
+    }
+    r = -ENOENT;
+    /* The rows come in order, so the piece is at its number; a scan covers any gap. */
+    if (number < n && pieces[number].number == number) {
+        *ret = pieces[number];
+        r = 0;
+    }
+    for (size_t i = 0; i < n && r < 0; i++) {
+        if (pieces[i].number == number) {
+            *ret = pieces[i];
+            r = 0;
+        }
+    }
+    free(pieces);
+    return r;
+}
+
+static void serve(struct dfd_vortex_server *v, int fd) {
+    int64_t deadline = deadline_after(v->request_timeout_ns);
+    uint8_t hb[DFD_VORTEX_HEADER_LEN];
+    if (recv_all(fd, hb, sizeof(hb), deadline) < 0) {
+        return; /* closed, stalled or reset before a whole header: nothing to answer */
+    }
+    struct dfd_vortex_header h;
+    dfd_vortex_header_decode(hb, &h);
+    char msg[DFC_ERROR_MSG_MAX + 160];
+    if (h.tag != DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE ||
+        h.length != DFD_VORTEX_REQUEST_LEN) {
+        snprintf(msg, sizeof(msg), "unsupported packet: tag %u length %u (want tag %d length %d)",
+                 h.tag, h.length, DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE,
+                 DFD_VORTEX_REQUEST_LEN);
+        send_error(v, fd, DFD_VORTEX_ERR_INVALID_ARGUMENT, msg);
+        return;
+    }
+    uint8_t value[DFD_VORTEX_REQUEST_LEN];
+    if (recv_all(fd, value, sizeof(value), deadline) < 0) {
+        return;
+    }
+    char id[DFD_VORTEX_TASK_ID_LEN + 1];
+    uint32_t number = 0;
+    struct dfc_error err = {0};
+    if (dfd_vortex_request_decode(value, sizeof(value), id, &number, &err) < 0) {
+        send_error(v, fd, DFD_VORTEX_ERR_INVALID_ARGUMENT, err.msg);
+        return;
+    }
+    struct dfd_piece_meta pm;
+    int r = find_piece(v, id, number, &pm, &err);
+    int content_fd = -1;
+    if (r == 0) {
+        r = dfd_storage_open_content(v->storage, id, &content_fd, &err);
+    }
+    if (r == -ENOENT) {
+        snprintf(msg, sizeof(msg), "piece %s-%u not found", id, number);
+        send_error(v, fd, DFD_VORTEX_ERR_NOT_FOUND, msg);
+        return;
+    }
+    if (r < 0) {
+        DFC_LOG(DFC_LOG_WARN, "vortex.piece_failed", "task=%s piece=%u err=\"%s\"", id, number,
+                dfc_error_msg(&err));
+        snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number,
+                 dfc_error_msg(&err));
+        send_error(v, fd, DFD_VORTEX_ERR_INTERNAL, msg);
+        return;
+    }
+    struct dfd_vortex_piece p = {
+        .number = pm.number,
+        .offset = pm.offset,
+        .length = pm.length,
+        .digest = pm.digest,
+        .digest_len = (uint32_t)strnlen(pm.digest, sizeof(pm.digest)),
+        .parent_id = v->parent_id,
+        .parent_id_len = (uint32_t)strlen(v->parent_id),
+        .traffic_type = TRAFFIC_REMOTE,
+        .cost_secs = 0,
+        .created_at = (int64_t)time(NULL),
+    };
+    uint8_t out[DFD_VORTEX_HEADER_LEN + 4 + DFD_VORTEX_METADATA_MAX];
+    size_t len = 0;
+    r = dfd_vortex_content_encode(0, &p, out, sizeof(out), &len, &err);
+    if (r < 0) {
+        snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number, err.msg);
+        send_error(v, fd, DFD_VORTEX_ERR_INTERNAL, msg);
+    } else if (send_all(fd, out, len, v->request_timeout_ns) == 0) {
+        (void)send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns);
+    }
+    close(content_fd);
+}
+
+static void *conn_main(void *arg) {
+    struct slot *sl = arg;
+    struct dfd_vortex_server *v = sl->v;
+    pthread_mutex_lock(&v->mu);
+    int fd = sl->fd;
+    pthread_mutex_unlock(&v->mu);
+    serve(v, fd);
+    pthread_mutex_lock(&v->mu);
+    close(fd);
+    sl->fd = -1;
+    sl->state = SLOT_DONE;
+    pthread_mutex_unlock(&v->mu);
+    return NULL;
+}
+
+/* With v->mu held: joins finished handlers, returns a free slot or NULL. */
+static struct slot *reap_and_find(struct dfd_vortex_server *v) {
+    struct slot *free_slot = NULL;
+    for (unsigned i = 0; i < v->nslots; i++) {
+        struct slot *sl = &v->slots[i];
+        if (sl->state == SLOT_DONE) {
+            pthread_join(sl->th, NULL); /* it returns right after marking itself done */
+            sl->state = SLOT_FREE;
+        }
+        if (sl->state == SLOT_FREE && free_slot == NULL) {
+            free_slot = sl;
+        }
+    }
+    return free_slot;
+}
+
+static void refuse(struct dfd_vortex_server *v, int fd) {
+    close(fd);
+    v->dropped++;
+    int64_t now = mono_ns();
+    if (v->last_warn_ns == 0 || now - v->last_warn_ns >= WARN_INTERVAL_NS) {
+        DFC_LOG(DFC_LOG_WARN, "vortex.conn_limit",
+                "max_conns=%u dropped=%llu (connections closed at accept since the last warning)",
+                v->nslots, (unsigned long long)v->dropped);
+        v->dropped = 0;
+        v->last_warn_ns = now;
+    }
+}
+
+/* As upstream on both sides: TCP_NODELAY, keepalive 5 s idle, 3 s interval, 3 probes. */
+static void set_conn_opts(int fd) {
+    int one = 1;
+    int idle = 5;
+    int intvl = 3;
+    int cnt = 3;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+static void *accept_main(void *arg) {
+    struct dfd_vortex_server *v = arg;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = v->lfd, .events = POLLIN},
+                              {.fd = v->stop_fd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            DFC_LOG(DFC_LOG_ERROR, "vortex.poll_failed", "errno=%d", errno);
+            return NULL;
+        }
+        if (p[1].revents != 0) {
+            return NULL;
+        }
+        if ((p[0].revents & POLLIN) == 0) {
+            continue;
+        }
+        int fd = accept4(v->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED) {
+                DFC_LOG(DFC_LOG_WARN, "vortex.accept_failed", "errno=%d", errno);
+                /* EMFILE and the like: do not spin; the stop fd still ends the wait */
+                struct pollfd s = {.fd = v->stop_fd, .events = POLLIN};
+                (void)poll(&s, 1, 100);
+            }
+            continue;
+        }
+        set_conn_opts(fd);
+        pthread_mutex_lock(&v->mu);
+        struct slot *sl = reap_and_find(v);
+        if (sl == NULL) {
+            pthread_mutex_unlock(&v->mu);
+            refuse(v, fd);
+            continue;
+        }
+        sl->fd = fd;
+        sl->state = SLOT_RUNNING;
+        if (pthread_create(&sl->th, &v->conn_attr, conn_main, sl) != 0) {
+            sl->fd = -1;
+            sl->state = SLOT_FREE;
+            pthread_mutex_unlock(&v->mu);
+            refuse(v, fd);
+            continue;
+        }
+        pthread_mutex_unlock(&v->mu);
+    }
+}
+
+static int listen_on(const char *ip, uint16_t port, int *ret_fd, uint16_t *ret_port,
+                     struct dfc_error *err) {
+    struct sockaddr_storage ss = {0};
+    socklen_t sl;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    const char *shown = ip != NULL && ip[0] != '\0' ? ip : "0.0.0.0";
+    if (inet_pton(AF_INET, shown, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(port);
+        sl = sizeof(*a4);
+    } else if (inet_pton(AF_INET6, shown, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(port);
+        sl = sizeof(*a6);
+    } else {
+        return dfc_error_set(err, -EINVAL, "vortex server: ip `%s` is not an IPv4 or IPv6 address",
+                             shown);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return dfc_error_errno(err, -errno, "vortex server: socket");
+    }
+    int one = 1;
+    int r = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
+        r = dfc_error_errno(err, -errno, "vortex server: SO_REUSEADDR");
+    } else if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+        r = dfc_error_errno(err, -errno, "vortex server: bind %s port %u", shown, port);
+    } else if (listen(fd, LISTEN_BACKLOG) < 0) {
+        r = dfc_error_errno(err, -errno, "vortex server: listen");
+    } else if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+        r = dfc_error_errno(err, -errno, "vortex server: getsockname");
+    }
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    *ret_port = ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port);
+    *ret_fd = fd;
+    return 0;
+}
+
+int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex_server_opts *o,
+                            struct dfd_vortex_server **ret, struct dfc_error *err) {
+    if (storage == NULL || o == NULL) {
+        return dfc_error_set(err, -EINVAL, "vortex server: storage and options are needed");
+    }
+    if (o->max_conns == 0) {
+        return dfc_error_set(err, -EINVAL, "vortex server: max_conns must be at least 1");
+    }
+    if (o->request_timeout_ns <= 0) {
+        return dfc_error_set(err, -EINVAL, "vortex server: request_timeout must be positive");
+    }
+    const char *parent_id = o->parent_id != NULL ? o->parent_id : "";
+    if (strlen(parent_id) > 1024) {
+        return dfc_error_set(err, -EINVAL, "vortex server: parent_id longer than 1024 bytes");
+    }
+    struct dfd_vortex_server *v = calloc(1, sizeof(*v));
+    struct slot *slots = calloc(o->max_conns, sizeof(*slots));
+    if (v == NULL || slots == NULL) {
+        free(v);
+        free(slots);
+        return dfc_error_set(err, -ENOMEM, "vortex server: out of memory");
+    }
+    v->storage = storage;
+    v->parent_id = parent_id;
+    v->request_timeout_ns = o->request_timeout_ns;
+    v->nslots = o->max_conns;
+    v->slots = slots;
+    v->lfd = -1;
+    for (unsigned i = 0; i < v->nslots; i++) {
+        slots[i].v = v;
+        slots[i].fd = -1;
+    }
+    pthread_mutex_init(&v->mu, NULL);
+    pthread_attr_init(&v->conn_attr);
+    (void)pthread_attr_setstacksize(&v->conn_attr, CONN_STACK);
+    int r = listen_on(o->ip, o->port, &v->lfd, &v->port, err);
+    if (r == 0) {
+        v->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (v->stop_fd < 0) {
+            r = dfc_error_errno(err, -errno, "vortex server: eventfd");
+        } else if (pthread_create(&v->accept_th, NULL, accept_main, v) != 0) {
+            r = dfc_error_set(err, -EAGAIN, "vortex server: cannot start the accept thread");
+            close(v->stop_fd);
+        }
+    }
+    if (r < 0) {
+        if (v->lfd >= 0) {
+            close(v->lfd);
+        }
+        pthread_attr_destroy(&v->conn_attr);
+        pthread_mutex_destroy(&v->mu);
+        free(slots);
+        free(v);
+        return r;
+    }
+    *ret = v;
+    return 0;
+}
+
+uint16_t dfd_vortex_server_port(const struct dfd_vortex_server *v) {
+    return v->port;
+}
+
+void dfd_vortex_server_stop(struct dfd_vortex_server *v) {
+    if (v == NULL) {
+        return;
+    }
+    uint64_t one = 1;
+    while (write(v->stop_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+    pthread_join(v->accept_th, NULL);
+    close(v->lfd);
+    pthread_mutex_lock(&v->mu);
+    for (unsigned i = 0; i < v->nslots; i++) {
+        if (v->slots[i].state == SLOT_RUNNING && v->slots[i].fd >= 0) {
+            shutdown(v->slots[i].fd, SHUT_RDWR);
+        }
+    }
+    pthread_mutex_unlock(&v->mu);
+    for (unsigned i = 0; i < v->nslots; i++) {
+        /* No new handler can start (the accept thread is gone); state is read once each has
+         * been joined or was never started. */
+        pthread_mutex_lock(&v->mu);
+        enum slot_state st = v->slots[i].state;
+        pthread_mutex_unlock(&v->mu);
+        if (st != SLOT_FREE) {
+            pthread_join(v->slots[i].th, NULL);
+        }
+    }
+    close(v->stop_fd);
+    pthread_attr_destroy(&v->conn_attr);
+    pthread_mutex_destroy(&v->mu);
+    free(v->slots);
+    free(v);
+}

@@ -1,0 +1,123 @@
+/*
+ * registration.c - imports registered at the scheduler, and copies unregistered when deleted
+ * (see registration.h).
+ *
+ * Started answering ALREADY_EXISTS. The scheduler's Started (scheduler/rpc_task.c) refuses a
+ * task that cannot take the Upload event, i.e. one that is Uploading or Succeeded, and a peer
+ * id that exists (never ours: each is a fresh uuid). There is no call that adds an uploaded
+ * copy to a task that exists (a peer joins one only through the AnnouncePersistentCachePeer
+ * download), and for a content-derived id the task at the scheduler holds these very bytes.
+ * So when StatPersistentCacheTask shows the task Succeeded with the same length, piece length
+ * and piece count, the import returns that existing task: the content is committed locally,
+ * without a peer id (the hook returns 1; the cluster's copies stay the scheduler's replicas),
+ * and the caller gets the task as for any identical import. The same holds for a task still
+ * Uploading when its id comes from its content (another import of these bytes, on this node or
+ * another, is registering it; standalone, the store answers a concurrent identical import the
+ * same way). A task Uploading under a content_for_calculating_task_id id, or whose geometry
+ * differs, stays ALREADY_EXISTS for the caller, with the scheduler's message.
+ */
+#include "registration.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "dfc/id.h"
+#include "dfc/log.h"
+#include "dragonfly/common.pb-c.h"
+#include "scheduler_client.h"
+
+static int grpc_code(int r) {
+    return dfc_error_to_grpc(r);
+}
+
+/* Whether the scheduler already has t with the same geometry: Succeeded, or being uploaded
+ * by another import when t's id comes from its content (the same bytes, then). */
+static bool exists_elsewhere(struct dfd_registration *g, const struct dfd_task_meta *t) {
+    Common__V2__PersistentCacheTask *st = NULL;
+    struct dfc_error e;
+    if (dfd_sched_stat_task(g->sched, t->id, &st, &e) < 0) {
+        return false;
+    }
+    bool state = strcmp(st->state, "Succeeded") == 0 ||
+                 (strcmp(st->state, "Uploading") == 0 && t->id_origin == DFD_ID_ORIGIN_CONTENT);
+    bool same = state && st->content_length == t->content_length &&
+                st->piece_length == t->piece_length && st->piece_count == t->piece_count;
+    dfc_rpc_msg_free(&st->base);
+    return same;
+}
+
+/* The content is kept locally without a peer id: 1 tells the storage engine so. */
+static int unregister(struct dfd_registration *g) {
+    g->peer_id[0] = '\0';
+    return 1;
+}
+
+static int before_commit(void *arg, const struct dfd_task_meta *pending, struct dfc_error *err) {
+    struct dfd_registration *g = arg;
+    memcpy(g->task_id, pending->id, sizeof(g->task_id));
+    int r = dfd_sched_upload_started(g->sched, pending, g->peer_id, err);
+    if (r < 0) {
+        int code = grpc_code(r);
+        if (code == DFC_GRPC_UNAVAILABLE || code == DFC_GRPC_DEADLINE_EXCEEDED ||
+            code == DFC_GRPC_NOT_FOUND) {
+            DFC_LOG(DFC_LOG_WARN, "import.unregistered",
+                    "task_id=%s error=\"%s\": imported locally without a scheduler peer, ignoring",
+                    pending->id, dfc_error_msg(err));
+            if (code == DFC_GRPC_DEADLINE_EXCEEDED) {
+                /* Started may have been stored after all: do not leave it Uploading. */
+                dfd_sched_upload_failed(g->sched, pending->id, g->peer_id,
+                                        "the upload's registration timed out");
+            }
+            return unregister(g);
+        }
+        if (code == DFC_GRPC_ALREADY_EXISTS && exists_elsewhere(g, pending)) {
+            DFC_LOG(DFC_LOG_INFO, "import.exists_in_cluster",
+                    "task_id=%s: the scheduler already has it; kept locally without a peer",
+                    pending->id);
+            return unregister(g);
+        }
+        return r;
+    }
+    g->started = true;
+    if ((r = dfd_sched_upload_finished(g->sched, pending->id, g->peer_id, NULL, err)) < 0) {
+        return r; /* dfd_registration_end() sends Failed */
+    }
+    g->finished = true;
+    return 0;
+}
+
+int dfd_registration_prepare(struct dfd_registration *g, struct dfd_sched *sched,
+                             const struct dfd_config *cfg, struct dfd_import_params *p,
+                             struct dfc_error *err) {
+    memset(g, 0, sizeof(*g));
+    g->sched = sched;
+    if (sched == NULL) {
+        return 0;
+    }
+    int r = dfc_peer_id(cfg->host_ip, cfg->hostname, g->peer_id, sizeof(g->peer_id));
+    if (r < 0) {
+        return dfc_error_set(err, r, "host.ip and host.hostname make a peer id that is too long");
+    }
+    p->peer_id = g->peer_id;
+    p->before_commit = before_commit;
+    p->before_commit_arg = g;
+    return 0;
+}
+
+void dfd_registration_end(struct dfd_registration *g, int r, const struct dfc_error *err) {
+    if (g->sched == NULL || r >= 0 || !g->started) {
+        return;
+    }
+    if (g->finished) {
+        /* Finished made the peer Succeeded, which Failed cannot leave: withdraw the copy. */
+        dfd_sched_delete_peer(g->sched, g->task_id, g->peer_id);
+    } else {
+        dfd_sched_upload_failed(g->sched, g->task_id, g->peer_id, dfc_error_msg(err));
+    }
+}
+
+void dfd_registration_forget(struct dfd_sched *sched, const struct dfd_task_meta *t) {
+    if (sched != NULL && t->peer_id[0] != '\0') {
+        dfd_sched_delete_peer(sched, t->id, t->peer_id);
+    }
+}

@@ -1,0 +1,525 @@
+/*
+ * scheduler_client.c - dfdaemon's scheduler.v2 calls (see scheduler_client.h).
+ *
+ * DESIGN
+ * - One dfc_rpc_client per configured address, made in dfd_sched_new() (gRPC channels connect
+ *   lazily, so an absent scheduler does not fail start-up; its calls fail UNAVAILABLE fast,
+ *   since calls are not queued for a channel that is not ready).
+ * - The ring. Upstream keys a consistent-hash ring (the Rust `hashring` crate) by the first 5
+ *   characters of the task id. Every scheduler shares one Redis, so any of them can answer for
+ *   any task and an exact match of upstream's hash is not needed; what matters is that a task
+ *   keeps going to the same scheduler while the set of addresses stays the same, and that
+ *   adding or removing one address moves only its share of the tasks. Here each address owns
+ *   RING_VNODES points, point i of address A at hash("A#i"), where hash is 64-bit FNV-1a
+ *   followed by the splitmix64 finaliser (FNV alone spreads short, similar keys poorly). A key
+ *   (the first 5 characters of the task id) goes to the first point at or after its hash,
+ *   wrapping; the fail-over order is the sequence of distinct addresses met walking on from
+ *   there, so every address comes once.
+ * - Fail-over: a task call that fails with a code that maps to UNAVAILABLE moves to the next
+ *   address; any other error (NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT, DEADLINE_EXCEEDED)
+ *   is the scheduler's answer and is returned. Host calls go to every address.
+ * - Addresses are resolved to IPs once, at start (getaddrinfo: numeric IPs, or names from
+ *   /etc/hosts or DNS), only for dfd_sched_is_scheduler_ip(); a name that does not resolve
+ *   then is logged and never matches. The channels resolve on their own.
+ */
+#include "scheduler_client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "dfc/log.h"
+#include "dfc/pbtime.h"
+#include "dragonfly/scheduler.pb-c.h"
+#include "google/protobuf/empty.pb-c.h"
+#include "storage/task.h"
+
+#define REQUEST_TIMEOUT_MS 10000
+#define RING_VNODES        160
+#define RING_KEY_LEN       5
+
+struct sched_addr {
+    char *addr; /* as configured: "host:port" */
+    struct dfc_rpc_client *client;
+    char (*ips)[INET6_ADDRSTRLEN]; /* what addr's host resolved to at start */
+    size_t n_ips;
+};
+
+struct ring_point {
+    uint64_t hash;
+    unsigned addr; /* index into addrs */
+};
+
+struct dfd_sched {
+    char *host_id;
+    struct dfd_sched_methods m;
+    struct sched_addr *addrs;
+    size_t n_addrs;
+    struct ring_point *ring; /* sorted by hash */
+    size_t n_ring;
+};
+
+/* ---- the ring ---- */
+
+static uint64_t ring_hash(const char *s, size_t len) {
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a 64 */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    h ^= h >> 30; /* splitmix64's finaliser */
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    return h;
+}
+
+static int point_cmp(const void *a, const void *b) {
+    const struct ring_point *x = a, *y = b;
+    if (x->hash != y->hash) {
+        return x->hash < y->hash ? -1 : 1;
+    }
+    return x->addr < y->addr ? -1 : (x->addr > y->addr); /* a tie is broken the same way always */
+}
+
+static int ring_build(struct dfd_sched *s, struct dfc_error *err) {
+    s->ring = calloc(s->n_addrs * RING_VNODES, sizeof(*s->ring));
+    if (s->ring == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    for (size_t a = 0; a < s->n_addrs; a++) {
+        for (unsigned i = 0; i < RING_VNODES; i++) {
+            char key[300];
+            int n = snprintf(key, sizeof(key), "%s#%u", s->addrs[a].addr, i);
+            size_t len = n < 0 ? 0 : ((size_t)n >= sizeof(key) ? sizeof(key) - 1 : (size_t)n);
+            s->ring[s->n_ring++] =
+                (struct ring_point){.hash = ring_hash(key, len), .addr = (unsigned)a};
+        }
+    }
+    qsort(s->ring, s->n_ring, sizeof(*s->ring), point_cmp);
+    return 0;
+}
+
+/* The attempt-th address on the ring for task_id, NULL past the last. */
+static struct sched_addr *pick_addr(struct dfd_sched *s, const char *task_id, unsigned attempt) {
+    if (attempt >= s->n_addrs) {
+        return NULL;
+    }
+    size_t klen = strnlen(task_id, RING_KEY_LEN);
+    uint64_t h = ring_hash(task_id, klen);
+    size_t lo = 0, hi = s->n_ring; /* first point with hash >= h */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ring[mid].hash < h) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    /* Walk on from there; the attempt-th distinct address met is the answer. At most
+     * n_addrs distinct addresses exist, so a bounded walk over the whole ring finds it. */
+    unsigned seen_n = 0;
+    unsigned seen[64];
+    bool *seen_big = NULL;
+    if (s->n_addrs > 64) {
+        seen_big = calloc(s->n_addrs, sizeof(*seen_big));
+        if (seen_big == NULL) {
+            return NULL;
+        }
+    }
+    struct sched_addr *found = NULL;
+    for (size_t k = 0; k < s->n_ring && found == NULL; k++) {
+        unsigned a = s->ring[(lo + k) % s->n_ring].addr;
+        bool dup = false;
+        if (seen_big != NULL) {
+            dup = seen_big[a];
+            seen_big[a] = true;
+        } else {
+            for (unsigned j = 0; j < seen_n && !dup; j++) {
+                dup = seen[j] == a;
+            }
+            if (!dup) {
+                seen[seen_n] = a;
+            }
+        }
+        if (dup) {
+            continue;
+        }
+        if (seen_n++ == attempt) {
+            found = &s->addrs[a];
+        }
+    }
+    free(seen_big);
+    return found;
+}
+
+struct dfc_rpc_client *dfd_sched_pick(struct dfd_sched *s, const char *task_id, unsigned attempt,
+                                      const char **ret_addr) {
+    struct sched_addr *a = pick_addr(s, task_id, attempt);
+    if (a == NULL) {
+        return NULL;
+    }
+    if (ret_addr != NULL) {
+        *ret_addr = a->addr;
+    }
+    return a->client;
+}
+
+/* ---- set-up ---- */
+
+static int resolve_methods(struct dfd_sched_methods *m, struct dfc_error *err) {
+    const struct dfc_rpc_client_row rows[] = {
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "AnnounceHost", &m->announce_host),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "DeleteHost", &m->delete_host),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "AnnouncePersistentCachePeer",
+                              &m->announce_peer),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "DeletePersistentCachePeer",
+                              &m->delete_peer),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "UploadPersistentCacheTaskStarted",
+                              &m->upload_started),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "UploadPersistentCacheTaskFinished",
+                              &m->upload_finished),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "UploadPersistentCacheTaskFailed",
+                              &m->upload_failed),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "StatPersistentCacheTask", &m->stat_task),
+    };
+    return dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), err);
+}
+
+/* Splits "host:port" / "[v6]:port" (checked by the config's validator) into host and port. */
+static int split_hostport(const char *addr, char *host, size_t hsize, const char **ret_port) {
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL) {
+        return -EINVAL;
+    }
+    const char *h = addr;
+    size_t len = (size_t)(colon - addr);
+    if (addr[0] == '[' && len >= 2 && colon[-1] == ']') {
+        h++;
+        len -= 2;
+    }
+    if (len == 0 || len >= hsize) {
+        return -ENAMETOOLONG;
+    }
+    memcpy(host, h, len);
+    host[len] = '\0';
+    *ret_port = colon + 1;
+    return 0;
+}
+
+static void resolve_ips(struct sched_addr *a) {
+    char host[256];
+    const char *port;
+    if (split_hostport(a->addr, host, sizeof(host), &port) < 0) {
+        return;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int r = getaddrinfo(host, NULL, &hints, &res);
+    if (r != 0) {
+        DFC_LOG(DFC_LOG_WARN, "scheduler.resolve_failed",
+                "addr=%s error=\"%s\": its calls to this dfdaemon are not recognised, ignoring",
+                a->addr, gai_strerror(r));
+        return;
+    }
+    size_t n = 0;
+    for (struct addrinfo *p = res; p != NULL; p = p->ai_next) {
+        n++;
+    }
+    a->ips = calloc(n + 1, sizeof(*a->ips));
+    for (struct addrinfo *p = res; a->ips != NULL && p != NULL; p = p->ai_next) {
+        const void *src = NULL;
+        if (p->ai_family == AF_INET) {
+            src = &((const struct sockaddr_in *)(const void *)p->ai_addr)->sin_addr;
+        } else if (p->ai_family == AF_INET6) {
+            src = &((const struct sockaddr_in6 *)(const void *)p->ai_addr)->sin6_addr;
+        }
+        if (src != NULL && inet_ntop(p->ai_family, src, a->ips[a->n_ips], INET6_ADDRSTRLEN)) {
+            a->n_ips++;
+        }
+    }
+    freeaddrinfo(res);
+}
+
+int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_sched **ret,
+                  struct dfc_error *err) {
+    if (cfg->scheduler_addrs.n == 0) {
+        return dfc_error_set(err, -EINVAL, "scheduler.addrs: must not be empty");
+    }
+    struct dfd_sched *s = calloc(1, sizeof(*s));
+    int r;
+    if (s == NULL || (s->host_id = strdup(host_id)) == NULL ||
+        (s->addrs = calloc(cfg->scheduler_addrs.n, sizeof(*s->addrs))) == NULL) {
+        r = dfc_error_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((r = resolve_methods(&s->m, err)) < 0) {
+        goto fail;
+    }
+    for (size_t i = 0; i < cfg->scheduler_addrs.n; i++) {
+        const char *addr = cfg->scheduler_addrs.items[i];
+        bool dup = false;
+        for (size_t j = 0; j < s->n_addrs && !dup; j++) {
+            dup = strcmp(s->addrs[j].addr, addr) == 0;
+        }
+        if (dup) {
+            continue; /* one address listed twice is one scheduler */
+        }
+        struct sched_addr *a = &s->addrs[s->n_addrs];
+        if ((a->addr = strdup(addr)) == NULL) {
+            r = dfc_error_set(err, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        s->n_addrs++;
+        /* Calls fail fast (UNAVAILABLE) while the channel cannot connect, instead of waiting
+         * for it: that is what moves a task call on to the next scheduler. The layer has no
+         * connect timeout of its own: upstream's 3 s is covered by the 10 s request
+         * deadline, and gRPC core bounds each connection attempt itself. */
+        struct dfc_rpc_client_opts opts = {.wait_for_ready = false};
+        if ((r = dfc_rpc_client_new(addr, &opts, &a->client, err)) < 0) {
+            dfc_error_prefix(err, "scheduler %s", addr);
+            goto fail;
+        }
+        resolve_ips(a);
+    }
+    if ((r = ring_build(s, err)) < 0) {
+        goto fail;
+    }
+    *ret = s;
+    return 0;
+fail:
+    dfd_sched_free(s);
+    return r;
+}
+
+void dfd_sched_free(struct dfd_sched *s) {
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; s->addrs != NULL && i < s->n_addrs; i++) {
+        dfc_rpc_client_free(s->addrs[i].client);
+        free(s->addrs[i].addr);
+        free(s->addrs[i].ips);
+    }
+    free(s->addrs);
+    free(s->ring);
+    free(s->host_id);
+    free(s);
+}
+
+const struct dfd_sched_methods *dfd_sched_methods(const struct dfd_sched *s) {
+    return &s->m;
+}
+
+bool dfd_sched_is_scheduler_ip(const struct dfd_sched *s, const char *ip) {
+    for (size_t i = 0; i < s->n_addrs; i++) {
+        for (size_t j = 0; j < s->addrs[i].n_ips; j++) {
+            if (strcmp(s->addrs[i].ips[j], ip) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* ---- calls ---- */
+
+static bool is_unavailable(int r) {
+    return dfc_error_to_grpc(r) == DFC_GRPC_UNAVAILABLE;
+}
+
+static int call_one(struct sched_addr *a, const struct dfc_rpc_client_method *m, const char *what,
+                    const ProtobufCMessage *req, ProtobufCMessage **ret, struct dfc_error *err) {
+    ProtobufCMessage *resp = NULL;
+    int r = dfc_rpc_unary(a->client, m, req, REQUEST_TIMEOUT_MS, &resp, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "scheduler %s %s", a->addr, what);
+    }
+    if (ret != NULL) {
+        *ret = resp;
+    } else {
+        dfc_rpc_msg_free(resp);
+    }
+    return 0;
+}
+
+/* A task call: the ring's choice for task_id, then the next ones while UNAVAILABLE. */
+static int task_call(struct dfd_sched *s, const char *task_id,
+                     const struct dfc_rpc_client_method *m, const char *what,
+                     const ProtobufCMessage *req, ProtobufCMessage **ret, struct dfc_error *err) {
+    int r = dfc_error_set(err, -ECONNREFUSED, "no scheduler");
+    for (unsigned attempt = 0;; attempt++) {
+        struct sched_addr *a = pick_addr(s, task_id, attempt);
+        if (a == NULL) {
+            return r;
+        }
+        r = call_one(a, m, what, req, ret, err);
+        if (r == 0 || !is_unavailable(r)) {
+            return r;
+        }
+        DFC_LOG(DFC_LOG_DEBUG, "scheduler.failover", "task_id=%s method=%s error=\"%s\"", task_id,
+                what, dfc_error_msg(err));
+    }
+}
+
+int dfd_sched_announce_host(struct dfd_sched *s, const Common__V2__Host *host, int64_t interval_ns,
+                            struct dfc_error *err) {
+    Scheduler__V2__AnnounceHostRequest req = SCHEDULER__V2__ANNOUNCE_HOST_REQUEST__INIT;
+    Google__Protobuf__Duration interval = GOOGLE__PROTOBUF__DURATION__INIT;
+    dfc_pb_duration_from_ns(interval_ns, &interval);
+    req.host = (Common__V2__Host *)host;
+    req.interval = &interval;
+    int r = 0;
+    bool any = false;
+    for (size_t i = 0; i < s->n_addrs; i++) {
+        struct dfc_error e;
+        int lr = call_one(&s->addrs[i], &s->m.announce_host, "AnnounceHost", &req.base, NULL, &e);
+        if (lr == 0) {
+            any = true;
+        } else {
+            r = lr;
+            *err = e;
+        }
+    }
+    return any ? 0 : r;
+}
+
+void dfd_sched_delete_host(struct dfd_sched *s) {
+    Scheduler__V2__DeleteHostRequest req = SCHEDULER__V2__DELETE_HOST_REQUEST__INIT;
+    req.host_id = s->host_id;
+    for (size_t i = 0; i < s->n_addrs; i++) {
+        struct dfc_error e;
+        if (call_one(&s->addrs[i], &s->m.delete_host, "DeleteHost", &req.base, NULL, &e) < 0) {
+            DFC_LOG(DFC_LOG_WARN, "scheduler.delete_host_failed",
+                    "host_id=%s error=\"%s\", ignoring", s->host_id, dfc_error_msg(&e));
+        }
+    }
+}
+
+int dfd_sched_upload_started(struct dfd_sched *s, const struct dfd_task_meta *t,
+                             const char *peer_id, struct dfc_error *err) {
+    Scheduler__V2__UploadPersistentCacheTaskStartedRequest req =
+        SCHEDULER__V2__UPLOAD_PERSISTENT_CACHE_TASK_STARTED_REQUEST__INIT;
+    Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
+    req.host_id = s->host_id;
+    req.task_id = (char *)t->id;
+    req.peer_id = (char *)peer_id;
+    req.persistent_replica_count = t->replica_count;
+    if (t->tag != NULL) {
+        req.opt_tag_case = SCHEDULER__V2__UPLOAD_PERSISTENT_CACHE_TASK_STARTED_REQUEST__OPT_TAG_TAG;
+        req.tag = t->tag;
+    }
+    if (t->application != NULL) {
+        req.opt_application_case =
+            SCHEDULER__V2__UPLOAD_PERSISTENT_CACHE_TASK_STARTED_REQUEST__OPT_APPLICATION_APPLICATION;
+        req.application = t->application;
+    }
+    req.piece_length = t->piece_length;
+    req.content_length = t->content_length;
+    req.piece_count = t->piece_count;
+    dfc_pb_duration_from_ns(t->ttl_ns, &ttl);
+    req.ttl = &ttl;
+    return task_call(s, t->id, &s->m.upload_started, "UploadPersistentCacheTaskStarted", &req.base,
+                     NULL, err);
+}
+
+int dfd_sched_upload_finished(struct dfd_sched *s, const char *task_id, const char *peer_id,
+                              Common__V2__PersistentCacheTask **ret, struct dfc_error *err) {
+    Scheduler__V2__UploadPersistentCacheTaskFinishedRequest req =
+        SCHEDULER__V2__UPLOAD_PERSISTENT_CACHE_TASK_FINISHED_REQUEST__INIT;
+    req.host_id = s->host_id;
+    req.task_id = (char *)task_id;
+    req.peer_id = (char *)peer_id;
+    ProtobufCMessage *resp = NULL;
+    int r = task_call(s, task_id, &s->m.upload_finished, "UploadPersistentCacheTaskFinished",
+                      &req.base, &resp, err);
+    if (r == 0 && ret != NULL) {
+        *ret = (Common__V2__PersistentCacheTask *)resp;
+    } else {
+        dfc_rpc_msg_free(resp);
+    }
+    return r;
+}
+
+void dfd_sched_upload_failed(struct dfd_sched *s, const char *task_id, const char *peer_id,
+                             const char *description) {
+    Scheduler__V2__UploadPersistentCacheTaskFailedRequest req =
+        SCHEDULER__V2__UPLOAD_PERSISTENT_CACHE_TASK_FAILED_REQUEST__INIT;
+    req.host_id = s->host_id;
+    req.task_id = (char *)task_id;
+    req.peer_id = (char *)peer_id;
+    if (description != NULL && description[0] != '\0') {
+        req.opt_description_case =
+            SCHEDULER__V2__UPLOAD_PERSISTENT_CACHE_TASK_FAILED_REQUEST__OPT_DESCRIPTION_DESCRIPTION;
+        req.description = (char *)description;
+    }
+    struct dfc_error e;
+    if (task_call(s, task_id, &s->m.upload_failed, "UploadPersistentCacheTaskFailed", &req.base,
+                  NULL, &e) < 0) {
+        DFC_LOG(DFC_LOG_WARN, "scheduler.upload_failed_failed",
+                "task_id=%s peer_id=%s error=\"%s\", ignoring", task_id, peer_id,
+                dfc_error_msg(&e));
+    }
+}
+
+int dfd_sched_stat_task(struct dfd_sched *s, const char *task_id,
+                        Common__V2__PersistentCacheTask **ret, struct dfc_error *err) {
+    Scheduler__V2__StatPersistentCacheTaskRequest req =
+        SCHEDULER__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.host_id = s->host_id;
+    req.task_id = (char *)task_id;
+    ProtobufCMessage *resp = NULL;
+    int r =
+        task_call(s, task_id, &s->m.stat_task, "StatPersistentCacheTask", &req.base, &resp, err);
+    if (r == 0 && ret != NULL) {
+        *ret = (Common__V2__PersistentCacheTask *)resp;
+    } else {
+        dfc_rpc_msg_free(resp);
+    }
+    return r;
+}
+
+void dfd_sched_delete_peer(struct dfd_sched *s, const char *task_id, const char *peer_id) {
+    Scheduler__V2__DeletePersistentCachePeerRequest req =
+        SCHEDULER__V2__DELETE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    req.host_id = s->host_id;
+    req.task_id = (char *)task_id;
+    req.peer_id = (char *)peer_id;
+    struct dfc_error e;
+    int r =
+        task_call(s, task_id, &s->m.delete_peer, "DeletePersistentCachePeer", &req.base, NULL, &e);
+    if (r < 0) {
+        /* NOT_FOUND: already gone (a DeleteHost at the last clean stop removed this host's
+         * peers, or the scheduler deleted the task), which is what was wanted. */
+        DFC_LOG(dfc_error_to_grpc(r) == DFC_GRPC_NOT_FOUND ? DFC_LOG_DEBUG : DFC_LOG_WARN,
+                "scheduler.delete_peer_failed", "task_id=%s peer_id=%s error=\"%s\", ignoring",
+                task_id, peer_id, dfc_error_msg(&e));
+    }
+}
+
+int dfd_sched_announce_peer_open(struct dfd_sched *s, const char *task_id, int64_t timeout_ms,
+                                 struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    int r = dfc_error_set(err, -ECONNREFUSED, "no scheduler");
+    for (unsigned attempt = 0;; attempt++) {
+        const char *addr = NULL;
+        struct dfc_rpc_client *c = dfd_sched_pick(s, task_id, attempt, &addr);
+        if (c == NULL) {
+            return r;
+        }
+        /* Opening starts the call without waiting for the server: a scheduler that is away
+         * shows here only when the channel refuses the call at once; otherwise its
+         * UNAVAILABLE comes from the first send or receive. */
+        r = dfc_rpc_stream_open(c, &s->m.announce_peer, timeout_ms, ret, err);
+        if (r == 0) {
+            return 0;
+        }
+        dfc_error_prefix(err, "scheduler %s AnnouncePersistentCachePeer", addr);
+        if (!is_unavailable(r)) {
+            return r;
+        }
+    }
+}

@@ -1,0 +1,256 @@
+/*
+ * replica.c - replicas: a task fetched piece by piece from peers under the scheduler's id
+ * (storage.h). The spool lives in tmp/, so startup recovery removes a half-written one; the
+ * commit is dfd__spool_commit (commit.c), the same as an import's.
+ *
+ * DESIGN: pieces arrive in any order from several download threads. Each piece is claimed
+ * under rep->mu (a second claim is -EEXIST), written with pwrite outside the lock (pieces are
+ * disjoint ranges of a file fallocated at begin), and only then marked written; a failed write
+ * drops the claim so the piece can be fetched again. The CRC the caller checked becomes the
+ * piece's digest, so the row describes exactly what was written.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage.h"
+#include "storage_internal.h"
+
+struct dfd_replica {
+    struct dfd_storage *s;
+    struct dfd_task_meta task; /* the pending row (owns tag and application) */
+    char tmp_path[PATH_MAX];
+    int fd;
+    pthread_mutex_t mu; /* guards the bitmaps, crcs and n_written */
+    uint8_t *claimed;   /* a write of the piece is under way or done */
+    uint8_t *written;   /* the piece is on disk */
+    uint32_t *crcs;
+    uint32_t n_written;
+};
+
+static bool bit(const uint8_t *map, uint32_t i) {
+    return (map[i / 8] >> (i % 8)) & 1u;
+}
+
+static void set_bit(uint8_t *map, uint32_t i, bool on) {
+    if (on) {
+        map[i / 8] |= (uint8_t)(1u << (i % 8));
+    } else {
+        map[i / 8] &= (uint8_t) ~(1u << (i % 8));
+    }
+}
+
+static uint64_t piece_len(const struct dfd_task_meta *t, uint32_t number) {
+    uint64_t off = (uint64_t)number * t->piece_length;
+    uint64_t left = t->content_length - off;
+    return left < t->piece_length ? left : t->piece_length;
+}
+
+/* The geometry checks of dfd_replica_begin(); each error names its field. */
+static int check_params(const struct dfd_replica_params *p, struct dfc_error *err) {
+    if (p->id == NULL || !dfd_task_id_valid(p->id)) {
+        return dfc_error_set(err, -EINVAL, "id: must be 64 lowercase hex digits");
+    }
+    if (p->piece_length < DFC_PIECE_LENGTH_MIN || p->piece_length > DFC_PIECE_LENGTH_MAX) {
+        return dfc_error_set(err, -EINVAL, "piece_length: must be %llu..%llu, not %llu",
+                             (unsigned long long)DFC_PIECE_LENGTH_MIN,
+                             (unsigned long long)DFC_PIECE_LENGTH_MAX,
+                             (unsigned long long)p->piece_length);
+    }
+    /* An off_t holds it, and its piece count fits in 32 bits. */
+    if (p->content_length > (uint64_t)INT64_MAX ||
+        p->content_length / p->piece_length >= UINT32_MAX) {
+        return dfc_error_set(err, -EINVAL, "content_length: %llu bytes is too large",
+                             (unsigned long long)p->content_length);
+    }
+    uint32_t want = dfd_piece_count(p->content_length, p->piece_length);
+    if (p->piece_count != want) {
+        return dfc_error_set(err, -EINVAL,
+                             "piece_count: %u does not match content_length %llu and "
+                             "piece_length %llu (%u pieces)",
+                             p->piece_count, (unsigned long long)p->content_length,
+                             (unsigned long long)p->piece_length, want);
+    }
+    if (p->peer_id != NULL && strlen(p->peer_id) >= DFD_PEER_ID_MAX) {
+        return dfc_error_set(err, -EINVAL, "peer_id: longer than %d bytes", DFD_PEER_ID_MAX - 1);
+    }
+    return 0;
+}
+
+void dfd_replica_abort(struct dfd_replica *rep) {
+    if (rep == NULL) {
+        return;
+    }
+    dfd__spool_remove(rep->tmp_path, &rep->fd);
+    pthread_mutex_destroy(&rep->mu);
+    dfd_task_meta_done(&rep->task);
+    free(rep->claimed);
+    free(rep->written);
+    free(rep->crcs);
+    free(rep);
+}
+
+/* Sizes the spool: fallocate, or a sparse file where the filesystem cannot. */
+static int size_spool(struct dfd_replica *rep, struct dfc_error *err) {
+    off_t len = (off_t)rep->task.content_length;
+    if (len == 0) {
+        return 0;
+    }
+    int e = posix_fallocate(rep->fd, 0, len);
+    if (e == EOPNOTSUPP || e == EINVAL) {
+        e = ftruncate(rep->fd, len) < 0 ? errno : 0;
+    }
+    if (e == ENOSPC || e == EDQUOT) {
+        return dfc_error_set(err, -e, "no space left in `%s` for a replica of %lld bytes",
+                             rep->s->dir, (long long)len);
+    }
+    return e != 0 ? dfc_error_errno(err, -e, "allocate `%s`", rep->tmp_path) : 0;
+}
+
+int dfd_replica_begin(struct dfd_storage *s, const struct dfd_replica_params *p,
+                      struct dfd_replica **ret, struct dfc_error *err) {
+    int r = check_params(p, err);
+    if (r < 0 || (r = dfd__check_space(s, p->content_length, err)) < 0) {
+        return r;
+    }
+    struct dfd_task_meta old;
+    struct dfc_error e;
+    if (dfd_metadata_get(s->md, p->id, &old, &e) == 0) {
+        dfd_task_meta_done(&old);
+        return dfc_error_set(err, -EEXIST, "task %s is already stored", p->id);
+    }
+    struct dfd_replica *rep = calloc(1, sizeof(*rep));
+    if (rep == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    rep->s = s;
+    rep->fd = -1;
+    pthread_mutex_init(&rep->mu, NULL);
+    struct dfd_task_meta *t = &rep->task;
+    snprintf(t->id, sizeof(t->id), "%s", p->id);
+    t->persistent = p->persistent;
+    t->replica_count = p->replica_count;
+    t->piece_length = p->piece_length;
+    t->content_length = p->content_length;
+    t->piece_count = p->piece_count;
+    t->ttl_ns = p->ttl_ns;
+    t->created_at_ns = p->created_at_ns;
+    t->owner_uid = (uint32_t)geteuid();
+    t->id_origin = DFD_ID_ORIGIN_PEER;
+    snprintf(t->peer_id, sizeof(t->peer_id), "%s", p->peer_id != NULL ? p->peer_id : "");
+    bool oom = false;
+    t->tag = dfd__dup_or_null(p->tag, &oom);
+    t->application = dfd__dup_or_null(p->application, &oom);
+    size_t map = (size_t)p->piece_count / 8 + 1;
+    rep->claimed = calloc(map, 1);
+    rep->written = calloc(map, 1);
+    rep->crcs = calloc((size_t)p->piece_count + 1, sizeof(*rep->crcs));
+    if (oom || rep->claimed == NULL || rep->written == NULL || rep->crcs == NULL) {
+        dfd_replica_abort(rep);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    dfd__spool_name(s, "replica", rep->tmp_path);
+    if ((r = dfd__spool_open(rep->tmp_path, &rep->fd, err)) < 0 || (r = size_spool(rep, err)) < 0) {
+        dfd_replica_abort(rep);
+        return r;
+    }
+    *ret = rep;
+    return 0;
+}
+
+int dfd_replica_write_piece(struct dfd_replica *rep, uint32_t number, const void *buf, size_t len,
+                            uint32_t crc32, struct dfc_error *err) {
+    const struct dfd_task_meta *t = &rep->task;
+    if (number >= t->piece_count) {
+        return dfc_error_set(err, -EINVAL, "piece number %u is out of range (the task has %u)",
+                             number, t->piece_count);
+    }
+    uint64_t want = piece_len(t, number);
+    if ((uint64_t)len != want) {
+        return dfc_error_set(err, -EINVAL, "piece %u: length %zu, the geometry says %llu", number,
+                             len, (unsigned long long)want);
+    }
+    pthread_mutex_lock(&rep->mu);
+    bool taken = bit(rep->claimed, number);
+    set_bit(rep->claimed, number, true);
+    pthread_mutex_unlock(&rep->mu);
+    if (taken) {
+        return dfc_error_set(err, -EEXIST, "piece %u is already written", number);
+    }
+    int r = dfd__write_all(rep->fd, buf, len, (off_t)((uint64_t)number * t->piece_length));
+    pthread_mutex_lock(&rep->mu);
+    if (r == 0) {
+        set_bit(rep->written, number, true);
+        rep->crcs[number] = crc32;
+        rep->n_written++;
+    } else {
+        set_bit(rep->claimed, number, false); /* may be fetched again */
+    }
+    pthread_mutex_unlock(&rep->mu);
+    if (r == -ENOSPC || r == -EDQUOT) {
+        return dfc_error_set(err, r, "no space left in `%s` while writing piece %u", rep->s->dir,
+                             number);
+    }
+    return r < 0 ? dfc_error_errno(err, r, "write piece %u into `%s`", number, rep->tmp_path) : 0;
+}
+
+bool dfd_replica_has_piece(struct dfd_replica *rep, uint32_t number) {
+    if (number >= rep->task.piece_count) {
+        return false;
+    }
+    pthread_mutex_lock(&rep->mu);
+    bool on = bit(rep->written, number);
+    pthread_mutex_unlock(&rep->mu);
+    return on;
+}
+
+size_t dfd_replica_missing(struct dfd_replica *rep, uint32_t *out, size_t max) {
+    size_t n = 0;
+    pthread_mutex_lock(&rep->mu);
+    for (uint32_t i = 0; i < rep->task.piece_count && n < max; i++) {
+        if (!bit(rep->written, i)) {
+            out[n++] = i;
+        }
+    }
+    pthread_mutex_unlock(&rep->mu);
+    return n;
+}
+
+int dfd_replica_commit(struct dfd_replica *rep, int64_t now_ns, struct dfd_task_meta *ret_task,
+                       struct dfc_error *err) {
+    struct dfd_task_meta *t = &rep->task;
+    struct dfd_piece_meta *pieces = NULL;
+    int r;
+    pthread_mutex_lock(&rep->mu);
+    uint32_t missing = UINT32_MAX;
+    for (uint32_t i = 0; i < t->piece_count && missing == UINT32_MAX; i++) {
+        if (!bit(rep->written, i)) {
+            missing = i;
+        }
+    }
+    pthread_mutex_unlock(&rep->mu);
+    if (missing != UINT32_MAX) {
+        r = dfc_error_set(err, -EINVAL, "piece %u is missing", missing);
+        goto out;
+    }
+    if ((pieces = dfd__pieces_new(t, rep->crcs)) == NULL) {
+        r = dfc_error_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    t->updated_at_ns = t->finished_at_ns = now_ns;
+    *ret_task = *t; /* the strings move to ret_task */
+    t->tag = t->application = NULL;
+    struct dfd__spool sp = {.tmp_path = rep->tmp_path, .fd = rep->fd, .pieces = pieces};
+    bool existed;
+    r = dfd__spool_commit(rep->s, &sp, ret_task, &existed, err);
+out:
+    free(pieces);
+    dfd_replica_abort(rep); /* removes the spool unless it became the content */
+    return r;
+}

@@ -1,0 +1,621 @@
+/*
+ * Tests for daemon/storage/replica.c and commit.c on real files and a real SQLite store in a
+ * temp dir: replicas written piece by piece from several threads, invisible until committed,
+ * a crash mid-replica, the geometry checks; the peer_id column and its migration; the
+ * before_commit hook of both import paths.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dfc/digest.h"
+#include "dfc/units.h"
+#include "storage/storage.h"
+#include "storage_fixture.h"
+
+#define MiB  ((uint64_t)1 << 20)
+#define SEC  DFC_NS_PER_SEC
+#define T0   (INT64_C(1700000000) * SEC)
+#define PL   (4 * MiB)
+#define ID1  "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"
+#define PEER "127.0.0.1-node-1-8c1e0f4a-6b1d-4d0e-9d5e-0c2f6a1b3c4d"
+
+static int setup(void **state) {
+    return fx_setup(state, "replica");
+}
+
+static size_t count_entries(const char *store, const char *sub) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/%s", store, sub);
+    return count_found(dir, "-type f");
+}
+
+/* Nothing of a failed or aborted replica or import is left: no row, no content, tmp/ empty. */
+static void assert_nothing_left(struct fx *f, const char *id) {
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_storage_get(f->s, id, &t, &err), -ENOENT);
+    assert_int_equal(count_entries(f->store, "content"), 0);
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
+}
+
+static struct dfd_replica_params rparams(uint64_t len) {
+    struct dfd_replica_params p = {.id = ID1,
+                                   .tag = "t",
+                                   .application = "app",
+                                   .piece_length = PL,
+                                   .content_length = len,
+                                   .piece_count = dfd_piece_count(len, PL),
+                                   .replica_count = 3,
+                                   .ttl_ns = 3600 * SEC,
+                                   .created_at_ns = T0 - 600 * SEC,
+                                   .persistent = true,
+                                   .peer_id = PEER};
+    return p;
+}
+
+static uint64_t plen(uint64_t len, uint32_t i) {
+    uint64_t left = len - (uint64_t)i * PL;
+    return left < PL ? left : PL;
+}
+
+static int write_piece(struct dfd_replica *rep, const char *buf, uint64_t len, uint32_t i) {
+    struct dfc_error err;
+    const char *p = buf + (uint64_t)i * PL;
+    uint64_t n = plen(len, i);
+    return dfd_replica_write_piece(rep, i, p, n, dfc_crc32_update(0, p, n), &err);
+}
+
+static struct dfd_replica *begin_replica(struct fx *f, uint64_t len) {
+    struct dfd_replica_params p = rparams(len);
+    struct dfd_replica *rep;
+    struct dfc_error err;
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), 0);
+    return rep;
+}
+
+/* ---- pieces from several threads ---- */
+
+struct writer {
+    struct dfd_replica *rep;
+    const char *buf;
+    uint64_t len;
+    uint32_t n_pieces;
+    unsigned k; /* writes pieces i with i % 4 == k, from the last down */
+    int result;
+};
+
+static void *writer_main(void *arg) {
+    struct writer *w = arg;
+    for (uint32_t i = w->n_pieces; i-- > 0;) {
+        if (i % 4 == w->k && (w->result = write_piece(w->rep, w->buf, w->len, i)) < 0) {
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void test_pieces_from_four_threads_commit(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 9 * PL + 12345;
+    char *buf = pattern(len, 7);
+    struct dfd_replica *rep = begin_replica(f, len);
+    struct dfc_error err;
+    assert_int_equal(dfd_piece_count(len, PL), 10);
+
+    struct writer w[4];
+    pthread_t th[4];
+    for (unsigned k = 0; k < 4; k++) {
+        w[k] = (struct writer){rep, buf, len, 10, k, 0};
+        assert_int_equal(pthread_create(&th[k], NULL, writer_main, &w[k]), 0);
+    }
+    for (unsigned k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(w[k].result, 0);
+    }
+    uint32_t missing[16];
+    assert_int_equal(dfd_replica_missing(rep, missing, 16), 0);
+    assert_true(dfd_replica_has_piece(rep, 9));
+    assert_false(dfd_replica_has_piece(rep, 10));
+
+    /* Invisible until the commit. */
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_storage_get(f->s, ID1, &t, &err), -ENOENT);
+    struct dfd_task_meta *list;
+    size_t n;
+    assert_int_equal(dfd_storage_list(f->s, &list, &n, &err), 0);
+    assert_int_equal(n, 0);
+    dfd_task_meta_list_free(list, n);
+    assert_int_equal(count_entries(f->store, "content"), 0);
+
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    assert_string_equal(t.id, ID1);
+    assert_int_equal(t.content_length, len);
+    dfd_task_meta_done(&t);
+
+    assert_int_equal(dfd_storage_get(f->s, ID1, &t, &err), 0);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_PEER);
+    assert_int_equal(t.owner_uid, geteuid());
+    assert_int_equal(t.created_at_ns, T0 - 600 * SEC); /* the scheduler's: TTL anchored there */
+    assert_int_equal(t.updated_at_ns, T0);
+    assert_int_equal(t.finished_at_ns, T0);
+    assert_int_equal(t.piece_length, PL);
+    assert_int_equal(t.piece_count, 10);
+    assert_int_equal(t.replica_count, 3);
+    assert_int_equal(t.ttl_ns, 3600 * SEC);
+    assert_true(t.persistent);
+    assert_false(t.hard_linked);
+    assert_string_equal(t.tag, "t");
+    assert_string_equal(t.application, "app");
+    assert_string_equal(t.peer_id, PEER);
+    dfd_task_meta_done(&t);
+
+    struct dfd_piece_meta *pieces;
+    assert_int_equal(dfd_storage_pieces(f->s, ID1, &pieces, &n, &err), 0);
+    assert_int_equal(n, 10);
+    for (uint32_t i = 0; i < n; i++) {
+        char want[DFC_CRC32_DIGEST_MAX];
+        dfc_crc32_format(dfc_crc32_update(0, buf + (uint64_t)i * PL, plen(len, i)), want);
+        assert_int_equal(pieces[i].number, i);
+        assert_int_equal(pieces[i].offset, (uint64_t)i * PL);
+        assert_int_equal(pieces[i].length, plen(len, i));
+        assert_string_equal(pieces[i].digest, want);
+    }
+    free(pieces);
+
+    /* Byte-identical content, through the store's own reader. */
+    int fd;
+    assert_int_equal(dfd_storage_open_content(f->s, ID1, &fd, &err), 0);
+    char *back = malloc(len + 1);
+    assert_int_equal(pread(fd, back, len + 1, 0), (ssize_t)len);
+    assert_memory_equal(back, buf, len);
+    close(fd);
+    free(back);
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
+
+    /* It survives a reopen (recovery keeps it). */
+    struct dfd_recovery rec;
+    dfd_storage_close(f->s);
+    fx_open(f, &rec);
+    assert_int_equal(rec.tasks, 1);
+    assert_int_equal(rec.broken_rows + rec.orphan_files + rec.temp_files, 0);
+    free(buf);
+}
+
+static void test_empty_replica(void **state) {
+    struct fx *f = *state;
+    struct dfd_replica_params p = rparams(0);
+    struct dfd_replica *rep;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    assert_int_equal(p.piece_count, 0);
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), 0);
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    assert_int_equal(t.content_length, 0);
+    dfd_task_meta_done(&t);
+}
+
+/* ---- failures leave nothing ---- */
+
+static void test_commit_with_a_missing_piece_fails(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 3 * PL;
+    char *buf = pattern(len, 3);
+    struct dfd_replica *rep = begin_replica(f, len);
+    struct dfc_error err;
+    assert_int_equal(write_piece(rep, buf, len, 2), 0);
+    assert_int_equal(write_piece(rep, buf, len, 0), 0);
+    uint32_t missing[4];
+    assert_int_equal(dfd_replica_missing(rep, missing, 4), 1);
+    assert_int_equal(missing[0], 1);
+    assert_int_equal(count_entries(f->store, "tmp"), 1);
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), -EINVAL);
+    assert_string_equal(err.msg, "piece 1 is missing");
+    assert_nothing_left(f, ID1);
+    free(buf);
+}
+
+static void test_abort_leaves_nothing(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 2 * PL + 1;
+    char *buf = pattern(len, 4);
+    struct dfd_replica *rep = begin_replica(f, len);
+    assert_int_equal(write_piece(rep, buf, len, 1), 0);
+    dfd_replica_abort(rep);
+    dfd_replica_abort(NULL);
+    assert_nothing_left(f, ID1);
+    free(buf);
+}
+
+static void test_same_piece_twice_is_eexist(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 2 * PL;
+    char *buf = pattern(len, 5);
+    struct dfd_replica *rep = begin_replica(f, len);
+    struct dfc_error err;
+    assert_int_equal(write_piece(rep, buf, len, 0), 0);
+    assert_int_equal(write_piece(rep, buf, len, 0), -EEXIST);
+    assert_false(dfd_replica_has_piece(rep, 1));
+    /* A number or length the geometry does not have. */
+    assert_int_equal(dfd_replica_write_piece(rep, 2, buf, PL, 0, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "out of range"));
+    assert_int_equal(dfd_replica_write_piece(rep, 1, buf, PL - 1, 0, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "length"));
+    assert_false(dfd_replica_has_piece(rep, 1));
+    dfd_replica_abort(rep);
+    free(buf);
+}
+
+static void test_bad_geometry_names_the_field(void **state) {
+    struct fx *f = *state;
+    struct dfd_replica *rep = NULL;
+    struct dfc_error err;
+    static const struct {
+        const char *field;
+        uint64_t piece_length, content_length;
+        int piece_count_delta;
+        const char *id;
+    } cases[] = {
+        {"piece_count", PL, 10 * PL, 1, ID1},
+        {"piece_count", PL, 10 * PL + 1, -1, ID1},
+        {"piece_length", PL - 1, 10 * PL, 0, ID1},
+        {"piece_length", 128 * MiB, 10 * PL, 0, ID1},
+        {"piece_length", 0, 10 * PL, 0, ID1},
+        {"content_length", PL, UINT64_MAX, 0, ID1},
+        {"id", PL, PL, 0, "0A1B"},
+        {"id", PL, PL, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct dfd_replica_params p = rparams(cases[i].content_length);
+        p.piece_length = cases[i].piece_length;
+        p.id = cases[i].id;
+        p.piece_count = (p.piece_length != 0 && cases[i].content_length < UINT64_MAX
+                             ? dfd_piece_count(cases[i].content_length, p.piece_length)
+                             : 1) +
+                        (uint32_t)cases[i].piece_count_delta;
+        assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), -EINVAL);
+        if (strncmp(err.msg, cases[i].field, strlen(cases[i].field)) != 0) {
+            fail_msg("case %zu: `%s` does not name %s", i, err.msg, cases[i].field);
+        }
+    }
+    /* Larger than the free space. */
+    struct dfd_replica_params p = rparams((uint64_t)1 << 50); /* 1 PiB */
+    p.piece_length = 64 * MiB;
+    p.piece_count = dfd_piece_count(p.content_length, p.piece_length);
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), -ENOSPC);
+    assert_nothing_left(f, ID1);
+}
+
+static void test_begin_on_a_stored_id_is_eexist(void **state) {
+    struct fx *f = *state;
+    struct dfd_import_params ip = {.ttl_ns = 3600 * SEC, .expected_length = -1};
+    struct dfd_import *imp;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, "hello", 5, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    struct dfd_replica_params p = rparams(5);
+    p.id = t.id;
+    struct dfd_replica *rep;
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), -EEXIST);
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
+    dfd_task_meta_done(&t);
+}
+
+/* An import of the same id lands while the replica is being written: the replica's commit
+ * returns it when it holds the same pieces, and is -EEXIST when it does not. */
+static void test_an_import_lands_first(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = PL + 99;
+    char *buf = pattern(len, 9);
+    struct dfd_import_params ip = {.content_for_id = "same-id",
+                                   .piece_length = PL,
+                                   .ttl_ns = 3600 * SEC,
+                                   .expected_length = (int64_t)len,
+                                   .owner_uid = 1234};
+    char id[DFD_TASK_ID_LEN + 1];
+    assert_int_equal(dfd_task_id_from_string("same-id", id), 0);
+    struct dfd_replica_params p = rparams(len);
+    p.id = id;
+    struct dfc_error err;
+    struct dfd_replica *a, *b;
+    assert_int_equal(dfd_replica_begin(f->s, &p, &a, &err), 0);
+    assert_int_equal(dfd_replica_begin(f->s, &p, &b, &err), 0);
+    for (uint32_t i = 0; i < 2; i++) {
+        assert_int_equal(write_piece(a, buf, len, i), 0);
+    }
+    assert_int_equal(write_piece(b, buf, len, 0), 0);
+    assert_int_equal(dfd_replica_write_piece(b, 1, buf, 99, 42, &err), 0); /* other bytes */
+
+    struct dfd_import *imp;
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    dfd_task_meta_done(&t);
+
+    assert_int_equal(dfd_replica_commit(a, T0 + SEC, &t, &err), 0);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_STRING); /* the stored one */
+    assert_int_equal(t.owner_uid, 1234);
+    dfd_task_meta_done(&t);
+    assert_int_equal(dfd_replica_commit(b, T0 + SEC, &t, &err), -EEXIST);
+    assert_non_null(strstr(err.msg, "already taken"));
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
+    assert_int_equal(count_entries(f->store, "content"), 1);
+    free(buf);
+}
+
+/* ---- a crash mid-replica ---- */
+
+static void test_a_killed_replica_is_removed_at_open(void **state) {
+    struct fx *f = *state;
+    dfd_storage_close(f->s);
+    f->s = NULL;
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* The child: a daemon that dies with a half-written replica. */
+        close(pipefd[0]);
+        struct dfd_storage *s;
+        struct dfd_replica *rep;
+        struct dfc_error err;
+        struct dfd_storage_opts o = {.dir = f->store, .keep = true};
+        const uint64_t len = 3 * PL;
+        char *buf = pattern(len, 6);
+        struct dfd_replica_params p = rparams(len);
+        char ok = 'n';
+        if (dfd_storage_open(&o, &s, NULL, &err) == 0 &&
+            dfd_replica_begin(s, &p, &rep, &err) == 0 && write_piece(rep, buf, len, 1) == 0) {
+            ok = 'y';
+        }
+        (void)write(pipefd[1], &ok, 1);
+        for (;;) {
+            pause();
+        }
+    }
+    close(pipefd[1]);
+    char ok = 0;
+    assert_int_equal(read(pipefd[0], &ok, 1), 1);
+    close(pipefd[0]);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(ok, 'y');
+    assert_int_equal(count_entries(f->store, "tmp"), 1);
+
+    struct dfd_recovery rec;
+    fx_open(f, &rec);
+    assert_int_equal(rec.temp_files, 1);
+    assert_int_equal(rec.tasks, 0);
+    assert_nothing_left(f, ID1);
+}
+
+/* ---- peer_id ---- */
+
+static void test_peer_id_round_trips(void **state) {
+    struct fx *f = *state;
+    char peer[DFD_PEER_ID_MAX];
+    snprintf(peer, sizeof(peer), "%s", PEER);
+    struct dfd_import_params ip = {.ttl_ns = 3600 * SEC, .expected_length = -1, .peer_id = peer};
+    struct dfd_import *imp;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    memset(peer, 'x', 8); /* borrowed for the call only */
+    assert_int_equal(dfd_import_write(imp, "peer", 4, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_string_equal(t.peer_id, PEER);
+    char id[DFD_TASK_ID_LEN + 1];
+    memcpy(id, t.id, sizeof(id));
+    dfd_task_meta_done(&t);
+    dfd_storage_close(f->s);
+    fx_open(f, NULL);
+    assert_int_equal(dfd_storage_get(f->s, id, &t, &err), 0);
+    assert_string_equal(t.peer_id, PEER);
+    dfd_task_meta_done(&t);
+    struct dfd_task_meta *list;
+    size_t n;
+    assert_int_equal(dfd_storage_list(f->s, &list, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].peer_id, PEER);
+    dfd_task_meta_list_free(list, n);
+
+    /* None is "", and one too long is refused, naming the field. */
+    ip.peer_id = NULL;
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, "none", 4, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_string_equal(t.peer_id, "");
+    dfd_task_meta_done(&t);
+    char big[DFD_PEER_ID_MAX + 1];
+    memset(big, 'p', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ip.peer_id = big;
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "peer_id"));
+    struct dfd_replica_params p = rparams(1);
+    struct dfd_replica *rep;
+    p.peer_id = big;
+    assert_int_equal(dfd_replica_begin(f->s, &p, &rep, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "peer_id"));
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
+}
+
+static void test_a_version_1_store_is_migrated(void **state) {
+    struct fx *f = *state;
+    /* A store as the previous version left it: schema version 1 (owner and origin, no peer). */
+    if (!fx_make_old_store(f, ID1, 0700, 0600,
+                           "ALTER TABLE tasks ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
+                           " ALTER TABLE tasks ADD COLUMN id_origin TEXT NOT NULL DEFAULT"
+                           " 'unknown';",
+                           ", 1000, 'content'", "PRAGMA user_version=1;")) {
+        skip(); /* needs the sqlite3 command */
+    }
+    struct dfd_recovery rec;
+    fx_open(f, &rec);
+    assert_int_equal(rec.tasks, 1);
+    struct dfd_task_meta t;
+    struct dfc_error err;
+    assert_int_equal(dfd_storage_get(f->s, ID1, &t, &err), 0);
+    assert_string_equal(t.peer_id, "");
+    assert_int_equal(t.owner_uid, 1000);
+    assert_int_equal(t.id_origin, DFD_ID_ORIGIN_CONTENT);
+    dfd_task_meta_done(&t);
+    dfd_storage_close(f->s);
+    fx_open(f, &rec); /* again: a no-op */
+    assert_int_equal(rec.tasks, 1);
+}
+
+/* ---- before_commit ---- */
+
+struct hook {
+    unsigned calls;
+    char id[DFD_TASK_ID_LEN + 1];
+    uint64_t content_length;
+    uint32_t piece_count;
+    char peer_id[DFD_PEER_ID_MAX];
+    bool content_in_place; /* the spool was complete when the hook ran */
+    int result;
+    struct fx *f;
+};
+
+static int hook_fn(void *arg, const struct dfd_task_meta *pending, struct dfc_error *err) {
+    struct hook *h = arg;
+    struct dfd_task_meta t;
+    struct dfc_error e;
+    h->calls++;
+    snprintf(h->id, sizeof(h->id), "%s", pending->id);
+    snprintf(h->peer_id, sizeof(h->peer_id), "%s", pending->peer_id);
+    h->content_length = pending->content_length;
+    h->piece_count = pending->piece_count;
+    /* Not visible yet. */
+    h->content_in_place = dfd_storage_get(h->f->s, pending->id, &t, &e) == -ENOENT &&
+                          count_entries(h->f->store, "tmp") == 1;
+    if (h->result < 0) {
+        return dfc_error_set(err, h->result, "the scheduler refused %s", pending->id);
+    }
+    return 0;
+}
+
+static void test_before_commit_sees_the_id_and_can_abort(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = PL + 5;
+    char *buf = pattern(len, 11);
+    struct hook h = {.result = -EPERM, .f = f};
+    struct dfd_import_params ip = {.ttl_ns = 3600 * SEC,
+                                   .expected_length = (int64_t)len,
+                                   .peer_id = PEER,
+                                   .before_commit = hook_fn,
+                                   .before_commit_arg = &h};
+    struct dfd_import *imp;
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), -EPERM);
+    assert_int_equal(h.calls, 1);
+    assert_true(h.content_in_place);
+    assert_int_equal(h.content_length, len);
+    assert_int_equal(h.piece_count, 2);
+    assert_string_equal(h.peer_id, PEER);
+    char want[128];
+    snprintf(want, sizeof(want), "the scheduler refused %s", h.id);
+    assert_string_equal(err.msg, want);
+    assert_nothing_left(f, h.id);
+
+    /* Allowed: the task is stored under the id the hook saw. */
+    h = (struct hook){.f = f};
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_false(existed);
+    assert_int_equal(h.calls, 1);
+    assert_string_equal(h.id, t.id);
+    dfd_task_meta_done(&t);
+
+    /* An identical task exists: returned, no hook. */
+    h = (struct hook){.f = f, .result = -EPERM};
+    assert_int_equal(dfd_import_begin(f->s, &ip, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, buf, len, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
+    assert_true(existed);
+    assert_int_equal(h.calls, 0);
+    dfd_task_meta_done(&t);
+    assert_int_equal(count_entries(f->store, "tmp"), 0);
+    free(buf);
+}
+
+static void test_before_commit_in_the_path_import(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 3 * MiB;
+    char *buf = pattern(len, 12);
+    char src[PATH_MAX];
+    snprintf(src, sizeof(src), "%s/src", f->dir);
+    int fd = open(src, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    struct hook h = {.result = -ECONNREFUSED, .f = f};
+    struct dfd_import_params ip = {.ttl_ns = 3600 * SEC,
+                                   .expected_length = -1,
+                                   .before_commit = hook_fn,
+                                   .before_commit_arg = &h};
+    struct dfc_error err;
+    struct dfd_task_meta t;
+    bool existed;
+    assert_int_equal(dfd_storage_import_fd(f->s, &ip, fd, T0, NULL, NULL, &t, &existed, NULL, &err),
+                     -ECONNREFUSED);
+    assert_int_equal(h.calls, 1);
+    assert_true(h.content_in_place);
+    assert_int_equal(h.content_length, len);
+    assert_nothing_left(f, h.id);
+    h = (struct hook){.f = f};
+    assert_int_equal(dfd_storage_import_fd(f->s, &ip, fd, T0, NULL, NULL, &t, &existed, NULL, &err),
+                     0);
+    assert_int_equal(h.calls, 1);
+    assert_string_equal(h.id, t.id);
+    dfd_task_meta_done(&t);
+    close(fd);
+    free(buf);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_pieces_from_four_threads_commit),
+        T(test_empty_replica),
+        T(test_commit_with_a_missing_piece_fails),
+        T(test_abort_leaves_nothing),
+        T(test_same_piece_twice_is_eexist),
+        T(test_bad_geometry_names_the_field),
+        T(test_begin_on_a_stored_id_is_eexist),
+        T(test_an_import_lands_first),
+        T(test_a_killed_replica_is_removed_at_open),
+        T(test_peer_id_round_trips),
+        T(test_a_version_1_store_is_migrated),
+        T(test_before_commit_sees_the_id_and_can_abort),
+        T(test_before_commit_in_the_path_import),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

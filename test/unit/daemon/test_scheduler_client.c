@@ -1,0 +1,200 @@
+/*
+ * Tests for daemon/scheduler_client.c: the consistent-hash ring (a stable choice, a fail-over
+ * order that names every scheduler once, only the removed scheduler's tasks move) and the
+ * fail-over of a task call across schedulers that refuse connections (real gRPC channels to
+ * closed 127.0.0.1 ports). The calls' happy paths run against the real scheduler in
+ * test/integration/test_dfdaemon_sched.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dfc/error.h"
+#include "dragonfly/common.pb-c.h"
+#include "scheduler_client.h"
+
+#define N_TASKS 600
+
+/* A 127.0.0.1 port nobody listens on: bound, read back, closed. */
+static int closed_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    socklen_t len = sizeof(sa);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+struct addrs {
+    char buf[8][32];
+    char *items[8];
+};
+
+static struct dfd_config config_with(struct addrs *a, size_t n, const int *ports) {
+    struct dfd_config cfg = {0};
+    for (size_t i = 0; i < n; i++) {
+        snprintf(a->buf[i], sizeof(a->buf[i]), "127.0.0.%zu:%d", i + 1, ports ? ports[i] : 8002);
+        a->items[i] = a->buf[i];
+    }
+    cfg.scheduler_addrs.items = a->items;
+    cfg.scheduler_addrs.n = n;
+    return cfg;
+}
+
+/* Task ids that differ in their first 5 characters (the ring's key). */
+static void task_id(unsigned i, char out[65]) {
+    snprintf(out, 65, "%05x%059x", i * 2654435761u % 0xfffff, 0);
+}
+
+static void test_ring_stable_and_covering(void **state) {
+    struct addrs a;
+    struct dfd_config cfg = config_with(&a, 4, NULL);
+    struct dfd_sched *s1 = NULL, *s2 = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfd_sched_new(&cfg, "127.0.0.1-test", &s1, &err), 0);
+    assert_int_equal(dfd_sched_new(&cfg, "127.0.0.1-test", &s2, &err), 0);
+    unsigned first[4] = {0};
+    for (unsigned i = 0; i < N_TASKS; i++) {
+        char id[65];
+        task_id(i, id);
+        bool seen[4] = {false};
+        for (unsigned k = 0; k < 4; k++) {
+            const char *x = NULL, *y = NULL;
+            assert_non_null(dfd_sched_pick(s1, id, k, &x));
+            assert_non_null(dfd_sched_pick(s2, id, k, &y));
+            assert_string_equal(x, y); /* the same choice in another client, every attempt */
+            unsigned which = (unsigned)(x[8] - '1');
+            assert_true(which < 4);
+            assert_false(seen[which]); /* each scheduler comes once in the fail-over order */
+            seen[which] = true;
+            if (k == 0) {
+                first[which]++;
+            }
+        }
+        assert_null(dfd_sched_pick(s1, id, 4, NULL));
+        /* Only the first 5 characters choose. */
+        char other[65];
+        memcpy(other, id, sizeof(other));
+        memset(other + 5, 'f', 59);
+        const char *x = NULL, *y = NULL;
+        dfd_sched_pick(s1, id, 0, &x);
+        dfd_sched_pick(s1, other, 0, &y);
+        assert_string_equal(x, y);
+    }
+    /* Every scheduler owns a real share (a quarter is 150; vnodes keep it near that). */
+    for (unsigned k = 0; k < 4; k++) {
+        assert_true(first[k] > N_TASKS / 10);
+    }
+    dfd_sched_free(s1);
+    dfd_sched_free(s2);
+}
+
+static void test_ring_removal_moves_only_its_tasks(void **state) {
+    struct addrs a4, a3;
+    struct dfd_config four = config_with(&a4, 4, NULL), three = config_with(&a3, 3, NULL);
+    struct dfd_sched *s4 = NULL, *s3 = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfd_sched_new(&four, "h", &s4, &err), 0);
+    assert_int_equal(dfd_sched_new(&three, "h", &s3, &err), 0);
+    unsigned moved = 0;
+    for (unsigned i = 0; i < N_TASKS; i++) {
+        char id[65];
+        task_id(i, id);
+        const char *x = NULL, *y = NULL, *next = NULL;
+        dfd_sched_pick(s4, id, 0, &x);
+        dfd_sched_pick(s3, id, 0, &y);
+        if (strcmp(x, "127.0.0.4:8002") != 0) {
+            assert_string_equal(x, y);
+        } else {
+            /* The removed scheduler's tasks go where its fail-over order sent them. */
+            dfd_sched_pick(s4, id, 1, &next);
+            assert_string_equal(next, y);
+            moved++;
+        }
+    }
+    assert_true(moved > 0);
+    dfd_sched_free(s4);
+    dfd_sched_free(s3);
+}
+
+static void test_new_refuses_empty_and_dedups(void **state) {
+    struct dfd_config cfg = {0};
+    struct dfd_sched *s = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfd_sched_new(&cfg, "h", &s, &err), -EINVAL);
+    assert_string_equal(err.msg, "scheduler.addrs: must not be empty");
+    assert_null(s);
+    char *items[] = {"127.0.0.1:8002", "127.0.0.1:8002"};
+    cfg.scheduler_addrs.items = items;
+    cfg.scheduler_addrs.n = 2;
+    assert_int_equal(dfd_sched_new(&cfg, "h", &s, &err), 0);
+    assert_non_null(dfd_sched_pick(s, "abcdef", 0, NULL));
+    assert_null(dfd_sched_pick(s, "abcdef", 1, NULL)); /* one scheduler, listed twice */
+    dfd_sched_free(s);
+}
+
+static void test_scheduler_ips(void **state) {
+    char *items[] = {"127.0.0.7:8002", "localhost:8002", "[::1]:8002"};
+    struct dfd_config cfg = {.scheduler_addrs = {.n = 3, .items = items}};
+    struct dfd_sched *s = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfd_sched_new(&cfg, "h", &s, &err), 0);
+    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.7"));
+    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.1")); /* localhost, from /etc/hosts */
+    assert_true(dfd_sched_is_scheduler_ip(s, "::1"));
+    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.8"));
+    assert_false(dfd_sched_is_scheduler_ip(s, ""));
+    dfd_sched_free(s);
+}
+
+/* Every scheduler refuses: a task call tries each once, in the ring's order, and returns
+ * UNAVAILABLE naming the last one it tried and the method. */
+static void test_failover_tries_each_once(void **state) {
+    int ports[3] = {closed_port(), closed_port(), closed_port()};
+    struct addrs a;
+    struct dfd_config cfg = config_with(&a, 3, ports);
+    struct dfd_sched *s = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfd_sched_new(&cfg, "127.0.0.1-test", &s, &err), 0);
+    const char *id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const char *last = NULL;
+    assert_non_null(dfd_sched_pick(s, id, 2, &last));
+    Common__V2__PersistentCacheTask *t = NULL;
+    int r = dfd_sched_stat_task(s, id, &t, &err);
+    assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_UNAVAILABLE);
+    assert_null(t);
+    char want[128];
+    snprintf(want, sizeof(want), "scheduler %s StatPersistentCacheTask: ", last);
+    assert_non_null(strstr(err.msg, want));
+
+    /* Host calls go to every scheduler: all refuse, so the announce fails. */
+    Common__V2__Host host = COMMON__V2__HOST__INIT;
+    r = dfd_sched_announce_host(s, &host, 1000000000, &err);
+    assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_UNAVAILABLE);
+    assert_non_null(strstr(err.msg, "AnnounceHost"));
+    dfd_sched_delete_host(s); /* logs, never fails */
+    dfd_sched_delete_peer(s, id, "peer");
+    dfd_sched_upload_failed(s, id, "peer", "gone");
+    dfd_sched_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_stable_and_covering),
+        cmocka_unit_test(test_ring_removal_moves_only_its_tasks),
+        cmocka_unit_test(test_new_refuses_empty_and_dedups),
+        cmocka_unit_test(test_scheduler_ips),
+        cmocka_unit_test(test_failover_tries_each_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
