@@ -467,6 +467,7 @@ static void test_upload_in_one_script_per_call_leaves_the_same_bytes(void **stat
     assert_int_equal(tc.updated_at, T0 + 3);
     assert_int_equal(all, 1);
     assert_int_equal(pers, 1);
+    sched_task_done(&tc);
     assert_int_equal(
         sched_store_load_task_counts(fx->s, dl(), "no-such-task", &tc, &all, &pers, &err), -ENOENT);
     assert_int_equal(all, 0);
