@@ -191,10 +191,7 @@ int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const Protobuf
                                   (Common__V2__PersistentCacheTask *)resp, err)) < 0) {
         goto out;
     }
-    /* A job only when the counts the write returned lack copies: with enough (the common
-     * persistent_replica_count 1, the uploader's own copy) it would read the task and its
-     * counts and stop. A copy lost after this write is the repair loop's. */
-    if (svc->placement != NULL && persistent < task.persistent_replica_count) {
+    if (svc->placement != NULL) {
         const char *block[] = {peer.host_id};
         sched_placement_replicate(svc->placement, task.id, block, 1);
     }
