@@ -259,10 +259,11 @@ static int pass(struct fx *f, int fd, char *msg, size_t size, char token[33]) {
     ssize_t n = readlink(self, target, sizeof(target) - 1);
     assert_true(n > 0);
     target[n] = '\0';
+    bool held = daemon_holds(f, target);
     int r = dfc_fdpass_send(f->fdsock, fd, token, &err);
     snprintf(msg, size, "%s", r < 0 ? dfc_error_msg(&err) : "");
     /* A refused descriptor is closed before the answer; an accepted one waits in the table. */
-    assert_int_equal(daemon_holds(f, target), r == 0);
+    assert_int_equal(daemon_holds(f, target), held || r == 0);
     return r < 0 ? dfc_error_to_grpc(r) : 0;
 }
 
@@ -347,6 +348,30 @@ static void test_refused_descriptors(void **state) {
     assert_non_null(strstr(line, "error 3 3 descriptors passed; pass exactly one"));
     close(rd);
     assert_true(harness_log_has(&f->h, "fdpass.refused"));
+}
+
+static void test_per_uid_limit(void **state) {
+    struct fx *f = *state;
+    char file[400], msg[512], token[33];
+    path_in(f, "l.bin", file, sizeof(file));
+    harness_write_file(file, 10, 9);
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(pass(f, fd, msg, sizeof(msg), token), 0);
+    }
+    assert_int_equal(pass(f, fd, msg, sizeof(msg), token), DFC_GRPC_RESOURCE_EXHAUSTED);
+    print_message("17th: %s", msg);
+    assert_non_null(strstr(msg, "uid 0 already has 16 descriptors waiting"));
+    close(fd);
+}
+
+static void test_import_help_explains_fd(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(harness_dfcache(&f->h, -1, f->out, sizeof(f->out), f->err, sizeof(f->err),
+                                     (const char *const[]){"import", "--help", NULL}),
+                     0);
+    assert_non_null(strstr(f->out, "pass the open descriptor"));
+    assert_non_null(strstr(f->out, "--log-level debug"));
 }
 
 /* ---- tokens ---- */
@@ -470,6 +495,8 @@ int main(void) {
         T(test_fd_round_trips_from_a_private_namespace),
         T(test_auto_picks_fd_then_stream),
         T(test_refused_descriptors),
+        T(test_per_uid_limit),
+        T(test_import_help_explains_fd),
         T(test_token_reused_unknown_or_malformed),
         T(test_token_from_another_process_refused),
         TS(test_expired_token_refused),
