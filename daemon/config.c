@@ -32,6 +32,12 @@ static const struct dfc_config_row rows[] = {
      .offset = F(socket_mode),
      .def = "0777"},
     {.key = "download.server.socketGroup", .type = DFC_CFG_STRING, .offset = F(socket_group)},
+    /* How long a descriptor passed on <socketPath>.fd waits for its import call. */
+    {.key = "download.server.fdTokenTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(fd_token_timeout),
+     .def = "30s",
+     DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "download.server.maxWorkers",
      .type = DFC_CFG_UINT,
      .offset = F(max_workers),

@@ -19,6 +19,7 @@ struct dfd_config {
     char *socket_path;                /* download.server.socketPath */
     uint32_t socket_mode;             /* download.server.socketMode */
     char *socket_group;               /* download.server.socketGroup: name or gid, "" = unchanged */
+    int64_t fd_token_timeout;         /* download.server.fdTokenTimeout (ns) */
     uint64_t max_workers;             /* download.server.maxWorkers */
     char *storage_dir;                /* storage.dir */
     bool storage_keep;                /* storage.keep */

@@ -9,7 +9,9 @@
  * in a handler): the TCP and Unix RPC servers (drain calls for up to 10 s each, then cancel)
  * -> the engine (downloads still in progress are cancelled) -> Vortex -> GC -> announcer
  * (DeleteHost) and scheduler client -> storage. The socket file is removed by the RPC layer on
- * the way out.
+ * the way out. The sibling socket `<socketPath>.fd` (fdpass.h) is bound right after the main
+ * one, with its mode and group, and stopped (descriptors closed, file removed) once the Unix
+ * server's calls are done, before the main socket goes.
  */
 #include "daemon.h"
 
@@ -23,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "announcer.h"
+#include "fdpass.h"
 #include "dfc/fs.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
@@ -218,6 +221,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct dfd_recovery rec;
     struct sched_parts sp = {0};
     struct p2p_parts pp = {0};
+    struct dfd_fdpass *fdpass = NULL;
     int gid, r;
 
     struct dfd_storage_opts so = {.dir = cfg->storage_dir,
@@ -274,7 +278,12 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         (r = make_socket_dir(cfg->socket_path, err)) < 0 ||
         (r = dfc_rpc_server_listen_unix(server, cfg->socket_path, cfg->socket_mode, gid, err)) <
             0 ||
-        (r = dfc_rpc_server_start(server, err)) < 0) {
+        (r = dfd_fdpass_start(cfg->socket_path, cfg->socket_mode, gid, cfg->fd_token_timeout,
+                              &fdpass, err)) < 0) {
+        goto out;
+    }
+    svc.fdpass = fdpass;
+    if ((r = dfc_rpc_server_start(server, err)) < 0) {
         goto out;
     }
     char ttl[32], interval[32];
@@ -293,6 +302,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     dfc_rpc_server_shutdown(server, SHUTDOWN_GRACE_MS);
 out:
     dfc_rpc_server_free(server);
+    dfd_fdpass_stop(fdpass); /* no handler runs any more: none takes a descriptor */
     p2p_free(&pp, &svc);
     dfd_gc_stop(gc);
     sched_stop(&sp);

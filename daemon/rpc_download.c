@@ -19,6 +19,7 @@
 #include "caller.h"
 #include "dfc/cleanup.h"
 #include "dfc/dragonfly.h"
+#include "dfc/fdpass.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
@@ -26,6 +27,7 @@
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "export.h"
+#include "fdpass.h"
 #include "google/protobuf/empty.pb-c.h"
 #include "pathfd.h"
 #include "registration.h"
@@ -107,6 +109,23 @@ static int open_source(const struct dfd_caller *caller, const char *path, int *r
     return r;
 }
 
+/* The descriptor passed on the sibling socket with the DFC_FD_TOKEN_MD token, taken (one
+ * use) only by the process that passed it: 1 with *ret_fd set; 0 when the call has no token
+ * (a path import). */
+static int take_passed_fd(struct dfd_service *svc, struct dfc_rpc_call *call,
+                          const struct dfd_caller *caller, int *ret_fd, struct dfc_error *err) {
+    char token[DFC_FDPASS_TOKEN_HEX + 2];
+    if (dfc_rpc_call_metadata(call, DFC_FD_TOKEN_MD, token, sizeof(token)) < 0) {
+        return 0;
+    }
+    if (svc->fdpass == NULL) {
+        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                             "this daemon takes no passed descriptors (" DFC_FD_TOKEN_MD ")");
+    }
+    int r = dfd_fdpass_take(svc->fdpass, token, caller->pid, caller->uid, ret_fd, err);
+    return r < 0 ? r : 1;
+}
+
 static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                        ProtobufCMessage *resp_, struct dfc_error *err) {
     struct dfd_service *svc = svc_;
@@ -127,10 +146,16 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         r = get_caller(call, &caller, err);
     }
     _cleanup_close_ int fd = -1;
+    bool passed = false; /* an fd import: no path is resolved */
     if (r == 0) {
+        r = take_passed_fd(svc, call, &caller, &fd, err);
+        passed = r == 1;
+        r = r < 0 ? r : 0;
+    }
+    if (r == 0 && !passed) {
         r = open_source(&caller, req->path, &fd, err);
     }
-    if (r == 0) {
+    if (r == 0 && !passed) {
         r = check_identity(call, fd, req->path, err);
     }
     if (r != 0) {
@@ -151,8 +176,9 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         return r;
     }
     DFC_LOG(DFC_LOG_INFO, "import.done",
-            "task_id=%s mode=%s bytes=%" PRIu64 " pieces=%u existed=%d uid=%d", t.id,
-            dfd_import_mode_name(mode), t.content_length, t.piece_count, existed, (int)caller.uid);
+            "task_id=%s mode=%s bytes=%" PRIu64 " pieces=%u existed=%d uid=%d source=%s", t.id,
+            dfd_import_mode_name(mode), t.content_length, t.piece_count, existed, (int)caller.uid,
+            passed ? "fd" : "path");
     r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
     dfd_task_meta_done(&t);
     return r;

@@ -15,6 +15,7 @@
 #include "dfc/rpc_server.h"
 #include "storage/storage.h"
 
+struct dfd_fdpass;
 struct dfd_p2p;
 struct dfd_sched;
 
@@ -27,6 +28,9 @@ struct dfd_service {
      * scheduler client and the download engine an export of a non-local task uses. */
     struct dfd_sched *sched;
     struct dfd_p2p *p2p;
+    /* The sibling socket's token table (fdpass.h), borrowed, set by daemon.c before serving;
+     * NULL: fd imports are refused. */
+    struct dfd_fdpass *fdpass;
 };
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,

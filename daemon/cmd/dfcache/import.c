@@ -2,10 +2,15 @@
  * dfcache import - put a file into the node's persistent cache.
  *
  * By path when the daemon sees the very same file (same device and inode: the client sends
- * its identity and the daemon checks it), else by streaming the bytes over the socket, which
- * is what works from inside a pod. --transfer forces either.
+ * its identity and the daemon checks it); else by passing the open descriptor on the sibling
+ * socket `<endpoint>.fd` (dfc/fdpass.h: the daemon reads what this process opened, which works
+ * from inside a pod at the speed of a path import); else by streaming the bytes over the
+ * socket. --transfer forces one; auto tries path -> fd -> stream, logging each fallback with
+ * --log-level debug.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +22,7 @@
 
 #include "dfc/cleanup.h"
 #include "dfc/dragonfly.h"
+#include "dfc/fdpass.h"
 #include "dfc/import.pb-c.h"
 #include "dfc/options.h"
 #include "dfc/pbtime.h"
@@ -37,11 +43,11 @@ struct import_opts {
     char *tag;             /* NULL: not sent */
     int64_t ttl_ns;
     int64_t timeout_ns;
-    const char *transfer; /* auto, path, stream */
+    const char *transfer; /* auto, path, fd, stream */
     const char *path;     /* the argument (borrowed from argv) */
 };
 
-static const char *const transfers[] = {"auto", "path", "stream", NULL};
+static const char *const transfers[] = {"auto", "path", "fd", "stream", NULL};
 
 #define O(member) offsetof(struct import_opts, member)
 
@@ -96,8 +102,9 @@ static const struct dfc_config_row rows[] = {
      .env = "DFCACHE_IMPORT_TRANSFER",
      .flag = "transfer",
      .metavar = "MODE",
-     .help = "auto: by path when the daemon sees the same file, else stream the bytes; path; "
-             "stream",
+     .help = "auto: by path when the daemon sees the same file, else pass the open descriptor "
+             "on the socket's sibling <endpoint>.fd (a pod's file), else stream the bytes; each "
+             "fallback is logged with --log-level debug; path; fd; stream",
      .choices = transfers},
     DFCACHE_COMMON_ROWS(struct import_opts, "DFCACHE_IMPORT_DFDAEMON_ENDPOINT"),
 };
@@ -119,8 +126,24 @@ static void print_done(const Common__V2__PersistentCacheTask *t) {
     printf("Done: %s\n", t->id);
 }
 
-static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o, const char *abs,
-                          const struct stat *st, struct dfc_error *err) {
+/* With --log-level debug: a line on stderr (how the transfer was chosen). */
+static void debug(const struct import_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void debug(const struct import_opts *o, const char *fmt, ...) {
+    if (o->c.log_level == NULL || strcmp(o->c.log_level, "debug") != 0) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("dfcache import: debug: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* UploadPersistentCacheTask for abs with the metadata md[n] (a file identity or a token). */
+static int upload(struct dfc_rpc_client *c, const struct import_opts *o, const char *abs,
+                  const struct dfc_rpc_md *md, size_t n, struct dfc_error *err) {
     Dfdaemon__V2__UploadPersistentCacheTaskRequest req =
         DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
@@ -150,18 +173,50 @@ static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o,
             DFDAEMON__V2__UPLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_PIECE_LENGTH_PIECE_LENGTH;
         req.piece_length = o->piece_length;
     }
-    char identity[64];
-    snprintf(identity, sizeof(identity), "%" PRIu64 ":%" PRIu64, (uint64_t)st->st_dev,
-             (uint64_t)st->st_ino);
-    const struct dfc_rpc_md md[] = {{DFC_FILE_IDENTITY_MD, identity}};
     ProtobufCMessage *resp = NULL;
-    int r = dfc_rpc_unary_md(c, &dfcache_m.upload, &req.base, o->timeout_ns / 1000000, md, 1, &resp,
+    int r = dfc_rpc_unary_md(c, &dfcache_m.upload, &req.base, o->timeout_ns / 1000000, md, n, &resp,
                              err);
     if (r == 0) {
         print_done((Common__V2__PersistentCacheTask *)resp);
         dfc_rpc_msg_free(resp);
     }
     return r;
+}
+
+static int import_by_path(struct dfc_rpc_client *c, const struct import_opts *o, const char *abs,
+                          const struct stat *st, struct dfc_error *err) {
+    char identity[64];
+    snprintf(identity, sizeof(identity), "%" PRIu64 ":%" PRIu64, (uint64_t)st->st_dev,
+             (uint64_t)st->st_ino);
+    const struct dfc_rpc_md md[] = {{DFC_FILE_IDENTITY_MD, identity}};
+    return upload(c, o, abs, md, 1, err);
+}
+
+/* The daemon's socket path of the endpoint (a path or a unix: target). */
+static const char *socket_of(const char *endpoint) {
+    if (strncmp(endpoint, "unix://", 7) == 0) {
+        return endpoint + 7;
+    }
+    return strncmp(endpoint, "unix:", 5) == 0 ? endpoint + 5 : endpoint;
+}
+
+/* Passes fd on the sibling socket, then imports by its token. *ret_passed tells whether the
+ * descriptor was taken (a failure before it may fall back to streaming). */
+static int import_by_fd(struct dfc_rpc_client *c, const struct import_opts *o, const char *abs,
+                        int fd, bool *ret_passed, struct dfc_error *err) {
+    char sock[PATH_MAX + 8], token[DFC_FDPASS_TOKEN_HEX + 1];
+    *ret_passed = false;
+    if (dfc_fdpass_path(socket_of(o->c.endpoint), sock, sizeof(sock)) < 0) {
+        return dfc_error_set(err, -ENAMETOOLONG, "endpoint `%s` is too long", o->c.endpoint);
+    }
+    int r = dfc_fdpass_send(sock, fd, token, err);
+    if (r < 0) {
+        return r;
+    }
+    *ret_passed = true;
+    debug(o, "passed the descriptor of `%s` on `%s`", o->path, sock);
+    const struct dfc_rpc_md md[] = {{DFC_FD_TOKEN_MD, token}};
+    return upload(c, o, abs, md, 1, err);
 }
 
 static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *o, int fd,
@@ -302,18 +357,24 @@ static int import_file(const struct import_opts *o) {
     if (dfcache_connect(o->c.endpoint, &c, &err) < 0) {
         return dfcache_fail("import", &err);
     }
-    r = -ENOENT;
-    if (strcmp(o->transfer, "stream") != 0) {
+    bool is_auto = strcmp(o->transfer, "auto") == 0;
+    const char *next = o->transfer; /* path, fd, stream: the transfer to try */
+    if (is_auto) {
+        next = "path";
+    }
+    r = 0;
+    if (strcmp(next, "path") == 0) {
         r = import_by_path(c, o, abs, &st, &err);
         /* The daemon does not see this file (it lives in another mount namespace), or cannot
-         * act for us (a daemon that is not root serves only its own uid): streaming needs
-         * only our own access. */
+         * act for us (a daemon that is not root serves only its own uid): passing the
+         * descriptor or streaming needs only our own access. */
         bool elsewhere = r == -ENOENT || r == DFC_E_FAILED_PRECONDITION || r == -EACCES;
-        if (r < 0 && elsewhere && strcmp(o->transfer, "auto") == 0) {
-            r = 1;
+        if (r < 0 && elsewhere && is_auto) {
+            debug(o, "path import refused (%s): trying fd", dfc_error_msg(&err));
+            next = "fd";
         }
     }
-    if (r == 1 || strcmp(o->transfer, "stream") == 0) {
+    if (strcmp(next, "fd") == 0 || strcmp(next, "stream") == 0) {
         _cleanup_close_ int fd = open(abs, O_RDONLY | O_CLOEXEC);
         struct stat fst;
         if (fd < 0 || fstat(fd, &fst) < 0) {
@@ -321,7 +382,20 @@ static int import_file(const struct import_opts *o) {
         } else if (!S_ISREG(fst.st_mode)) {
             r = dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o->path);
         } else {
-            r = import_by_stream(c, o, fd, &fst, &err);
+            bool passed = false;
+            if (strcmp(next, "fd") == 0) {
+                r = import_by_fd(c, o, abs, fd, &passed, &err);
+                /* No sibling socket (an older daemon, or one not published into this pod),
+                 * or the descriptor was refused before any import began: stream it. */
+                if (r < 0 && !passed && is_auto) {
+                    debug(o, "fd import not possible (%s): trying stream", dfc_error_msg(&err));
+                    next = "stream";
+                }
+            }
+            if (strcmp(next, "stream") == 0) {
+                debug(o, "streaming `%s`", o->path);
+                r = import_by_stream(c, o, fd, &fst, &err);
+            }
         }
     }
     dfc_rpc_client_free(c);

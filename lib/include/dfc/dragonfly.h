@@ -31,4 +31,9 @@
  * path import; the daemon imports only when the file it opened is that very inode. */
 #define DFC_FILE_IDENTITY_MD "x-dfc-file-identity"
 
+/* Our extension: gRPC metadata naming a descriptor passed on the sibling socket
+ * (<socketPath>.fd, dfc/fdpass.h): 32 hex digits, the one-time token the daemon answered. With
+ * it, an import reads that descriptor; `path` is validated and logged, never opened. */
+#define DFC_FD_TOKEN_MD "x-dfc-fd-token"
+
 #endif /* DFC_DRAGONFLY_H */

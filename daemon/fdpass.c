@@ -1,0 +1,469 @@
+/*
+ * fdpass.c - the sibling socket for descriptor passing and its token table (fdpass.h).
+ *
+ * One thread: poll(listener, wake pipe) with a timeout at the next expiry; each connection is
+ * served in turn (one message, one answer line, with a receive timeout so a silent client
+ * cannot hold the thread long). Used and expired entries stay as tombstones until twice
+ * their expiry so that a late call learns "already used" or "expired" instead of "unknown".
+ */
+#include "fdpass.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dfc/dragonfly.h"
+#include "dfc/fdpass.h"
+#include "dfc/log.h"
+
+#define RECV_TIMEOUT_MS 2000
+#define MAX_RECV_FDS    16 /* room to receive (and close) extras; more is MSG_CTRUNC */
+
+enum slot_state { SLOT_FREE, SLOT_WAITING, SLOT_USED, SLOT_EXPIRED };
+
+struct slot {
+    enum slot_state state;
+    char token[DFC_FDPASS_TOKEN_HEX + 1];
+    int fd;
+    uid_t uid;
+    pid_t pid;
+    int64_t expiry_ns; /* CLOCK_MONOTONIC */
+};
+
+struct dfd_fdpass {
+    char path[108];
+    int listen_fd;
+    int wake[2];
+    int64_t ttl_ns;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    struct slot slots[DFD_FDPASS_MAX]; /* under mu */
+};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the table (mu held) ---- */
+
+static void slot_close(struct slot *s, enum slot_state state) {
+    if (s->fd >= 0) {
+        close(s->fd);
+        s->fd = -1;
+    }
+    s->state = state;
+}
+
+/* Closes expired descriptors, frees old tombstones; returns the next deadline (or -1). */
+static int64_t sweep_locked(struct dfd_fdpass *p, int64_t now, unsigned *ret_closed) {
+    int64_t next = -1;
+    unsigned closed = 0;
+    for (size_t i = 0; i < DFD_FDPASS_MAX; i++) {
+        struct slot *s = &p->slots[i];
+        int64_t at = s->state == SLOT_WAITING ? s->expiry_ns : s->expiry_ns + p->ttl_ns;
+        if (s->state == SLOT_FREE) {
+            continue;
+        }
+        if (now >= at) {
+            closed += s->state == SLOT_WAITING;
+            slot_close(s, s->state == SLOT_WAITING ? SLOT_EXPIRED : SLOT_FREE);
+            at = s->state == SLOT_EXPIRED ? s->expiry_ns + p->ttl_ns : -1;
+        }
+        if (at >= 0 && (next < 0 || at < next)) {
+            next = at;
+        }
+    }
+    *ret_closed = closed;
+    return next;
+}
+
+/* A slot for a new entry of uid: a free one, else the oldest tombstone; -EMFILE when uid or
+ * the whole table is at its limit. */
+static int slot_alloc_locked(struct dfd_fdpass *p, uid_t uid, struct slot **ret,
+                             struct dfc_error *err) {
+    struct slot *free_slot = NULL, *tomb = NULL;
+    unsigned mine = 0;
+    for (size_t i = 0; i < DFD_FDPASS_MAX; i++) {
+        struct slot *s = &p->slots[i];
+        if (s->state == SLOT_WAITING) {
+            mine += s->uid == uid;
+        } else if (s->state == SLOT_FREE) {
+            free_slot = free_slot ? free_slot : s;
+        } else if (tomb == NULL || s->expiry_ns < tomb->expiry_ns) {
+            tomb = s;
+        }
+    }
+    if (mine >= DFD_FDPASS_PER_UID) {
+        return dfc_error_set(err, -EMFILE,
+                             "uid %u already has %d descriptors waiting for their import call",
+                             (unsigned)uid, DFD_FDPASS_PER_UID);
+    }
+    *ret = free_slot ? free_slot : tomb;
+    if (*ret == NULL) {
+        return dfc_error_set(err, -EMFILE, "%d descriptors are waiting for their import call",
+                             DFD_FDPASS_MAX);
+    }
+    return 0;
+}
+
+static int new_token(char out[DFC_FDPASS_TOKEN_HEX + 1], struct dfc_error *err) {
+    unsigned char raw[DFC_FDPASS_TOKEN_HEX / 2];
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+        return dfc_error_errno(err, -EAGAIN, "no random bytes for a token");
+    }
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    }
+    return 0;
+}
+
+/* ---- one connection ---- */
+
+/* Checks a passed descriptor: a regular file, not on procfs, opened for reading. */
+static int check_fd(int fd, struct dfc_error *err) {
+    struct stat st;
+    struct statfs sf;
+    if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0) {
+        return dfc_error_errno(err, -errno, "stat the descriptor");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                           : S_ISFIFO(st.st_mode) ? "a pipe"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                                                  : "not a regular file";
+        return dfc_error_set(err, -EINVAL, "the descriptor is %s, not a regular file", kind);
+    }
+    if (sf.f_type == PROC_SUPER_MAGIC) {
+        return dfc_error_set(err, -EINVAL, "the descriptor is a file on procfs");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) {
+        return dfc_error_errno(err, -errno, "fcntl(F_GETFL) on the descriptor");
+    }
+    if ((fl & O_PATH) != 0) {
+        return dfc_error_set(err, -EACCES,
+                             "the descriptor was opened with O_PATH, not for reading");
+    }
+    int acc = fl & O_ACCMODE;
+    if (acc != O_RDONLY && acc != O_RDWR) {
+        return dfc_error_set(err, -EACCES, "the descriptor was opened write-only, not for reading");
+    }
+    return 0;
+}
+
+/* Receives exactly one descriptor with a one-byte payload into *ret_fd. */
+static int recv_one_fd(int conn, int *ret_fd, struct dfc_error *err) {
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * MAX_RECV_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    do {
+        n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        return dfc_error_errno(err, errno == EAGAIN ? -ETIMEDOUT : -errno,
+                               "receive the descriptor");
+    }
+    int fds[MAX_RECV_FDS], nfds = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k && nfds < MAX_RECV_FDS; i++) {
+            memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        }
+    }
+    int r = 0;
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+        r = dfc_error_set(err, -EINVAL, "too many descriptors (the control message was truncated)");
+    } else if (n != 1) {
+        r = dfc_error_set(err, -EINVAL, "the message must be one byte with one descriptor");
+    } else if (nfds != 1) {
+        r = dfc_error_set(err, -EINVAL, "%d descriptors passed; pass exactly one", nfds);
+    }
+    if (r < 0) {
+        for (int i = 0; i < nfds; i++) {
+            close(fds[i]);
+        }
+        return r;
+    }
+    *ret_fd = fds[0];
+    return 0;
+}
+
+static void reply(int conn, const char *line) {
+    size_t len = strlen(line), off = 0;
+    while (off < len) {
+        ssize_t n = send(conn, line + off, len - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;
+        }
+        off += (size_t)n;
+    }
+}
+
+static void serve_conn(struct dfd_fdpass *p, int conn) {
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    struct dfc_error err;
+    int fd = -1, r;
+    char token[DFC_FDPASS_TOKEN_HEX + 1], line[400];
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.pid <= 0) {
+        r = dfc_error_set(&err, -EACCES, "the passer's credentials are unknown");
+        cred.pid = 0;
+        cred.uid = (uid_t)-1;
+    } else {
+        r = recv_one_fd(conn, &fd, &err);
+    }
+    if (r == 0) {
+        r = check_fd(fd, &err);
+    }
+    if (r == 0) {
+        r = new_token(token, &err);
+    }
+    if (r == 0) {
+        pthread_mutex_lock(&p->mu);
+        struct slot *s;
+        r = slot_alloc_locked(p, cred.uid, &s, &err);
+        if (r == 0) {
+            slot_close(s, SLOT_FREE); /* a reused tombstone has no descriptor */
+            *s = (struct slot){.state = SLOT_WAITING,
+                               .fd = fd,
+                               .uid = cred.uid,
+                               .pid = cred.pid,
+                               .expiry_ns = now_ns() + p->ttl_ns};
+            memcpy(s->token, token, sizeof(token));
+            fd = -1;
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (r == 0) {
+        snprintf(line, sizeof(line), "ok %s\n", token);
+        DFC_LOG(DFC_LOG_DEBUG, "fdpass.accepted", "pid=%d uid=%u", (int)cred.pid,
+                (unsigned)cred.uid);
+    } else {
+        snprintf(line, sizeof(line), "error %d %s\n", dfc_error_to_grpc(r), dfc_error_msg(&err));
+        DFC_LOG(DFC_LOG_INFO, "fdpass.refused", "pid=%d uid=%u reason=\"%s\"", (int)cred.pid,
+                (unsigned)cred.uid, dfc_error_msg(&err));
+    }
+    reply(conn, line);
+}
+
+static void *fdpass_thread(void *arg) {
+    struct dfd_fdpass *p = arg;
+    for (;;) {
+        unsigned closed;
+        pthread_mutex_lock(&p->mu);
+        int64_t now = now_ns(), next = sweep_locked(p, now, &closed);
+        pthread_mutex_unlock(&p->mu);
+        if (closed > 0) {
+            DFC_LOG(DFC_LOG_INFO, "fdpass.expired", "closed=%u", closed);
+        }
+        int timeout = -1;
+        if (next >= 0) {
+            int64_t ms = (next - now + 999999) / 1000000;
+            timeout = ms > 60000 ? 60000 : (int)ms;
+        }
+        struct pollfd pf[2] = {{.fd = p->listen_fd, .events = POLLIN},
+                               {.fd = p->wake[0], .events = POLLIN}};
+        int n = poll(pf, 2, timeout);
+        if (n < 0 && errno != EINTR) {
+            DFC_LOG(DFC_LOG_ERROR, "fdpass.poll_failed", "errno=%d", errno);
+            break;
+        }
+        if (pf[1].revents != 0) {
+            break;
+        }
+        if (n > 0 && (pf[0].revents & POLLIN) != 0) {
+            int conn = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (conn < 0) {
+                continue;
+            }
+            struct timeval tv = {.tv_sec = RECV_TIMEOUT_MS / 1000,
+                                 .tv_usec = (RECV_TIMEOUT_MS % 1000) * 1000};
+            (void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+            (void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+            serve_conn(p, conn);
+            close(conn);
+        }
+    }
+    return NULL;
+}
+
+/* ---- start, stop, take ---- */
+
+static int bind_socket(struct dfd_fdpass *p, unsigned mode, int gid, struct dfc_error *err) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char tmp[sizeof(sa.sun_path)];
+    if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", p->path, (int)getpid()) >= (int)sizeof(tmp)) {
+        return dfc_error_set(err, -ENAMETOOLONG, "socket path `%s` is too long", p->path);
+    }
+    struct stat st;
+    if (lstat(p->path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+        return dfc_error_set(err, -EEXIST, "`%s` exists and is not a socket", p->path);
+    }
+    memcpy(sa.sun_path, tmp, strlen(tmp) + 1);
+    (void)unlink(tmp);
+    int r = 0;
+    p->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Bound under a temporary name, given its mode and group, renamed into place. */
+    if (p->listen_fd < 0) {
+        r = dfc_error_errno(err, -errno, "socket for `%s`", p->path);
+    } else if (bind(p->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        r = dfc_error_errno(err, -errno, "bind `%s`", tmp);
+    } else if (chmod(tmp, mode) < 0) {
+        r = dfc_error_errno(err, -errno, "chmod `%s` to %04o", tmp, mode);
+    } else if (gid >= 0 && chown(tmp, (uid_t)-1, (gid_t)gid) < 0) {
+        r = dfc_error_errno(err, -errno, "chown `%s` to group %d", tmp, gid);
+    } else if (listen(p->listen_fd, 128) < 0) {
+        r = dfc_error_errno(err, -errno, "listen on `%s`", tmp);
+    } else if (rename(tmp, p->path) < 0) {
+        r = dfc_error_errno(err, -errno, "rename `%s` to `%s`", tmp, p->path);
+    }
+    if (r < 0) {
+        (void)unlink(tmp);
+    }
+    return r;
+}
+
+int dfd_fdpass_start(const char *path, unsigned mode, int gid, int64_t ttl_ns,
+                     struct dfd_fdpass **ret, struct dfc_error *err) {
+    struct dfd_fdpass *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    p->listen_fd = -1;
+    p->wake[0] = p->wake[1] = -1;
+    p->ttl_ns = ttl_ns;
+    for (size_t i = 0; i < DFD_FDPASS_MAX; i++) {
+        p->slots[i].fd = -1;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    int r = 0;
+    if (dfc_fdpass_path(path, p->path, sizeof(p->path)) < 0) {
+        r = dfc_error_set(err, -ENAMETOOLONG,
+                          "download.server.socketPath `%s` is too long for "
+                          "its sibling `%s" DFC_FDPASS_SUFFIX "`",
+                          path, path);
+    } else if ((r = bind_socket(p, mode, gid, err)) < 0) {
+        p->path[0] = '\0';
+    } else if (pipe2(p->wake, O_CLOEXEC) < 0) {
+        r = dfc_error_errno(err, -errno, "pipe");
+    } else if ((r = -pthread_create(&p->thread, NULL, fdpass_thread, p)) < 0) {
+        r = dfc_error_errno(err, r, "start the descriptor-passing thread");
+    }
+    if (r < 0) {
+        if (p->wake[0] >= 0) {
+            close(p->wake[0]);
+            close(p->wake[1]);
+            p->wake[0] = p->wake[1] = -1;
+        }
+        p->thread = 0;
+        dfd_fdpass_stop(p);
+        return r;
+    }
+    *ret = p;
+    return 0;
+}
+
+void dfd_fdpass_stop(struct dfd_fdpass *p) {
+    if (p == NULL) {
+        return;
+    }
+    if (p->wake[1] >= 0) {
+        ssize_t n;
+        do {
+            n = write(p->wake[1], "x", 1);
+        } while (n < 0 && errno == EINTR);
+        pthread_join(p->thread, NULL);
+        close(p->wake[0]);
+        close(p->wake[1]);
+    }
+    if (p->listen_fd >= 0) {
+        close(p->listen_fd);
+    }
+    if (p->path[0] != '\0') {
+        (void)unlink(p->path);
+    }
+    for (size_t i = 0; i < DFD_FDPASS_MAX; i++) {
+        slot_close(&p->slots[i], SLOT_FREE);
+    }
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+int dfd_fdpass_take(struct dfd_fdpass *p, const char *token, pid_t pid, uid_t uid, int *ret_fd,
+                    struct dfc_error *err) {
+    if (strlen(token) != DFC_FDPASS_TOKEN_HEX ||
+        strspn(token, "0123456789abcdef") != DFC_FDPASS_TOKEN_HEX) {
+        return dfc_error_set(err, -EINVAL, DFC_FD_TOKEN_MD " must be %d lowercase hex digits",
+                             DFC_FDPASS_TOKEN_HEX);
+    }
+    int r = 0;
+    int64_t now = now_ns();
+    pthread_mutex_lock(&p->mu);
+    struct slot *s = NULL;
+    for (size_t i = 0; i < DFD_FDPASS_MAX && s == NULL; i++) {
+        if (p->slots[i].state != SLOT_FREE && strcmp(p->slots[i].token, token) == 0) {
+            s = &p->slots[i];
+        }
+    }
+    if (s == NULL) {
+        r = dfc_error_set(err, -EACCES, "permission denied: unknown descriptor token");
+    } else if (s->state == SLOT_USED) {
+        r = dfc_error_set(err, -EACCES, "permission denied: the descriptor token was already used");
+    } else if (s->state == SLOT_EXPIRED || now >= s->expiry_ns) {
+        slot_close(s, SLOT_EXPIRED);
+        r = dfc_error_set(err, -EACCES, "permission denied: the descriptor token expired");
+    } else if (s->uid != uid || s->pid != pid) {
+        r = dfc_error_set(err, -EACCES,
+                          "permission denied: the descriptor was passed by another process (pid "
+                          "%d uid %u), not this caller (pid %d uid %u)",
+                          (int)s->pid, (unsigned)s->uid, (int)pid, (unsigned)uid);
+    } else {
+        *ret_fd = s->fd;
+        s->fd = -1;
+        s->state = SLOT_USED;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+
+unsigned dfd_fdpass_waiting(struct dfd_fdpass *p) {
+    unsigned n = 0;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < DFD_FDPASS_MAX; i++) {
+        n += p->slots[i].state == SLOT_WAITING;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
