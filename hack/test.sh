@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check on a fresh Debian 12 machine: installs the dependencies, checks formatting,
-# runs hack/lint.sh (banned calls, layering, clang-tidy), builds with -Werror, runs all tests, then runs them again under ASan+UBSan and under TSan
-# (test/tsan.supp silences only Debian's uninstrumented gRPC and absl libraries), and replays
-# the fuzz targets' seed corpus.
+# runs hack/lint.sh (banned calls, layering, clang-tidy), builds with -Werror, runs all tests and
+# the end-to-end test on a local P2P cluster (in the background), then runs ctest again under
+# ASan+UBSan and under TSan (test/tsan.supp silences only Debian's uninstrumented gRPC and absl
+# libraries), and replays the fuzz targets' seed corpus.
 #   hack/test.sh           everything
 #   hack/test.sh --quick   skip the sanitizer passes
 set -euo pipefail
@@ -31,6 +32,36 @@ run_suite() {
 echo "== build and test (RelWithDebInfo) =="
 run_suite build
 
+# The end-to-end test on a real local cluster (redis, the scheduler, 4 dfdaemons on
+# 127.0.0.11..14) runs once, on the plain build; it skips with a message when not root. It takes
+# a little over 5 minutes, nearly all of it waiting for a 5-minute TTL (the shortest the API
+# allows) to expire, so a full run starts it in the background beside the sanitizer passes.
+e2e_log=build/e2e.log
+e2e_pid=""
+stop_e2e() {
+    if [ -n "$e2e_pid" ]; then
+        kill -TERM "$e2e_pid" 2>/dev/null || true
+        wait "$e2e_pid" 2>/dev/null || true
+    fi
+}
+finish_e2e() {
+    local rc=0
+    wait "$e2e_pid" || rc=$?
+    e2e_pid=""
+    cat "$e2e_log"
+    if [ $rc -ne 0 ]; then
+        echo "test: test/e2e/local_cluster_test.sh failed (exit $rc; log above, $e2e_log)" >&2
+        exit 1
+    fi
+    local n
+    n=$(sed -n 's/^local_cluster_test: \([0-9]*\) passed, 0 failed$/\1/p' "$e2e_log")
+    passed=$((passed + ${n:-0}))
+}
+trap stop_e2e EXIT
+echo "== end-to-end: P2P on a local cluster (test/e2e/local_cluster_test.sh, log $e2e_log) =="
+bash test/e2e/local_cluster_test.sh build >"$e2e_log" 2>&1 &
+e2e_pid=$!
+
 if [ "${1:-}" != "--quick" ]; then
     echo "== build and test under ASan+UBSan =="
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DDFC_SANITIZE=address,undefined
@@ -39,5 +70,7 @@ if [ "${1:-}" != "--quick" ]; then
     echo "== fuzz targets over their seed corpus (clang, ASan+UBSan) =="
     bash hack/fuzz.sh --replay
 fi
+echo "== end-to-end test results =="
+finish_e2e
 
 echo "tests: $passed passed, 0 failed"

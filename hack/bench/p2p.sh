@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# P2P benchmark: a file (1 GiB by default) exported on a node that holds no copy, fetched over
+# Vortex from two parents on other loopback addresses, beside a raw TCP copy of the same bytes
+# between the same addresses in the same run (bench_tcp_copy: one sendfile() stream per parent
+# address, each carrying its half of the file, received with read/pwrite and fsynced).
+#   ratio = P2P throughput / raw TCP throughput           (goal >= 0.7x)
+#   the receiving daemon's peak RSS (VmHWM)               (goal <= 96 MiB)
+# The cluster is hack/local-cluster.sh's (Release build in build-bench, 3 nodes): node 1 imports
+# with --persistent-replica-count 2, the scheduler places the second copy on node 2 or 3, and
+# the other one exports. Stores and files live in /dev/shm so the VM's disk does not decide the numbers.
+# Median of 3 runs; between runs the receiver's copy is removed (dfcache rm), so each run fetches
+# everything again. Not part of hack/test.sh.
+#   usage: hack/bench/p2p.sh [size_MiB]    (default 1024; BENCH_KEEP=1 keeps the cluster and logs)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+size_mib=${1:-1024}
+runs=3
+
+for b in redis-server redis-cli; do
+    command -v "$b" >/dev/null || { echo "bench: $b missing (hack/install-deps.sh)" >&2; exit 1; }
+done
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-bench -j"$(nproc)" --target dfdaemon dfcache scheduler bench_tcp_copy >/dev/null
+
+work=$(mktemp -d /dev/shm/dfc-bench-p2p-XXXXXX)
+export CLUSTER_DIR=$work/cluster BUILD_DIR=build-bench CLUSTER_LOG_LEVEL=warn
+# GC scans rarely here: the benchmark measures the fetch, not the collector.
+export CLUSTER_GC_INTERVAL=10m
+cleanup() {
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then
+        echo "bench: kept $work (CLUSTER_DIR=$CLUSTER_DIR hack/local-cluster.sh down)" >&2
+        return
+    fi
+    bash hack/local-cluster.sh down >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+bash hack/local-cluster.sh up 3 >/dev/null
+# shellcheck disable=SC1091
+. "$CLUSTER_DIR/cluster.env"
+dfcache() {
+    local i=$1
+    shift
+    build-bench/daemon/cmd/dfcache/dfcache "$@" -e "$CLUSTER_DIR/node$i/run/dfdaemon.sock" --no-progress
+}
+holds() { dfcache "$1" ls | awk -v id="$2" '$1 == id { f = 1 } END { exit !f }'; }
+persistent_on() { dfcache "$1" ls | awk -v id="$2" '$1 == id && $4 == "true" { f = 1 } END { exit !f }'; }
+
+head -c $((size_mib << 20)) /dev/urandom >"$work/src.bin"
+s=$(date +%s)
+id=$(dfcache 1 import --persistent-replica-count 2 "$work/src.bin" | sed -n 's/^Done: //p')
+[ -n "$id" ] || { echo "bench: the import on node 1 failed" >&2; exit 1; }
+t_import=$(($(date +%s) - s))
+# The scheduler places the second copy on node 2 or node 3; the other one is the receiver.
+parent="" receiver=""
+for _ in $(seq 600); do
+    if persistent_on 2 "$id"; then
+        parent=2 receiver=3
+    elif persistent_on 3 "$id"; then
+        parent=3 receiver=2
+    fi
+    [ -z "$parent" ] || break
+    sleep 0.5
+done
+[ -n "$parent" ] || {
+    echo "bench: neither node 2 nor node 3 holds a persistent copy of $id 300 s after the import" >&2
+    exit 1
+}
+t_replica=$(($(date +%s) - s))
+if holds "$receiver" "$id"; then
+    echo "bench: node $receiver already holds $id; it must fetch it" >&2
+    exit 1
+fi
+store1=$(compgen -G "$CLUSTER_DIR/node1/storage/content/persistent-cache-tasks/*/$id")
+store2=$(compgen -G "$CLUSTER_DIR/node$parent/storage/content/persistent-cache-tasks/*/$id")
+cat "$store1" "$store2" >/dev/null # the parents' copies in the page cache, as the reference's
+
+now() { date +%s.%N; }
+median() { sort -g | sed -n "$(((runs + 1) / 2))p"; }
+rpid=$(cat "$CLUSTER_DIR/node$receiver/dfdaemon.pid")
+rip=127.0.0.1$receiver pip=127.0.0.1$parent
+t_p2p=() t_tcp=()
+for _ in $(seq $runs); do
+    s=$(now)
+    dfcache "$receiver" export -O "$work/out.bin" "$id" >/dev/null
+    e=$(now)
+    t_p2p+=("$(echo "$e - $s" | bc -l)")
+    cmp -s "$work/src.bin" "$work/out.bin" || { echo "bench: the export differs" >&2; exit 1; }
+    rm -f "$work/out.bin"
+    dfcache "$receiver" rm "$id" >/dev/null
+
+    # The same bytes from the same two parent addresses to the receiver's address.
+    read -r _ secs < <(build-bench/hack/bench/bench_tcp_copy "$store1" "$work/tcp.bin" \
+        "$rip" 127.0.0.11 "$pip")
+    t_tcp+=("$secs")
+    cmp -s "$work/src.bin" "$work/tcp.bin" || { echo "bench: the TCP copy differs" >&2; exit 1; }
+    rm -f "$work/tcp.bin"
+done
+hwm_kb=$(awk '/VmHWM/ {print $2}' "/proc/$rpid/status")
+rx=$(grep -c 'event=p2p.piece_failed' "$CLUSTER_DIR/node$receiver/dfdaemon.log" || true)
+
+p2p=$(printf '%s\n' "${t_p2p[@]}" | median)
+tcp=$(printf '%s\n' "${t_tcp[@]}" | median)
+mbps() { echo "$size_mib * 1048576 / $1 / 1000000" | bc -l; }
+printf 'p2p bench: %d MiB, node %d (%s) fetches from nodes 1 and %d (127.0.0.11, %s), /dev/shm, median of %d runs\n' \
+    "$size_mib" "$receiver" "$rip" "$parent" "$pip" "$runs"
+printf '  (import on node 1 %d s; its persistent copy on node %d %d s after the import began)\n' \
+    "$t_import" "$parent" "$t_replica"
+printf '  raw TCP copy, 2 senders -> 1 receiver  %6.0f MB/s  %6.3f s  (reference)\n' "$(mbps "$tcp")" "$tcp"
+printf '  dfcache export of a remote task        %6.0f MB/s  %6.3f s  %.2fx raw (goal >= 0.7x)\n' \
+    "$(mbps "$p2p")" "$p2p" "$(echo "$tcp / $p2p" | bc -l)"
+printf '  receiving dfdaemon peak RSS (VmHWM)    %6.1f MiB  (goal <= 96 MiB)\n' "$(echo "$hwm_kb / 1024" | bc -l)"
+printf '  pieces that failed on a parent         %6d\n' "$rx"
