@@ -2,10 +2,11 @@
  * rpc_import.c - dfc.dfdaemon.v1.DfdaemonImport: importing bytes streamed over the socket.
  *
  * The stream is start, content..., finish. Bytes are spooled, hashed and CRC'd as they
- * arrive; the task is committed only after finish, when its byte count matches what arrived.
- * Anything else (a client that vanishes, a cancel, a deadline, a malformed sequence, more
- * bytes than start announced, any message after finish, a full disk) aborts the import and
- * leaves nothing behind. The task records the caller's uid (SO_PEERCRED) as its owner.
+ * arrive (each content message is handed to the import's pipeline, which frees it); the task is
+ * committed only after finish, when its byte count matches what arrived. Anything else (a client
+ * that vanishes, a cancel, a deadline, a malformed sequence, more bytes than start announced, any
+ * message after finish, a full disk) aborts the import and leaves nothing behind. The task records
+ * the caller's uid (SO_PEERCRED) as its owner.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +21,10 @@
 #define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
 
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest ImportRequest;
+
+static void release_msg(void *m) {
+    dfc_rpc_msg_free(m);
+}
 
 static int begin(struct dfd_service *svc, struct dfc_rpc_call *call,
                  const Dfc__Dfdaemon__V1__ImportStart *s, struct dfd_registration *reg,
@@ -74,8 +79,14 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
                             : begin(svc, call, q->start, &reg, &imp, err);
             break;
         case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_CONTENT:
-            r = imp == NULL ? dfc_error_set(err, -EINVAL, "content arrived before start")
-                            : dfd_import_write(imp, q->content.data, q->content.len, err);
+            if (imp == NULL) {
+                r = dfc_error_set(err, -EINVAL, "content arrived before start");
+                break;
+            }
+            /* The message itself goes down the import's pipeline (no copy of its bytes):
+             * the next one is received while this one is hashed and written. */
+            r = dfd_import_write_owned(imp, q->content.data, q->content.len, release_msg, m, err);
+            m = NULL;
             break;
         case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_FINISH:
             if (imp == NULL) {

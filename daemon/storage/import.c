@@ -1,6 +1,7 @@
 /*
- * import.c - the import engine of the storage engine: spool, digest in one pass (SHA-256 here,
- * CRC-32 and the spool write on a helper thread), then commit (fsync, rename, metadata row).
+ * import.c - the import engine of the storage engine: spool, digest in one pass (through the
+ * pipeline of import_pipe.c: SHA-256 on one thread, CRC-32 and the spool write on another,
+ * overlapping the caller's receive or read), then commit (fsync, rename, metadata row).
  * See storage.h for the contract and storage.c for the DESIGN notes.
  *
  * DESIGN: the store holds only inodes nobody outside the daemon can change. A path import
@@ -13,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,21 +24,16 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
-#include "dfc/thread.h"
+#include "import_pipe.h"
 #include "storage.h"
 #include "storage_internal.h"
 
 /* ---- imports ---- */
 
-/* The helper thread: CRC and spool write of the chunk the caller is SHA-ing. */
-struct helper {
-    struct dfc_thread thread; /* its mu guards the fields below */
-    const void *buf;
-    size_t len;
-    bool busy;
-    int result;
-    struct dfd_import *imp;
-};
+/* Smaller writes before the pipeline is running are digested and written inline. */
+#define PIPE_MIN ((size_t)64 << 10)
+/* Read buffers of a copying path import (DFD_IO_CHUNK each). */
+#define PATH_BUFS 3
 
 struct dfd_import {
     struct dfd_storage *s;
@@ -50,12 +45,13 @@ struct dfd_import {
     bool linked;      /* tmp_path is a hard link to the source file */
     bool write_spool; /* fed bytes go to fd (false: fd already holds them, a reflink) */
     struct dfd_digester dg;
-    uint64_t written;
-    uint64_t limit; /* the most bytes this import may write */
-    struct helper *helper;
+    uint64_t written;       /* bytes accepted (queued or done) */
+    uint64_t limit;         /* the most bytes this import may write */
+    struct dfd__pipe *pipe; /* the SHA and CRC + write stages, once started */
+    bool inline_only;       /* no thread could be started: feed in the caller's thread */
 };
 
-/* CRC plus spool write: the half of a feed that the helper thread may take. */
+/* CRC plus spool write: the writer stage's half of a feed. */
 static int crc_and_write(struct dfd_import *imp, const void *buf, size_t len) {
     int r = dfd_digester_update_crc(&imp->dg, buf, len);
     if (r == 0 && imp->write_spool) {
@@ -64,98 +60,44 @@ static int crc_and_write(struct dfd_import *imp, const void *buf, size_t len) {
     return r;
 }
 
-static void *helper_main(void *arg) {
-    struct helper *h = arg;
-    pthread_mutex_lock(&h->thread.mu);
-    for (;;) {
-        while (!h->busy && !h->thread.stop) {
-            dfc_thread_wait_locked(&h->thread, NULL);
-        }
-        if (h->thread.stop) {
-            break;
-        }
-        pthread_mutex_unlock(&h->thread.mu);
-        int r = crc_and_write(h->imp, h->buf, h->len);
-        pthread_mutex_lock(&h->thread.mu);
-        h->result = r;
-        h->busy = false;
-        dfc_thread_wake_locked(&h->thread);
+/* Hands buf to the digests and the spool, which own it until release(arg) (NULL: none) is
+ * called: through the pipeline (started by the first large buffer) or, before it runs or
+ * when no thread can be made, inline. *seq is the slice to dfd__pipe_wait() for, -1 when it
+ * is already done. 0 or the (earlier or inline) stage error. */
+static int feed(struct dfd_import *imp, const void *buf, size_t len, void (*release)(void *),
+                void *arg, int64_t *seq) {
+    *seq = -1;
+    if (imp->pipe == NULL && !imp->inline_only && len >= PIPE_MIN &&
+        dfd__pipe_start(&imp->dg, imp->write_spool ? imp->fd : -1, &imp->pipe) < 0) {
+        imp->inline_only = true;
     }
-    pthread_mutex_unlock(&h->thread.mu);
-    return NULL;
-}
-
-static void helper_stop(struct dfd_import *imp) {
-    struct helper *h = imp->helper;
-    if (h == NULL) {
-        return;
-    }
-    dfc_thread_stop(&h->thread);
-    free(h);
-    imp->helper = NULL;
-}
-
-/* Starts feeding one buffer: SHA here, CRC + write on the helper for large buffers. Returns
- * once the SHA is done; the helper may still be using buf until feed_wait(), whose result
- * is the helper's. The helper must be idle (feed_wait() since the last post). */
-static int feed_post(struct dfd_import *imp, const void *buf, size_t len) {
-    if (len < (64 << 10) || !imp->dg.p.hash_content) {
+    if (imp->pipe == NULL) {
         dfd_digester_update_sha(&imp->dg, buf, len);
-        return crc_and_write(imp, buf, len);
-    }
-    if (imp->helper == NULL) {
-        struct helper *h = calloc(1, sizeof(*h));
-        if (h == NULL) {
-            return -ENOMEM;
+        int r = crc_and_write(imp, buf, len);
+        if (release != NULL) {
+            release(arg);
         }
-        h->imp = imp;
-        if (dfc_thread_start(&h->thread, helper_main, h) < 0) {
-            free(h);
-            dfd_digester_update_sha(&imp->dg, buf, len); /* no thread: do both here */
-            return crc_and_write(imp, buf, len);
-        }
-        imp->helper = h;
+        return r;
     }
-    struct helper *h = imp->helper;
-    pthread_mutex_lock(&h->thread.mu);
-    h->buf = buf;
-    h->len = len;
-    h->busy = true;
-    dfc_thread_wake_locked(&h->thread);
-    pthread_mutex_unlock(&h->thread.mu);
-
-    dfd_digester_update_sha(&imp->dg, buf, len);
+    int64_t q = dfd__pipe_push(imp->pipe, buf, len, release, arg);
+    if (q < 0) {
+        return (int)q;
+    }
+    *seq = q;
     return 0;
 }
 
-/* Waits until the helper is idle; returns (and clears) the result of its last job. */
-static int feed_wait(struct dfd_import *imp) {
-    struct helper *h = imp->helper;
-    if (h == NULL) {
-        return 0;
-    }
-    pthread_mutex_lock(&h->thread.mu);
-    while (h->busy) {
-        dfc_thread_wait_locked(&h->thread, NULL);
-    }
-    int r = h->result;
-    h->result = 0;
-    pthread_mutex_unlock(&h->thread.mu);
-    return r;
-}
-
-/* Feeds one buffer and waits for both halves. */
-static int feed(struct dfd_import *imp, const void *buf, size_t len) {
-    int r = feed_post(imp, buf, len);
-    int w = feed_wait(imp);
-    return r < 0 ? r : w;
+/* Waits until both stages are done with slice seq; 0 or the first stage error. */
+static int feed_wait(struct dfd_import *imp, int64_t seq) {
+    return imp->pipe == NULL || seq < 0 ? 0 : dfd__pipe_wait(imp->pipe, seq);
 }
 
 void dfd_import_abort(struct dfd_import *imp) {
     if (imp == NULL) {
         return;
     }
-    helper_stop(imp);
+    (void)dfd__pipe_stop(imp->pipe, false); /* joins both stages, drops what is queued */
+    imp->pipe = NULL;
     dfd__spool_remove(imp->tmp_path, &imp->fd);
     dfd_digester_done(&imp->dg);
     free(imp->tag);
@@ -249,7 +191,8 @@ static int feed_error(struct dfd_import *imp, int r, struct dfc_error *err) {
                : dfc_error_errno(err, r, "spool an import into `%s`", imp->tmp_path);
 }
 
-int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct dfc_error *err) {
+/* The checks before bytes are accepted: the announced length and the space. */
+static int write_check(struct dfd_import *imp, size_t len, struct dfc_error *err) {
     if (imp->p.expected_length >= 0 && imp->written + len > (uint64_t)imp->p.expected_length) {
         return dfc_error_set(err, -EINVAL, "more content than the announced %lld bytes",
                              (long long)imp->p.expected_length);
@@ -260,8 +203,33 @@ int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct
                              "began",
                              (unsigned long long)imp->limit, imp->s->dir);
     }
-    int r = feed(imp, buf, len);
+    return 0;
+}
+
+int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct dfc_error *err) {
+    int r = write_check(imp, len, err);
     if (r < 0) {
+        return r;
+    }
+    int64_t seq;
+    if ((r = feed(imp, buf, len, NULL, NULL, &seq)) < 0 || (r = feed_wait(imp, seq)) < 0) {
+        return feed_error(imp, r, err);
+    }
+    imp->written += len;
+    return 0;
+}
+
+int dfd_import_write_owned(struct dfd_import *imp, const void *buf, size_t len,
+                           void (*release)(void *arg), void *arg, struct dfc_error *err) {
+    int r = write_check(imp, len, err);
+    if (r < 0) {
+        if (release != NULL) {
+            release(arg);
+        }
+        return r;
+    }
+    int64_t seq;
+    if ((r = feed(imp, buf, len, release, arg, &seq)) < 0) {
         return feed_error(imp, r, err);
     }
     imp->written += len;
@@ -355,7 +323,12 @@ int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_me
     char id[DFD_TASK_ID_LEN + 1];
     int r;
 
-    helper_stop(imp);
+    r = dfd__pipe_stop(imp->pipe, true); /* every queued slice is hashed and written */
+    imp->pipe = NULL;
+    if (r < 0) {
+        feed_error(imp, r, err);
+        goto out;
+    }
     if (imp->p.expected_length >= 0 && imp->written != (uint64_t)imp->p.expected_length) {
         r = dfc_error_set(err, -EINVAL, "the import ended after %llu of %lld announced bytes",
                           (unsigned long long)imp->written, (long long)imp->p.expected_length);
@@ -443,24 +416,33 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
     }
     imp->p.expected_length = st.st_size;
     (void)posix_fadvise(src, 0, 0, POSIX_FADV_SEQUENTIAL);
-    /* Two buffers: the next chunk is read while the helper still writes the last one, so
-     * the read is off the helper's path and the SHA here stays the limit. */
-    uint8_t *bufs[2] = {malloc(DFD_IO_CHUNK), malloc(DFD_IO_CHUNK)};
-    if (bufs[0] == NULL || bufs[1] == NULL) {
-        free(bufs[0]);
-        free(bufs[1]);
-        dfd_import_abort(imp);
-        return dfc_error_set(err, -ENOMEM, "out of memory");
+    /* PATH_BUFS buffers in turn: the next chunks are read here while the SHA stage hashes
+     * and the writer stage writes and CRCs the ones before; a buffer is read into again
+     * only once both stages are done with it. */
+    uint8_t *bufs[PATH_BUFS] = {0};
+    int64_t seqs[PATH_BUFS];
+    for (unsigned b = 0; b < PATH_BUFS; b++) {
+        seqs[b] = -1;
+        if ((bufs[b] = malloc(DFD_IO_CHUNK)) == NULL) {
+            for (unsigned k = 0; k < b; k++) {
+                free(bufs[k]);
+            }
+            dfd_import_abort(imp);
+            return dfc_error_set(err, -ENOMEM, "out of memory");
+        }
     }
-    for (unsigned i = 0;; i ^= 1) {
+    for (unsigned b = 0;;) {
         if (should_stop != NULL && should_stop(arg)) {
             r = dfc_error_set(err, -ECANCELED, "the import was cancelled");
             break;
         }
-        ssize_t n = pread(src, bufs[i], DFD_IO_CHUNK, (off_t)imp->written);
+        if ((r = feed_wait(imp, seqs[b])) < 0) {
+            feed_error(imp, r, err);
+            break;
+        }
+        ssize_t n = pread(src, bufs[b], DFD_IO_CHUNK, (off_t)imp->written);
         if (n < 0 && errno == EINTR) {
-            i ^= 1; /* retry into the same buffer */
-            continue;
+            continue; /* retry into the same buffer */
         }
         if (n < 0) {
             r = dfc_error_errno(err, -errno, "read the source");
@@ -473,19 +455,25 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
             r = dfc_error_set(err, -EAGAIN, "the source grew while it was being imported");
             break;
         }
-        /* The helper is done with the other buffer before this one is handed over. */
-        if ((r = feed_wait(imp)) < 0 || (r = feed_post(imp, bufs[i], (size_t)n)) < 0) {
+        if ((r = feed(imp, bufs[b], (size_t)n, NULL, NULL, &seqs[b])) < 0) {
             feed_error(imp, r, err);
             break;
         }
         imp->written += (uint64_t)n;
+        b = (b + 1) % PATH_BUFS;
     }
-    int w = feed_wait(imp); /* nothing may still use the buffers */
-    if (r == 0 && w < 0) {
-        r = feed_error(imp, w, err);
+    /* Nothing may still use the buffers: drain the stages (or stop them, on failure). */
+    if (r == 0) {
+        if ((r = dfd__pipe_stop(imp->pipe, true)) < 0) {
+            feed_error(imp, r, err);
+        }
+    } else {
+        (void)dfd__pipe_stop(imp->pipe, false);
     }
-    free(bufs[0]);
-    free(bufs[1]);
+    imp->pipe = NULL;
+    for (unsigned b = 0; b < PATH_BUFS; b++) {
+        free(bufs[b]);
+    }
     if (r < 0) {
         dfd_import_abort(imp);
         return r;
