@@ -241,7 +241,10 @@ int sched_task_need(struct sched_placement *p, const char *task_id, struct sched
                     uint64_t *persistent, uint64_t *need, struct dfc_error *err) {
     *need = 0;
     *persistent = 0;
-    int r = sched_task_load(p->store, redis_deadline(), task_id, task, err);
+    uint64_t all = 0;
+    /* The task and its counts in one round trip (most tasks asked about are Succeeded). */
+    int r = sched_store_load_task_counts(p->store, redis_deadline(), task_id, task, &all,
+                                         persistent, err);
     if (r == -ENOENT) {
         return 0; /* expired or deleted: nothing to keep */
     }
@@ -249,12 +252,8 @@ int sched_task_need(struct sched_placement *p, const char *task_id, struct sched
         return r;
     }
     if (task->state != SCHED_TASK_SUCCEEDED) {
+        *persistent = 0;
         return 0; /* only finished uploads are replicated */
-    }
-    uint64_t all = 0;
-    r = sched_task_replica_counts(p->store, redis_deadline(), task_id, &all, persistent, err);
-    if (r < 0) {
-        return r;
     }
     if (*persistent < task->persistent_replica_count) {
         *need = task->persistent_replica_count - *persistent;

@@ -106,8 +106,7 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
     if (req->ttl != NULL) {
         (void)dfc_pb_duration_to_ns(req->ttl, &task.ttl_ns); /* validated */
     }
-    if ((r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_UPLOAD, err), err)) < 0 ||
-        (r = sched_task_store(svc->store, dl, &task, err)) < 0) {
+    if ((r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_UPLOAD, err), err)) < 0) {
         return r;
     }
 
@@ -126,11 +125,33 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_UPLOAD, err), err);
-    if (r == 0) {
-        r = sched_peer_store(svc->store, dl, &peer, &task, err);
+    if (r == 0) { /* the task, then its uploader's peer: one script */
+        r = sched_store_task_peer(svc->store, dl, &task, &peer, NULL, NULL, err);
     }
     sched_bitset_done(&peer.finished_pieces);
     return r;
+}
+
+/* Finished's and Failed's write: the peer and its task in one script when the task's event
+ * is accepted; when it is refused, the peer alone, then the refusal (as when they were two
+ * writes). */
+static int store_peer_and_task(struct sched_service *svc, int64_t dl, struct sched_peer *peer,
+                               struct sched_task *task, enum sched_task_event ev, int64_t now,
+                               uint64_t *all, uint64_t *persistent, struct dfc_error *err) {
+    struct dfc_error refused = {0};
+    int r = fsm_internal(sched_task_fire(&task->state, ev, &refused), &refused);
+    if (r < 0) {
+        int w = sched_peer_store(svc->store, dl, peer, task, err);
+        if (w < 0) {
+            return w;
+        }
+        if (err != NULL) {
+            *err = refused;
+        }
+        return r;
+    }
+    task->updated_at = now;
+    return sched_store_task_peer(svc->store, dl, task, peer, all, persistent, err);
 }
 
 int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
@@ -149,10 +170,8 @@ int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const Protobuf
     struct sched_peer peer = {0};
     struct sched_task task = {0};
     uint64_t all = 0, persistent = 0;
-    r = sched_peer_load(svc->store, dl, req->peer_id, &peer, err);
-    if (r == 0) {
-        r = sched_task_load(svc->store, dl, peer.task_id, &task, err);
-    }
+    r = sched_store_load_peer_task(svc->store, dl, req->peer_id, req->host_id, req->task_id, &peer,
+                                   &task, err);
     if (r == -ENOENT) {
         r = dfc_error_set(err, -ENOENT, "persistent cache peer %s not found", req->peer_id);
         goto out;
@@ -166,13 +185,8 @@ int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const Protobuf
     }
     peer.cost_ns = now_ns - peer.created_at * DFC_NS_PER_SEC;
     peer.updated_at = now;
-    if ((r = sched_peer_store(svc->store, dl, &peer, &task, err)) < 0 ||
-        (r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_SUCCEEDED, err), err)) < 0) {
-        goto out;
-    }
-    task.updated_at = now;
-    if ((r = sched_task_store(svc->store, dl, &task, err)) < 0 ||
-        (r = sched_task_replica_counts(svc->store, dl, task.id, &all, &persistent, err)) < 0 ||
+    if ((r = store_peer_and_task(svc, dl, &peer, &task, SCHED_TASK_EV_SUCCEEDED, now, &all,
+                                 &persistent, err)) < 0 ||
         (r = sched__task_to_proto(call, &task, all, persistent,
                                   (Common__V2__PersistentCacheTask *)resp, err)) < 0) {
         goto out;
@@ -201,10 +215,8 @@ int sched__upload_failed(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
 
     struct sched_peer peer = {0};
     struct sched_task task = {0};
-    r = sched_peer_load(svc->store, dl, req->peer_id, &peer, err);
-    if (r == 0) {
-        r = sched_task_load(svc->store, dl, peer.task_id, &task, err);
-    }
+    r = sched_store_load_peer_task(svc->store, dl, req->peer_id, req->host_id, req->task_id, &peer,
+                                   &task, err);
     if (r == -ENOENT) {
         r = dfc_error_set(err, -ENOENT, "persistent cache peer %s not found", req->peer_id);
         goto out;
@@ -214,16 +226,9 @@ int sched__upload_failed(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         goto out;
     }
     peer.updated_at = now;
-    if ((r = sched_peer_store(svc->store, dl, &peer, &task, err)) < 0) {
-        goto out;
-    }
     /* Fixed on purpose: the task fails with its upload (upstream fires Succeeded here), so a
      * new Started may upload it again (Failed -Upload-> Uploading). */
-    if ((r = fsm_internal(sched_task_fire(&task.state, SCHED_TASK_EV_FAILED, err), err)) < 0) {
-        goto out;
-    }
-    task.updated_at = now;
-    r = sched_task_store(svc->store, dl, &task, err);
+    r = store_peer_and_task(svc, dl, &peer, &task, SCHED_TASK_EV_FAILED, now, NULL, NULL, err);
 out:
     sched_peer_done(&peer);
     sched_task_done(&task);
@@ -243,12 +248,9 @@ int sched__stat_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessa
     int64_t dl = sched__deadline(svc, call);
     struct sched_task task = {0};
     uint64_t all = 0, persistent = 0;
-    r = sched_task_load(svc->store, dl, req->task_id, &task, err);
+    r = sched_store_load_task_counts(svc->store, dl, req->task_id, &task, &all, &persistent, err);
     if (r == -ENOENT) {
         return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
-    }
-    if (r == 0) {
-        r = sched_task_replica_counts(svc->store, dl, task.id, &all, &persistent, err);
     }
     if (r == 0) {
         r = sched__task_to_proto(call, &task, all, persistent,

@@ -17,6 +17,15 @@
  *   - a store whose remaining TTL is <= 0 deletes the record's hash and removes only its own
  *     id from the sets (upstream's EXPIRE 0 deleted the whole sets, other tasks' peers on
  *     the same host included).
+ *   Round trips are what a call costs (each one a blocking read on a handler thread), so the
+ *   upload path takes few: Started reads its host, task and peer in one pipeline and writes
+ *   the task and the uploader's peer in one script (lua_store_task_peer, which runs the same
+ *   steps as lua_store_task and lua_store_peer); Finished and Failed read the peer with the
+ *   task and host it most likely names in one pipeline (store_peer.c) and write both in that
+ *   script, which also returns the replica counts; a task with its counts is one pipeline
+ *   (store_task.c). Reads in a pipeline are not atomic together, as the separate reads were
+ *   not; every write still is one script.
+ *
  *   The scripts touch several keys without hash tags, as upstream's do, so Redis Cluster is
  *   not supported (neither is it upstream); a single server or Sentinel is.
  */
@@ -53,27 +62,49 @@ static const char lua_store_task[] = "if tonumber(ARGV[1]) <= 0 then\n"
                                      "redis.call('EXPIRE', KEYS[1], ARGV[1])\n"
                                      "return 1\n";
 
-/* KEYS[1] peer hash, KEYS[2] task all-peers set, KEYS[3] task persistent-peers set, KEYS[4]
- * host peers set; ARGV[1] remaining TTL in seconds, ARGV[2] peer id, ARGV[3] "1" when
- * persistent, ARGV[4..] field/value pairs. A set's expiry is only ever extended. */
+/* The peer half of a store, shared by the two scripts below: KEYS[1] peer hash, KEYS[2] task
+ * all-peers set, KEYS[3] task persistent-peers set, KEYS[4] host peers set; locals ttl
+ * (remaining seconds), id (peer id), persistent ("1" when persistent) and the peer's
+ * field/value pairs in ARGV[pf..pl]. A set's expiry is only ever extended. */
+#define LUA_PEER_WRITE                                                                             \
+    "if ttl <= 0 then\n"                                                                           \
+    "  redis.call('DEL', KEYS[1])\n"                                                               \
+    "  for i = 2, 4 do redis.call('SREM', KEYS[i], id) end\n"                                      \
+    "else\n"                                                                                       \
+    "  redis.call('HSET', KEYS[1], unpack(ARGV, pf, pl))\n"                                        \
+    "  redis.call('EXPIRE', KEYS[1], ttl)\n"                                                       \
+    "  local function add(key)\n"                                                                  \
+    "    redis.call('SADD', key, id)\n"                                                            \
+    "    if redis.call('TTL', key) < ttl then redis.call('EXPIRE', key, ttl) end\n"                \
+    "  end\n"                                                                                      \
+    "  add(KEYS[2])\n"                                                                             \
+    "  if persistent == '1' then add(KEYS[3]) else redis.call('SREM', KEYS[3], id) end\n"          \
+    "  add(KEYS[4])\n"                                                                             \
+    "end\n"
+
+/* KEYS[1..4] as LUA_PEER_WRITE; ARGV[1] remaining TTL in seconds, ARGV[2] peer id, ARGV[3]
+ * "1" when persistent, ARGV[4..] field/value pairs. */
 static const char lua_store_peer[] =
     "local ttl = tonumber(ARGV[1])\n"
-    "local id = ARGV[2]\n"
+    "local id, persistent = ARGV[2], ARGV[3]\n"
+    "local pf, pl = 4, #ARGV\n" LUA_PEER_WRITE "return ttl > 0 and 1 or 0\n";
+
+/* A task and one of its peers in one atomic step (an upload's Started and Finished): the task
+ * hash as lua_store_task writes it, then the peer as lua_store_peer. KEYS[1..4] as
+ * LUA_PEER_WRITE, KEYS[5] task hash; ARGV[1] remaining TTL in seconds (the task's, for both),
+ * ARGV[2] peer id, ARGV[3] "1" when persistent, ARGV[4] n, the count of the peer's
+ * field/value arguments ARGV[5..4+n], then the task's to the end. Returns the SCARDs of the
+ * task's all-peers and persistent-peers sets after it. */
+static const char lua_store_task_peer[] =
+    "local ttl = tonumber(ARGV[1])\n"
+    "local id, persistent = ARGV[2], ARGV[3]\n"
+    "local pf, pl = 5, 4 + tonumber(ARGV[4])\n"
     "if ttl <= 0 then\n"
-    "  redis.call('DEL', KEYS[1])\n"
-    "  for i = 2, 4 do redis.call('SREM', KEYS[i], id) end\n"
-    "  return 0\n"
-    "end\n"
-    "redis.call('HSET', KEYS[1], unpack(ARGV, 4))\n"
-    "redis.call('EXPIRE', KEYS[1], ttl)\n"
-    "local function add(key)\n"
-    "  redis.call('SADD', key, id)\n"
-    "  if redis.call('TTL', key) < ttl then redis.call('EXPIRE', key, ttl) end\n"
-    "end\n"
-    "add(KEYS[2])\n"
-    "if ARGV[3] == '1' then add(KEYS[3]) else redis.call('SREM', KEYS[3], id) end\n"
-    "add(KEYS[4])\n"
-    "return 1\n";
+    "  redis.call('DEL', KEYS[5])\n"
+    "else\n"
+    "  redis.call('HSET', KEYS[5], unpack(ARGV, pl + 1))\n"
+    "  redis.call('EXPIRE', KEYS[5], ttl)\n"
+    "end\n" LUA_PEER_WRITE "return {redis.call('SCARD', KEYS[2]), redis.call('SCARD', KEYS[3])}\n";
 
 /* KEYS[1] peer hash, KEYS[2..4] the sets named by the task_id/host_id the caller read from
  * it; ARGV[1] peer id, ARGV[2] that task_id, ARGV[3] that host_id. -1 when the hash changed
@@ -112,6 +143,7 @@ int sched_store_new(struct sched_redis *r, uint64_t cluster_id, struct sched_sto
     script(&s->delete_host, "delete_host", lua_delete_host);
     script(&s->store_task, "store_task", lua_store_task);
     script(&s->store_peer, "store_peer", lua_store_peer);
+    script(&s->store_task_peer, "store_task_peer", lua_store_task_peer);
     script(&s->delete_peer, "delete_peer", lua_delete_peer);
     script(&s->exists2, "exists2", lua_exists2);
     script(&s->scard2, "scard2", lua_scard2);
@@ -298,21 +330,25 @@ int sched__hgetall_n(struct sched_store *s, int64_t dl, size_t n, const char *co
         return r;
     }
     for (size_t i = 0; i < n; i++) {
-        out[i] = (struct sched__kv){0};
         errs[i] = (struct dfc_error){0};
-        redisReply *rep = reps[i];
-        if (rep->type == REDIS_REPLY_ERROR) {
-            rs[i] = rep->str != NULL && strncmp(rep->str, "WRONGTYPE", 9) == 0
-                        ? dfc_error_set(&errs[i], -ENOENT, "%s is not a hash", keys[i])
-                        : dfc_error_set(&errs[i], DFC_E_INTERNAL, "redis: %s",
-                                        rep->str ? rep->str : "error reply");
-            freeReplyObject(rep);
-            continue;
-        }
-        out[i].rep = rep;
-        rs[i] = hgetall_parse(keys[i], &out[i], &errs[i]);
+        rs[i] = sched__hgetall_reply(keys[i], reps[i], &out[i], &errs[i]);
     }
     return 0;
+}
+
+int sched__hgetall_reply(const char *k, redisReply *rep, struct sched__kv *out,
+                         struct dfc_error *err) {
+    *out = (struct sched__kv){0};
+    if (rep->type == REDIS_REPLY_ERROR) {
+        int r = rep->str != NULL && strncmp(rep->str, "WRONGTYPE", 9) == 0
+                    ? dfc_error_set(err, -ENOENT, "%s is not a hash", k)
+                    : dfc_error_set(err, DFC_E_INTERNAL, "redis: %s",
+                                    rep->str ? rep->str : "error reply");
+        freeReplyObject(rep);
+        return r;
+    }
+    out->rep = rep;
+    return hgetall_parse(k, out, err);
 }
 
 /* ---- id lists ---- */
@@ -533,5 +569,91 @@ out:
     for (size_t i = 0; i < 3; i++) {
         free(keys[i]);
     }
+    return r;
+}
+
+int sched_store_task_peer(struct sched_store *s, int64_t dl, const struct sched_task *t,
+                          const struct sched_peer *p, uint64_t *all, uint64_t *persistent,
+                          struct dfc_error *err) {
+    int r = sched__check_id("task id", t->id, err);
+    if (r == 0) {
+        r = sched__check_id("peer id", p->id, err);
+    }
+    if (r == 0) {
+        r = sched__check_id("peer task_id", p->task_id, err);
+    }
+    if (r == 0) {
+        r = sched__check_id("peer host_id", p->host_id, err);
+    }
+    if (r < 0) {
+        return r;
+    }
+    if (strcmp(t->id, p->task_id) != 0) {
+        return dfc_error_set(err, -EINVAL, "store peer %s: it belongs to task %s, not %s", p->id,
+                             p->task_id, t->id);
+    }
+    struct sched_fields tf, pf;
+    r = sched_task_encode(t, &tf);
+    if (r < 0) {
+        return dfc_error_set(err, r, "store task %s: cannot encode", t->id);
+    }
+    r = sched_peer_encode(p, &pf);
+    if (r < 0) {
+        sched_fields_done(&tf);
+        return r == -EMSGSIZE ? dfc_error_set(err, r,
+                                              "store peer %s: block_parents holds %zu ids, at "
+                                              "most %d",
+                                              p->id, p->n_block_parents, SCHED_BLOCK_PARENTS_MAX)
+                              : dfc_error_set(err, r, "store peer %s: cannot encode", p->id);
+    }
+    char *k[5] = {sched__peer_key(s, p->id), sched__task_peers_key(s, p->task_id),
+                  sched__task_persistent_peers_key(s, p->task_id),
+                  sched__host_peers_key(s, p->host_id), sched__task_key(s, t->id)};
+    char ttl[24], n_peer[16];
+    const char *args[4 + 2 * 64 + 2 * 64];
+    size_t lens[4 + 2 * 64 + 2 * 64];
+    redisReply *rep = NULL;
+    if (k[0] == NULL || k[1] == NULL || k[2] == NULL || k[3] == NULL || k[4] == NULL) {
+        r = dfc_error_set(err, -ENOMEM, "store task %s and peer %s: out of memory", t->id, p->id);
+        goto out;
+    }
+    snprintf(ttl, sizeof(ttl), "%" PRId64, sched__remaining_ttl(t));
+    snprintf(n_peer, sizeof(n_peer), "%zu", 2 * pf.n);
+    args[0] = ttl;
+    args[1] = p->id;
+    args[2] = p->persistent ? "1" : "0";
+    args[3] = n_peer;
+    for (int i = 0; i < 4; i++) {
+        lens[i] = strlen(args[i]);
+    }
+    int n = sched__append_fields(&pf, args, lens, 4);
+    n = sched__append_fields(&tf, args, lens, n);
+    r = sched__eval(s, dl, &s->store_task_peer, 5, (const char **)k, n, args, lens, &rep, err);
+    if (r < 0) {
+        dfc_error_prefix(err, "store task %s and peer %s", t->id, p->id);
+        goto out;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_INTEGER ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER) {
+        r = dfc_error_set(err, DFC_E_INTERNAL, "store task %s and peer %s: unexpected reply", t->id,
+                          p->id);
+        goto out;
+    }
+    if (all != NULL) {
+        *all = (uint64_t)rep->element[0]->integer;
+    }
+    if (persistent != NULL) {
+        *persistent = (uint64_t)rep->element[1]->integer;
+    }
+out:
+    if (rep != NULL) {
+        freeReplyObject(rep);
+    }
+    for (size_t i = 0; i < 5; i++) {
+        free(k[i]);
+    }
+    sched_fields_done(&tf);
+    sched_fields_done(&pf);
     return r;
 }

@@ -66,6 +66,30 @@ int sched_store_load_upload(struct sched_store *s, int64_t dl, const char *host_
                             const char *peer_id, struct sched_peer *peer, int rs[3],
                             struct dfc_error errs[3], struct dfc_error *err);
 
+/* An upload's task and its peer in one atomic script (one round trip): what sched_task_store
+ * then sched_peer_store(p, t) would write, with one remaining TTL (the task's) for both; a
+ * refusal of either (a bad id, a peer of another task, an encoding limit) writes neither.
+ * all / persistent (each may be NULL) get the SCARDs of the task's all-peers and
+ * persistent-peers sets after the write, as sched_task_replica_counts would. */
+int sched_store_task_peer(struct sched_store *s, int64_t dl, const struct sched_task *t,
+                          const struct sched_peer *p, uint64_t *all, uint64_t *persistent,
+                          struct dfc_error *err);
+
+/* sched_peer_load(peer_id) then sched_task_load of the peer's task, with the same answers,
+ * in one round trip when the peer hash names host_hint and task_hint (the uploader's
+ * Finished and Failed name them); else in the three round trips of those loads. < 0: peer
+ * and task hold nothing. */
+int sched_store_load_peer_task(struct sched_store *s, int64_t dl, const char *peer_id,
+                               const char *host_hint, const char *task_hint,
+                               struct sched_peer *peer, struct sched_task *task,
+                               struct dfc_error *err);
+
+/* sched_task_load then sched_task_replica_counts in one round trip (a pipeline of reads);
+ * the counts are only valid when 0 is returned. */
+int sched_store_load_task_counts(struct sched_store *s, int64_t dl, const char *id,
+                                 struct sched_task *task, uint64_t *all, uint64_t *persistent,
+                                 struct dfc_error *err);
+
 /* Hosts */
 int sched_host_load(struct sched_store *s, int64_t dl, const char *id, struct sched_host *out,
                     struct dfc_error *err);

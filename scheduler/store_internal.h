@@ -24,8 +24,8 @@ struct sched_store {
     struct sched_redis *r; /* borrowed */
     uint64_t cluster_id;
     char prefix[64]; /* "scheduler:scheduler-clusters:<id>" */
-    struct sched_redis_script store_host, delete_host, store_task, store_peer, delete_peer, exists2,
-        scard2;
+    struct sched_redis_script store_host, delete_host, store_task, store_peer, store_task_peer,
+        delete_peer, exists2, scard2;
 };
 
 /* Upstream's keys (see store.h), as heap strings; NULL only when out of memory. */
@@ -69,6 +69,9 @@ void sched__kv_done(struct sched__kv *kv);
  * is set (sched__kv_done each). */
 int sched__hgetall_n(struct sched_store *s, int64_t dl, size_t n, const char *const *keys,
                      struct sched__kv *out, int *rs, struct dfc_error *errs, struct dfc_error *err);
+/* One HGETALL reply (taken: freed here or kept in out) as sched__hgetall returns it. */
+int sched__hgetall_reply(const char *key, struct redisReply *rep, struct sched__kv *out,
+                         struct dfc_error *err);
 /* The rest of sched_{host,task,peer}_load from their HGETALL's result (r, kv; kv is freed). */
 int sched__host_from_kv(const char *id, int r, struct sched__kv *kv, struct sched_host *out,
                         struct dfc_error *err);
@@ -76,6 +79,10 @@ int sched__task_from_kv(const char *id, int r, struct sched__kv *kv, struct sche
                         struct dfc_error *err);
 int sched__peer_from_kv(struct sched_store *s, int64_t dl, const char *id, int r,
                         struct sched__kv *kv, struct sched_peer *out, struct dfc_error *err);
+/* The first half of sched__peer_from_kv: the peer hash decoded, its host and task not
+ * checked yet. */
+int sched__peer_decode_kv(const char *id, int r, struct sched__kv *kv, struct sched_peer *out,
+                          struct dfc_error *err);
 
 /* The members of a set (SMEMBERS), bounded by SCHED_IDS_MAX. */
 int sched__smembers(struct sched_store *s, int64_t dl, const char *key, struct sched_ids *out,

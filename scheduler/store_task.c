@@ -125,3 +125,63 @@ int sched_task_ids(struct sched_store *s, int64_t dl, struct sched_ids *out,
     int r = sched__scan(s, dl, NULL, match, prefix, out, err);
     return r < 0 ? dfc_error_prefix(err, "list tasks") : 0;
 }
+
+int sched_store_load_task_counts(struct sched_store *s, int64_t dl, const char *id,
+                                 struct sched_task *task, uint64_t *all, uint64_t *persistent,
+                                 struct dfc_error *err) {
+    memset(task, 0, sizeof(*task));
+    *all = 0;
+    *persistent = 0;
+    int r = sched__check_id("task id", id, err);
+    if (r < 0) {
+        return r;
+    }
+    _cleanup_free_ char *k = sched__task_key(s, id);
+    _cleanup_free_ char *k1 = sched__task_peers_key(s, id);
+    _cleanup_free_ char *k2 = sched__task_persistent_peers_key(s, id);
+    if (k == NULL || k1 == NULL || k2 == NULL) {
+        return dfc_error_set(err, -ENOMEM, "load task: out of memory");
+    }
+    const char *a0[] = {"HGETALL", k}, *a1[] = {"SCARD", k1}, *a2[] = {"SCARD", k2};
+    size_t l0[] = {7, strlen(k)}, l1[] = {5, strlen(k1)}, l2[] = {5, strlen(k2)};
+    const struct sched_redis_cmd cmds[3] = {
+        {.argc = 2, .argv = a0, .lens = l0},
+        {.argc = 2, .argv = a1, .lens = l1},
+        {.argc = 2, .argv = a2, .lens = l2},
+    };
+    redisReply *reps[3] = {NULL, NULL, NULL};
+    r = sched_redis_pipeline(s->r, dl, 3, cmds, reps, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "load task %s", id);
+    }
+    bool counted = reps[1]->type == REDIS_REPLY_INTEGER && reps[2]->type == REDIS_REPLY_INTEGER;
+    struct dfc_error count_err = {0};
+    if (counted) {
+        *all = (uint64_t)reps[1]->integer;
+        *persistent = (uint64_t)reps[2]->integer;
+    } else {
+        /* A set key holding another type, as sched_task_replica_counts refuses it. */
+        const redisReply *e = reps[1]->type == REDIS_REPLY_ERROR ? reps[1] : reps[2];
+        dfc_error_set(&count_err, DFC_E_INTERNAL, "replica counts of task %s: %s", id,
+                      e->type == REDIS_REPLY_ERROR && e->str != NULL ? e->str : "unexpected reply");
+    }
+    freeReplyObject(reps[1]);
+    freeReplyObject(reps[2]);
+    struct sched__kv kv;
+    r = sched__hgetall_reply(k, reps[0], &kv, err);
+    r = sched__task_from_kv(id, r, &kv, task, err);
+    if (r == 0 && !counted) {
+        sched_task_done(task);
+        *all = 0;
+        *persistent = 0;
+        if (err != NULL) {
+            *err = count_err;
+        }
+        return DFC_E_INTERNAL;
+    }
+    if (r < 0) {
+        *all = 0;
+        *persistent = 0;
+    }
+    return r;
+}

@@ -5,12 +5,15 @@
 # scheduler's Redis command rate to redis-benchmark's (goal >= 0.5x), and the scheduler's peak
 # RSS (VmHWM, goal <= 64 MiB).
 #   hack/bench/scheduler.sh [SECONDS=10] [CLIENTS=64] [POOL_SIZE=the scheduler's default, 20]
+#   SCHEDULER_BIN=path/to/scheduler hack/bench/scheduler.sh ...   (another build, e.g. main's,
+#   to compare two builds run after run on a shared machine)
 #
 # How the mix is measured: one warm-up pair, then one pair under MONITOR records every command
 # the scheduler sends for it (bench_sched_upload capture). The load run then counts what the
 # scheduler really issued (INFO commandstats, reset before the run). redis-benchmark replays
-# each captured command with 64 connections, no pipelining (the scheduler pipelines only
-# Started's three reads; the reference replays them one by one), after the scheduler has been
+# each captured command with 64 connections, no pipelining (the scheduler pipelines its reads:
+# Started's host, task and peer, Finished's peer, task and host check, a task with its two
+# counts; the reference replays them one by one), after the scheduler has been
 # stopped so its replication backlog cannot slow the reference down, 2000 requests per
 # connection per command so a short burst does not decide the rate, on the captured keys; the mix rate is k / sum(1 / rate_i) for the k commands of one pair.
 # Caveats, printed too: a NUL inside an argument is replayed as 0x01 (argv cannot carry NUL;
@@ -34,7 +37,7 @@ if ! cmake --build build-bench -j"$(nproc)" --target scheduler >/dev/null 2>&1 |
     exit 1
 fi
 client=build-bench/hack/bench/bench_sched_upload
-sched=build-bench/scheduler/scheduler
+sched=${SCHEDULER_BIN:-build-bench/scheduler/scheduler}
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dfc-bench-sched-XXXXXX")
 redis_pid="" sched_pid=""
@@ -130,7 +133,8 @@ done < <(awk -F'[:=,]' '/^cmdstat_/ && $1 !~ /^cmdstat_(info|config)/ {print sub
 echo "Redis ran $all commands in ${took}s, $((all - calls)) of them inside scripts:" \
     "the scheduler sent $calls ($(awk -v c="$calls" -v p="$pairs" 'BEGIN {printf "%.2f", p ? c / p : 0}') per pair; the captured pair: $k)"
 sched_rate=$(awk -v c="$calls" -v t="$took" 'BEGIN {printf "%.1f", c / t}')
-echo "CPU during the load: scheduler ${sched_cpu}s, redis-server ${redis_cpu}s of ${took}s wall on $(nproc) cores"
+echo "CPU during the load: scheduler ${sched_cpu}s, redis-server ${redis_cpu}s of ${took}s wall on $(nproc) cores" \
+    "($(awk -v c="$sched_cpu" -v p="$pairs" 'BEGIN {printf "%.0f", p ? c * 1e6 / p : 0}') us of scheduler CPU per pair)"
 
 # redis-benchmark on the same Redis, one run per command of the mix, with the scheduler
 # stopped (its placement workers may still be draining jobs queued by the load).

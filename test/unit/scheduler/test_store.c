@@ -267,46 +267,9 @@ static const struct kv host_bytes[] = {
     {"updated_at", "2025-12-01T13:20:00Z", 0},
 };
 
-/* Started then Finished, as the service runs them, then every key read back byte for byte. */
-static void test_upload_leaves_upstreams_bytes(void **state) {
-    REDIS_HARNESS_REQUIRE();
-    struct fixture *fx = *state;
-    struct dfc_error err = {0};
-    struct sched_host h;
-    struct sched_task t;
-    struct sched_peer p;
-    make_host(&h, HOST_ID);
-    make_task(&t, TASK_ID, T0, TEN_YEARS);
-    make_peer(&p, PEER_ID, TASK_ID, HOST_ID, true, T0);
-    assert_int_equal(sched_host_store(fx->s, dl(), &h, &err), 0);
-    /* Started */
-    assert_int_equal(sched_task_fire(&t.state, SCHED_TASK_EV_UPLOAD, &err), 0);
-    assert_int_equal(sched_task_store(fx->s, dl(), &t, &err), 0);
-    assert_int_equal(sched_peer_fire(&p.state, SCHED_PEER_EV_UPLOAD, &err), 0);
-    assert_int_equal(sched_peer_store(fx->s, dl(), &p, &t, &err), 0);
-    expect_hash(P ":persistent-cache-peers-for-persistent-cache-task:" PEER_ID,
-                (const struct kv[]){{"id", PEER_ID, 0},
-                                    {"persistent", "1", 0},
-                                    {"finished_pieces", "\0\0\0\0\0\0\0\3\0\0\0\0\0\0\0\0", 16},
-                                    {"state", "Uploading", 0},
-                                    {"block_parents", "null", 0},
-                                    {"task_id", TASK_ID, 0},
-                                    {"host_id", HOST_ID, 0},
-                                    {"cost", "0", 0},
-                                    {"created_at", "2025-12-01T13:20:00Z", 0},
-                                    {"updated_at", "2025-12-01T13:20:00Z", 0},
-                                    {"concurrent_piece_count", "8", 0}},
-                11);
-    /* Finished */
-    sched_bitset_set_all(&p.finished_pieces);
-    assert_int_equal(sched_peer_fire(&p.state, SCHED_PEER_EV_SUCCEEDED, &err), 0);
-    p.cost_ns = 2500000000;
-    p.updated_at = T0 + 3;
-    assert_int_equal(sched_peer_store(fx->s, dl(), &p, &t, &err), 0);
-    assert_int_equal(sched_task_fire(&t.state, SCHED_TASK_EV_SUCCEEDED, &err), 0);
-    t.updated_at = T0 + 3;
-    assert_int_equal(sched_task_store(fx->s, dl(), &t, &err), 0);
-
+/* Every key an upload (Started, then Finished at T0 + 3 s, cost 2.5 s) leaves, byte for byte,
+ * with its TTL, and nothing else. */
+static void expect_uploaded(void) {
     expect_hash(P ":persistent-cache-hosts:" HOST_ID, host_bytes,
                 sizeof(host_bytes) / sizeof(host_bytes[0]));
     expect_hash(P ":persistent-cache-tasks:" TASK_ID,
@@ -363,6 +326,49 @@ static void test_upload_leaves_upstreams_bytes(void **state) {
     assert_int_equal(integer("TTL %s", P ":persistent-cache-hosts"), -1);
     /* Nothing else was written. */
     assert_int_equal(integer("DBSIZE%s", ""), 7);
+}
+
+/* Started then Finished, as the service runs them, then every key read back byte for byte. */
+static void test_upload_leaves_upstreams_bytes(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fixture *fx = *state;
+    struct dfc_error err = {0};
+    struct sched_host h;
+    struct sched_task t;
+    struct sched_peer p;
+    make_host(&h, HOST_ID);
+    make_task(&t, TASK_ID, T0, TEN_YEARS);
+    make_peer(&p, PEER_ID, TASK_ID, HOST_ID, true, T0);
+    assert_int_equal(sched_host_store(fx->s, dl(), &h, &err), 0);
+    /* Started */
+    assert_int_equal(sched_task_fire(&t.state, SCHED_TASK_EV_UPLOAD, &err), 0);
+    assert_int_equal(sched_task_store(fx->s, dl(), &t, &err), 0);
+    assert_int_equal(sched_peer_fire(&p.state, SCHED_PEER_EV_UPLOAD, &err), 0);
+    assert_int_equal(sched_peer_store(fx->s, dl(), &p, &t, &err), 0);
+    expect_hash(P ":persistent-cache-peers-for-persistent-cache-task:" PEER_ID,
+                (const struct kv[]){{"id", PEER_ID, 0},
+                                    {"persistent", "1", 0},
+                                    {"finished_pieces", "\0\0\0\0\0\0\0\3\0\0\0\0\0\0\0\0", 16},
+                                    {"state", "Uploading", 0},
+                                    {"block_parents", "null", 0},
+                                    {"task_id", TASK_ID, 0},
+                                    {"host_id", HOST_ID, 0},
+                                    {"cost", "0", 0},
+                                    {"created_at", "2025-12-01T13:20:00Z", 0},
+                                    {"updated_at", "2025-12-01T13:20:00Z", 0},
+                                    {"concurrent_piece_count", "8", 0}},
+                11);
+    /* Finished */
+    sched_bitset_set_all(&p.finished_pieces);
+    assert_int_equal(sched_peer_fire(&p.state, SCHED_PEER_EV_SUCCEEDED, &err), 0);
+    p.cost_ns = 2500000000;
+    p.updated_at = T0 + 3;
+    assert_int_equal(sched_peer_store(fx->s, dl(), &p, &t, &err), 0);
+    assert_int_equal(sched_task_fire(&t.state, SCHED_TASK_EV_SUCCEEDED, &err), 0);
+    t.updated_at = T0 + 3;
+    assert_int_equal(sched_task_store(fx->s, dl(), &t, &err), 0);
+
+    expect_uploaded();
 
     /* And the managers read it all back. */
     struct sched_host hb;
@@ -409,6 +415,182 @@ static void test_upload_leaves_upstreams_bytes(void **state) {
     sched_host_done(&h);
     sched_task_done(&t);
     sched_peer_done(&p);
+}
+
+/* The same upload through the few-round-trip calls the service uses: Started's task and peer
+ * in one script, Finished's reads in one pipeline and its writes in one script. The bytes,
+ * TTLs and key count must be exactly those of the one-record-at-a-time calls above. */
+static void test_upload_in_one_script_per_call_leaves_the_same_bytes(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fixture *fx = *state;
+    struct dfc_error err = {0};
+    struct sched_host h;
+    struct sched_task t;
+    struct sched_peer p;
+    make_host(&h, HOST_ID);
+    make_task(&t, TASK_ID, T0, TEN_YEARS);
+    make_peer(&p, PEER_ID, TASK_ID, HOST_ID, true, T0);
+    assert_int_equal(sched_host_store(fx->s, dl(), &h, &err), 0);
+    /* Started */
+    assert_int_equal(sched_task_fire(&t.state, SCHED_TASK_EV_UPLOAD, &err), 0);
+    assert_int_equal(sched_peer_fire(&p.state, SCHED_PEER_EV_UPLOAD, &err), 0);
+    uint64_t all = 9, pers = 9;
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &t, &p, &all, &pers, &err), 0);
+    assert_int_equal(all, 1);
+    assert_int_equal(pers, 1);
+    /* Finished, on the records as read back */
+    struct sched_peer pl;
+    struct sched_task tl;
+    assert_int_equal(
+        sched_store_load_peer_task(fx->s, dl(), PEER_ID, HOST_ID, TASK_ID, &pl, &tl, &err), 0);
+    assert_int_equal(pl.state, SCHED_PEER_UPLOADING);
+    assert_string_equal(pl.task_id, TASK_ID);
+    assert_int_equal(tl.state, SCHED_TASK_UPLOADING);
+    assert_string_equal(tl.id, TASK_ID);
+    assert_int_equal(tl.created_at, T0);
+    sched_bitset_set_all(&pl.finished_pieces);
+    assert_int_equal(sched_peer_fire(&pl.state, SCHED_PEER_EV_SUCCEEDED, &err), 0);
+    pl.cost_ns = 2500000000;
+    pl.updated_at = T0 + 3;
+    assert_int_equal(sched_task_fire(&tl.state, SCHED_TASK_EV_SUCCEEDED, &err), 0);
+    tl.updated_at = T0 + 3;
+    all = pers = 9;
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &tl, &pl, &all, &pers, &err), 0);
+    assert_int_equal(all, 1);
+    assert_int_equal(pers, 1);
+    expect_uploaded();
+    /* The task with its counts in one round trip, as a Stat reads it. */
+    struct sched_task tc;
+    all = pers = 9;
+    assert_int_equal(sched_store_load_task_counts(fx->s, dl(), TASK_ID, &tc, &all, &pers, &err), 0);
+    assert_int_equal(tc.state, SCHED_TASK_SUCCEEDED);
+    assert_int_equal(tc.updated_at, T0 + 3);
+    assert_int_equal(all, 1);
+    assert_int_equal(pers, 1);
+    sched_task_done(&tc);
+    assert_int_equal(
+        sched_store_load_task_counts(fx->s, dl(), "no-such-task", &tc, &all, &pers, &err), -ENOENT);
+    assert_int_equal(all, 0);
+    sched_task_done(&tc);
+    sched_task_done(&tl);
+    sched_peer_done(&pl);
+    sched_host_done(&h);
+    sched_task_done(&t);
+    sched_peer_done(&p);
+}
+
+/* sched_store_load_peer_task(id, host_hint, task_hint) answers exactly as sched_peer_load
+ * then sched_task_load of the peer's task: same code, same message, same task. */
+static void expect_as_the_loads(struct fixture *fx, const char *id, const char *host_hint,
+                                const char *task_hint, int want) {
+    struct dfc_error e1 = {0}, e2 = {0};
+    struct sched_peer p1, p2;
+    struct sched_task t1 = {0}, t2;
+    int r1 = sched_peer_load(fx->s, dl(), id, &p1, &e1);
+    if (r1 == 0) {
+        r1 = sched_task_load(fx->s, dl(), p1.task_id, &t1, &e1);
+    }
+    int r2 = sched_store_load_peer_task(fx->s, dl(), id, host_hint, task_hint, &p2, &t2, &e2);
+    if (r1 != want || r2 != want) {
+        fail_msg("peer %s (hints %s, %s): loads %d (%s), one trip %d (%s), want %d", id, host_hint,
+                 task_hint, r1, e1.msg, r2, e2.msg, want);
+    }
+    if (r1 < 0) {
+        assert_string_equal(e2.msg, e1.msg);
+        assert_null(p2.id);
+        assert_null(t2.id);
+    } else {
+        assert_string_equal(p2.id, p1.id);
+        assert_string_equal(t2.id, t1.id);
+        assert_int_equal(t2.state, t1.state);
+        assert_int_equal(t2.created_at, t1.created_at);
+    }
+    sched_peer_done(&p1);
+    sched_task_done(&t1);
+    sched_peer_done(&p2);
+    sched_task_done(&t2);
+}
+
+static void test_load_peer_task_answers_as_the_loads(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fixture *fx = *state;
+    struct dfc_error err = {0};
+    struct sched_host h;
+    struct sched_task t;
+    struct sched_peer p;
+    make_host(&h, HOST_ID);
+    make_task(&t, TASK_ID, now_s(), TEN_YEARS);
+    make_peer(&p, PEER_ID, TASK_ID, HOST_ID, true, t.created_at);
+    assert_int_equal(sched_host_store(fx->s, dl(), &h, &err), 0);
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &t, &p, NULL, NULL, &err), 0);
+    expect_as_the_loads(fx, PEER_ID, HOST_ID, TASK_ID, 0);
+    /* Hints that are not the peer's (or not ids at all): its own task and host are checked. */
+    expect_as_the_loads(fx, PEER_ID, HOST_ID, "another-task", 0);
+    expect_as_the_loads(fx, PEER_ID, "another-host", TASK_ID, 0);
+    expect_as_the_loads(fx, PEER_ID, "", "", 0);
+    expect_as_the_loads(fx, "no-such-peer", HOST_ID, TASK_ID, -ENOENT);
+    expect_as_the_loads(fx, "", HOST_ID, TASK_ID, -EINVAL);
+    /* A task key of another type exists: the peer is found, then its task is not. */
+    freeReplyObject(
+        redis_server_command(&srv, "RENAME %s saved-task", P ":persistent-cache-tasks:" TASK_ID));
+    freeReplyObject(redis_server_command(&srv, "SET %s x", P ":persistent-cache-tasks:" TASK_ID));
+    expect_as_the_loads(fx, PEER_ID, HOST_ID, TASK_ID, -ENOENT);
+    /* Task gone, then host gone (and task back). */
+    freeReplyObject(redis_server_command(&srv, "DEL %s", P ":persistent-cache-tasks:" TASK_ID));
+    expect_as_the_loads(fx, PEER_ID, HOST_ID, TASK_ID, -ENOENT);
+    expect_as_the_loads(fx, PEER_ID, HOST_ID, "another-task", -ENOENT);
+    freeReplyObject(
+        redis_server_command(&srv, "RENAME saved-task %s", P ":persistent-cache-tasks:" TASK_ID));
+    expect_as_the_loads(fx, PEER_ID, HOST_ID, TASK_ID, 0);
+    freeReplyObject(redis_server_command(&srv, "DEL %s", P ":persistent-cache-hosts:" HOST_ID));
+    expect_as_the_loads(fx, PEER_ID, HOST_ID, TASK_ID, -ENOENT);
+    expect_as_the_loads(fx, PEER_ID, "another-host", TASK_ID, -ENOENT);
+    sched_host_done(&h);
+    sched_task_done(&t);
+    sched_peer_done(&p);
+}
+
+/* One script for the task and its peer: a refused peer writes neither record, and a task
+ * past its TTL deletes both and takes only this peer out of the sets. */
+static void test_store_task_peer_refusal_and_expiry(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fixture *fx = *state;
+    struct dfc_error err = {0};
+    struct sched_task t;
+    struct sched_peer p, other, q;
+    make_task(&t, TASK_ID, now_s(), INT64_C(3600) * 1000000000);
+    make_peer(&p, PEER_ID, TASK_ID, HOST_ID, true, t.created_at);
+    make_peer(&other, "peer-other", "task-other", HOST_ID, true, t.created_at);
+    make_peer(&q, "peer-q", TASK_ID, HOST_ID, true, t.created_at);
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &t, &other, NULL, NULL, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "peer-other"));
+    assert_int_equal(integer("DBSIZE%s", ""), 0);
+    uint64_t all = 0, pers = 0;
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &t, &p, &all, &pers, &err), 0);
+    assert_int_equal(sched_peer_store(fx->s, dl(), &q, &t, &err), 0);
+    assert_int_equal(integer("DBSIZE%s", ""), 6); /* task, 2 peers, 3 sets */
+    expect_ttl_near(P ":persistent-cache-tasks:" TASK_ID, 3600);
+    t.created_at = now_s() - 4000; /* now past its TTL */
+    all = pers = 9;
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &t, &p, &all, &pers, &err), 0);
+    assert_int_equal(all, 1);
+    assert_int_equal(pers, 1);
+    assert_int_equal(integer("EXISTS %s", P ":persistent-cache-tasks:" TASK_ID), 0);
+    assert_int_equal(
+        integer("EXISTS %s", P ":persistent-cache-peers-for-persistent-cache-task:" PEER_ID), 0);
+    expect_members(P ":persistent-cache-tasks:" TASK_ID
+                     ":persistent-cache-peers-for-persistent-cache-task",
+                   "peer-q");
+    expect_members(P ":persistent-cache-tasks:" TASK_ID
+                     ":persistent-peers-for-persistent-cache-task",
+                   "peer-q");
+    expect_members(P ":persistent-cache-hosts:" HOST_ID
+                     ":persistent-cache-peers-for-persistent-cache-task",
+                   "peer-q");
+    sched_task_done(&t);
+    sched_peer_done(&p);
+    sched_peer_done(&other);
+    sched_peer_done(&q);
 }
 
 static bool all_gone(void *arg) {
@@ -945,6 +1127,10 @@ static void test_concurrent_writers(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_upload_leaves_upstreams_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upload_in_one_script_per_call_leaves_the_same_bytes,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_peer_task_answers_as_the_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_task_peer_refusal_and_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ttl_expiry_removes_task_peers_and_sets, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fix_expired_store_removes_only_its_own_membership,
