@@ -5,11 +5,18 @@
  * else a copy). With --transfer-from-dfdaemon the daemon streams the pieces over the socket
  * and dfcache writes them, which works where the daemon cannot see the output path (a pod):
  * into a temporary file beside the output, renamed into place only when every byte arrived.
+ *
+ * -O - writes the bytes to standard output (the pieces come over the socket, as with
+ * --transfer-from-dfdaemon) and nothing else goes there. A pipe is written in order: pieces
+ * from peers may arrive out of order, so a piece ahead of the next offset is held until the
+ * gap is filled, at most REORDER_MAX bytes held (beyond that the export fails: export to a
+ * file instead). Pieces from the node's own store always arrive in order.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +49,7 @@ static const struct dfc_config_row rows[] = {
      .flag = "output",
      .short_flag = 'O',
      .metavar = "PATH",
-     .help = "where to write",
+     .help = "where to write (`-`: standard output)",
      .flags = DFC_OPT_OPTIONAL}, /* required, with the message dfcache always gave */
     {.type = DFC_CFG_BOOL,
      .offset = O(from_daemon),
@@ -87,7 +94,7 @@ static const struct dfc_config_schema schema = {"dfcache export", rows,
 
 static const struct dfc_cli cli = {
     .prog = "dfcache export",
-    .usage = "[options] -O <OUTPUT> <ID>",
+    .usage = "[options] -O <OUTPUT|-> <ID>",
     .about = "Export a persistent cache task to a file.",
     .schema = &schema,
     .min_args = 1,
@@ -136,6 +143,100 @@ struct writer {
 };
 
 static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off);
+
+/* ---- standard output: pieces written in order, a bounded number held back ---- */
+
+#define REORDER_MAX ((uint64_t)256 << 20)
+
+struct reorder {
+    ProtobufCMessage **held; /* owned; pieces whose offset lies ahead of next */
+    size_t n, cap;
+    uint64_t next, held_bytes;
+};
+
+static Common__V2__Piece *piece_of(ProtobufCMessage *m) {
+    return ((Dfdaemon__V2__DownloadPersistentCacheTaskResponse *)m)
+        ->download_piece_finished_response->piece;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int reorder_write(struct reorder *ro, ProtobufCMessage *m, struct dfc_error *err) {
+    Common__V2__Piece *p = piece_of(m);
+    int r = write_all(STDOUT_FILENO, p->content.data, p->content.len);
+    ro->next += p->length;
+    dfc_rpc_msg_free(m);
+    return r < 0 ? dfc_error_errno(err, r, "write standard output") : 0;
+}
+
+/* Takes m over: writes it when it is next, then every held piece it makes next; else holds
+ * it. */
+static int reorder_put(struct reorder *ro, ProtobufCMessage *m, struct dfc_error *err) {
+    Common__V2__Piece *p = piece_of(m);
+    if (p->offset < ro->next) {
+        dfc_rpc_msg_free(m);
+        return dfc_error_set(err, -EBADMSG, "piece %u overlaps bytes already written", p->number);
+    }
+    if (p->offset > ro->next) {
+        if (ro->held_bytes + p->length > REORDER_MAX) {
+            unsigned number = p->number;
+            dfc_rpc_msg_free(m);
+            return dfc_error_set(err, -ENOBUFS,
+                                 "piece %u arrived more than %llu MiB ahead of the next one to "
+                                 "write; export to a file instead of standard output",
+                                 number, (unsigned long long)(REORDER_MAX >> 20));
+        }
+        if (ro->n == ro->cap) {
+            size_t cap = ro->cap ? ro->cap * 2 : 8;
+            ProtobufCMessage **h = realloc(ro->held, cap * sizeof(ProtobufCMessage *));
+            if (h == NULL) {
+                dfc_rpc_msg_free(m);
+                return dfc_error_set(err, -ENOMEM, "out of memory");
+            }
+            ro->held = h;
+            ro->cap = cap;
+        }
+        ro->held[ro->n++] = m;
+        ro->held_bytes += p->length;
+        return 0;
+    }
+    int r = reorder_write(ro, m, err);
+    for (size_t i = 0; r == 0 && i < ro->n;) {
+        Common__V2__Piece *h = piece_of(ro->held[i]);
+        if (h->offset != ro->next) {
+            i++;
+            continue;
+        }
+        ProtobufCMessage *hm = ro->held[i];
+        ro->held[i] = ro->held[--ro->n];
+        ro->held_bytes -= h->length;
+        r = reorder_write(ro, hm, err);
+        i = 0; /* the next one may lie anywhere */
+    }
+    return r;
+}
+
+static void reorder_free(struct reorder *ro) {
+    for (size_t i = 0; i < ro->n; i++) {
+        dfc_rpc_msg_free(ro->held[i]);
+    }
+    free(ro->held);
+}
+
+/* ---- the writer thread ---- */
 
 static void *writer_main(void *arg) {
     struct writer *w = arg;
@@ -211,6 +312,9 @@ int dfcache_export(int argc, char **argv) {
     if (code == DFC_CLI_RUN && o.output == NULL) {
         dfc_error_set(&err, -EINVAL, "-O/--output is required");
         code = dfc_cli_fail(&cli, &err);
+    } else if (code == DFC_CLI_RUN && strcmp(o.output, "-") == 0 && o.force_hard_link) {
+        dfc_error_set(&err, -EINVAL, "--force-hard-link: standard output (-O -) is no file");
+        code = dfc_cli_fail(&cli, &err);
     } else if (code == DFC_CLI_RUN && o.from_daemon && o.force_hard_link) {
         dfc_error_set(&err, -EINVAL,
                       "--force-hard-link and --transfer-from-dfdaemon exclude each other");
@@ -226,9 +330,14 @@ int dfcache_export(int argc, char **argv) {
 static int export_task(const struct export_opts *o) {
     struct dfc_error err;
     int r;
-    char abs[PATH_MAX], tmp[PATH_MAX + 64];
-    if (resolve_output(o, abs, sizeof(abs), &err) < 0) {
+    char abs[PATH_MAX] = "-", tmp[PATH_MAX + 64];
+    bool to_stdout = strcmp(o->output, "-") == 0;
+    if (!to_stdout && resolve_output(o, abs, sizeof(abs), &err) < 0) {
         return dfcache_fail("export", &err);
+    }
+    if (to_stdout) {
+        /* A closed reader is a write error (EPIPE), reported, not a silent death. */
+        (void)signal(SIGPIPE, SIG_IGN);
     }
     struct dfc_rpc_client *c;
     if (dfcache_connect(o->c.endpoint, &c, &err) < 0) {
@@ -254,7 +363,10 @@ static int export_task(const struct export_opts *o) {
         req.digest = (char *)o->digest;
     }
     int fd = -1;
-    if (o->from_daemon) {
+    struct reorder ro = {0};
+    if (to_stdout) {
+        req.need_piece_content = 1;
+    } else if (o->from_daemon) {
         req.need_piece_content = 1;
         char uuid[DFC_UUID_STR_LEN + 1];
         dfc_uuid_v4(uuid);
@@ -299,12 +411,17 @@ static int export_task(const struct export_opts *o) {
             Common__V2__Piece *p = resp->download_piece_finished_response->piece;
             if (!started || p == NULL) {
                 r = dfc_error_set(&err, -EBADMSG, "a piece arrived before the task started");
-            } else if (fd >= 0) {
+            } else if (fd >= 0 || to_stdout) {
                 if (p->opt_content_case == 0 || p->content.len != p->length) {
                     r = dfc_error_set(&err, -EBADMSG, "piece %u came without its bytes", p->number);
                 } else if (p->offset + p->length > content_length) {
                     r = dfc_error_set(&err, -EBADMSG, "piece %u lies past the content length",
                                       p->number);
+                } else if (to_stdout) {
+                    got += p->length;
+                    dfcache_progress_add(&prog, p->length);
+                    r = reorder_put(&ro, m, &err);
+                    continue; /* reorder_put frees m */
                 } else if (writing) {
                     got += p->length;
                     dfcache_progress_add(&prog, p->length);
@@ -332,6 +449,11 @@ static int export_task(const struct export_opts *o) {
     if (started) {
         dfcache_progress_done(&prog);
     }
+    if (r == 0 && to_stdout && ro.n > 0) {
+        r = dfc_error_set(&err, -EIO, "the bytes after offset %llu never arrived",
+                          (unsigned long long)ro.next);
+    }
+    reorder_free(&ro);
     if (r == 0 && got != content_length) {
         r = dfc_error_set(&err, -EIO, "received %llu of %llu bytes", (unsigned long long)got,
                           (unsigned long long)content_length);
@@ -349,6 +471,9 @@ static int export_task(const struct export_opts *o) {
     dfc_rpc_client_free(c);
     if (r < 0) {
         return dfcache_fail("export", &err);
+    }
+    if (to_stdout) {
+        return DFCACHE_OK; /* nothing but the bytes on standard output */
     }
     printf("Done: %s\n", abs);
     return DFCACHE_OK;

@@ -7,6 +7,9 @@
  * from inside a pod at the speed of a path import); else by streaming the bytes over the
  * socket. --transfer forces one; auto tries path -> fd -> stream, logging each fallback with
  * --log-level debug.
+ *
+ * PATH `-` is standard input: always streamed, its length unknown until the end (the
+ * ImportStart carries no content_length; the ImportFinish gives the count read).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -44,7 +47,7 @@ struct import_opts {
     int64_t ttl_ns;
     int64_t timeout_ns;
     const char *transfer; /* auto, path, fd, stream */
-    const char *path;     /* the argument (borrowed from argv) */
+    const char *path;     /* the argument (borrowed from argv); "-": standard input */
 };
 
 static const char *const transfers[] = {"auto", "path", "fd", "stream", NULL};
@@ -114,8 +117,8 @@ static const struct dfc_config_schema schema = {"dfcache import", rows,
 
 static const struct dfc_cli cli = {
     .prog = "dfcache import",
-    .usage = "[options] <PATH>",
-    .about = "Import a file into the persistent cache of the node's dfdaemon.",
+    .usage = "[options] <PATH|->",
+    .about = "Import a file (`-`: standard input) into the persistent cache of the node.",
     .schema = &schema,
     .min_args = 1,
     .max_args = 1,
@@ -219,6 +222,27 @@ static int import_by_fd(struct dfc_rpc_client *c, const struct import_opts *o, c
     return upload(c, o, abs, md, 1, err);
 }
 
+/* Reads up to size bytes, fewer only at the end of the input (a pipe gives a little at a
+ * time; pieces of whole chunks keep the messages few). */
+static ssize_t read_full(int fd, uint8_t *buf, size_t size) {
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return -1;
+        }
+        if (n == 0) {
+            break;
+        }
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+/* Streams fd's bytes; st NULL: the length is unknown up front (standard input). */
 static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *o, int fd,
                             const struct stat *st, struct dfc_error *err) {
     struct dfc_rpc_stream *s;
@@ -231,9 +255,11 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
     dfc_pb_duration_from_ns(o->ttl_ns, &ttl);
     start.ttl = &ttl;
     start.persistent_replica_count = o->replicas;
-    start.opt_content_length_case =
-        DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
-    start.content_length = (uint64_t)st->st_size;
+    if (st != NULL) {
+        start.opt_content_length_case =
+            DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
+        start.content_length = (uint64_t)st->st_size;
+    }
     if (o->content_for_id) {
         start.opt_content_for_calculating_task_id_case =
             DFC__DFDAEMON__V1__IMPORT_START__OPT_CONTENT_FOR_CALCULATING_TASK_ID_CONTENT_FOR_CALCULATING_TASK_ID;
@@ -259,9 +285,11 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
     r = dfc_rpc_stream_send(s, &m.base, err);
 
     struct dfcache_progress prog;
-    dfcache_progress_init(&prog, "import", (uint64_t)st->st_size, !o->c.no_progress);
+    dfcache_progress_init(&prog, "import", st ? (uint64_t)st->st_size : 0, !o->c.no_progress);
     uint64_t sent = 0;
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (st != NULL) {
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    }
     while (r == 0) {
         /* Read straight into a buffer that is sent without another copy. */
         struct dfc_rpc_bulk *b = dfc_rpc_bulk_new(CHUNK);
@@ -269,9 +297,9 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
             r = dfc_error_set(err, -ENOMEM, "out of memory");
             break;
         }
-        ssize_t n = read(fd, dfc_rpc_bulk_data(b), CHUNK);
+        ssize_t n = read_full(fd, dfc_rpc_bulk_data(b), CHUNK);
         if (n < 0) {
-            r = dfc_error_errno(err, -errno, "read `%s`", o->path);
+            r = dfc_error_errno(err, -errno, "read `%s`", st ? o->path : "standard input");
         } else if (n > 0) {
             dfc__dfdaemon__v1__import_persistent_cache_task_request__init(&m);
             m.request_case =
@@ -315,6 +343,7 @@ static int import_by_stream(struct dfc_rpc_client *c, const struct import_opts *
 }
 
 static int import_file(const struct import_opts *o);
+static int import_stdin(const struct import_opts *o);
 
 int dfcache_import(int argc, char **argv) {
     struct import_opts o = {0};
@@ -322,7 +351,7 @@ int dfcache_import(int argc, char **argv) {
     int code = dfc_cli_main(&cli, &o, argc, argv, &args);
     if (code == DFC_CLI_RUN) {
         o.path = args.args[0];
-        code = import_file(&o);
+        code = strcmp(o.path, "-") == 0 ? import_stdin(&o) : import_file(&o);
     }
     dfc_config_free(&schema, &o);
     return code;
@@ -398,6 +427,23 @@ static int import_file(const struct import_opts *o) {
             }
         }
     }
+    dfc_rpc_client_free(c);
+    return r < 0 ? dfcache_fail("import", &err) : DFCACHE_OK;
+}
+
+static int import_stdin(const struct import_opts *o) {
+    struct dfc_error err;
+    if (strcmp(o->transfer, "path") == 0) {
+        dfc_error_set(&err, -EINVAL,
+                      "--transfer path: standard input (`-`) has no path the daemon can open; "
+                      "use --transfer stream or auto");
+        return dfc_cli_fail(&cli, &err);
+    }
+    struct dfc_rpc_client *c;
+    if (dfcache_connect(o->c.endpoint, &c, &err) < 0) {
+        return dfcache_fail("import", &err);
+    }
+    int r = import_by_stream(c, o, STDIN_FILENO, NULL, &err);
     dfc_rpc_client_free(c);
     return r < 0 ? dfcache_fail("import", &err) : DFCACHE_OK;
 }

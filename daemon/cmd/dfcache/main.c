@@ -142,6 +142,12 @@ static void draw(struct dfcache_progress *p, double now) {
     human((double)p->total, total, sizeof(total));
     human(bps, rate, sizeof(rate));
     snprintf(rate_s, sizeof(rate_s), "%s/s", rate);
+    if (p->total == 0 && p->done > 0) { /* the length is unknown (standard input) */
+        fprintf(stderr, "\r%s %s %s  ", p->label, done, rate_s);
+        fflush(stderr);
+        p->last_draw = now;
+        return;
+    }
     int pct = p->total ? (int)(p->done * 100 / p->total) : 100;
     int width = 30, fill = pct * width / 100;
     char bar[64];
