@@ -65,7 +65,11 @@ static const char lua_store_task[] = "if tonumber(ARGV[1]) <= 0 then\n"
 /* The peer half of a store, shared by the two scripts below: KEYS[1] peer hash, KEYS[2] task
  * all-peers set, KEYS[3] task persistent-peers set, KEYS[4] host peers set; locals ttl
  * (remaining seconds), id (peer id), persistent ("1" when persistent) and the peer's
- * field/value pairs in ARGV[pf..pl]. A set's expiry is only ever extended. */
+ * field/value pairs in ARGV[pf..pl]. A set's expiry is only ever extended.
+ *
+ * A peer stored with state Failed holds no copy: it leaves both task sets (so every SCARD
+ * counts only live copies) but keeps its hash and its host-set membership until its TTL, so
+ * host deletion still removes it (docs/dragonfly-compat.md 7.10). */
 #define LUA_PEER_WRITE                                                                             \
     "if ttl <= 0 then\n"                                                                           \
     "  redis.call('DEL', KEYS[1])\n"                                                               \
@@ -73,12 +77,17 @@ static const char lua_store_task[] = "if tonumber(ARGV[1]) <= 0 then\n"
     "else\n"                                                                                       \
     "  redis.call('HSET', KEYS[1], unpack(ARGV, pf, pl))\n"                                        \
     "  redis.call('EXPIRE', KEYS[1], ttl)\n"                                                       \
+    "  local failed = false\n"                                                                     \
+    "  for i = pf, pl - 1, 2 do\n"                                                                 \
+    "    if ARGV[i] == 'state' then failed = ARGV[i + 1] == 'Failed' end\n"                        \
+    "  end\n"                                                                                      \
     "  local function add(key)\n"                                                                  \
     "    redis.call('SADD', key, id)\n"                                                            \
     "    if redis.call('TTL', key) < ttl then redis.call('EXPIRE', key, ttl) end\n"                \
     "  end\n"                                                                                      \
-    "  add(KEYS[2])\n"                                                                             \
-    "  if persistent == '1' then add(KEYS[3]) else redis.call('SREM', KEYS[3], id) end\n"          \
+    "  if failed then redis.call('SREM', KEYS[2], id) else add(KEYS[2]) end\n"                     \
+    "  if persistent == '1' and not failed then add(KEYS[3])\n"                                    \
+    "  else redis.call('SREM', KEYS[3], id) end\n"                                                 \
     "  add(KEYS[4])\n"                                                                             \
     "end\n"
 

@@ -562,7 +562,7 @@ static void test_pulls_go_only_to_eligible_hosts(void **state) {
     struct fake_dfdaemon *ok = add_host("ok", &(struct host_spec){.disk_free = 1000});
     put_task(T1, 3, 1000);
     put_peer("p-up", T1, "up", true, SCHED_PEER_SUCCEEDED);
-    put_peer("p-holder", T1, "holder", false, SCHED_PEER_FAILED); /* holds a peer already */
+    put_peer("p-holder", T1, "holder", false, SCHED_PEER_RUNNING); /* holds a peer already */
     struct sched_placement *p = engine(0, 2, 0);
 
     const char *block[] = {"up", "blocked"};
@@ -579,6 +579,27 @@ static void test_pulls_go_only_to_eligible_hosts(void **state) {
     assert_int_equal(fake_dfdaemon_count(holder, NULL), 0);
     assert_int_equal(fake_dfdaemon_count(blocked, NULL), 0);
     assert_int_equal(persistent_count(T1), 2);
+}
+
+/* Upstream counted a pull that failed (a persistent peer stored Failed) as a replica, so the
+ * task looked fully replicated and was never repaired; the failed host was blocklisted too.
+ * Now the copy is missing from the counts and the host may be asked again. */
+static void test_fix_failed_pull_is_repaired(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    add_host("up", &roomy);
+    struct fake_dfdaemon *h = add_host("h", &roomy);
+    put_task(T1, 2, 1000);
+    put_peer("p-up", T1, "up", true, SCHED_PEER_SUCCEEDED);
+    put_peer("p-h", T1, "h", true, SCHED_PEER_FAILED); /* its pull failed */
+    assert_int_equal(persistent_count(T1), 1);
+    struct sched_placement *p = engine(0, 2, 0);
+
+    const char *block[] = {"up"};
+    sched_placement_replicate(p, T1, block, 1);
+    wait_count(T1, 2);
+    sched_placement_wait_idle(p); /* every job ended: no call is cut short */
+    engine_free(p);
+    assert_int_equal(downloads(h), 1);
 }
 
 /* Upstream filtered cached copies by comparing their *peer* id with a blocklist of *host*
@@ -935,6 +956,7 @@ int main(void) {
                                         env_teardown),
         cmocka_unit_test_setup_teardown(test_pulls_go_only_to_eligible_hosts, env_setup,
                                         env_teardown),
+        cmocka_unit_test_setup_teardown(test_fix_failed_pull_is_repaired, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_fix_blocklist_compares_host_ids, env_setup,
                                         env_teardown),
         cmocka_unit_test_setup_teardown(test_repair_restores_count_after_host_delete, env_setup,

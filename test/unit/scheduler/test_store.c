@@ -2,7 +2,8 @@
  * Tests for scheduler/store*.c against a real redis-server (test/support/redis_harness): the
  * keys, hash fields and bytes an upload leaves, read back with a plain hiredis client and
  * compared with hand-written expected bytes; TTLs and their expiry; the upstream fixes (peer
- * delete without its task or host, sets that keep the longest-lived member's expiry); peers
+ * delete without its task or host, sets that keep the longest-lived member's expiry, a Failed
+ * peer left out of the task's sets and counts); peers
  * whose host or task is gone; listings; and a Redis that is down.
  */
 #include <setjmp.h>
@@ -784,6 +785,88 @@ static void test_fix_peer_delete_when_host_is_gone(void **state) {
     assert_int_equal(integer("EXISTS %s", P ":persistent-cache-tasks:" TASK_ID), 1);
 }
 
+#define TS_ALL                                                                                     \
+    P ":persistent-cache-tasks:" TASK_ID ":persistent-cache-peers-for-persistent-cache-task"
+#define TS_PERSISTENT                                                                              \
+    P ":persistent-cache-tasks:" TASK_ID ":persistent-peers-for-persistent-cache-task"
+#define HS_PEERS                                                                                   \
+    P ":persistent-cache-hosts:" HOST_ID ":persistent-cache-peers-for-persistent-cache-task"
+
+/* Fix: upstream leaves a peer stored Failed (a pull that failed) in the task's peer sets, so
+ * every count (SCARD) takes it for a replica that is not there and nothing repairs it. A
+ * Failed store leaves both task sets but keeps the hash and the host-set membership. */
+static void test_fix_failed_peer_not_counted(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fixture *fx = *state;
+    struct dfc_error err = {0};
+    struct sched_host h;
+    struct sched_task t;
+    struct sched_peer up, pull;
+    make_host(&h, HOST_ID);
+    make_task(&t, TASK_ID, now_s(), INT64_C(3600) * 1000000000);
+    t.state = SCHED_TASK_SUCCEEDED;
+    make_peer(&up, "peer-up", TASK_ID, HOST_ID, true, t.created_at);
+    up.state = SCHED_PEER_SUCCEEDED;
+    make_peer(&pull, PEER_ID, TASK_ID, HOST_ID, true, t.created_at);
+    pull.state = SCHED_PEER_RUNNING;
+    assert_int_equal(sched_host_store(fx->s, dl(), &h, &err), 0);
+    assert_int_equal(sched_task_store(fx->s, dl(), &t, &err), 0);
+    assert_int_equal(sched_peer_store(fx->s, dl(), &up, &t, &err), 0);
+    assert_int_equal(sched_peer_store(fx->s, dl(), &pull, &t, &err), 0);
+    uint64_t all = 0, pers = 0;
+    assert_int_equal(sched_task_replica_counts(fx->s, dl(), TASK_ID, &all, &pers, &err), 0);
+    assert_int_equal(all, 2); /* a running pull is a peer of the task */
+
+    /* the pull fails (DownloadPersistentCachePeerFailed) */
+    pull.state = SCHED_PEER_FAILED;
+    assert_int_equal(sched_peer_store(fx->s, dl(), &pull, &t, &err), 0);
+    assert_int_equal(sched_task_replica_counts(fx->s, dl(), TASK_ID, &all, &pers, &err), 0);
+    assert_int_equal(pers, 1);
+    assert_int_equal(all, 1);
+    struct sched_task tb;
+    assert_int_equal(sched_store_load_task_counts(fx->s, dl(), TASK_ID, &tb, &all, &pers, &err), 0);
+    sched_task_done(&tb);
+    assert_int_equal(all, 1);
+    assert_int_equal(pers, 1);
+    expect_members(TS_ALL, "peer-up");
+    expect_members(TS_PERSISTENT, "peer-up");
+    /* its hash stays (to its TTL), loadable, and its host still lists it for host deletion */
+    struct sched_peer pb;
+    assert_int_equal(sched_peer_load(fx->s, dl(), PEER_ID, &pb, &err), 0);
+    assert_int_equal(pb.state, SCHED_PEER_FAILED);
+    sched_peer_done(&pb);
+    expect_ttl_near(P ":persistent-cache-peers-for-persistent-cache-task:" PEER_ID, 3600);
+    assert_int_equal(integer("SISMEMBER " HS_PEERS " %s", PEER_ID), 1);
+    struct sched_peer *list;
+    size_t n;
+    assert_int_equal(sched_peer_load_by_task(fx->s, dl(), TASK_ID, &list, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].id, "peer-up");
+    sched_peer_list_free(list, n);
+
+    /* the one-script path (an upload's Finished or Failed) returns the same counts */
+    up.state = SCHED_PEER_FAILED;
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &t, &up, &all, &pers, &err), 0);
+    assert_int_equal(all, 0);
+    assert_int_equal(pers, 0);
+    expect_members(TS_ALL, NULL);
+    /* stored again as live (a retry under the same id), it is counted again */
+    up.state = SCHED_PEER_SUCCEEDED;
+    assert_int_equal(sched_store_task_peer(fx->s, dl(), &t, &up, &all, &pers, &err), 0);
+    assert_int_equal(all, 1);
+    assert_int_equal(pers, 1);
+
+    /* DeletePersistentCachePeer of the Failed peer removes its hash and host membership */
+    assert_int_equal(sched_peer_delete(fx->s, dl(), PEER_ID, &err), 0);
+    assert_int_equal(
+        integer("EXISTS %s", P ":persistent-cache-peers-for-persistent-cache-task:" PEER_ID), 0);
+    expect_members(HS_PEERS, "peer-up");
+    sched_host_done(&h);
+    sched_task_done(&t);
+    sched_peer_done(&up);
+    sched_peer_done(&pull);
+}
+
 /* A peer whose host was never stored (or was collected) does not load, and is skipped by the
  * task's listing. */
 static void test_peer_with_missing_host_is_not_found(void **state) {
@@ -1138,6 +1221,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_fix_set_expiry_only_extends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fix_peer_delete_when_task_is_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fix_peer_delete_when_host_is_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fix_failed_peer_not_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_with_missing_host_is_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_ids_scan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hosts_listing_and_random, setup, teardown),
