@@ -142,11 +142,11 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         return r;
     }
     struct dfd_task_meta t;
-    bool existed;
+    bool existed = false;
     enum dfd_import_mode mode = DFD_IMPORT_COPY;
     r = dfd_storage_import_fd(svc->storage, &p, fd, dfd__now(svc), call_cancelled, call, &t,
                               &existed, &mode, err);
-    dfd_registration_end(&reg, r, err);
+    r = dfd_registration_end(&reg, svc->storage, r, &t, existed, err);
     if (r < 0) {
         return r;
     }
