@@ -295,7 +295,7 @@ int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned
         return dfc_error_set(err, -EINVAL, "listen %s: `%s` is not an IP address", name, host);
     }
     int r = listener_check(s, name, err);
-    struct own_listener *l;
+    struct own_listener *l = NULL;
     if (r < 0 || (r = listener_new(s, name, true, &l, err)) < 0) {
         return r;
     }
@@ -352,7 +352,7 @@ int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsig
     if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
         return dfc_error_set(err, -EEXIST, "`%s` exists and is not a socket", path);
     }
-    struct own_listener *l;
+    struct own_listener *l = NULL;
     if ((r = listener_new(s, path, false, &l, err)) < 0) {
         return r;
     }
