@@ -2,7 +2,8 @@
  * rpc_download.c - dfdaemon.v2.DfdaemonDownload (the Unix socket API of Dragonfly's dfdaemon)
  * and the persistent-cache methods of dfdaemon.v2.DfdaemonUpload, as method tables with thin
  * handlers. Standalone, every answer comes from the local store; with a scheduler, an export
- * of a task that is not stored here fetches it from peers first (rpc_fetch.c, p2p/download.c).
+ * of a task that is not stored here fetches it from peers first (rpc_fetch.c, p2p/download.c),
+ * and the socket's StatPersistentCacheTask answers from the scheduler (the cluster's view).
  */
 #include <errno.h>
 #include <fcntl.h>
