@@ -78,11 +78,7 @@ static int before_commit(void *arg, const struct dfd_task_meta *pending, struct 
         }
         return r;
     }
-    g->started = true;
-    if ((r = dfd_sched_upload_finished(g->sched, pending->id, g->peer_id, NULL, err)) < 0) {
-        return r; /* dfd_registration_end() sends Failed */
-    }
-    g->finished = true;
+    g->started = true; /* Finished follows the commit: dfd_registration_end() */
     return 0;
 }
 
@@ -104,16 +100,51 @@ int dfd_registration_prepare(struct dfd_registration *g, struct dfd_sched *sched
     return 0;
 }
 
-void dfd_registration_end(struct dfd_registration *g, int r, const struct dfc_error *err) {
-    if (g->sched == NULL || r >= 0 || !g->started) {
-        return;
+/* Finished failed after the commit (err says why): the scheduler must not keep an Uploading
+ * peer, and the local copy goes unless the scheduler was only out of reach. */
+static int finished_failed(struct dfd_registration *g, struct dfd_storage *s,
+                           struct dfd_task_meta *t, int r, struct dfc_error *err) {
+    int code = grpc_code(r);
+    dfd_sched_upload_failed(g->sched, t->id, g->peer_id, dfc_error_msg(err));
+    if (code == DFC_GRPC_UNAVAILABLE || code == DFC_GRPC_DEADLINE_EXCEEDED) {
+        /* The row keeps its peer id (the storage facade cannot clear it): withdraw the peer
+         * at the scheduler instead, so it never offers this copy; a later forget repeats the
+         * delete harmlessly. */
+        DFC_LOG(DFC_LOG_WARN, "import.unregistered",
+                "task_id=%s error=\"%s\": Finished did not reach the scheduler; kept locally "
+                "without a scheduler peer",
+                t->id, dfc_error_msg(err));
+        dfd_sched_delete_peer(g->sched, t->id, g->peer_id);
+        return 0;
     }
-    if (g->finished) {
-        /* Finished made the peer Succeeded, which Failed cannot leave: withdraw the copy. */
-        dfd_sched_delete_peer(g->sched, g->task_id, g->peer_id);
-    } else {
-        dfd_sched_upload_failed(g->sched, g->task_id, g->peer_id, dfc_error_msg(err));
+    struct dfc_error e;
+    bool deleted = false;
+    if (dfd_storage_delete_task(s, t, false, &deleted, &e) < 0) {
+        DFC_LOG(DFC_LOG_WARN, "import.rollback_failed", "task_id=%s error=\"%s\"", t->id,
+                dfc_error_msg(&e));
     }
+    dfd_task_meta_done(t);
+    return r;
+}
+
+int dfd_registration_end(struct dfd_registration *g, struct dfd_storage *s, int r,
+                         struct dfd_task_meta *t, bool existed, struct dfc_error *err) {
+    if (g->sched == NULL || !g->started) {
+        return r;
+    }
+    if (r < 0 || existed || strcmp(t->peer_id, g->peer_id) != 0) {
+        /* Started went through but this import's row was not committed (failed, or an
+         * identical task landed first): the scheduler must not keep our peer Uploading. */
+        dfd_sched_upload_failed(g->sched, g->task_id, g->peer_id,
+                                r < 0 ? dfc_error_msg(err) : "an identical task was stored first");
+        return r;
+    }
+    /* Committed and visible locally: only now may the scheduler offer this copy (as upstream:
+     * the task is marked finished locally, then Finished). */
+    if ((r = dfd_sched_upload_finished(g->sched, t->id, g->peer_id, NULL, err)) < 0) {
+        return finished_failed(g, s, t, r, err);
+    }
+    return 0;
 }
 
 void dfd_registration_forget(struct dfd_sched *sched, const struct dfd_task_meta *t) {

@@ -6,19 +6,24 @@
  *
  * An import with a scheduler:
  *   dfd_registration_prepare()   a fresh peer id (dfc_peer_id) into params.peer_id, and
- *                                params.before_commit = Started, then Finished, run by the
- *                                storage engine once the content is durable and its id known
+ *                                params.before_commit = Started, run by the storage engine
+ *                                once the content is durable and its id known, before the
+ *                                task is visible
  *   the import                   (an identical task already stored: no hook, no call)
- *   dfd_registration_end()       after a failure once Started went through: Failed (or,
- *                                when Finished went through too, DeletePersistentCachePeer),
- *                                so the task never stays Uploading at the scheduler
+ *   dfd_registration_end()       after the commit (the task visible locally): Finished, so the
+ *                                scheduler never sends a peer to a copy that is not there yet.
+ *                                After a failure once Started went through (or an identical
+ *                                task stored first): Failed, so the task never stays Uploading
+ * Finished failing after the commit: Failed, then the committed task is deleted here and the
+ * import fails with Finished's error; except UNAVAILABLE / DEADLINE_EXCEEDED, where the local
+ * copy is kept and its peer deleted at the scheduler (DeletePersistentCachePeer), with a warning.
  * Started answering UNAVAILABLE (every scheduler away), DEADLINE_EXCEEDED, or NOT_FOUND (the
  * scheduler does not know this host yet, before the announcer's next round): the import is
  * kept local and unregistered (committed without a peer id), with a warning. Started answering
  * ALREADY_EXISTS: see registration.c.
  *
  * Ownership: the struct is the caller's and must outlive the import (the hook points at it);
- * sched is borrowed.
+ * sched and the store are borrowed.
  */
 #ifndef DFD_REGISTRATION_H
 #define DFD_REGISTRATION_H
@@ -35,8 +40,7 @@ struct dfd_registration {
     struct dfd_sched *sched; /* NULL: standalone */
     char peer_id[DFD_PEER_ID_MAX];
     char task_id[DFD_TASK_ID_LEN + 1];
-    bool started;  /* Started went through: the scheduler holds an Uploading peer */
-    bool finished; /* Finished went through: the scheduler holds a Succeeded peer */
+    bool started; /* Started went through: the scheduler holds an Uploading peer */
 };
 
 /* Readies g and, with a scheduler, sets p->peer_id, p->before_commit and its arg. -ENAMETOOLONG
@@ -45,9 +49,13 @@ int dfd_registration_prepare(struct dfd_registration *g, struct dfd_sched *sched
                              const struct dfd_config *cfg, struct dfd_import_params *p,
                              struct dfc_error *err);
 
-/* After the import: r is its result (err its message when r < 0). Tells the scheduler about a
- * failure that came after Started; errors are only logged. */
-void dfd_registration_end(struct dfd_registration *g, int r, const struct dfc_error *err);
+/* After the import: r is its result (err its message when r < 0), t the task it returned and
+ * existed whether that was an identical task already stored (t is read only when r >= 0).
+ * Sends Finished or Failed as above. Returns r, 0, or Finished's error (err set); on that
+ * error the committed task has been deleted and t released (dfd_task_meta_done). s is the
+ * store t was committed to. */
+int dfd_registration_end(struct dfd_registration *g, struct dfd_storage *s, int r,
+                         struct dfd_task_meta *t, bool existed, struct dfc_error *err);
 
 /* A copy of t was deleted here (dfcache rm, GC expiry or eviction): DeletePersistentCachePeer
  * when t has a peer id. Errors are only logged. sched may be NULL. */

@@ -2,7 +2,8 @@
  * rpc_download.c - dfdaemon.v2.DfdaemonDownload (the Unix socket API of Dragonfly's dfdaemon)
  * and the persistent-cache methods of dfdaemon.v2.DfdaemonUpload, as method tables with thin
  * handlers. Standalone, every answer comes from the local store; with a scheduler, an export
- * of a task that is not stored here fetches it from peers first (rpc_fetch.c, p2p/download.c).
+ * of a task that is not stored here fetches it from peers first (rpc_fetch.c, p2p/download.c),
+ * and the socket's StatPersistentCacheTask answers from the scheduler (the cluster's view).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@
 #include "pathfd.h"
 #include "registration.h"
 #include "rpc_fetch.h"
+#include "scheduler_client.h"
 #include "service.h"
 #include "validate.h"
 
@@ -167,11 +169,11 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         return r;
     }
     struct dfd_task_meta t;
-    bool existed;
+    bool existed = false;
     enum dfd_import_mode mode = DFD_IMPORT_COPY;
     r = dfd_storage_import_fd(svc->storage, &p, fd, dfd__now(svc), call_cancelled, call, &t,
                               &existed, &mode, err);
-    dfd_registration_end(&reg, r, err);
+    r = dfd_registration_end(&reg, svc->storage, r, &t, existed, err);
     if (r < 0) {
         return r;
     }
@@ -318,6 +320,84 @@ static int stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessa
     return r;
 }
 
+/* A copy of src in the call's arena (NULL stays NULL; *ok false when out of memory). */
+static void *arena_copy(struct dfc_rpc_call *call, const void *src, size_t size, bool *ok) {
+    if (src == NULL) {
+        return NULL;
+    }
+    ProtobufCMessage *m = dfc_rpc_call_alloc(call, size);
+    if (m == NULL) {
+        *ok = false;
+        return NULL;
+    }
+    memcpy(m, src, size);
+    m->n_unknown_fields = 0;
+    m->unknown_fields = NULL;
+    return m;
+}
+
+/* The scheduler's task into out, strings and messages in the call's arena. */
+static int sched_task_to_proto(struct dfc_rpc_call *call, const Common__V2__PersistentCacheTask *st,
+                               Common__V2__PersistentCacheTask *out, struct dfc_error *err) {
+    out->id = dfc_rpc_call_strdup(call, st->id);
+    out->persistent_replica_count = st->persistent_replica_count;
+    out->current_persistent_replica_count = st->current_persistent_replica_count;
+    out->current_replica_count = st->current_replica_count;
+    out->opt_tag_case = COMMON__V2__PERSISTENT_CACHE_TASK__OPT_TAG_TAG;
+    out->tag = dfc_rpc_call_strdup(call, st->opt_tag_case != 0 && st->tag ? st->tag : "");
+    out->opt_application_case = COMMON__V2__PERSISTENT_CACHE_TASK__OPT_APPLICATION_APPLICATION;
+    out->application = dfc_rpc_call_strdup(
+        call, st->opt_application_case != 0 && st->application ? st->application : "");
+    out->piece_length = st->piece_length;
+    out->content_length = st->content_length;
+    out->piece_count = st->piece_count;
+    out->state = dfc_rpc_call_strdup(call, st->state);
+    bool ok = true;
+    out->ttl = arena_copy(call, st->ttl, sizeof(*st->ttl), &ok);
+    out->created_at = arena_copy(call, st->created_at, sizeof(*st->created_at), &ok);
+    out->updated_at = arena_copy(call, st->updated_at, sizeof(*st->updated_at), &ok);
+    if (!ok || !out->id || !out->tag || !out->application || !out->state) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* StatPersistentCacheTask on the Unix socket: with a scheduler, the cluster's view of the task
+ * (as upstream, which forwards it); the scheduler UNAVAILABLE, the local copy when stored here,
+ * else the scheduler's error. Standalone: the local store. */
+static int stat_task_cluster(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                             ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
+    if (svc->sched == NULL) {
+        return stat_task(svc_, call, req_, resp_, err);
+    }
+    int r = dfd_validate_task_id(req->task_id, err);
+    if (r < 0) {
+        return r;
+    }
+    Common__V2__PersistentCacheTask *st = NULL;
+    r = dfd_sched_stat_task(svc->sched, req->task_id, &st, err);
+    if (r == 0) {
+        r = sched_task_to_proto(call, st, (Common__V2__PersistentCacheTask *)resp_, err);
+        dfc_rpc_msg_free(&st->base);
+        return r;
+    }
+    if (dfc_error_to_grpc(r) != DFC_GRPC_UNAVAILABLE) {
+        return r;
+    }
+    struct dfc_error e;
+    struct dfd_task_meta t;
+    if (dfd__load_task(svc_, req->task_id, &t, &e) < 0) {
+        return r; /* not here either: the scheduler's code and message */
+    }
+    DFC_LOG(DFC_LOG_DEBUG, "stat.local_fallback", "task_id=%s error=\"%s\"", req->task_id,
+            dfc_error_msg(err));
+    r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
+    dfd_task_meta_done(&t);
+    return r;
+}
+
 static int stat_local_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                            ProtobufCMessage *resp_, struct dfc_error *err) {
     const Dfdaemon__V2__StatLocalPersistentCacheTaskRequest *req = (const void *)req_;
@@ -411,7 +491,7 @@ const struct dfc_rpc_method dfd__download_methods[] = {
                    dfdaemon__v2__download_persistent_cache_task_response, download_task),
     DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__stat_persistent_cache_task_request,
-                   common__v2__persistent_cache_task, stat_task),
+                   common__v2__persistent_cache_task, stat_task_cluster),
     DFC_RPC_METHOD("StatLocalPersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__stat_local_persistent_cache_task_request,
                    dfdaemon__v2__stat_local_persistent_cache_task_response, stat_local_task),

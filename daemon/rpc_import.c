@@ -124,9 +124,9 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
         return r;
     }
     struct dfd_task_meta t;
-    bool existed;
+    bool existed = false;
     r = dfd_import_commit(imp, dfd__now(svc), &t, &existed, err);
-    dfd_registration_end(&reg, r, err);
+    r = dfd_registration_end(&reg, svc->storage, r, &t, existed, err);
     if (r < 0) {
         return r;
     }

@@ -2,7 +2,7 @@
  * commit.c - the commit point shared by imports (import.c) and replicas (replica.c): a
  * complete spool in tmp/ becomes a task. See storage.h for the crash-safety rules.
  *
- * DESIGN: the before_commit hook (the scheduler's Started and Finished) runs outside
+ * DESIGN: the before_commit hook (the scheduler's Started) runs outside
  * commit_mu, since it may wait on the network and commit_mu serialises every commit and
  * delete of the store. So the "identical task exists" check runs twice: once before the hook
  * (an identical task skips it) and again under the lock (a task that landed meanwhile still

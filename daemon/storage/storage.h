@@ -86,7 +86,8 @@ struct dfd_import_params {
     uid_t owner_uid;         /* the importing caller (SO_PEERCRED), recorded in the task */
     const char *peer_id;     /* recorded in the task (task.h); NULL or "" = none */
     /* Called once the content is complete and durable in the spool and its id is known, before
-     * the task becomes visible (the commit): the scheduler's Started and Finished go here.
+     * the task becomes visible (the commit): the scheduler's Started goes here (Finished
+     * only after the commit, once the task is visible: daemon/registration.h).
      * pending is the row about to be committed (borrowed for the call). Not called when an
      * identical task already exists (the existing one is returned). A negative return aborts
      * the import, leaving nothing, and is returned by the import with err as set by it; 1

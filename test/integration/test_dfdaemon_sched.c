@@ -6,7 +6,7 @@
  *
  * The host announced (real figures) and deleted on SIGTERM; imports registered as Succeeded
  * peers of this host, the local row carrying the same peer id; a cancelled streamed import
- * registering nothing; a commit that fails after Finished withdrawing the peer; an absent
+ * registering nothing; a commit that fails after Started leaving no live peer; an absent
  * scheduler not holding local imports and exports (kept unregistered), logged once, and the
  * host announced again once it is back; dfcache rm and GC expiry withdrawing the peer;
  * fail-over to a second scheduler; a second node importing content the cluster already has.
@@ -27,8 +27,10 @@
 #include <unistd.h>
 
 #include "daemon_harness.h"
+#include "dfc/error.h"
 #include "dfc/import.pb-c.h"
 #include "dfc/rpc_client.h"
+#include "dragonfly/dfdaemon.pb-c.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "redis_harness.h"
 #include "scheduler_harness.h"
@@ -244,6 +246,21 @@ static bool local_peer_id(struct fx *f, const char *task_id, char *buf, size_t s
     return true;
 }
 
+/* StatLocalPersistentCacheTask on the daemon's socket: the gRPC code (dfcache stat asks the
+ * scheduler when there is one, so it cannot tell whether the copy is here). */
+static int stat_local_code(struct fx *f, const char *id) {
+    struct dfc_rpc_client *c = harness_client(&f->h);
+    Dfdaemon__V2__StatLocalPersistentCacheTaskRequest req =
+        DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = (char *)id;
+    ProtobufCMessage *resp = NULL;
+    struct dfc_error err;
+    int r = dfc_rpc_unary(c, &hm.stat_local, &req.base, 60000, &resp, &err);
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_client_free(c);
+    return dfc_error_to_grpc(r);
+}
+
 /* Imports a fresh file of len bytes (seed) with extra dfcache flags; the task id into id. */
 static void import_file(struct fx *f, const char *transfer, size_t len, unsigned seed,
                         const char *ttl, char id[65]) {
@@ -391,10 +408,11 @@ static void test_cancelled_stream_registers_nothing(void **state) {
     assert_int_equal(count_keys(f, P ":persistent-cache-peers-for-persistent-cache-task:*"), 0);
 }
 
-/* A commit that fails after Started and Finished went through (the content directory cannot
- * take the file): the import fails, nothing is local, and the peer is withdrawn at the
- * scheduler, which would otherwise offer a parent that has no data. */
-static void test_commit_failure_after_finished_withdraws_the_peer(void **state) {
+/* A commit that fails after Started went through (the content directory cannot take the
+ * file): the import fails, nothing is local, and Failed reached the scheduler: the task is
+ * Failed and this host has no Succeeded (or Uploading) peer, so no parent without data is
+ * offered. Finished comes only after the commit, so it was never sent. */
+static void test_commit_failure_after_started_leaves_no_live_peer(void **state) {
     struct fx *f = *state;
     NEED_REDIS(f);
     if (geteuid() != 0) {
@@ -425,12 +443,19 @@ static void test_commit_failure_after_finished_withdraws_the_peer(void **state) 
     path_in(f, "src.bin", src, sizeof(src));
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--ttl", "1h", src), 1);
     assert_non_null(strstr(f->err, "persistent-cache-tasks")); /* the storage's own error */
-    assert_int_equal(DFCACHE(f, "stat", id), 1);
-    assert_non_null(hget(f, key, "state", f->out, sizeof(f->out))); /* Started went through */
+    assert_int_equal(stat_local_code(f, id), DFC_GRPC_NOT_FOUND);
+    char st[64];
+    assert_non_null(hget(f, key, "state", st, sizeof(st))); /* Started went through */
+    assert_string_equal(st, "Failed");
     char peers[4][400];
-    assert_int_equal(task_peers(f, id, peers, 4), 0);
-    assert_int_equal(
-        count_keys(f, P ":persistent-cache-peers-for-persistent-cache-task:" HOST_ID "-*"), 0);
+    size_t n = task_peers(f, id, peers, 4);
+    for (size_t i = 0; i < n; i++) {
+        char pk[1700];
+        peer_key(peers[i], pk, sizeof(pk));
+        if (hget(f, pk, "state", st, sizeof(st)) != NULL) {
+            assert_string_equal(st, "Failed");
+        }
+    }
 }
 
 /* ---- an absent scheduler ---- */
@@ -534,8 +559,8 @@ static void test_gc_expiry_withdraws_the_peer(void **state) {
     snprintf(addrs, sizeof(addrs), "[%s]", f->s.target);
     daemon_p2p(&f->h, HOSTNAME, addrs, "1s");
     assert_true(test_wait_for(peer_gone, &w, WAIT_MS));
-    assert_true(test_wait_for(gc_expired_one, f, WAIT_MS)); /* logged after the pass */
-    assert_int_equal(DFCACHE(f, "stat", id), 1);            /* expired locally too */
+    assert_true(test_wait_for(gc_expired_one, f, WAIT_MS));       /* logged after the pass */
+    assert_int_equal(stat_local_code(f, id), DFC_GRPC_NOT_FOUND); /* expired locally too */
 }
 
 /* ---- several schedulers, several nodes ---- */
@@ -598,7 +623,7 @@ int main(void) {
         T(test_host_announced_then_deleted_on_sigterm),
         T(test_imports_register_a_peer),
         T(test_cancelled_stream_registers_nothing),
-        T(test_commit_failure_after_finished_withdraws_the_peer),
+        T(test_commit_failure_after_started_leaves_no_live_peer),
         T(test_scheduler_away_then_back),
         T(test_rm_withdraws_the_peer),
         T(test_gc_expiry_withdraws_the_peer),

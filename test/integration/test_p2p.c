@@ -5,9 +5,10 @@
  *
  * An export of a task that lives on another node (fetched over Vortex, byte-identical, the copy
  * committed with the scheduler's created_at), the same streamed (need_piece_content),
- * persistent replicas placed by the scheduler, a parent with corrupted content, the TCP
- * DfdaemonUpload's refusals (a destructive call from an address that is not the scheduler's,
- * pieces of an absent task), and a parent killed in the middle of a download.
+ * persistent replicas placed by the scheduler (the first pull never racing the importer's
+ * commit), dfcache stat answered from the scheduler on a node without a copy, a parent with
+ * corrupted content, the TCP DfdaemonUpload's refusals (a destructive call from an address that is
+ * not the scheduler's, pieces of an absent task), and a parent killed in the middle of a download.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -407,6 +408,64 @@ static void test_persistent_replica_placed(void **state) {
     assert_true(harness_same_file(src, out));
 }
 
+/* Whether a failure event naming task id appears in a node's or the scheduler's log. */
+static bool pull_failure_logged(const char *id) {
+    char text[200];
+    snprintf(text, sizeof(text), "event=placement.pull_failed task_id=%s", id);
+    if (sched_harness_log_has(&cl.sched, text)) {
+        return true;
+    }
+    snprintf(text, sizeof(text), "event=p2p.download_failed task_id=%s", id);
+    for (int i = 1; i < 3; i++) {
+        if (harness_log_has(&cl.node[i].h, text)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Replication starts only once the importer has committed: Finished follows the commit, so
+ * the first pull the scheduler asks for finds the task at A (no NOT_FOUND from A's
+ * SyncPersistentCachePieces, no "no candidate parents found"). Ten distinct files, so the old
+ * order (Finished before the commit) shows its race. */
+static void test_replication_waits_for_the_commit(void **state) {
+    REQUIRE_CLUSTER();
+    for (unsigned i = 0; i < 10; i++) {
+        char src[512], id[65];
+        import_on(A, 256 * 1024 + i, 900 + i, 2, src, sizeof(src), id);
+        struct replica_probe p = {id, -1};
+        assert_true(test_wait_for(persistent_copy_placed, &p, REPLICA_BOUND_MS));
+        assert_true(test_wait_for(replica_logged, &cl.node[p.holder], REPLICA_BOUND_MS));
+        if (pull_failure_logged(id)) {
+            fail_msg("import %u (%s): the first pull failed: Finished came before the commit", i,
+                     id);
+        }
+    }
+}
+
+/* dfcache stat on a node without a copy asks the scheduler (as upstream): the task is found,
+ * with the cluster's counts (A's upload and the placed replica), not NOT_FOUND. */
+static void test_stat_answers_from_the_scheduler(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65];
+    import_on(A, 300 * 1024, 950, 2, src, sizeof(src), id);
+    struct replica_probe p = {id, -1};
+    assert_true(test_wait_for(persistent_copy_placed, &p, REPLICA_BOUND_MS));
+    struct p2p_node *bare = p.holder == 1 ? C : B;
+    assert_int_equal(stat_local(bare, id, NULL), DFC_GRPC_NOT_FOUND);
+    char out[2048], errb[2048];
+    const char *argv[] = {"stat", id, NULL};
+    int code = harness_dfcache(&bare->h, -1, out, sizeof(out), errb, sizeof(errb), argv);
+    if (code != 0) {
+        fprintf(stderr, "dfcache stat on %s: %s%s\n", bare->ip, out, errb);
+    }
+    assert_int_equal(code, 0);
+    assert_non_null(strstr(out, id));
+    assert_non_null(strstr(out, "State:                Succeeded"));
+    assert_non_null(strstr(out, "Persistent replicas:  2 of 2"));
+    assert_int_equal(stat_local(bare, id, NULL), DFC_GRPC_NOT_FOUND); /* nothing was fetched */
+}
+
 /* Overwrites 64 bytes at the start of every piece of a content file (a bad disk). */
 static void corrupt_pieces(const char *path, size_t len) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -609,6 +668,8 @@ int main(void) {
         cmocka_unit_test(test_export_of_a_remote_task),
         cmocka_unit_test(test_streamed_export_of_a_remote_task),
         cmocka_unit_test(test_persistent_replica_placed),
+        cmocka_unit_test(test_replication_waits_for_the_commit),
+        cmocka_unit_test(test_stat_answers_from_the_scheduler),
         cmocka_unit_test(test_corrupt_parent_is_routed_around),
         cmocka_unit_test(test_tcp_delete_only_from_the_scheduler),
         cmocka_unit_test(test_concurrent_exports_share_one_download),
