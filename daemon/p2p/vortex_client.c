@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dfc/digest.h"
+#include "p2p/sockio.h"
 #include "p2p/vortex.h"
 #include "storage/piece.h" /* dfd_task_id_valid */
 
@@ -30,31 +31,6 @@
 #define KEEPALIVE_IDLE_S  5
 #define KEEPALIVE_INTVL_S 3
 #define KEEPALIVE_CNT     3
-
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Waits for events on fd until deadline (monotonic ns). 0, -ETIMEDOUT or -errno. */
-static int wait_fd(int fd, short events, int64_t deadline) {
-    for (;;) {
-        int64_t left = deadline - mono_ns();
-        if (left <= 0) {
-            return -ETIMEDOUT;
-        }
-        int ms = left / 1000000 >= 1000000 ? 1000000 : (int)((left + 999999) / 1000000);
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, ms);
-        if (n > 0) {
-            return 0; /* readable, writable, or an error/hang-up that the next call reports */
-        }
-        if (n < 0 && errno != EINTR) {
-            return -errno;
-        }
-    }
-}
 
 static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_fd,
                       struct dfc_error *err) {
@@ -90,7 +66,7 @@ static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_
         close(fd);
         return r;
     }
-    int64_t cdl = mono_ns() + CONNECT_TIMEOUT_NS;
+    int64_t cdl = dfd_mono_ns() + CONNECT_TIMEOUT_NS;
     if (cdl > deadline) {
         cdl = deadline;
     }
@@ -98,7 +74,7 @@ static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_
     if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
         if (errno != EINPROGRESS) {
             r = dfc_error_errno(err, -errno, "connect");
-        } else if ((r = wait_fd(fd, POLLOUT, cdl)) < 0) {
+        } else if ((r = dfd_wait_fd(fd, POLLOUT, cdl)) < 0) {
             r = r == -ETIMEDOUT ? dfc_error_set(err, r, "connect timed out")
                                 : dfc_error_errno(err, r, "poll");
         } else {
@@ -121,53 +97,26 @@ static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_
 }
 
 static int send_all(int fd, const uint8_t *p, size_t n, int64_t deadline, struct dfc_error *err) {
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-            continue;
-        }
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            return dfc_error_errno(err, -errno, "send the request");
-        }
-        int r = wait_fd(fd, POLLOUT, deadline);
-        if (r < 0) {
-            return r == -ETIMEDOUT ? dfc_error_set(err, r, "timed out sending the request")
-                                   : dfc_error_errno(err, r, "poll");
-        }
+    int r = dfd_send_all(fd, p, n, deadline);
+    if (r == -ETIMEDOUT) {
+        return dfc_error_set(err, r, "timed out sending the request");
     }
-    return 0;
+    return r < 0 ? dfc_error_errno(err, r, "send the request") : 0;
 }
 
 /* Reads exactly n bytes; what names them in errors. A close before the end is -EPROTO. */
 static int recv_all(int fd, void *buf, size_t n, int64_t deadline, const char *what,
                     struct dfc_error *err) {
-    uint8_t *p = buf;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = recv(fd, p + got, n - got, 0);
-        if (k > 0) {
-            got += (size_t)k;
-            continue;
-        }
-        if (k == 0) {
-            return dfc_error_set(err, -EPROTO, "connection closed after %zu of %zu bytes of %s",
-                                 got, n, what);
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            return dfc_error_errno(err, -errno, "read %s", what);
-        }
-        int r = wait_fd(fd, POLLIN, deadline);
-        if (r < 0) {
-            return r == -ETIMEDOUT ? dfc_error_set(err, r,
-                                                   "timed out reading %s (%zu of %zu "
-                                                   "bytes)",
-                                                   what, got, n)
-                                   : dfc_error_errno(err, r, "poll");
-        }
+    size_t got;
+    int r = dfd_recv_all(fd, buf, n, deadline, &got);
+    if (r == -EPROTO) {
+        return dfc_error_set(err, r, "connection closed after %zu of %zu bytes of %s", got, n,
+                             what);
     }
-    return 0;
+    if (r == -ETIMEDOUT) {
+        return dfc_error_set(err, r, "timed out reading %s (%zu of %zu bytes)", what, got, n);
+    }
+    return r < 0 ? dfc_error_errno(err, r, "read %s", what) : 0;
 }
 
 /* Copies an untrusted message into dst for a human, with anything but printable ASCII as '?'. */
@@ -254,7 +203,7 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
                     struct dfc_error *err) {
     uint8_t packet_id = 0;
     if (getrandom(&packet_id, 1, GRND_NONBLOCK) != 1) {
-        packet_id = (uint8_t)mono_ns(); /* not used for matching: any value will do */
+        packet_id = (uint8_t)dfd_mono_ns(); /* not used for matching: any value will do */
     }
     uint8_t req[DFD_VORTEX_REQUEST_PACKET_LEN];
     int r = dfd_vortex_request_encode(packet_id, task_id, number, req, err);
@@ -317,7 +266,7 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
 int dfd_vortex_fetch(const char *ip, uint16_t port, const char *task_id, uint32_t number,
                      uint64_t offset, uint64_t length, void *buf, int64_t timeout_ns,
                      struct dfd_vortex_fetched *ret, struct dfc_error *err) {
-    int64_t start = mono_ns();
+    int64_t start = dfd_mono_ns();
     const char *shown_ip = ip != NULL ? ip : "(null)";
     const char *shown_id = task_id != NULL && dfd_task_id_valid(task_id) ? task_id : "?";
     int r = 0;
@@ -346,7 +295,7 @@ int dfd_vortex_fetch(const char *ip, uint16_t port, const char *task_id, uint32_
         }
         return r;
     }
-    f.cost_ns = (uint64_t)(mono_ns() - start);
+    f.cost_ns = (uint64_t)(dfd_mono_ns() - start);
     if (ret != NULL) {
         *ret = f;
     }

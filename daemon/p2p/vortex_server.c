@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "dfc/log.h"
+#include "p2p/sockio.h"
 #include "p2p/vortex.h"
 #include "storage/storage.h"
 
@@ -71,80 +72,6 @@ struct dfd_vortex_server {
     int64_t last_warn_ns;
 };
 
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t deadline_after(int64_t ns) {
-    int64_t now = mono_ns();
-    return ns < INT64_MAX - now ? now + ns : INT64_MAX;
-}
-
-/* Waits for events on fd until deadline. 0, -ETIMEDOUT or -errno. */
-static int wait_fd(int fd, short events, int64_t deadline) {
-    for (;;) {
-        int64_t left = deadline - mono_ns();
-        if (left <= 0) {
-            return -ETIMEDOUT;
-        }
-        int ms = left / 1000000 >= 1000000 ? 1000000 : (int)((left + 999999) / 1000000);
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, ms);
-        if (n > 0) {
-            return 0;
-        }
-        if (n < 0 && errno != EINTR) {
-            return -errno;
-        }
-    }
-}
-
-/* Reads exactly n bytes before deadline. 0, -EPROTO on a close, -ETIMEDOUT, -errno. */
-static int recv_all(int fd, void *buf, size_t n, int64_t deadline) {
-    uint8_t *p = buf;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = recv(fd, p + got, n - got, 0);
-        if (k > 0) {
-            got += (size_t)k;
-            continue;
-        }
-        if (k == 0) {
-            return -EPROTO;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            return -errno;
-        }
-        int r = wait_fd(fd, POLLIN, deadline);
-        if (r < 0) {
-            return r;
-        }
-    }
-    return 0;
-}
-
-/* Writes n bytes, each wait for room at most timeout_ns. */
-static int send_all(int fd, const uint8_t *p, size_t n, int64_t timeout_ns) {
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-            continue;
-        }
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            return -errno;
-        }
-        int r = wait_fd(fd, POLLOUT, deadline_after(timeout_ns));
-        if (r < 0) {
-            return r;
-        }
-    }
-    return 0;
-}
-
 /* Sends length bytes of content_fd from offset with sendfile, each wait at most timeout_ns.
  * -EPROTO when the file ends first (the client then sees the answer cut short). */
 static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, int64_t timeout_ns) {
@@ -163,7 +90,7 @@ static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, i
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             return -errno;
         }
-        int r = wait_fd(fd, POLLOUT, deadline_after(timeout_ns));
+        int r = dfd_wait_fd(fd, POLLOUT, dfd_deadline_after(timeout_ns));
         if (r < 0) {
             return r;
         }
@@ -180,11 +107,11 @@ static void send_error(struct dfd_vortex_server *v, int fd, uint8_t code, const 
     if (dfd_vortex_error_encode(0, code, msg, out, sizeof(out), &len, NULL) < 0) {
         return;
     }
-    if (send_all(fd, out, len, v->request_timeout_ns) < 0) {
+    if (dfd_send_all(fd, out, len, dfd_deadline_after(v->request_timeout_ns)) < 0) {
         return;
     }
     shutdown(fd, SHUT_WR);
-    int64_t deadline = deadline_after(v->request_timeout_ns);
+    int64_t deadline = dfd_deadline_after(v->request_timeout_ns);
     size_t drained = 0;
     uint8_t sink[4096];
     while (drained < DRAIN_MAX) {
@@ -194,7 +121,7 @@ static void send_error(struct dfd_vortex_server *v, int fd, uint8_t code, const 
             continue;
         }
         if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
-            wait_fd(fd, POLLIN, deadline) < 0) {
+            dfd_wait_fd(fd, POLLIN, deadline) < 0) {
             break;
         }
     }
@@ -226,9 +153,9 @@ static int find_piece(struct dfd_vortex_server *v, const char *id, uint32_t numb
 }
 
 static void serve(struct dfd_vortex_server *v, int fd) {
-    int64_t deadline = deadline_after(v->request_timeout_ns);
+    int64_t deadline = dfd_deadline_after(v->request_timeout_ns);
     uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    if (recv_all(fd, hb, sizeof(hb), deadline) < 0) {
+    if (dfd_recv_all(fd, hb, sizeof(hb), deadline, NULL) < 0) {
         return; /* closed, stalled or reset before a whole header: nothing to answer */
     }
     struct dfd_vortex_header h;
@@ -243,7 +170,7 @@ static void serve(struct dfd_vortex_server *v, int fd) {
         return;
     }
     uint8_t value[DFD_VORTEX_REQUEST_LEN];
-    if (recv_all(fd, value, sizeof(value), deadline) < 0) {
+    if (dfd_recv_all(fd, value, sizeof(value), deadline, NULL) < 0) {
         return;
     }
     char id[DFD_VORTEX_TASK_ID_LEN + 1];
@@ -290,7 +217,7 @@ static void serve(struct dfd_vortex_server *v, int fd) {
     if (r < 0) {
         snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number, err.msg);
         send_error(v, fd, DFD_VORTEX_ERR_INTERNAL, msg);
-    } else if (send_all(fd, out, len, v->request_timeout_ns) == 0) {
+    } else if (dfd_send_all(fd, out, len, dfd_deadline_after(v->request_timeout_ns)) == 0) {
         (void)send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns);
     }
     close(content_fd);
@@ -330,7 +257,7 @@ static struct slot *reap_and_find(struct dfd_vortex_server *v) {
 static void refuse(struct dfd_vortex_server *v, int fd) {
     close(fd);
     v->dropped++;
-    int64_t now = mono_ns();
+    int64_t now = dfd_mono_ns();
     if (v->last_warn_ns == 0 || now - v->last_warn_ns >= WARN_INTERVAL_NS) {
         DFC_LOG(DFC_LOG_WARN, "vortex.conn_limit",
                 "max_conns=%u dropped=%llu (connections closed at accept since the last warning)",

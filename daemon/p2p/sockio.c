@@ -1,0 +1,90 @@
+/*
+ * sockio.c - deadline-bounded socket I/O (sockio.h).
+ */
+#include "p2p/sockio.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "dfc/units.h"
+
+int64_t dfd_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * DFC_NS_PER_SEC + ts.tv_nsec;
+}
+
+int64_t dfd_deadline_after(int64_t ns) {
+    int64_t now = dfd_mono_ns();
+    return ns < INT64_MAX - now ? now + ns : INT64_MAX;
+}
+
+int dfd_wait_fd(int fd, short events, int64_t deadline) {
+    for (;;) {
+        int64_t left = deadline - dfd_mono_ns();
+        if (left <= 0) {
+            return -ETIMEDOUT;
+        }
+        int ms = left / DFC_NS_PER_MS >= 1000000
+                     ? 1000000
+                     : (int)((left + DFC_NS_PER_MS - 1) / DFC_NS_PER_MS);
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, ms);
+        if (n > 0) {
+            return 0;
+        }
+        if (n < 0 && errno != EINTR) {
+            return -errno;
+        }
+    }
+}
+
+int dfd_recv_all(int fd, void *buf, size_t n, int64_t deadline, size_t *ret_got) {
+    unsigned char *p = buf;
+    size_t got = 0;
+    int r = 0;
+    while (got < n) {
+        ssize_t k = recv(fd, p + got, n - got, 0);
+        if (k > 0) {
+            got += (size_t)k;
+            continue;
+        }
+        if (k == 0) {
+            r = -EPROTO;
+            break;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            r = -errno;
+            break;
+        }
+        if ((r = dfd_wait_fd(fd, POLLIN, deadline)) < 0) {
+            break;
+        }
+    }
+    if (ret_got != NULL) {
+        *ret_got = got;
+    }
+    return r;
+}
+
+int dfd_send_all(int fd, const void *buf, size_t n, int64_t deadline) {
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return -errno;
+        }
+        int r = dfd_wait_fd(fd, POLLOUT, deadline);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
