@@ -37,9 +37,10 @@
 #include "google/protobuf/empty.pb-c.h"
 #include "storage/task.h"
 
-#define REQUEST_TIMEOUT_MS 10000
-#define RING_VNODES        160
-#define RING_KEY_LEN       5
+#define REQUEST_TIMEOUT_MS      10000
+#define SCHED_RECONNECT_WAIT_MS 1000 /* one fresh connection attempt on a failed channel */
+#define RING_VNODES             160
+#define RING_KEY_LEN            5
 
 struct sched_addr {
     char *addr; /* as configured: "host:port" */
@@ -276,10 +277,11 @@ int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_
         }
         s->n_addrs++;
         /* Calls fail fast (UNAVAILABLE) while the channel cannot connect, instead of waiting
-         * for it: that is what moves a task call on to the next scheduler. The layer has no
-         * connect timeout of its own: upstream's 3 s is covered by the 10 s request
-         * deadline, and gRPC core bounds each connection attempt itself. */
-        struct dfc_rpc_client_opts opts = {.wait_for_ready = false};
+         * for it: that is what moves a task call on to the next scheduler. A call on a
+         * failed channel first tries one fresh connection (SCHED_RECONNECT_WAIT_MS), so a
+         * restarted scheduler is used by the next call, not after gRPC's back-off. */
+        struct dfc_rpc_client_opts opts = {.wait_for_ready = false,
+                                           .reconnect_wait_ms = SCHED_RECONNECT_WAIT_MS};
         if ((r = dfc_rpc_client_new(addr, &opts, &a->client, err)) < 0) {
             dfc_error_prefix(err, "scheduler %s", addr);
             goto fail;

@@ -28,6 +28,7 @@
 struct dfc_rpc_client {
     grpc_channel *channel;
     bool wait_for_ready;
+    int reconnect_wait_ms;
 };
 
 /* Tags are just distinct addresses inside the stream. */
@@ -55,13 +56,19 @@ int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opt
     }
     size_t max = opts != NULL && opts->max_recv_msg ? opts->max_recv_msg : DFC_RPC_DEFAULT_MAX_MSG;
     c->wait_for_ready = opts != NULL && opts->wait_for_ready;
+    c->reconnect_wait_ms =
+        opts != NULL && opts->reconnect_wait_ms > 0 ? opts->reconnect_wait_ms : 0;
     dfc__rpc_init();
-    grpc_arg args[1];
+    grpc_arg args[2];
     memset(args, 0, sizeof(args));
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = max > INT32_MAX ? INT32_MAX : (int)max;
-    grpc_channel_args chargs = {1, args};
+    /* gRPC's default cap is 120 s: a server back from a restart would sit unused that long. */
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+    args[1].value.integer = DFC_RPC_MAX_RECONNECT_BACKOFF_MS;
+    grpc_channel_args chargs = {2, args};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     c->channel = grpc_channel_create(target, creds, &chargs);
     grpc_channel_credentials_release(creds);
@@ -81,6 +88,37 @@ void dfc_rpc_client_free(struct dfc_rpc_client *c) {
     grpc_channel_destroy(c->channel);
     free(c);
     grpc_shutdown();
+}
+
+/* A channel in TRANSIENT_FAILURE stays there (sticky) through the back-off even when the
+ * server is back: reset the back-off, which connects at once, and wait for READY up to
+ * reconnect_wait_ms or the call's deadline. A server still away costs the wait; after it the
+ * call fails fast as before. */
+static void reconnect(struct dfc_rpc_client *c, gpr_timespec call_deadline) {
+    if (c->reconnect_wait_ms <= 0 ||
+        grpc_channel_check_connectivity_state(c->channel, 1) != GRPC_CHANNEL_TRANSIENT_FAILURE) {
+        return;
+    }
+    gpr_timespec deadline = dfc__rpc_deadline(c->reconnect_wait_ms);
+    if (gpr_time_cmp(call_deadline, deadline) < 0) {
+        deadline = call_deadline;
+    }
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_channel_reset_connect_backoff(c->channel);
+    grpc_connectivity_state s = GRPC_CHANNEL_TRANSIENT_FAILURE;
+    char tag;
+    while (s != GRPC_CHANNEL_READY && s != GRPC_CHANNEL_SHUTDOWN) {
+        grpc_channel_watch_connectivity_state(c->channel, s, deadline, cq, &tag);
+        grpc_event ev =
+            grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
+            break; /* the wait ran out */
+        }
+        s = grpc_channel_check_connectivity_state(c->channel, 0);
+    }
+    grpc_completion_queue_shutdown(cq); /* its one tag is plucked */
+    grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_completion_queue_destroy(cq);
 }
 
 static bool pluck(struct dfc_rpc_stream *st, void *tag) {
@@ -160,13 +198,15 @@ int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const struct dfc_rpc_client
     if (st == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
+    gpr_timespec deadline = dfc__rpc_deadline(timeout_ms);
+    reconnect(c, deadline);
     st->cq = grpc_completion_queue_create_for_pluck(NULL);
     grpc_metadata_array_init(&st->md);
     grpc_metadata_array_init(&st->trailing);
     st->details = grpc_empty_slice();
     grpc_slice path = grpc_slice_from_copied_string(method); /* m need not outlive the call */
     st->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq, path,
-                                        NULL, dfc__rpc_deadline(timeout_ms), NULL);
+                                        NULL, deadline, NULL);
     grpc_slice_unref(path);
     if (st->call == NULL) {
         dfc_rpc_stream_free(st);

@@ -358,6 +358,8 @@ export_cmp 1 "$a" "$work/a.bin" --timeout 60s --transfer-from-dfdaemon
 ok "scheduler killed: local import and exports on nodes 3 and 1 work, $(($(date +%s) - s))s (bound 60 s)"
 
 # ---- 8. the scheduler back ----
+# updated_at has whole seconds: after this pause every earlier announce is older than s.
+sleep 1
 s=$(date +%s)
 cluster start scheduler >/dev/null || fail "step 8: the scheduler did not start again"
 announced_since() {

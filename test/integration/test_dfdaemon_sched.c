@@ -509,6 +509,23 @@ static void test_scheduler_away_then_back(void **state) {
     assert_registered(f, nid, peer);
 }
 
+/* A scheduler back from a restart serves the very next call, not only the one after gRPC's
+ * reconnect back-off (which grows with the outage: about 4 s after one of 3 s). */
+static void test_restarted_scheduler_serves_the_next_call(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    assert_true(test_wait_for(host_announced, f, WAIT_MS));
+    assert_int_equal(sched_harness_stop(&f->s, SIGTERM), 0);
+    char id[65];
+    import_file(f, "path", 1000, 6, "1h", id);
+    assert_true(harness_log_has(&f->h, "event=import.unregistered"));
+    usleep(3000 * 1000);
+    sched_harness_restart(&f->s); /* the host record is still in Redis */
+    char nid[65], peer[400];
+    import_file(f, "path", 2000, 7, "1h", nid);
+    assert_registered(f, nid, peer);
+}
+
 /* ---- deletes ---- */
 
 static void test_rm_withdraws_the_peer(void **state) {
@@ -625,6 +642,7 @@ int main(void) {
         T(test_cancelled_stream_registers_nothing),
         T(test_commit_failure_after_started_leaves_no_live_peer),
         T(test_scheduler_away_then_back),
+        T(test_restarted_scheduler_serves_the_next_call),
         T(test_rm_withdraws_the_peer),
         T(test_gc_expiry_withdraws_the_peer),
         T(test_failover_to_the_next_scheduler),

@@ -72,7 +72,15 @@ int dfc_rpc_client_resolve(const struct dfc_rpc_client_row *rows, size_t n_rows,
 struct dfc_rpc_client_opts {
     size_t max_recv_msg; /* 0 = DFC_RPC_DEFAULT_MAX_MSG */
     bool wait_for_ready; /* queue calls until the server is up instead of failing UNAVAILABLE */
+    /* > 0: a call on a channel in TRANSIENT_FAILURE first resets gRPC's connect back-off and
+     * waits up to this long (within its own deadline) for the channel to come back, so a
+     * server that restarted is used at once instead of after the back-off (up to
+     * DFC_RPC_MAX_RECONNECT_BACKOFF_MS). 0: such calls fail fast with UNAVAILABLE. */
+    int reconnect_wait_ms;
 };
+
+/* The longest pause between two connection attempts of a client's channel. */
+#define DFC_RPC_MAX_RECONNECT_BACKOFF_MS 5000
 
 /* Creates a client for target (copied). opts may be NULL. Free with dfc_rpc_client_free(). */
 int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opts,
