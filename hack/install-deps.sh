@@ -2,7 +2,8 @@
 # Installs every build and test dependency from Debian 12 packages. Idempotent: packages that are
 # already present are skipped, so a second run does no network I/O. Packages come without their
 # Recommends, so everything a command needs is named here (hack/fresh-check.sh proves the list on a
-# minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh).
+# minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh);
+# golang-go with sprig and sigs.k8s.io/yaml build the chart renderer offline (hack/chart/render).
 set -euo pipefail
 
 pkgs=(
@@ -11,6 +12,7 @@ pkgs=(
     libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
     libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
+    golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
 )
 
 missing=()
