@@ -15,6 +15,24 @@ pkgs=(
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
 )
 
+# The chart validator (hack/chart/validate.mjs) runs on Node.js; machines that have a node and npm
+# (another packaging) keep theirs.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    pkgs+=(nodejs npm)
+fi
+
+# The validator's npm packages, pinned in hack/chart/package-lock.json, into hack/chart/node_modules
+# (again only when the lock file is newer than the last install).
+npm_ci() {
+    local d=hack/chart
+    cd "$(dirname "$0")/.."
+    if [ ! -f "$d/node_modules/.package-lock.json" ] ||
+        [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+        echo "install-deps: npm ci in $d"
+        npm ci --prefix "$d" --no-audit --no-fund --loglevel=error >/dev/null
+    fi
+}
+
 missing=()
 for p in "${pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -24,6 +42,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all ${#pkgs[@]} packages present"
+    npm_ci
     exit 0
 fi
 
@@ -35,4 +54,5 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+npm_ci
 echo "install-deps: done"
