@@ -6,7 +6,7 @@
 //     monitoring.coreos.com from @kubernetes-models/prometheus-operator); a kind neither package
 //     has is skipped with a note;
 //   - metadata.namespace is set on namespaced kinds and absent on cluster-scoped ones;
-//   - in every pod template: each volumeMount names a declared volume, each configMap volume
+//   - in every pod template: each volumeMount names a declared volume (or volumeClaimTemplate), each configMap volume
 //     names a rendered ConfigMap, serviceAccountName names a rendered ServiceAccount, each port
 //     a probe uses (httpGet, tcpSocket, grpc; by number or name) is declared by that container;
 //   - the dfdaemon socket dir (the volume named socket-dir, or any volume mounted at the socket
@@ -21,7 +21,10 @@
 //   - the ConfigMap file that dfdaemon's and the scheduler's --config points at is accepted by
 //     the real binary (`--config F --print-config` exits 0).
 //
-//   node hack/chart/validate.mjs --build BUILD_DIR FILE|-...
+//   node hack/chart/validate.mjs --build BUILD_DIR [--examples] FILE|-...
+// --examples: the files are plain manifests a user applies with `kubectl apply -n NS` (the
+// chart's examples/): no namespace is required, and the ConfigMaps and ServiceAccounts they
+// name need not be among them.
 // Exit 0: no problem; 1: problems (listed on stdout); 2: bad command line or unreadable input.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -46,12 +49,13 @@ const CLUSTER_SCOPED = new Set([
 const DEFAULT_SOCKET_PATH = "/var/run/dragonfly/dfdaemon.sock";
 
 function usage(msg) {
-  process.stderr.write(`validate: ${msg}\nusage: node hack/chart/validate.mjs --build BUILD_DIR FILE|-...\n`);
+  process.stderr.write(`validate: ${msg}\nusage: node hack/chart/validate.mjs --build BUILD_DIR [--examples] FILE|-...\n`);
   process.exit(2);
 }
 
 // ---- command line ----
 let buildDir = null;
+let examples = false;
 const inputs = [];
 {
   const argv = process.argv.slice(2);
@@ -62,8 +66,10 @@ const inputs = [];
       buildDir = argv[++i];
     } else if (a.startsWith("--build=")) {
       buildDir = a.slice("--build=".length);
+    } else if (a === "--examples") {
+      examples = true;
     } else if (a === "-h" || a === "--help") {
-      process.stdout.write("usage: node hack/chart/validate.mjs --build BUILD_DIR FILE|-...\n");
+      process.stdout.write("usage: node hack/chart/validate.mjs --build BUILD_DIR [--examples] FILE|-...\n");
       process.exit(0);
     } else if (a.startsWith("-") && a !== "-") {
       usage(`unknown option ${a}`);
@@ -177,7 +183,7 @@ for (const obj of objects) {
   if (!obj.kind) continue;
   if (CLUSTER_SCOPED.has(obj.kind)) {
     if (ns !== undefined && ns !== null) problem(obj, "metadata.namespace", `set on cluster-scoped kind ${obj.kind}`);
-  } else if (typeof ns !== "string" || ns === "") {
+  } else if (!examples && (typeof ns !== "string" || ns === "")) {
     problem(obj, "metadata.namespace", `missing on namespaced kind ${obj.kind}`);
   }
 }
@@ -409,13 +415,19 @@ for (const pt of podTemplates) {
   const { obj, spec, path } = pt;
   const vols = Array.isArray(spec.volumes) ? spec.volumes : [];
   const volByName = new Map(vols.filter((v) => v && v.name).map((v) => [v.name, v]));
+  // A StatefulSet's volumeClaimTemplates are volumes of its pods as well.
+  if (obj.kind === "StatefulSet" && Array.isArray(obj.value.spec.volumeClaimTemplates)) {
+    for (const t of obj.value.spec.volumeClaimTemplates) {
+      if (t && t.metadata && t.metadata.name) volByName.set(t.metadata.name, { name: t.metadata.name, persistentVolumeClaim: {} });
+    }
+  }
   const ns = obj.value.metadata.namespace;
 
-  if (spec.serviceAccountName && spec.serviceAccountName !== "default" && !findObject("ServiceAccount", ns, spec.serviceAccountName)) {
+  if (!examples && spec.serviceAccountName && spec.serviceAccountName !== "default" && !findObject("ServiceAccount", ns, spec.serviceAccountName)) {
     problem(obj, `${path}.serviceAccountName`, `ServiceAccount ${spec.serviceAccountName} is not rendered`);
   }
   vols.forEach((v, i) => {
-    if (v && v.configMap && v.configMap.name && !v.configMap.optional && !findObject("ConfigMap", ns, v.configMap.name)) {
+    if (!examples && v && v.configMap && v.configMap.name && !v.configMap.optional && !findObject("ConfigMap", ns, v.configMap.name)) {
       problem(obj, `${path}.volumes[${v.name || i}].configMap.name`, `ConfigMap ${v.configMap.name} is not rendered`);
     }
   });

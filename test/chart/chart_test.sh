@@ -3,7 +3,8 @@
 # values and with each charts/dragonfly-csi/ci/*.yaml, and checks every rendered object with
 # hack/chart/validate.mjs against the Kubernetes schemas and the binaries built in BUILD_DIR.
 # First it proves the checks can fail: the fixture chart test/chart/fixtures/validate passes as
-# it is, and each of its faults.* values must be reported with the expected line.
+# it is, and each of its faults.* values must be reported with the expected line. The chart's
+# examples/*.yaml (plain manifests) are validated too (--examples: no namespace needed).
 #   test/chart/chart_test.sh [BUILD_DIR]        (default build; dfdaemon etc. must be built there)
 #   CHART_DIR=/path/to/dragonfly-csi test/chart/chart_test.sh   check another copy of the chart
 # Exit 77 (skip) when go or node is missing; CI installs both (hack/install-deps.sh).
@@ -52,7 +53,7 @@ bad() {
 }
 
 # check NAME CHART [render args...]: renders and validates; 0 when both pass. Output in
-# $tmp/NAME.yaml, problems in $tmp/NAME.out, notes and errors in $tmp/NAME.err.
+# $tmp/NAME.yaml, problems in $tmp/NAME.out, notes and errors in $tmp/NAME.err (NAME: a file name).
 check() {
     local name=$1 dir=$2
     shift 2
@@ -66,15 +67,17 @@ check() {
         >"$tmp/$name.out" 2>>"$tmp/$name.err"
 }
 
-# expect_clean NAME CHART [render args...]
+# expect_clean LABEL CHART [render args...]
 expect_clean() {
-    local name=$1
-    if check "$@"; then
-        ok "$name: $(cat "$tmp/$name.out")"
+    local label=$1 name
+    name=$(printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_')
+    shift
+    if check "$name" "$@"; then
+        ok "$label: $(cat "$tmp/$name.out")"
         sed 's/^/     /' "$tmp/$name.err"
     else
         sed 's/^/     /' "$tmp/$name.out" "$tmp/$name.err" >&2
-        bad "$name"
+        bad "$label"
     fi
 }
 
@@ -131,6 +134,15 @@ if [ -f "$chart/Chart.yaml" ]; then
         [ -f "$v" ] || continue
         expect_clean "dragonfly-csi ci/$(basename "$v")" "$chart" -f "$v"
     done
+    if compgen -G "$chart/examples/*.yaml" >/dev/null; then
+        if node "$root/hack/chart/validate.mjs" --build "$build" --examples "$chart"/examples/*.yaml \
+            >"$tmp/examples.out" 2>&1; then
+            ok "dragonfly-csi examples/*.yaml: $(tail -1 "$tmp/examples.out")"
+        else
+            sed 's/^/     /' "$tmp/examples.out" >&2
+            bad "dragonfly-csi examples/*.yaml"
+        fi
+    fi
 else
     echo "chart_test: note: $chart is not in this tree yet: only the fixture chart was checked"
 fi

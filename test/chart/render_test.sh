@@ -69,7 +69,8 @@ expect_fail() {
 b=$fx/basic
 # Defaults: include/nindent/toYaml, tpl, .Template, .Release, .Chart, .Capabilities, fromYaml,
 # fromJson, lookup, missing keys print nothing, partials (_*.tpl and _*.yaml) not rendered,
-# the whitespace-only template dropped, Service before Deployment.
+# the whitespace-only template dropped, a comment-only template kept (as Helm keeps it), Service
+# before Deployment.
 expect_output default --chart "$b"
 # Two -f files over values.yaml: deep merge, the later file wins, null deletes a default.
 expect_output values --chart "$b" -f "$b/override.yaml" --values "$b/override2.yaml"

@@ -26,7 +26,7 @@ var installOrder = []string{
 	"ClusterRoleBindingList", "Role", "RoleList", "RoleBinding", "RoleBindingList", "Service",
 	"DaemonSet", "Pod", "ReplicationController", "ReplicaSet", "Deployment",
 	"HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress",
-	"APIService",
+	"APIService", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
 }
 
 type manifest struct {
