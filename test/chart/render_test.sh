@@ -74,12 +74,12 @@ b=$fx/basic
 expect_output default --chart "$b"
 # Two -f files over values.yaml: deep merge, the later file wins, null deletes a default.
 expect_output values --chart "$b" -f "$b/override.yaml" --values "$b/override2.yaml"
-# --set typing (int, bool, string with a leading zero), escaped commas, list indexes, lists in
-# braces, --set over -f, --set-string.
+# --set typing (int, bool, string with a leading zero, null deletes), escaped commas, list
+# indexes, lists in braces, --set over -f, --set-string.
 expect_output set --chart "$b" -f "$b/override.yaml" \
     --set 'replicas=7,image.tag=v2,optional.feature=true' --set 'labels.extra=a\,b' \
     --set 'extraEnv[1].name=B,extraEnv[1].value=x' --set 'labels.list={x,y}' \
-    --set 'port=0123' --set-string 'big=42'
+    --set 'port=0123,labels.tier=null' --set-string 'big=42'
 # Capabilities and release flags.
 expect_output caps --chart "$b" --kube-version v1.24.3 --api-versions monitoring.coreos.com/v1 \
     --name rel --namespace ns
