@@ -16,9 +16,9 @@ pkgs=(
 )
 
 # The chart validator (hack/chart/validate.mjs) runs on Node.js; machines that have a node and npm
-# (another packaging) keep theirs.
+# (another packaging) keep theirs. npm fetches over TLS: ca-certificates.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    pkgs+=(nodejs npm)
+    pkgs+=(nodejs npm ca-certificates)
 fi
 
 # The validator's npm packages, pinned in hack/chart/package-lock.json, into hack/chart/node_modules
