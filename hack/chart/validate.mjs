@@ -249,13 +249,23 @@ function allContainers(spec) {
 }
 
 const SHELLS = new Set(["sh", "bash", "dash", "ash"]);
+const WRAPPERS = new Set(["tini", "dumb-init", "tini-static", "catatonit"]);
+let runsChecked = 0;
+let configsChecked = 0;
 // Each run of one of our binaries inside a container: { bin, sub, argv, where }.
 function invocations(c) {
   const cmd = Array.isArray(c.command) ? c.command.map(String) : [];
   const args = Array.isArray(c.args) ? c.args.map(String) : [];
-  const full = cmd.length ? cmd.concat(args) : args;
+  let full = cmd.length ? cmd.concat(args) : args;
   const out = [];
-  const first = cmd.length ? basename(cmd[0]) : null;
+  // An init wrapper (tini -- BINARY ...) runs the program after its own options.
+  if (full.length && WRAPPERS.has(basename(full[0]))) {
+    let i = 1;
+    while (i < full.length && full[i].startsWith("-") && full[i] !== "--") i++;
+    if (full[i] === "--") i++;
+    full = full.slice(i);
+  }
+  const first = full.length && (cmd.length || OUR_BINARIES[basename(full[0])]) ? basename(full[0]) : null;
   if (first && SHELLS.has(first)) {
     const ci = full.indexOf("-c");
     if (ci >= 0 && ci + 1 < full.length) {
@@ -276,8 +286,8 @@ function invocations(c) {
     return out;
   }
   if (first && OUR_BINARIES[first]) {
-    out.push({ bin: first, argv: full.slice(1), where: cmd.length > 1 ? "command" : "args" });
-  } else if (!first && OUR_BINARIES[c.name]) {
+    out.push({ bin: first, argv: full.slice(1), where: args.length ? "args" : "command" });
+  } else if (!cmd.length && !first && OUR_BINARIES[c.name]) {
     out.push({ bin: c.name, argv: args, where: "args" });
   }
   return out;
@@ -296,6 +306,7 @@ function checkFlags(obj, path, run) {
     argv = argv.slice(1);
   }
   const help = binaryFlags(run.bin, sub);
+  runsChecked++;
   if (!help) {
     problem(obj, `${path}.${run.where}`, `${run.bin}${sub ? " " + sub : ""} --help failed: not a command it has`);
     return new Map();
@@ -378,6 +389,7 @@ let tmpSeq = 0;
 function printConfig(obj, field, bin, text) {
   const f = join(tmp, `config-${++tmpSeq}.yaml`);
   writeFileSync(f, text);
+  configsChecked++;
   const r = spawnSync(join(buildDir, OUR_BINARIES[bin]), ["--config", f, "--print-config"], {
     encoding: "utf8", timeout: 20000,
   });
@@ -549,4 +561,4 @@ if (problems.length) {
   process.stderr.write(`validate: ${problems.length} problem(s) in ${objects.length} objects\n`);
   process.exit(1);
 }
-process.stdout.write(`validate: ${objects.length} objects ok\n`);
+process.stdout.write(`validate: ${objects.length} objects ok (${runsChecked} runs of our binaries checked against their --help, ${configsChecked} config files through --print-config)\n`);
