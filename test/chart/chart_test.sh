@@ -128,6 +128,20 @@ else
     bad "broken input (exit $rc)"
 fi
 
+# Custom resources: a ServiceMonitor is checked against the prometheus-operator schema, a kind
+# no package has is noted (not an error).
+printf -- '---\n# Source: x/templates/sm.yaml\napiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: sm\n  namespace: ns\nspec:\n  selector: {}\n  endpoints:\n    - port: metrics\n      interval: 30\n---\n# Source: x/templates/w.yaml\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: ns\n' >"$tmp/crd.yaml"
+rc=0
+node "$root/hack/chart/validate.mjs" --build "$build" "$tmp/crd.yaml" >"$tmp/crd.out" 2>"$tmp/crd.err" || rc=$?
+if [ "$rc" -eq 1 ] && grep -q '^ServiceMonitor/sm (x/templates/sm.yaml): schema: spec.endpoints.0.interval must be string$' "$tmp/crd.out" &&
+    [ "$(wc -l <"$tmp/crd.out")" -eq 1 ] &&
+    grep -q 'note: Widget/w .*no schema for example.com/v1 Widget' "$tmp/crd.err"; then
+    ok "custom resources: ServiceMonitor schema checked, unknown kind noted"
+else
+    sed 's/^/     /' "$tmp/crd.out" "$tmp/crd.err" >&2
+    bad "custom resources (exit $rc)"
+fi
+
 if [ -f "$chart/Chart.yaml" ]; then
     expect_clean "dragonfly-csi defaults" "$chart"
     for v in "$chart"/ci/*.yaml; do
