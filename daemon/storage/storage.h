@@ -173,7 +173,8 @@ struct dfd_replica_params {
 
 /* Starts a replica: checks the geometry (-EINVAL naming the field), that it fits the free
  * space (-ENOSPC) and that the task is not stored (-EEXIST), and makes a spool file in tmp/ of
- * content_length bytes (fallocate). Nothing is visible until dfd_replica_commit(). */
+ * content_length bytes (fallocated; sparse on tmpfs, replica.c). Nothing is visible until
+ * dfd_replica_commit(). */
 int dfd_replica_begin(struct dfd_storage *s, const struct dfd_replica_params *p,
                       struct dfd_replica **ret, struct dfc_error *err);
 

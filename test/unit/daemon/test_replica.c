@@ -16,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -657,6 +661,96 @@ static void test_before_commit_in_the_path_import(void **state) {
     free(buf);
 }
 
+/* ---- the spool on tmpfs ---- */
+
+/* The blocks (512-byte units) of the one file in store/tmp. */
+static long long spool_blocks(const char *store) {
+    char dir[PATH_MAX], path[PATH_MAX + 300];
+    snprintf(dir, sizeof(dir), "%s/tmp", store);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    long long blocks = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            assert_int_equal(blocks, -1); /* exactly one spool */
+            blocks = (long long)st.st_blocks;
+        }
+    }
+    closedir(d);
+    assert_true(blocks >= 0);
+    return blocks;
+}
+
+/* On tmpfs the spool is not fallocated (that would allocate and clear every page before the
+ * first piece): it stays sparse, each piece's write allocates its own pages, and a write that
+ * meets a full filesystem fails with ENOSPC naming the piece, and the abort leaves nothing. */
+static void test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    if (geteuid() != 0) {
+        skip(); /* needs root to mount a small tmpfs in a private mount namespace */
+    }
+    assert_int_equal(unshare(CLONE_NEWNS), 0);
+    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char small[280], filler[300];
+    snprintf(small, sizeof(small), "%s/small", f->dir);
+    snprintf(filler, sizeof(filler), "%s/filler", small);
+    mkdir(small, 0755);
+    assert_int_equal(mount("none", small, "tmpfs", 0, "size=32m"), 0);
+    struct fx g = {.s = NULL};
+    snprintf(g.store, sizeof(g.store), "%s", small);
+    struct dfd_storage_opts o = {.dir = small, .keep = true};
+    assert_int_equal(dfd_storage_open(&o, &g.s, NULL, &err), 0);
+
+    uint64_t len = 4 * PL; /* 16 MiB of the 32 */
+    char *buf = malloc(len);
+    assert_non_null(buf);
+    for (uint64_t i = 0; i < len; i++) {
+        buf[i] = (char)(i * 131 + 7);
+    }
+    struct dfd_replica *rep = begin_replica(&g, len);
+    assert_int_equal(spool_blocks(small), 0);
+    assert_int_equal(write_piece(rep, buf, len, 2), 0);
+    long long one = spool_blocks(small);
+    assert_true(one >= (long long)(PL / 512) && one < (long long)(2 * PL / 512));
+
+    /* Something else takes the rest of the filesystem. */
+    int fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    static char chunk[65536];
+    for (size_t n = sizeof(chunk); n > 0; n /= 2) {
+        while (write(fd, chunk, n) == (ssize_t)n) {
+        }
+    }
+    close(fd);
+    const char *p = buf + PL;
+    int r = dfd_replica_write_piece(rep, 1, p, PL, dfc_crc32_update(0, p, PL), &err);
+    assert_int_equal(r, -ENOSPC);
+    if (strstr(err.msg, "no space left") == NULL || strstr(err.msg, "piece 1") == NULL) {
+        fail_msg("`%s` does not say no space and name piece 1", err.msg);
+    }
+    assert_false(dfd_replica_has_piece(rep, 1));
+    dfd_replica_abort(rep);
+    assert_int_equal(unlink(filler), 0);
+    assert_nothing_left(&g, ID1);
+
+    /* With the space back the same replica completes. */
+    rep = begin_replica(&g, len);
+    for (uint32_t i = 0; i < 4; i++) {
+        assert_int_equal(write_piece(rep, buf, len, i), 0);
+    }
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    assert_int_equal(t.content_length, len);
+    dfd_task_meta_done(&t);
+    dfd_storage_close(g.s);
+    assert_int_equal(umount2(small, MNT_DETACH), 0);
+    free(buf);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void) {
@@ -675,6 +769,7 @@ int main(void) {
         T(test_a_version_1_store_is_migrated),
         T(test_before_commit_sees_the_id_and_can_abort),
         T(test_before_commit_in_the_path_import),
+        T(test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
