@@ -287,6 +287,79 @@ static void test_same_piece_twice_is_eexist(void **state) {
     free(buf);
 }
 
+/* A piece in chunks: claim, pwrites, finish. A failed one (finish !ok) leaves it missing and
+ * claimable again; its bytes are overwritten by the next attempt; the commit has the CRCs
+ * given at finish and the bytes of the last attempt. */
+static void test_a_piece_in_chunks(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 2 * PL + 7;
+    char *buf = pattern(len, 6);
+    struct dfd_replica *rep = begin_replica(f, len);
+    struct dfc_error err;
+    /* Not claimed: no write. */
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, buf, 10, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "not claimed"));
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL - 1, &err), -EINVAL); /* length */
+    assert_int_equal(dfd_replica_claim_piece(rep, 3, PL, &err), -EINVAL);     /* number */
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), 0);
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), -EEXIST);
+    /* Outside the piece. */
+    assert_int_equal(dfd_replica_pwrite(rep, 1, PL - 4, buf, 5, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "outside"));
+    assert_int_equal(dfd_replica_pwrite(rep, 1, PL + 1, buf, 0, &err), -EINVAL);
+    /* A first attempt with wrong bytes, then dropped (as after a CRC mismatch). */
+    char *junk = pattern(PL, 99);
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, junk, PL, &err), 0);
+    dfd_replica_finish_piece(rep, 1, false, 0);
+    assert_false(dfd_replica_has_piece(rep, 1));
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_replica_claim_piece(rep, 0, PL, &err), 0);
+    assert_int_equal(dfd_replica_pwrite(rep, 0, 0, buf, PL, &err), 0);
+    dfd_replica_finish_piece(rep, 0, true, dfc_crc32_update(0, buf, PL));
+    assert_int_equal(write_piece(rep, buf, len, 2), 0);
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), -EINVAL); /* piece 1 is missing */
+    assert_non_null(strstr(err.msg, "piece 1 is missing"));
+    assert_nothing_left(f, ID1);
+
+    /* Again, piece 1 in uneven chunks after a dropped attempt: committed and byte-exact. */
+    rep = begin_replica(f, len);
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), 0);
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, junk, PL, &err), 0);
+    dfd_replica_finish_piece(rep, 1, false, 0);
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), 0);
+    const char *p1 = buf + PL;
+    for (uint64_t at = 0; at < PL;) {
+        size_t n = at + 300007 < PL ? 300007 : (size_t)(PL - at);
+        assert_int_equal(dfd_replica_pwrite(rep, 1, at, p1 + at, n, &err), 0);
+        at += n;
+    }
+    dfd_replica_finish_piece(rep, 1, true, dfc_crc32_update(0, p1, PL));
+    dfd_replica_finish_piece(rep, 1, false, 0); /* a written piece stays written */
+    assert_true(dfd_replica_has_piece(rep, 1));
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, junk, 10, &err), -EINVAL);
+    assert_int_equal(write_piece(rep, buf, len, 0), 0);
+    assert_int_equal(write_piece(rep, buf, len, 2), 0);
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    struct dfd_piece_meta *pieces;
+    size_t n;
+    assert_int_equal(dfd_storage_pieces(f->s, ID1, &pieces, &n, &err), 0);
+    assert_int_equal(n, 3);
+    char d[DFC_CRC32_DIGEST_MAX];
+    dfc_crc32_format(dfc_crc32_update(0, p1, PL), d);
+    assert_string_equal(pieces[1].digest, d);
+    free(pieces);
+    int fd = -1;
+    assert_int_equal(dfd_storage_open_content(f->s, ID1, &fd, &err), 0);
+    char *back = malloc(len);
+    assert_int_equal(pread(fd, back, len, 0), (ssize_t)len);
+    assert_memory_equal(back, buf, len);
+    close(fd);
+    free(back);
+    dfd_task_meta_done(&t);
+    free(junk);
+    free(buf);
+}
+
 static void test_bad_geometry_names_the_field(void **state) {
     struct fx *f = *state;
     struct dfd_replica *rep = NULL;
@@ -760,6 +833,7 @@ int main(void) {
         T(test_commit_with_a_missing_piece_fails),
         T(test_abort_leaves_nothing),
         T(test_same_piece_twice_is_eexist),
+        T(test_a_piece_in_chunks),
         T(test_bad_geometry_names_the_field),
         T(test_begin_on_a_stored_id_is_eexist),
         T(test_an_import_lands_first),
