@@ -3,15 +3,33 @@
 # already present are skipped, so a second run does no network I/O. Packages come without their
 # Recommends, so everything a command needs is named here (hack/fresh-check.sh proves the list on a
 # minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh).
+#   hack/install-deps.sh           build and test dependencies (what hack/test.sh needs)
+#   hack/install-deps.sh --build   only what building the four binaries with -DDFC_TESTS=OFF needs
+#                                  (the build stage of hack/image/Containerfile)
+#   hack/install-deps.sh --image   the container image tools of hack/image/build.sh and smoke.sh
+#                                  (podman, buildah, runc, debootstrap); opt-in, not a test dependency
 set -euo pipefail
 
-pkgs=(
+build_pkgs=(
     build-essential cmake pkg-config git
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
-    libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
-    libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
+    libyaml-dev uuid-dev libssl-dev zlib1g-dev libsqlite3-dev libhiredis-dev
+)
+test_pkgs=(
+    libcmocka-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
 )
+image_pkgs=(podman buildah runc debootstrap)
+
+case "${1:-}" in
+"") pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+--build) pkgs=("${build_pkgs[@]}") ;;
+--image) pkgs=("${image_pkgs[@]}") ;;
+*)
+    echo "install-deps: unknown mode '$1' (none, --build or --image)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
