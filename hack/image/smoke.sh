@@ -94,7 +94,7 @@ out=$(run dfcache --version) || fail "dfcache --version exited $?"
 [ "$out" = "dfcache $version" ] || fail "dfcache --version: expected 'dfcache $version', got '$out'"
 ok "dfcache --version ($out)"
 entry=$(podman image inspect --format '{{json .Config.Entrypoint}}' "$image")
-[ "$entry" = '["/usr/bin/tini","--"]' ] || fail "entrypoint is $entry, not tini"
+[ "$entry" = '["/usr/bin/tini","-s","--"]' ] || fail "entrypoint is $entry, not tini"
 
 # 2. A real dfdaemon in the container; the socket dir and a data dir come from the host.
 mkdir -p "$work/sock" "$work/data" "$work/host"
