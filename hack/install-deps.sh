@@ -7,7 +7,7 @@
 #   hack/install-deps.sh --build   only what building the four binaries with -DDFC_TESTS=OFF needs
 #                                  (the build stage of hack/image/Containerfile)
 #   hack/install-deps.sh --image   the container image tools of hack/image/build.sh and smoke.sh
-#                                  (podman, buildah, runc, debootstrap); opt-in, not a test dependency
+#                                  (podman, runc, debootstrap); opt-in, not a test dependency
 set -euo pipefail
 
 build_pkgs=(
@@ -19,7 +19,7 @@ test_pkgs=(
     libcmocka-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
 )
-image_pkgs=(podman buildah runc debootstrap)
+image_pkgs=(podman runc debootstrap)
 
 case "${1:-}" in
 "") pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
