@@ -4,26 +4,52 @@
 # Recommends, so everything a command needs is named here (hack/fresh-check.sh proves the list on a
 # minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh);
 # golang-go with sprig and sigs.k8s.io/yaml build the chart renderer offline (hack/chart/render).
+#   hack/install-deps.sh           build and test dependencies (what hack/test.sh needs)
+#   hack/install-deps.sh --build   only what building the four binaries with -DDFC_TESTS=OFF needs
+#                                  (the build stage of hack/image/Containerfile)
+#   hack/install-deps.sh --image   the container image tools of hack/image/build.sh and smoke.sh
+#                                  (podman, runc, debootstrap); opt-in, not a test dependency
 set -euo pipefail
 
-pkgs=(
+build_pkgs=(
     build-essential cmake pkg-config git
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
-    libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
-    libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
+    libyaml-dev uuid-dev libssl-dev zlib1g-dev libsqlite3-dev libhiredis-dev
+)
+test_pkgs=(
+    libcmocka-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
 )
+image_pkgs=(podman runc debootstrap)
+
+mode=full
+case "${1:-}" in
+"") pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+--build)
+    mode=build
+    pkgs=("${build_pkgs[@]}")
+    ;;
+--image)
+    mode=image
+    pkgs=("${image_pkgs[@]}")
+    ;;
+*)
+    echo "install-deps: unknown mode '$1' (none, --build or --image)" >&2
+    exit 2
+    ;;
+esac
 
 # The chart validator (hack/chart/validate.mjs) runs on Node.js; machines that have a node and npm
 # (another packaging) keep theirs. npm fetches over TLS: ca-certificates.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+if [ "$mode" = full ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then
     pkgs+=(nodejs npm ca-certificates)
 fi
 
 # The validator's npm packages, pinned in hack/chart/package-lock.json, into hack/chart/node_modules
-# (again only when the lock file is newer than the last install).
+# (again only when the lock file is newer than the last install). Not in --build or --image.
 npm_ci() {
+    [ "$mode" = full ] || return 0
     local d=hack/chart
     cd "$(dirname "$0")/.."
     if [ ! -f "$d/node_modules/.package-lock.json" ] ||

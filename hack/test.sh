@@ -6,6 +6,8 @@
 # libraries), and replays the fuzz targets' seed corpus.
 #   hack/test.sh           everything
 #   hack/test.sh --quick   skip the sanitizer passes
+#   DFC_IMAGE_TEST=1 hack/test.sh   also build the container image (hack/image/build.sh, about
+#                          3 minutes cold) and run its smoke test (hack/image/smoke.sh); needs root
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,6 +71,16 @@ if [ "${1:-}" != "--quick" ]; then
     run_suite build-tsan -DCMAKE_BUILD_TYPE=Debug -DDFC_SANITIZE=thread
     echo "== fuzz targets over their seed corpus (clang, ASan+UBSan) =="
     bash hack/fuzz.sh --replay
+fi
+if [ "${DFC_IMAGE_TEST:-0}" = 1 ]; then
+    echo "== container image: hack/image/build.sh, hack/image/smoke.sh =="
+    bash hack/install-deps.sh --image
+    if [ "$(id -u)" -eq 0 ]; then
+        bash hack/image/build.sh
+    fi
+    bash hack/image/smoke.sh localhost/dragonfly-csi:latest build | tee build/image-smoke.log
+    n=$(sed -n 's/^smoke: \([0-9]*\) passed, 0 failed.*/\1/p' build/image-smoke.log)
+    passed=$((passed + ${n:-0}))
 fi
 echo "== end-to-end test results =="
 finish_e2e
