@@ -284,6 +284,14 @@ upload:
   server:
     ip: "$ip"
     port: $UPLOAD_PORT
+metrics:
+  server:
+    ip: "$ip"
+    port: 4002
+health:
+  server:
+    ip: "$ip"
+    port: 4003
 log:
   level: "$log_level"
 EOF
