@@ -291,6 +291,10 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     };
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = dfd_service_register(&svc, server, err)) < 0 ||
+        /* Before the socket appears: whoever sees it finds the endpoints up (not ready until
+         * the server serves). */
+        (r = dfd_endpoints_start(cfg, dfd_metrics_registry(metrics), server, storage, &endpoints,
+                                 err)) < 0 ||
         (r = resolve_group(cfg->socket_group, &gid, err)) < 0 ||
         (r = make_socket_dir(cfg->socket_path, err)) < 0 ||
         (r = dfc_rpc_server_listen_unix(server, cfg->socket_path, cfg->socket_mode, gid, err)) <
@@ -300,9 +304,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         goto out;
     }
     svc.fdpass = fdpass;
-    if ((r = dfc_rpc_server_start(server, err)) < 0 ||
-        (r = dfd_endpoints_start(cfg, dfd_metrics_registry(metrics), server, storage, &endpoints,
-                                 err)) < 0) {
+    if ((r = dfc_rpc_server_start(server, err)) < 0) {
         goto out;
     }
     char ttl[32], interval[32];

@@ -16,6 +16,7 @@
 
 #include "dfc/cleanup.h"
 #include "dfc/log.h"
+#include "dfc/metrics.h"
 #include "dfc/units.h"
 #include "placement_engine.h"
 
@@ -211,6 +212,11 @@ static void *worker_main(void *arg) {
         note_outcome(p, j->task_id, out);
         if (j->repair) {
             p->repair_pending--;
+            dfc_metric_inc(p->repairs,
+                           out == SCHED_JOB_DONE   ? 1
+                           : out == SCHED_JOB_BUSY ? 3
+                                                   : 2,
+                           1);
         }
         pthread_cond_broadcast(&p->done);
         pthread_cond_broadcast(&p->work); /* a job of the same task may wait */
@@ -246,6 +252,8 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
     p->tail = &p->head;
     p->repair_interval_ns = opts->repair_interval_ns > 0 ? opts->repair_interval_ns : 0;
     p->host_gc_interval_ns = opts->host_gc_interval_ns > 0 ? opts->host_gc_interval_ns : 0;
+    p->repairs = opts->repairs;
+    p->under_replicated = opts->under_replicated;
     p->timeout_ms = opts->dfdaemon_timeout_ms > 0 ? opts->dfdaemon_timeout_ms
                                                   : SCHED_PLACEMENT_DEFAULT_TIMEOUT_MS;
     p->n_workers = opts->repair_concurrency > 0 ? opts->repair_concurrency
@@ -465,6 +473,7 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
     pthread_mutex_unlock(&p->mu);
 
     int started = 0;
+    int64_t short_of_copies = 0;
     for (size_t i = 0; i < ids.n; i++) {
         if (i > 0 && strcmp(ids.ids[i], ids.ids[i - 1]) == 0) {
             continue;
@@ -495,6 +504,7 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
         if (need == 0) {
             continue;
         }
+        short_of_copies++;
         pthread_mutex_lock(&p->mu);
         /* No more of this pass in flight than there are workers. */
         while (!p->stopping && p->repair_pending >= p->n_workers) {
@@ -504,6 +514,7 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
         if (r == 1) {
             p->repair_pending++;
             started++;
+            dfc_metric_inc(p->repairs, 0, 1);
         }
         pthread_mutex_unlock(&p->mu);
     }
@@ -522,6 +533,7 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
     }
     pthread_mutex_unlock(&p->mu);
     sched_ids_free(&ids);
+    dfc_metric_gauge_set(p->under_replicated, 0, short_of_copies);
     pthread_mutex_unlock(&p->pass_mu);
     return started;
 }

@@ -71,6 +71,7 @@ struct sched_backoff_entry {
 
 struct sched_placement {
     struct sched_store *store;
+    struct dfc_metric *repairs, *under_replicated; /* borrowed; NULL: not counted */
     char *advertise_ip;
     int64_t repair_interval_ns, host_gc_interval_ns, timeout_ms;
     unsigned n_workers;

@@ -475,7 +475,7 @@ static int declare_metrics(struct dfc_rpc_server *s, struct dfc_error *err) {
     };
     struct dfc_metric_desc ds = {
         .name = seconds,
-        .help = "Time from an RPC's arrival to its status being sent, in seconds.",
+        .help = "Time from an RPC's arrival until its status is sent, in seconds.",
         .type = DFC_METRIC_HISTOGRAM,
         .labels = labels,
         .n_labels = 2,
@@ -862,6 +862,8 @@ static void finish_call(struct dfc_rpc_call *c, int code, ProtobufCMessage *resp
         ops[n].data.send_status_from_server.status_details = &c->status_details;
     }
     n++;
+    /* Counted before the status goes, so a client that has its answer sees the call counted. */
+    count_call(c, dfc_error_to_grpc(code), true);
     if (waiter_start(&c->send_w, c->call, ops, n)) {
         (void)wait_idle(c, &c->send_w, IDLE_SEND);
     }
@@ -931,7 +933,6 @@ static void run_call(struct dfc_rpc_call *c) {
         r = err.code = -ETIMEDOUT;
     }
     finish_call(c, r, resp, &err);
-    count_call(c, dfc_error_to_grpc(r), true);
     log_call(c, r, &err);
     dfc_rpc_msg_free(req);
     call_unref(c);

@@ -242,14 +242,22 @@ static int ready_status(struct fx *f, char **body) {
     return test_http_get(f->hport, "/readyz", body);
 }
 
+/* The socket appears once it listens, a moment before the server serves (/readyz 503 until
+ * then): a start is complete once /readyz on port says 200. */
+static bool port_ready(void *arg) {
+    char *body;
+    int code = test_http_get(*(unsigned *)arg, "/readyz", &body);
+    free(body);
+    return code == 200;
+}
+
 /* /readyz follows the store dir's writability; /healthz stays 200. */
 static void test_readyz_follows_the_store(void **state) {
     struct fx *f = *state;
     char *body;
     assert_int_equal(test_http_get(f->hport, "/healthz", &body), 200);
     free(body);
-    assert_int_equal(ready_status(f, &body), 200);
-    free(body);
+    assert_true(test_wait_for(port_ready, &f->hport, 10000));
     if (geteuid() != 0) {
         print_message("skipping the unwritable store: chattr +i needs root\n");
         skip();
@@ -284,14 +292,12 @@ static void test_ports(void **state) {
     unsigned port = test_free_port();
     harness_start_ports(&h, NULL, 0, port);
     char *body;
-    assert_int_equal(test_http_get(port, "/readyz", &body), 200);
-    free(body);
+    assert_true(test_wait_for(port_ready, &port, 10000));
     assert_int_equal(test_http_get(port, "/metrics", &body), 404); /* metrics are off */
     free(body);
     assert_int_equal(harness_destroy(&h), 0);
     harness_start_ports(&h, NULL, port, port);
-    assert_int_equal(test_http_get(port, "/readyz", &body), 200);
-    free(body);
+    assert_true(test_wait_for(port_ready, &port, 10000));
     assert_int_equal(test_http_get(port, "/metrics", &body), 200);
     assert_non_null(strstr(body, "# TYPE " P "upload_task_total counter\n"));
     free(body);

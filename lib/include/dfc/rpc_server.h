@@ -116,7 +116,9 @@ struct dfc_rpc_server_opts {
      * registered method) and code (the gRPC code name):
      *   <prefix>grpc_server_handled_total          counter   {server,method,code}
      *   <prefix>grpc_server_handling_seconds       histogram {server,method}
-     * Calls refused before a handler ran (server busy) count in handled_total only; calls of
+     * A call is counted just before its status is sent, so a client holding the answer sees
+     * it counted. Calls refused before a handler ran (server busy) count in handled_total
+     * only; calls of
      * unknown methods are not counted (their path is the caller's text). Borrowed; must outlive
      * the server. NULL = no metrics. */
     struct dfc_metrics *metrics;
