@@ -26,6 +26,8 @@ int sched_metrics_init(struct sched_metrics *m, struct dfc_error *err) {
     static const char *const outcomes[] = SCHED_REPAIR_OUTCOMES;
     static const struct dfc_metric_label l_kind[] = {{"kind", kinds, 3}};
     static const struct dfc_metric_label l_outcome[] = {{"outcome", outcomes, 4}};
+    static const char *const states[] = SCHED_TASK_STATES;
+    static const struct dfc_metric_label l_state[] = {{"state", states, 4}};
     const struct {
         struct dfc_metric_desc d;
         struct dfc_metric **ret;
@@ -55,6 +57,16 @@ int sched_metrics_init(struct sched_metrics *m, struct dfc_error *err) {
           .help = "Tasks the last repair pass found short of persistent copies.",
           .type = DFC_METRIC_GAUGE},
          &m->under_replicated},
+        {{.name = SCHED_METRICS_PREFIX "tasks",
+          .help = "Persistent cache tasks by state, as of the last repair pass.",
+          .type = DFC_METRIC_GAUGE,
+          .labels = l_state,
+          .n_labels = 1},
+         &m->tasks},
+        {{.name = SCHED_METRICS_PREFIX "hosts",
+          .help = "Hosts the last host-GC pass kept (announced recently enough).",
+          .type = DFC_METRIC_GAUGE},
+         &m->hosts},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         int r = dfc_metrics_add(m->registry, &rows[i].d, rows[i].ret, err);

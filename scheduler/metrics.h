@@ -9,6 +9,12 @@
  *   repairs_total{outcome}                counter    repair jobs: started, succeeded, failed, busy
  *   under_replicated_tasks                gauge      tasks the last repair pass found short of
  *                                                    persistent copies
+ *   tasks{state}                          gauge      tasks by state, counted by the last repair
+ *                                                    pass (every replicaRepairInterval: it
+ *                                                    SCANs and loads every task); not a
+ *                                                    scrape-time Redis read
+ *   hosts                                 gauge      hosts the last host-GC pass kept (every
+ *                                                    gc.hostGCInterval)
  *
  * Readiness: the RPC server is serving and, with database.redis.addrs, Redis answers a PING
  * within SCHED_READY_PING_MS; 503 with the reason otherwise.
@@ -30,7 +36,7 @@ struct sched_redis;
 
 struct sched_metrics {
     struct dfc_metrics *registry;
-    struct dfc_metric *redis_latency, *redis_errors, *repairs, *under_replicated;
+    struct dfc_metric *redis_latency, *redis_errors, *repairs, *under_replicated, *tasks, *hosts;
     struct dfc_http *http;
     struct dfc_rpc_server *server; /* for readiness; borrowed */
     struct sched_redis *redis;     /* NULL without Redis; borrowed */

@@ -61,7 +61,16 @@ struct sched_placement_opts {
      * persistent copies (tasks it skipped for their back-off or a job in flight excluded). */
     struct dfc_metric *repairs;
     struct dfc_metric *under_replicated;
+    /* Gauges as of the last pass: tasks by state (series SCHED_TASK_STATES, counted by the
+     * repair pass, which loads every task) and hosts (counted by the host-GC pass: the hosts
+     * it kept). */
+    struct dfc_metric *tasks;
+    struct dfc_metric *hosts;
 };
+
+/* The series of the tasks metric, in enum sched_task_state order. */
+#define SCHED_TASK_STATES                                                                          \
+    { "Pending", "Uploading", "Succeeded", "Failed" }
 
 /* The series of the repairs metric: started, then one of succeeded (enough copies), failed
  * (fewer copies than needed, or a Redis error) or busy (another scheduler held the lease). */

@@ -44,6 +44,8 @@ static int open_redis(const struct sched_config *cfg, const struct sched_metrics
         .host_gc_interval_ns = cfg->host_gc_interval,
         .repairs = m->repairs,
         .under_replicated = m->under_replicated,
+        .tasks = m->tasks,
+        .hosts = m->hosts,
     };
     int r = sched_redis_new(&ro, ret_redis, err);
     if (r == 0) {

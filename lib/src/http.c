@@ -31,18 +31,9 @@ struct dfc_http {
     char name[48];
 };
 
-/* Queues a response that takes ownership of body (malloc'ed) or copies a static text. */
-static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status, const char *type,
-                              char *owned, size_t len, const char *text, bool allow_get) {
-    struct MHD_Response *resp;
-    if (owned != NULL) {
-        resp = MHD_create_response_from_buffer(len, owned, MHD_RESPMEM_MUST_FREE);
-        if (resp == NULL) {
-            free(owned);
-        }
-    } else {
-        resp = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
-    }
+/* Queues resp (destroyed here; NULL: out of memory) with its Content-Type. */
+static enum MHD_Result queue(struct MHD_Connection *conn, unsigned status, const char *type,
+                             struct MHD_Response *resp, bool allow_get) {
     if (resp == NULL) {
         return MHD_NO;
     }
@@ -55,11 +46,28 @@ static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status, cons
     return r;
 }
 
+/* A static text, copied into the response. */
+static enum MHD_Result answer_text(struct MHD_Connection *conn, unsigned status, const char *text,
+                                   bool allow_get) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+    return queue(conn, status, "text/plain; charset=utf-8", resp, allow_get);
+}
+
+/* A malloc'ed body the response takes ownership of (freed on every path). */
+static enum MHD_Result answer_owned(struct MHD_Connection *conn, unsigned status, const char *type,
+                                    char *owned, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, owned, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL) {
+        free(owned);
+    }
+    return queue(conn, status, type, resp, false);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
     struct dfc_http *h = cls;
-    static const char text[] = "text/plain; charset=utf-8";
     /* The first call only announces the request; a body (which GET has none of) would follow
      * in later calls. Answer on the second, once any body is consumed. */
     if (*con_cls == NULL) {
@@ -74,14 +82,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     bool healthz = strcmp(url, "/healthz") == 0;
     bool readyz = strcmp(url, "/readyz") == 0;
     if (!metrics && !healthz && !readyz) {
-        return answer(conn, MHD_HTTP_NOT_FOUND, text, NULL, 0, "not found\n", false);
+        return answer_text(conn, MHD_HTTP_NOT_FOUND, "not found\n", false);
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        return answer(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text, NULL, 0, "method not allowed\n",
-                      true);
+        return answer_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", true);
     }
     if (healthz) {
-        return answer(conn, MHD_HTTP_OK, text, NULL, 0, "ok\n", false);
+        return answer_text(conn, MHD_HTTP_OK, "ok\n", false);
     }
     if (readyz) {
         char why[256] = "";
@@ -90,18 +97,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             if (asprintf(&body, "not ready: %s\n", why) < 0) {
                 return MHD_NO;
             }
-            return answer(conn, MHD_HTTP_SERVICE_UNAVAILABLE, text, body, strlen(body), NULL,
-                          false);
+            return answer_owned(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
+                                body, strlen(body));
         }
-        return answer(conn, MHD_HTTP_OK, text, NULL, 0, "ok\n", false);
+        return answer_text(conn, MHD_HTTP_OK, "ok\n", false);
     }
     char *body;
     size_t len;
     if (dfc_metrics_render(h->metrics, &body, &len) < 0) {
-        return answer(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, text, NULL, 0, "out of memory\n",
-                      false);
+        return answer_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", false);
     }
-    return answer(conn, MHD_HTTP_OK, DFC_METRICS_CONTENT_TYPE, body, len, NULL, false);
+    return answer_owned(conn, MHD_HTTP_OK, DFC_METRICS_CONTENT_TYPE, body, len);
 }
 
 /* libmicrohttpd's own errors (a failed accept, a refused connection) as debug lines. */
