@@ -144,7 +144,7 @@ int dfd_metrics_new(struct dfd_storage *storage, const struct dfd_gc_policy *pol
     m->storage = storage;
     m->policy = *policy;
 #define ROW_DESC(idx, nm, ty, lb, n, hl)                                                           \
-    {.name = DFD_METRICS_PREFIX nm, .help = hl, .type = ty, .labels = lb, .n_labels = n},
+    {.name = DFD_METRICS_PREFIX nm, .help = (hl), .type = (ty), .labels = (lb), .n_labels = (n)},
     static const struct dfc_metric_desc descs[M_N] = {ROWS(ROW_DESC)};
     for (size_t i = 0; i < M_N; i++) {
         int r = dfc_metrics_add(m->registry, &descs[i], &m->m[i], err);

@@ -330,11 +330,11 @@ int dfc_metrics_add(struct dfc_metrics *m, const struct dfc_metric_desc *d, stru
     } else if (fresh && (f = family_new(d)) == NULL) {
         r = dfc_error_set(err, -ENOMEM, "metric `%s`: out of memory", d->name);
     }
-    struct dfc_metric *p = NULL;
-    if (r == 0 && (p = part_new(d, n_series)) == NULL) {
+    struct dfc_metric *p = r == 0 ? part_new(d, n_series) : NULL;
+    if (r == 0 && p == NULL) {
         r = dfc_error_set(err, -ENOMEM, "metric `%s`: out of memory", d->name);
     }
-    if (r < 0) {
+    if (r < 0 || p == NULL) {
         if (fresh && f != NULL) {
             family_free(f);
         }

@@ -35,10 +35,23 @@ static inline unsigned test_free_port(void) {
     return ntohs(a.sin_port);
 }
 
+static inline int test_http_request_(const char *ip, unsigned port, const char *method,
+                                     const char *path, char **ret_body);
+
 /* Sends "<method> <path> HTTP/1.0" to ip:port and reads the whole answer (at most 8 MiB, 10 s).
- * Returns the status code with *ret_body set to the body (NUL-terminated), or -errno. */
+ * Returns the status code with *ret_body set to the body (NUL-terminated), or -errno with
+ * *ret_body an empty string: the caller frees *ret_body either way, never NULL. */
 static inline int test_http_request(const char *ip, unsigned port, const char *method,
                                     const char *path, char **ret_body) {
+    int r = test_http_request_(ip, port, method, path, ret_body);
+    if (*ret_body == NULL && (*ret_body = calloc(1, 1)) == NULL) {
+        abort();
+    }
+    return r;
+}
+
+static inline int test_http_request_(const char *ip, unsigned port, const char *method,
+                                     const char *path, char **ret_body) {
     *ret_body = NULL;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
@@ -61,6 +74,9 @@ static inline int test_http_request(const char *ip, unsigned port, const char *m
     }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
+    if (buf == NULL) {
+        abort();
+    }
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, 10000) != 1) {
@@ -75,7 +91,9 @@ static inline int test_http_request(const char *ip, unsigned port, const char *m
                 return -EFBIG;
             }
             cap *= 2;
-            buf = realloc(buf, cap);
+            if ((buf = realloc(buf, cap)) == NULL) {
+                abort();
+            }
         }
         ssize_t k = read(fd, buf + len, cap - len - 1);
         if (k < 0) {
@@ -141,6 +159,9 @@ static const char test_prom_parser[] =
  * each ending in a newline), or -1 when the parser refused the text (its message on stderr). */
 static inline int test_prom_parse(const char *text, char **ret_flat) {
     *ret_flat = NULL;
+    if (text == NULL) {
+        return -1;
+    }
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
         return -1;
@@ -167,10 +188,15 @@ static inline int test_prom_parse(const char *text, char **ret_flat) {
     close(in[1]);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
+    if (buf == NULL) {
+        abort();
+    }
     for (;;) {
         if (n + 1 >= cap) {
             cap *= 2;
-            buf = realloc(buf, cap);
+            if ((buf = realloc(buf, cap)) == NULL) {
+                abort();
+            }
         }
         ssize_t k = read(out[0], buf + n, cap - n - 1);
         if (k <= 0) {

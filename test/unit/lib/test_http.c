@@ -99,6 +99,7 @@ static void test_routes(void **state) {
 
     dfc_http_stop(h);
     assert_true(test_http_get(port, "/healthz", &body) < 0); /* gone */
+    free(body);
     dfc_metrics_free(m);
 }
 
