@@ -222,6 +222,10 @@ server:
   port: $SCHED_PORT
   advertiseIP: "$SCHED_IP"
   shutdownGrace: 2s
+metrics:
+  server:
+    ip: "$SCHED_IP"
+    port: $(free_port "$SCHED_IP") # not 8000: clusters and tests share the machine
 database:
   redis:
     addrs: ["$REDIS_ADDR"]
@@ -287,11 +291,11 @@ upload:
 metrics:
   server:
     ip: "$ip"
-    port: 4002
+    port: $(free_port "$ip")
 health:
   server:
     ip: "$ip"
-    port: 4003
+    port: $(free_port "$ip")
 log:
   level: "$log_level"
 EOF
