@@ -7,6 +7,7 @@ pkg_check_modules(UUID REQUIRED IMPORTED_TARGET uuid)
 pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
 pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3)
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 # Libraries only some targets need are looked up where those targets are, so that a build
 # without them needs none: cmocka in test/CMakeLists.txt (only with DFC_TESTS), hiredis in
 # scheduler/CMakeLists.txt (pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis) there).

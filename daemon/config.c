@@ -189,6 +189,36 @@ static const struct dfc_config_row rows[] = {
      .def = "256",
      LIMIT},
     {.key = "upload.disableShared", .type = DFC_CFG_BOOL, .offset = F(disable_shared)},
+    {.key = "metrics.server.ip",
+     .type = DFC_CFG_STRING,
+     .offset = F(metrics_ip),
+     .def = "127.0.0.1",
+     .env = "DFDAEMON_METRICS_IP",
+     .flags = DFC_OPT_NONEMPTY,
+     .validate = dfc_config_check_ip,
+     .help = "address of the Prometheus endpoint (GET /metrics; /healthz and /readyz too)"},
+    {.key = "metrics.server.port",
+     .type = DFC_CFG_UINT,
+     .offset = F(metrics_port),
+     .def = "4002",
+     .env = "DFDAEMON_METRICS_PORT",
+     .help = "port of the Prometheus endpoint; 0 = no endpoint and no metrics",
+     DFC_OPT_RANGE(0, 65535)},
+    {.key = "health.server.ip",
+     .type = DFC_CFG_STRING,
+     .offset = F(health_ip),
+     .def = "127.0.0.1",
+     .env = "DFDAEMON_HEALTH_IP",
+     .flags = DFC_OPT_NONEMPTY,
+     .validate = dfc_config_check_ip,
+     .help = "address of the health endpoint (GET /healthz, /readyz)"},
+    {.key = "health.server.port",
+     .type = DFC_CFG_UINT,
+     .offset = F(health_port),
+     .def = "4003",
+     .env = "DFDAEMON_HEALTH_PORT",
+     .help = "port of the health endpoint; 0 = off",
+     DFC_OPT_RANGE(0, 65535)},
     {.key = "log.level",
      .type = DFC_CFG_ENUM,
      .offset = F(log_level),
@@ -243,6 +273,19 @@ int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
         return dfc_error_set(err, -EINVAL,
                              "upload.server.port and storage.server.tcpPort are both %llu",
                              (unsigned long long)cfg->upload_port);
+    }
+    if (dfd_config_p2p(cfg)) {
+        /* The TCP servers bind upload.server.ip / storage.server.ip ("" = every address). */
+        const uint64_t http[] = {cfg->metrics_port, cfg->health_port};
+        const char *names[] = {"metrics.server.port", "health.server.port"};
+        for (size_t i = 0; i < 2; i++) {
+            if (http[i] != 0 && (http[i] == cfg->upload_port || http[i] == cfg->vortex_port)) {
+                return dfc_error_set(err, -EINVAL,
+                                     "%s (%llu) is taken by upload.server.port or "
+                                     "storage.server.tcpPort",
+                                     names[i], (unsigned long long)http[i]);
+            }
+        }
     }
     if (cfg->host_ip[0] == '\0') {
         char ip[DFC_IP_STR_MAX];

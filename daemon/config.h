@@ -59,6 +59,10 @@ struct dfd_config {
     int64_t vortex_request_timeout;  /* storage.server.requestTimeout (ns): reading a request */
     uint64_t concurrent_piece_count; /* download.concurrentPieceCount: pieces in flight */
     int64_t piece_timeout;           /* download.pieceTimeout (ns): one piece from one parent */
+    char *metrics_ip;                /* metrics.server.ip: GET /metrics (and health) */
+    uint64_t metrics_port;           /* metrics.server.port; 0 = off */
+    char *health_ip;                 /* health.server.ip: GET /healthz, /readyz */
+    uint64_t health_port;            /* health.server.port; 0 = off */
     char *idc;                       /* host.idc */
     char *location;                  /* host.location */
 };

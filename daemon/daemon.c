@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "announcer.h"
+#include "endpoints.h"
 #include "fdpass.h"
 #include "dfc/fs.h"
 #include "dfc/id.h"
@@ -33,6 +34,7 @@
 #include "dfc/rpc_server.h"
 #include "dfc/units.h"
 #include "gc.h"
+#include "metrics.h"
 #include "p2p/download.h"
 #include "p2p/vortex_server.h"
 #include "registration.h"
@@ -149,6 +151,7 @@ struct p2p_parts {
  * client (svc->sched); wires the engine into svc. Standalone: nothing. */
 static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
                      struct dfd_service *svc, struct p2p_parts *pp, struct dfc_error *err) {
+    struct dfd_metrics *m = svc->metrics;
     if (svc->sched == NULL) {
         return 0;
     }
@@ -158,6 +161,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .max_conns = (unsigned)cfg->vortex_max_connections,
         .request_timeout_ns = cfg->vortex_request_timeout,
         .parent_id = svc->host_id,
+        .served_pieces = dfd_metrics_served_pieces(m),
+        .served_bytes = dfd_metrics_served_bytes(m),
     };
     int r = dfd_vortex_server_start(storage, &vo, &pp->vortex, err);
     if (r < 0) {
@@ -165,7 +170,7 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
                                 cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0",
                                 (unsigned long long)cfg->vortex_port);
     }
-    if ((r = dfd_p2p_new(storage, svc->sched, cfg, svc->host_id, &pp->engine, err)) < 0) {
+    if ((r = dfd_p2p_new(storage, svc->sched, cfg, svc->host_id, m, &pp->engine, err)) < 0) {
         return r;
     }
     svc->p2p = pp->engine;
@@ -176,6 +181,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .idle_timeout_ms = cfg->idle_timeout / 1000000,
         .max_conns = (unsigned)cfg->upload_max_connections,
         .option_prefix = "upload.server.",
+        .metrics = dfd_metrics_registry(m),
+        .metrics_prefix = DFD_METRICS_PREFIX,
     };
     if ((r = dfc_rpc_server_new(&opts, &pp->upload, err)) < 0 ||
         (r = dfd_service_register_tcp(svc, pp->upload, err)) < 0) {
@@ -222,6 +229,8 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct sched_parts sp = {0};
     struct p2p_parts pp = {0};
     struct dfd_fdpass *fdpass = NULL;
+    struct dfd_metrics *metrics = NULL;
+    struct dfd_endpoints *endpoints = NULL;
     int gid, r;
 
     struct dfd_storage_opts so = {.dir = cfg->storage_dir,
@@ -256,7 +265,13 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         goto out;
     }
     svc.sched = sp.sched;
-    if ((r = dfd_gc_start(storage, &policy, &dfc_clock_real, &gc, err)) < 0 ||
+    /* Metrics exist only with their endpoint: metrics.server.port 0 costs nothing at all. */
+    if (cfg->metrics_port != 0 && (r = dfd_metrics_new(storage, &policy, &metrics, err)) < 0) {
+        goto out;
+    }
+    svc.metrics = metrics;
+    if ((r = dfd_gc_start(storage, &policy, &dfc_clock_real,
+                          metrics != NULL ? dfd_metrics_gc_pass : NULL, metrics, &gc, err)) < 0 ||
         (r = p2p_start(cfg, storage, &svc, &pp, err)) < 0) {
         goto out;
     }
@@ -271,9 +286,15 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
         .max_conns = connection_cap(cfg->max_connections),
         .max_conns_per_uid = (unsigned)cfg->max_conns_per_user,
         .option_prefix = "download.server.",
+        .metrics = dfd_metrics_registry(metrics),
+        .metrics_prefix = DFD_METRICS_PREFIX,
     };
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = dfd_service_register(&svc, server, err)) < 0 ||
+        /* Before the socket appears: whoever sees it finds the endpoints up (not ready until
+         * the server serves). */
+        (r = dfd_endpoints_start(cfg, dfd_metrics_registry(metrics), server, storage, &endpoints,
+                                 err)) < 0 ||
         (r = resolve_group(cfg->socket_group, &gid, err)) < 0 ||
         (r = make_socket_dir(cfg->socket_path, err)) < 0 ||
         (r = dfc_rpc_server_listen_unix(server, cfg->socket_path, cfg->socket_mode, gid, err)) <
@@ -301,11 +322,13 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     p2p_stop_serving(&pp, SHUTDOWN_GRACE_MS);
     dfc_rpc_server_shutdown(server, SHUTDOWN_GRACE_MS);
 out:
+    dfd_endpoints_stop(endpoints); /* its readiness check reads the server */
     dfc_rpc_server_free(server);
     dfd_fdpass_stop(fdpass); /* no handler runs any more: none takes a descriptor */
     p2p_free(&pp, &svc);
     dfd_gc_stop(gc);
     sched_stop(&sp);
+    dfd_metrics_free(metrics); /* after every server and thread that counts */
     dfd_storage_close(storage);
     if (r == 0) {
         DFC_LOG(DFC_LOG_INFO, "dfdaemon.stopped", "socket=%s", cfg->socket_path);

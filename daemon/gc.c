@@ -11,8 +11,7 @@
 #include "dfc/log.h"
 #include "dfc/thread.h"
 
-/* Capacity and usage in bytes, as the policy measures them. */
-static int disk_usage(struct dfd_storage *s, const struct dfd_gc_policy *p, uint64_t *ret_total,
+int dfd_gc_disk_usage(struct dfd_storage *s, const struct dfd_gc_policy *p, uint64_t *ret_total,
                       uint64_t *ret_used, struct dfc_error *err) {
     if (p->disk_threshold > 0) {
         *ret_total = p->disk_threshold;
@@ -52,7 +51,7 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
     }
     uint64_t total = 0, used = 0;
     if (r == 0) {
-        r = disk_usage(s, p, &total, &used, err);
+        r = dfd_gc_disk_usage(s, p, &total, &used, err);
     }
     if (r == 0 && total > 0) {
         rep.usage_percent = (unsigned)(used * 100 / total);
@@ -86,15 +85,20 @@ struct dfd_gc {
     struct dfd_storage *s;
     struct dfd_gc_policy policy;
     struct dfc_clock clock;
+    dfd_gc_pass_fn on_pass;
+    void *on_pass_arg;
     struct dfc_thread thread;
 };
 
 static void *gc_main(void *arg) {
     struct dfd_gc *g = arg;
     while (dfc_thread_sleep(&g->thread, g->policy.interval_ns)) {
-        struct dfd_gc_report rep;
+        struct dfd_gc_report rep = {0};
         struct dfc_error err;
         int r = dfd_gc_run_once(g->s, &g->policy, dfc_clock_now(&g->clock), &rep, &err);
+        if (g->on_pass != NULL) { /* a failed pass reports what it deleted before failing */
+            g->on_pass(g->on_pass_arg, &rep);
+        }
         if (r < 0) {
             DFC_LOG(DFC_LOG_WARN, "gc.failed", "error=\"%s\"", dfc_error_msg(&err));
         } else if (rep.expired || rep.evicted) {
@@ -107,7 +111,8 @@ static void *gc_main(void *arg) {
 }
 
 int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
-                 const struct dfc_clock *clock, struct dfd_gc **ret, struct dfc_error *err) {
+                 const struct dfc_clock *clock, dfd_gc_pass_fn on_pass, void *on_pass_arg,
+                 struct dfd_gc **ret, struct dfc_error *err) {
     if (p->interval_ns <= 0) {
         return dfc_error_set(err, -EINVAL, "gc.interval must be positive");
     }
@@ -118,6 +123,8 @@ int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
     g->s = s;
     g->policy = *p;
     g->clock = *clock;
+    g->on_pass = on_pass;
+    g->on_pass_arg = on_pass_arg;
     if (dfc_thread_start(&g->thread, gc_main, g) < 0) {
         free(g);
         return dfc_error_set(err, -EAGAIN, "cannot start the gc thread");

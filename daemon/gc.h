@@ -38,15 +38,26 @@ struct dfd_gc_report {
     unsigned usage_percent; /* before eviction */
 };
 
+/* Capacity and usage in bytes, as the policy measures them: diskThreshold and the content's
+ * bytes when diskThreshold is set, else the filesystem of the store (statvfs). */
+int dfd_gc_disk_usage(struct dfd_storage *s, const struct dfd_gc_policy *p, uint64_t *ret_total,
+                      uint64_t *ret_used, struct dfc_error *err);
+
+/* Told what each background pass did (the thread's, not dfd_gc_run_once()'s), on the GC
+ * thread; a pass that failed midway reports what it deleted before the failure. */
+typedef void (*dfd_gc_pass_fn)(void *arg, const struct dfd_gc_report *rep);
+
 /* One pass at time now. */
 int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_t now_ns,
                     struct dfd_gc_report *ret, struct dfc_error *err);
 
 struct dfd_gc;
 
-/* Starts a thread that runs a pass every interval and logs what it did. Borrowed: s, clock. */
+/* Starts a thread that runs a pass every interval, logs what it did and tells on_pass (NULL:
+ * nobody) with on_pass_arg. Borrowed: s, clock, on_pass_arg. */
 int dfd_gc_start(struct dfd_storage *s, const struct dfd_gc_policy *p,
-                 const struct dfc_clock *clock, struct dfd_gc **ret, struct dfc_error *err);
+                 const struct dfc_clock *clock, dfd_gc_pass_fn on_pass, void *on_pass_arg,
+                 struct dfd_gc **ret, struct dfc_error *err);
 
 /* Stops and joins the thread. NULL is fine. */
 void dfd_gc_stop(struct dfd_gc *g);

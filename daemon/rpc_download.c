@@ -28,6 +28,7 @@
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "export.h"
+#include "metrics.h"
 #include "fdpass.h"
 #include "google/protobuf/empty.pb-c.h"
 #include "pathfd.h"
@@ -128,9 +129,11 @@ static int take_passed_fd(struct dfd_service *svc, struct dfc_rpc_call *call,
     return r < 0 ? r : 1;
 }
 
-static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                       ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
+/* The import; *ret_src, *ret_how and *ret_bytes say what it was, for the metrics. */
+static int upload_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
+                           const ProtobufCMessage *req_, ProtobufCMessage *resp_,
+                           enum dfd_import_source *ret_src, enum dfd_import_how *ret_how,
+                           uint64_t *ret_bytes, struct dfc_error *err) {
     const Dfdaemon__V2__UploadPersistentCacheTaskRequest *req = (const void *)req_;
     struct dfd_import_params p;
     int r = dfd_validate_path("path", req->path, err);
@@ -152,6 +155,7 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r == 0) {
         r = take_passed_fd(svc, call, &caller, &fd, err);
         passed = r == 1;
+        *ret_src = passed ? DFD_SOURCE_FD : DFD_SOURCE_PATH;
         r = r < 0 ? r : 0;
     }
     if (r == 0 && !passed) {
@@ -181,8 +185,23 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
             "task_id=%s mode=%s bytes=%" PRIu64 " pieces=%u existed=%d uid=%d source=%s", t.id,
             dfd_import_mode_name(mode), t.content_length, t.piece_count, existed, (int)caller.uid,
             passed ? "fd" : "path");
+    *ret_how = mode == DFD_IMPORT_HARDLINK  ? DFD_IMPORT_HOW_HARDLINK
+               : mode == DFD_IMPORT_REFLINK ? DFD_IMPORT_HOW_REFLINK
+                                            : DFD_IMPORT_HOW_COPY;
+    *ret_bytes = t.content_length;
     r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
     dfd_task_meta_done(&t);
+    return r;
+}
+
+static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    enum dfd_import_source src = DFD_SOURCE_PATH;
+    enum dfd_import_how how = DFD_IMPORT_HOW_COPY;
+    uint64_t bytes = 0;
+    int r = upload_task_run(svc, call, req_, resp_, &src, &how, &bytes, err);
+    dfd_metrics_import(svc->metrics, src, r >= 0, how, bytes);
     return r;
 }
 
@@ -219,9 +238,15 @@ static int validate_download(const Dfdaemon__V2__DownloadPersistentCacheTaskRequ
     return r;
 }
 
-static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                         ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
+/* What an export did, for the metrics. */
+struct export_outcome {
+    bool remote, linked, to_path, streamed;
+    uint64_t bytes;
+};
+
+static int download_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
+                             const ProtobufCMessage *req_, struct export_outcome *ret,
+                             struct dfc_error *err) {
     const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req = (const void *)req_;
     const char *output = OPT(req, output_path);
     const char *algo = NULL, *want = NULL;
@@ -300,9 +325,26 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
             "task_id=%s output=%s mode=%s pieces=%u content=%d source=%s", t.id,
             output ? output : "-", output ? (linked ? "hardlink" : "copy") : "stream",
             t.piece_count, req->need_piece_content, remote ? "peers" : "local");
+    *ret = (struct export_outcome){.remote = remote,
+                                   .linked = linked,
+                                   .to_path = output != NULL,
+                                   .streamed = req->need_piece_content,
+                                   .bytes = t.content_length};
 out:
     dfd__fetch_done(&f);
     dfd_task_meta_done(&t);
+    return r;
+}
+
+static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                         ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    struct export_outcome o = {0};
+    int r = download_task_run(svc, call, req_, &o, err);
+    dfd_metrics_export(svc->metrics, r >= 0, o.remote, o.linked, o.to_path, o.streamed, o.bytes);
+    if (r >= 0 && ((const Dfdaemon__V2__DownloadPersistentCacheTaskRequest *)req_)->persistent) {
+        dfd_metrics_store_changed(svc->metrics); /* a task may have been made persistent */
+    }
     return r;
 }
 
@@ -458,6 +500,7 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     dfd_task_meta_done(&t);
     if (r == 0) {
         DFC_LOG(DFC_LOG_INFO, "delete.done", "task_id=%s", req->task_id);
+        dfd_metrics_store_changed(svc->metrics);
     }
     return r;
 }
@@ -479,6 +522,7 @@ static int update_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     if (r < 0 || !req->persistent) {
         return r; /* persistent=false is a no-op, as upstream (for the owner) */
     }
+    dfd_metrics_store_changed(svc->metrics);
     return dfd_storage_set_persistent(svc->storage, req->task_id, true, dfd__now(svc), err);
 }
 

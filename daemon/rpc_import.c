@@ -15,6 +15,7 @@
 #include "dfc/import.pb-c.h"
 #include "dfc/log.h"
 #include "dragonfly/common.pb-c.h"
+#include "metrics.h"
 #include "registration.h"
 #include "service.h"
 
@@ -55,9 +56,9 @@ static int begin(struct dfd_service *svc, struct dfc_rpc_call *call,
     return dfd_import_begin(svc->storage, &p, ret, err);
 }
 
-static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *unused,
-                       ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
+/* The streamed import; *ret_bytes is the task's length once it is stored. */
+static int import_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
+                           ProtobufCMessage *resp_, uint64_t *ret_bytes, struct dfc_error *err) {
     struct dfd_import *imp = NULL;
     struct dfd_registration reg = {0}; /* the commit hook points at it: it outlives imp */
     ProtobufCMessage *m = NULL;
@@ -133,8 +134,18 @@ static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     DFC_LOG(DFC_LOG_INFO, "import.done",
             "task_id=%s mode=stream bytes=%" PRIu64 " pieces=%u existed=%d", t.id, t.content_length,
             t.piece_count, existed);
+    *ret_bytes = t.content_length;
     r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
     dfd_task_meta_done(&t);
+    return r;
+}
+
+static int import_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *unused,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    uint64_t bytes = 0;
+    int r = import_task_run(svc, call, resp_, &bytes, err);
+    dfd_metrics_import(svc->metrics, DFD_SOURCE_STREAM, r >= 0, DFD_IMPORT_HOW_STREAM, bytes);
     return r;
 }
 

@@ -31,6 +31,8 @@ struct dfd_service {
     /* The sibling socket's token table (fdpass.h), borrowed, set by daemon.c before serving;
      * NULL: fd imports are refused. */
     struct dfd_fdpass *fdpass;
+    /* The daemon's metrics (metrics.h), borrowed, set by daemon.c before serving; NULL: off. */
+    struct dfd_metrics *metrics;
 };
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,

@@ -31,6 +31,12 @@ storage:
   dir: $work/store
 gc:
   interval: 1m
+metrics:
+  server:
+    port: 0 # the endpoints are off here: a demo must not fail when 4002/4003 are taken
+health:
+  server:
+    port: 0
 YAML
 step() { printf '\n== %s\n' "$*"; }
 dfcache() { build/daemon/cmd/dfcache/dfcache "$@"; }

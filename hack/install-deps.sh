@@ -14,12 +14,13 @@ set -euo pipefail
 build_pkgs=(
     build-essential cmake pkg-config git
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
-    libyaml-dev uuid-dev libssl-dev zlib1g-dev libsqlite3-dev libhiredis-dev
+    libyaml-dev uuid-dev libssl-dev zlib1g-dev libsqlite3-dev libhiredis-dev libmicrohttpd-dev
 )
 test_pkgs=(
     libcmocka-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
+    python3-prometheus-client
 )
 image_pkgs=(podman runc debootstrap)
 

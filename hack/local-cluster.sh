@@ -222,6 +222,10 @@ server:
   port: $SCHED_PORT
   advertiseIP: "$SCHED_IP"
   shutdownGrace: 2s
+metrics:
+  server:
+    ip: "$SCHED_IP"
+    port: $(free_port "$SCHED_IP") # not 8000: clusters and tests share the machine
 database:
   redis:
     addrs: ["$REDIS_ADDR"]
@@ -284,6 +288,14 @@ upload:
   server:
     ip: "$ip"
     port: $UPLOAD_PORT
+metrics:
+  server:
+    ip: "$ip"
+    port: $(free_port "$ip")
+health:
+  server:
+    ip: "$ip"
+    port: $(free_port "$ip")
 log:
   level: "$log_level"
 EOF

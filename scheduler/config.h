@@ -19,6 +19,8 @@
 struct sched_config {
     char *listen_ip;           /* server.listenIP */
     uint64_t port;             /* server.port */
+    char *metrics_ip;          /* metrics.server.ip: /metrics, /healthz, /readyz */
+    uint64_t metrics_port;     /* metrics.server.port; 0 = no endpoint, no metrics */
     char *advertise_ip;        /* server.advertiseIP; "" = the first non-loopback IPv4 (else IPv6),
                                   else 127.0.0.1, resolved by sched_config_finish() */
     uint64_t max_workers;      /* server.maxWorkers: handler threads (a bidi stream holds one) */

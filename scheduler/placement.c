@@ -16,6 +16,7 @@
 
 #include "dfc/cleanup.h"
 #include "dfc/log.h"
+#include "dfc/metrics.h"
 #include "dfc/units.h"
 #include "placement_engine.h"
 
@@ -211,6 +212,11 @@ static void *worker_main(void *arg) {
         note_outcome(p, j->task_id, out);
         if (j->repair) {
             p->repair_pending--;
+            dfc_metric_inc(p->repairs,
+                           out == SCHED_JOB_DONE   ? 1
+                           : out == SCHED_JOB_BUSY ? 3
+                                                   : 2,
+                           1);
         }
         pthread_cond_broadcast(&p->done);
         pthread_cond_broadcast(&p->work); /* a job of the same task may wait */
@@ -246,6 +252,10 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
     p->tail = &p->head;
     p->repair_interval_ns = opts->repair_interval_ns > 0 ? opts->repair_interval_ns : 0;
     p->host_gc_interval_ns = opts->host_gc_interval_ns > 0 ? opts->host_gc_interval_ns : 0;
+    p->repairs = opts->repairs;
+    p->under_replicated = opts->under_replicated;
+    p->tasks = opts->tasks;
+    p->hosts = opts->hosts;
     p->timeout_ms = opts->dfdaemon_timeout_ms > 0 ? opts->dfdaemon_timeout_ms
                                                   : SCHED_PLACEMENT_DEFAULT_TIMEOUT_MS;
     p->n_workers = opts->repair_concurrency > 0 ? opts->repair_concurrency
@@ -437,14 +447,19 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Whether task_id needs a job now: Succeeded, short of persistent copies. */
-static int needs_copies(struct sched_placement *p, const char *task_id, struct dfc_error *err) {
+/* Whether task_id needs a job now: Succeeded, short of persistent copies. *ret_state is its
+ * state, or -1 when it is gone. */
+static int needs_copies(struct sched_placement *p, const char *task_id, int *ret_state,
+                        struct dfc_error *err) {
     struct sched_task task = {0};
     uint64_t persistent = 0, need = 0;
     int r = sched_task_need(p, task_id, &task, &persistent, &need, err);
+    *ret_state = r == 0 && task.id != NULL ? (int)task.state : -1;
     sched_task_done(&task);
     return r < 0 ? r : need > 0;
 }
+
+#define N_TASK_STATES 4
 
 int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err) {
     pthread_mutex_lock(&p->pass_mu);
@@ -465,6 +480,8 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
     pthread_mutex_unlock(&p->mu);
 
     int started = 0;
+    int64_t short_of_copies = 0;
+    int64_t by_state[N_TASK_STATES] = {0};
     for (size_t i = 0; i < ids.n; i++) {
         if (i > 0 && strcmp(ids.ids[i], ids.ids[i - 1]) == 0) {
             continue;
@@ -482,11 +499,16 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
         if (stopping) {
             break;
         }
+        /* Loaded even when skipped, so that every task is counted by its state. */
+        struct dfc_error terr = {0};
+        int state = -1;
+        int need = needs_copies(p, id, &state, &terr);
+        if (state >= 0 && state < N_TASK_STATES) {
+            by_state[state]++;
+        }
         if (skip) {
             continue;
         }
-        struct dfc_error terr = {0};
-        int need = needs_copies(p, id, &terr);
         if (need < 0) {
             DFC_LOG(DFC_LOG_WARN, "placement.repair_check_failed", "task_id=%s error=\"%s\"", id,
                     dfc_error_msg(&terr));
@@ -495,6 +517,7 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
         if (need == 0) {
             continue;
         }
+        short_of_copies++;
         pthread_mutex_lock(&p->mu);
         /* No more of this pass in flight than there are workers. */
         while (!p->stopping && p->repair_pending >= p->n_workers) {
@@ -504,6 +527,7 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
         if (r == 1) {
             p->repair_pending++;
             started++;
+            dfc_metric_inc(p->repairs, 0, 1);
         }
         pthread_mutex_unlock(&p->mu);
     }
@@ -522,6 +546,10 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
     }
     pthread_mutex_unlock(&p->mu);
     sched_ids_free(&ids);
+    dfc_metric_gauge_set(p->under_replicated, 0, short_of_copies);
+    for (size_t k = 0; k < N_TASK_STATES; k++) {
+        dfc_metric_gauge_set(p->tasks, k, by_state[k]);
+    }
     pthread_mutex_unlock(&p->pass_mu);
     return started;
 }
@@ -607,6 +635,7 @@ int sched_placement_host_gc_once(struct sched_placement *p, struct dfc_error *er
     }
     int64_t now = (int64_t)time(NULL);
     int removed = 0;
+    int64_t kept = 0;
     for (size_t i = 0; i < ids.n; i++) {
         struct sched_host h = {0};
         struct dfc_error herr = {0};
@@ -623,9 +652,12 @@ int sched_placement_host_gc_once(struct sched_placement *p, struct dfc_error *er
             } else {
                 removed++;
             }
+        } else {
+            kept++;
         }
         sched_host_done(&h);
     }
     sched_ids_free(&ids);
+    dfc_metric_gauge_set(p->hosts, 0, kept);
     return removed;
 }

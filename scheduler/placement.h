@@ -55,7 +55,27 @@ struct sched_placement_opts {
     int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream; a pull
                                     (DownloadPersistentCacheTask) gets 1 s more per 10 MiB of
                                     the task, at most 24 h in all */
+    /* Optional metrics (borrowed, outlive the engine; NULL: not counted). repairs: a counter
+     * with series SCHED_REPAIR_OUTCOMES (a repair job queued by the repair loop, then how it
+     * ended); under_replicated: a gauge, the tasks the last repair pass found short of
+     * persistent copies (tasks it skipped for their back-off or a job in flight excluded). */
+    struct dfc_metric *repairs;
+    struct dfc_metric *under_replicated;
+    /* Gauges as of the last pass: tasks by state (series SCHED_TASK_STATES, counted by the
+     * repair pass, which loads every task) and hosts (counted by the host-GC pass: the hosts
+     * it kept). */
+    struct dfc_metric *tasks;
+    struct dfc_metric *hosts;
 };
+
+/* The series of the tasks metric, in enum sched_task_state order. */
+#define SCHED_TASK_STATES                                                                          \
+    { "Pending", "Uploading", "Succeeded", "Failed" }
+
+/* The series of the repairs metric: started, then one of succeeded (enough copies), failed
+ * (fewer copies than needed, or a Redis error) or busy (another scheduler held the lease). */
+#define SCHED_REPAIR_OUTCOMES                                                                      \
+    { "started", "succeeded", "failed", "busy" }
 
 struct sched_placement;
 int sched_placement_new(struct sched_store *s, const struct sched_placement_opts *opts,

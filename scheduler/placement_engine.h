@@ -71,6 +71,8 @@ struct sched_backoff_entry {
 
 struct sched_placement {
     struct sched_store *store;
+    struct dfc_metric *repairs, *under_replicated; /* borrowed; NULL: not counted */
+    struct dfc_metric *tasks, *hosts;
     char *advertise_ip;
     int64_t repair_interval_ns, host_gc_interval_ns, timeout_ms;
     unsigned n_workers;

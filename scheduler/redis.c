@@ -44,6 +44,7 @@
 #include <time.h>
 
 #include "dfc/digest.h"
+#include "dfc/metrics.h"
 
 #define ADDR_MAX 280 /* host (up to 255) + ":" + port */
 #define HOST_MAX 256
@@ -76,6 +77,7 @@ struct sched_redis {
     unsigned pool_size;
     int64_t backoff_min_ms;
     int64_t backoff_max_ms;
+    struct dfc_metric *latency, *errors; /* borrowed; NULL: not counted */
 
     pthread_mutex_t mu;
     pthread_cond_t idle_cv;
@@ -189,6 +191,8 @@ int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **re
     r->pool_size = opts->pool_size ? opts->pool_size : DEFAULT_POOL_SIZE;
     r->backoff_min_ms = opts->backoff_min_ms ? opts->backoff_min_ms : DEFAULT_BACKOFF_MIN;
     r->backoff_max_ms = opts->backoff_max_ms ? opts->backoff_max_ms : DEFAULT_BACKOFF_MAX;
+    r->latency = opts->latency;
+    r->errors = opts->errors;
     if (r->backoff_max_ms < r->backoff_min_ms) {
         r->backoff_max_ms = r->backoff_min_ms;
     }
@@ -601,8 +605,9 @@ static int ready_slot(struct sched_redis *r, struct slot *s, int64_t deadline_ms
 
 /* One command on one slot: NOSCRIPT fallback (lua != NULL: argv[0] is EVALSHA and argv[1]
  * the sha, replaced by EVAL and the body) and -READONLY retries. */
-static int run(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
-               const size_t *lens, const char *lua, redisReply **reply, struct dfc_error *err) {
+static int run_once(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
+                    const size_t *lens, const char *lua, redisReply **reply,
+                    struct dfc_error *err) {
     unsigned idx = 0;
     int rc = take_slot(r, deadline_ms, &idx, err);
     if (rc < 0) {
@@ -675,6 +680,30 @@ static int run(struct sched_redis *r, int64_t deadline_ms, int argc, const char 
     return rc;
 }
 
+/* A call's latency and outcome under kind (SCHED_REDIS_KINDS); started is CLOCK_MONOTONIC. */
+static void count(struct sched_redis *r, size_t kind, const struct timespec *started, int rc) {
+    if (r->latency == NULL && r->errors == NULL) {
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    dfc_metric_observe(r->latency, kind,
+                       (double)(now.tv_sec - started->tv_sec) +
+                           (double)(now.tv_nsec - started->tv_nsec) / 1e9);
+    if (rc < 0) {
+        dfc_metric_inc(r->errors, kind, 1);
+    }
+}
+
+static int run(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
+               const size_t *lens, const char *lua, redisReply **reply, struct dfc_error *err) {
+    struct timespec started;
+    clock_gettime(CLOCK_MONOTONIC, &started);
+    int rc = run_once(r, deadline_ms, argc, argv, lens, lua, reply, err);
+    count(r, lua != NULL ? 1 : 0, &started, rc);
+    return rc;
+}
+
 int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
                      const size_t *lens, struct redisReply **reply, struct dfc_error *err) {
     if (argc < 1) {
@@ -738,9 +767,12 @@ int sched_redis_pipeline(struct sched_redis *r, int64_t deadline_ms, size_t n,
     if (n == 0) {
         return 0;
     }
+    struct timespec started;
+    clock_gettime(CLOCK_MONOTONIC, &started);
     unsigned idx = 0;
     int rc = take_slot(r, deadline_ms, &idx, err);
     if (rc < 0) {
+        count(r, 2, &started, rc);
         return rc;
     }
     struct slot *s = &r->slots[idx];
@@ -755,6 +787,7 @@ int sched_redis_pipeline(struct sched_redis *r, int64_t deadline_ms, size_t n,
         }
     }
     give_slot(r, idx);
+    count(r, 2, &started, rc);
     return rc;
 }
 

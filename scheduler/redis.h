@@ -37,7 +37,17 @@ struct sched_redis_opts {
     unsigned pool_size;      /* connections kept open; 0 = 20, as upstream */
     int64_t backoff_min_ms;  /* first reconnect delay; 0 = 100 ms */
     int64_t backoff_max_ms;  /* cap; 0 = 5 s */
+    /* Optional metrics (borrowed, outlive the pool; NULL: not counted), series by kind:
+     * 0 a command (sched_redis_argv), 1 a script (sched_redis_eval), 2 a pipeline. latency
+     * observes seconds from the call to its reply (a wait for a free connection included);
+     * errors counts calls that failed (I/O, timeout, an error reply). */
+    struct dfc_metric *latency;
+    struct dfc_metric *errors;
 };
+
+/* The kinds of the metrics' series: "command", "script", "pipeline". */
+#define SCHED_REDIS_KINDS                                                                          \
+    { "command", "script", "pipeline" }
 
 int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **ret,
                     struct dfc_error *err);

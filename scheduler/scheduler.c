@@ -17,14 +17,15 @@
 #include "dfc/rpc_server.h"
 #include "dfc/signals.h"
 #include "dfc/units.h"
+#include "metrics.h"
 #include "placement.h"
 #include "redis.h"
 #include "service.h"
 #include "store.h"
 
-static int open_redis(const struct sched_config *cfg, struct sched_redis **ret_redis,
-                      struct sched_store **ret_store, struct sched_placement **ret_placement,
-                      struct dfc_error *err) {
+static int open_redis(const struct sched_config *cfg, const struct sched_metrics *m,
+                      struct sched_redis **ret_redis, struct sched_store **ret_store,
+                      struct sched_placement **ret_placement, struct dfc_error *err) {
     struct sched_redis_opts ro = {
         .addrs = (const char *const *)cfg->redis_addrs.items,
         .n_addrs = cfg->redis_addrs.n,
@@ -33,12 +34,18 @@ static int open_redis(const struct sched_config *cfg, struct sched_redis **ret_r
         .password = cfg->redis_password,
         .db = (int)cfg->redis_db,
         .pool_size = (unsigned)cfg->redis_pool_size,
+        .latency = m->redis_latency,
+        .errors = m->redis_errors,
     };
     struct sched_placement_opts po = {
         .advertise_ip = cfg->advertise_ip,
         .repair_interval_ns = cfg->repair_interval,
         .repair_concurrency = (unsigned)cfg->repair_concurrency,
         .host_gc_interval_ns = cfg->host_gc_interval,
+        .repairs = m->repairs,
+        .under_replicated = m->under_replicated,
+        .tasks = m->tasks,
+        .hosts = m->hosts,
     };
     int r = sched_redis_new(&ro, ret_redis, err);
     if (r == 0) {
@@ -60,10 +67,15 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
     struct dfc_rpc_server *server = NULL;
     struct sched_service svc;
     bool svc_ready = false;
+    struct sched_metrics metrics = {0}; /* all NULL with metrics.server.port 0 */
     int r = 0;
     unsigned port = 0;
 
-    if (cfg->redis_addrs.n > 0 && (r = open_redis(cfg, &redis, &store, &placement, err)) < 0) {
+    if (cfg->metrics_port != 0 && (r = sched_metrics_init(&metrics, err)) < 0) {
+        return r;
+    }
+    if (cfg->redis_addrs.n > 0 &&
+        (r = open_redis(cfg, &metrics, &redis, &store, &placement, err)) < 0) {
         goto out;
     }
     if ((r = sched_service_init(&svc, cfg, store, placement, err)) < 0) {
@@ -80,13 +92,17 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
         .reserved_workers = (unsigned)cfg->reserved_workers,
         .max_conns = (unsigned)cfg->max_conns,
         .option_prefix = "server.",
+        .metrics = metrics.registry,
+        .metrics_prefix = SCHED_METRICS_PREFIX,
     };
     /* Accepted by the RPC layer itself, so the connections are capped (max_conns). */
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = sched_service_register(&svc, server, err)) < 0 ||
         (r = dfc_rpc_server_listen_tcp(server, cfg->listen_ip, (unsigned)cfg->port, &port, err)) <
             0 ||
-        (r = dfc_rpc_server_start(server, err)) < 0) {
+        (r = dfc_rpc_server_start(server, err)) < 0 ||
+        (r = sched_metrics_start_http(&metrics, cfg->metrics_ip, (unsigned)cfg->metrics_port,
+                                      server, redis, err)) < 0) {
         goto out;
     }
     char first[160] = "";
@@ -109,6 +125,7 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
     dfc_rpc_server_shutdown(server, cfg->shutdown_grace / DFC_NS_PER_MS);
     r = 0;
 out:
+    sched_metrics_stop_http(&metrics); /* its readiness check uses the server and Redis */
     dfc_rpc_server_free(server);
     sched_placement_free(placement);
     if (svc_ready) {
@@ -116,6 +133,7 @@ out:
     }
     sched_store_free(store);
     sched_redis_free(redis);
+    sched_metrics_done(&metrics);
     if (r == 0) {
         DFC_LOG(DFC_LOG_INFO, "scheduler.stopped", "port=%d", port);
     }

@@ -18,6 +18,7 @@
 #include "dfc/signals.h"
 #include "dfc/rpc_server.h"
 #include "driver.h"
+#include "endpoints.h"
 
 #ifndef DFC_VERSION
 #define DFC_VERSION "0.0.0"
@@ -33,6 +34,8 @@ struct csi_opts {
     char *state_dir;
     bool require_readonly;
     bool probe_dfdaemon;
+    char *metrics_address;
+    char *health_address;
     const char *log_level;
 };
 
@@ -91,6 +94,18 @@ static const struct dfc_config_row rows[] = {
      .env = "CSI_PROBE_DFDAEMON",
      .flag = "probe-dfdaemon",
      .help = "Probe is ready only while dfdaemon accepts connections"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(metrics_address),
+     .env = "CSI_METRICS_ADDRESS",
+     .flag = "metrics-address",
+     .metavar = "IP:PORT",
+     .help = "serve GET /metrics (and /healthz, /readyz) there; empty = off"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(health_address),
+     .env = "CSI_HEALTH_ADDRESS",
+     .flag = "health-address",
+     .metavar = "IP:PORT",
+     .help = "serve GET /healthz and /readyz (the socket dir exists) there; empty = off"},
     {.type = DFC_CFG_ENUM,
      .offset = O(log_level),
      .def = "info",
@@ -162,14 +177,23 @@ static int serve(const struct csi_opts *o) {
 
     struct csi_driver d;
     struct dfc_rpc_server *server = NULL;
+    struct csi_endpoints *ep = NULL;
     struct dfc_error err;
     const char *sock = endpoint_path(o->endpoint);
+    int r = csi_endpoints_new(o->metrics_address, o->health_address, cfg.socket_dir,
+                              cfg.kubelet_dir, &ep, &err);
+    if (r < 0) {
+        fprintf(stderr, "csi-plugin: %s\n", dfc_error_msg(&err));
+        return 2;
+    }
     /* CSI messages are small: a 1 MiB limit is plenty and bounds what a caller can send. */
     struct dfc_rpc_server_opts so = {.log_level_ok = DFC_LOG_INFO,
                                      .name = "csi",
                                      .max_workers = 16,
-                                     .max_recv_msg = (size_t)1 << 20};
-    int r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, &err);
+                                     .max_recv_msg = (size_t)1 << 20,
+                                     .metrics = csi_endpoints_registry(ep),
+                                     .metrics_prefix = CSI_METRICS_PREFIX};
+    r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, &err);
     if (r == 0 && (r = dfc_mkdir_parent(sock, 0755)) < 0) {
         dfc_error_errno(&err, r, "create the directory of `%s`", sock);
     }
@@ -179,6 +203,9 @@ static int serve(const struct csi_opts *o) {
     if (r == 0) {
         r = csi_driver_register(&d, server, &err);
     }
+    if (r == 0) { /* before the socket appears: whoever sees it finds the endpoints up */
+        r = csi_endpoints_start(ep, server, &err);
+    }
     if (r == 0) {
         r = dfc_rpc_server_listen_unix(server, sock, 0660, -1, &err);
     }
@@ -187,6 +214,7 @@ static int serve(const struct csi_opts *o) {
     }
     if (r < 0) {
         DFC_LOG(DFC_LOG_ERROR, "csi.failed", "error=\"%s\"", dfc_error_msg(&err));
+        csi_endpoints_free(ep);
         dfc_rpc_server_free(server);
         return 1;
     }
@@ -196,7 +224,9 @@ static int serve(const struct csi_opts *o) {
             cfg.require_readonly);
     int sig = dfc_signals_wait(&set);
     DFC_LOG(DFC_LOG_INFO, "csi.stopping", "signal=%d", sig);
+    csi_endpoints_stop_http(ep); /* its readiness check reads the server */
     dfc_rpc_server_free(server);
+    csi_endpoints_free(ep);
     csi_driver_done(&d);
     return 0;
 }

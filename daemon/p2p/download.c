@@ -51,6 +51,7 @@
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
+#include "metrics.h"
 #include "p2p/vortex_client.h"
 #include "scheduler_client.h"
 #include "validate.h"
@@ -76,6 +77,7 @@ struct dfd_p2p {
     struct dfd_storage *storage;
     struct dfd_sched *sched;
     const struct dfd_config *cfg;
+    struct dfd_metrics *metrics; /* borrowed; NULL: off */
     char host_id[DFD_PEER_ID_MAX];
     struct dfc_rpc_client_method sync_pieces;
     pthread_mutex_t mu;
@@ -86,7 +88,8 @@ struct dfd_p2p {
 };
 
 int dfd_p2p_new(struct dfd_storage *storage, struct dfd_sched *sched, const struct dfd_config *cfg,
-                const char *host_id, struct dfd_p2p **ret, struct dfc_error *err) {
+                const char *host_id, struct dfd_metrics *metrics, struct dfd_p2p **ret,
+                struct dfc_error *err) {
     struct dfd_p2p *p = calloc(1, sizeof(*p));
     if (p == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -94,6 +97,7 @@ int dfd_p2p_new(struct dfd_storage *storage, struct dfd_sched *sched, const stru
     p->storage = storage;
     p->sched = sched;
     p->cfg = cfg;
+    p->metrics = metrics;
     snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
     const struct dfc_rpc_client_row rows[] = {
         DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncPersistentCachePieces",
@@ -553,6 +557,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
         struct dfc_error err;
         bool ours = false;
         int r = fetch_from(rd, pa, number, wb, &got, &ours, &err);
+        if (r == DFC_E_DATA_LOSS) {
+            dfd_metrics_piece_crc_failed(rd->p->metrics);
+        }
         if (r < 0 && !ours) {
             DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
                     "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying the next parent",
@@ -565,6 +572,7 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
         }
         pthread_mutex_lock(&rd->mu);
         if (r == 0) {
+            dfd_metrics_piece_fetched(rd->p->metrics, piece_len(rd, number));
             r = report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
                              &err);
             rd->written++;

@@ -37,11 +37,14 @@
 #include "dfc/error.h"
 #include "storage/storage.h"
 
+struct dfd_metrics;
 struct dfd_sched;
 struct dfd_p2p;
 
+/* metrics (borrowed, may be NULL) counts the pieces fetched, their bytes and CRC failures. */
 int dfd_p2p_new(struct dfd_storage *storage, struct dfd_sched *sched, const struct dfd_config *cfg,
-                const char *host_id, struct dfd_p2p **ret, struct dfc_error *err);
+                const char *host_id, struct dfd_metrics *metrics, struct dfd_p2p **ret,
+                struct dfc_error *err);
 
 /* Cancels downloads in progress and frees. NULL is fine. */
 void dfd_p2p_free(struct dfd_p2p *p);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "dfc/log.h"
+#include "dfc/metrics.h"
 #include "p2p/sockio.h"
 #include "p2p/vortex.h"
 #include "storage/storage.h"
@@ -55,6 +56,7 @@ struct slot {
 };
 
 struct dfd_vortex_server {
+    struct dfc_metric *served_pieces, *served_bytes; /* borrowed; NULL: not counted */
     struct dfd_storage *storage;
     const char *parent_id;
     int64_t request_timeout_ns;
@@ -218,7 +220,10 @@ static void serve(struct dfd_vortex_server *v, int fd) {
         snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number, err.msg);
         send_error(v, fd, DFD_VORTEX_ERR_INTERNAL, msg);
     } else if (dfd_send_all(fd, out, len, dfd_deadline_after(v->request_timeout_ns)) == 0) {
-        (void)send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns);
+        if (send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns) == 0) {
+            dfc_metric_inc(v->served_pieces, 0, 1);
+            dfc_metric_inc(v->served_bytes, 0, pm.length);
+        }
     }
     close(content_fd);
 }
@@ -397,6 +402,8 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
     }
     v->storage = storage;
     v->parent_id = parent_id;
+    v->served_pieces = o->served_pieces;
+    v->served_bytes = o->served_bytes;
     v->request_timeout_ns = o->request_timeout_ns;
     v->nslots = o->max_conns;
     v->slots = slots;

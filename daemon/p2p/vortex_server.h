@@ -19,6 +19,7 @@
 
 #include "dfc/error.h"
 
+struct dfc_metric;
 struct dfd_storage;
 struct dfd_vortex_server;
 
@@ -28,6 +29,10 @@ struct dfd_vortex_server_opts {
     unsigned max_conns;         /* concurrent connections */
     int64_t request_timeout_ns; /* reading the request, and each write of the answer */
     const char *parent_id;      /* the host id sent as parent_id (borrowed, outlives) */
+    /* Counted once a piece's bytes were all sent: one per piece, and its length (NULL: not
+     * counted; borrowed, outlive the server). */
+    struct dfc_metric *served_pieces;
+    struct dfc_metric *served_bytes;
 };
 
 /* Binds, listens and starts serving on its own threads. */

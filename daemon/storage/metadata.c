@@ -408,6 +408,33 @@ out:
     return 0;
 }
 
+int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t ret_bytes[2],
+                        struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    int r = 0, rc;
+    ret_tasks[0] = ret_tasks[1] = ret_bytes[0] = ret_bytes[1] = 0;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db,
+                           "SELECT persistent != 0, COUNT(*), COALESCE(SUM(content_length), 0)"
+                           " FROM tasks GROUP BY persistent != 0",
+                           -1, &st, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto out;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int k = sqlite3_column_int(st, 0) != 0;
+        ret_tasks[k] = (uint64_t)sqlite3_column_int64(st, 1);
+        ret_bytes[k] = (uint64_t)sqlite3_column_int64(st, 2);
+    }
+    if (rc != SQLITE_DONE) {
+        r = db_error(md, err, "count tasks");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    return r;
+}
+
 int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_t *ret_n,
                       struct dfc_error *err) {
     sqlite3_stmt *st = NULL;

@@ -56,6 +56,10 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
 int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_t *ret_n,
                       struct dfc_error *err);
 
+/* Task counts and content bytes, [0] not persistent, [1] persistent (one aggregate query). */
+int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t ret_bytes[2],
+                        struct dfc_error *err);
+
 /* Deletes the task and its pieces; 0 even when absent. -ENOSPC when the WAL cannot grow. */
 int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_error *err);
 

@@ -577,6 +577,21 @@ int dfd_storage_delete_task(struct dfd_storage *s, const struct dfd_task_meta *t
     return r;
 }
 
+int dfd_storage_check_writable(struct dfd_storage *s, struct dfc_error *err) {
+    const char *dirs[] = {s->dir, s->content_dir, s->tmp_dir, s->meta_dir};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        if (faccessat(AT_FDCWD, dirs[i], W_OK | X_OK, AT_EACCESS) < 0) {
+            return dfc_error_errno(err, -errno, "store directory `%s` is not writable", dirs[i]);
+        }
+    }
+    return 0;
+}
+
+int dfd_storage_totals(struct dfd_storage *s, struct dfd_storage_totals *ret,
+                       struct dfc_error *err) {
+    return dfd_metadata_totals(s->md, ret->tasks, ret->bytes, err);
+}
+
 int dfd_storage_content_bytes(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err) {
     struct dfd_task_meta *tasks;
     size_t n;

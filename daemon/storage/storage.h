@@ -270,4 +270,18 @@ void dfd_storage_ensure_reserve(struct dfd_storage *s);
 /* Bytes used by content files (for disk-pressure accounting with a configured threshold). */
 int dfd_storage_content_bytes(struct dfd_storage *s, uint64_t *ret, struct dfc_error *err);
 
+/* 0 when the store's directories (the root, content, tmp and metadata) may be written by
+ * the daemon (faccessat W_OK|X_OK: a read-only mount gives -EROFS, an immutable directory
+ * -EPERM); else the first refusal, err naming the directory. No lock, no I/O but the checks:
+ * a readiness probe calls it. */
+int dfd_storage_check_writable(struct dfd_storage *s, struct dfc_error *err);
+
+/* What the store holds, by the persistent flag, in one aggregate query. */
+struct dfd_storage_totals {
+    uint64_t tasks[2]; /* [0] not persistent, [1] persistent */
+    uint64_t bytes[2]; /* their content lengths */
+};
+int dfd_storage_totals(struct dfd_storage *s, struct dfd_storage_totals *ret,
+                       struct dfc_error *err);
+
 #endif /* DFD_STORAGE_STORAGE_H */

@@ -18,7 +18,11 @@
 # the streamed import it was meant to bound, so it bounded nothing.
 # Without root there is no private mount namespace and the fd row is left out.
 # Files and the store live in /dev/shm so the VM's disk does not decide the numbers.
-#   usage: hack/bench/dfdaemon.sh [size_MiB]    (default 1024)
+# BENCH_METRICS=on (the default) serves metrics.server on a free loopback port and scrapes
+# /metrics once a second for the whole run (harsher than Prometheus's 15-60 s); off sets
+# metrics.server.port=0 (no registry, no per-call counting at all). Compare the ratios of an
+# off and an on run against the spread of their own runs (printed under "runs").
+#   usage: [BENCH_METRICS=on|off] hack/bench/dfdaemon.sh [size_MiB]    (default 1024)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 size_mib=${1:-1024}
@@ -30,6 +34,7 @@ bin=build-bench
 work=$(mktemp -d /dev/shm/dfc-bench-XXXXXX)
 daemon_pid=
 cleanup() {
+    [ -n "${scrape_pid:-}" ] && kill "$scrape_pid" 2>/dev/null && wait "$scrape_pid" 2>/dev/null
     [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
     rm -rf "$work"
 }
@@ -40,9 +45,30 @@ head -c $((size_mib << 20)) /dev/urandom >"$work/src.bin"
 # A read-only file of the daemon's own uid: nobody else can change it, so it is hard-linked.
 cp "$work/src.bin" "$work/ro.bin"
 chmod 0444 "$work/ro.bin"
-"$bin/daemon/dfdaemon" --storage-dir "$work/store" --socket-path "$sock" -l warn &
+metrics=${BENCH_METRICS:-on}
+mport=0
+if [ "$metrics" = on ]; then
+    mport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+fi
+"$bin/daemon/dfdaemon" --storage-dir "$work/store" --socket-path "$sock" -l warn \
+    --set metrics.server.port="$mport" --set health.server.port=0 &
 daemon_pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+scrapes=0
+scrape_pid=
+if [ "$metrics" = on ]; then
+    # One GET /metrics a second, over bash's /dev/tcp (no HTTP client needed).
+    (
+        while sleep 1; do
+            exec 3<>"/dev/tcp/127.0.0.1/$mport" || exit 0
+            printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+            cat <&3 >/dev/null
+            exec 3>&-
+            echo x >>"$work/scrapes"
+        done
+    ) &
+    scrape_pid=$!
+fi
 
 now() { date +%s.%N; }
 median() { sort -g | sed -n "$(((runs + 1) / 2))p"; }
@@ -106,6 +132,11 @@ for i in $(seq $runs); do
     dfcache rm "$id" >/dev/null
 done
 hwm_kb=$(awk '/VmHWM/ {print $2}' "/proc/$daemon_pid/status")
+if [ -n "$scrape_pid" ]; then
+    kill "$scrape_pid" 2>/dev/null && wait "$scrape_pid" 2>/dev/null || true
+    scrape_pid=
+    scrapes=$(wc -l <"$work/scrapes" 2>/dev/null || echo 0)
+fi
 
 med() { printf '%s\n' "$@" | median; }
 ssl=$(med "${t_ssl[@]}")
@@ -120,7 +151,8 @@ dexport=$(med "${t_dexport[@]}")
 mbps() { echo "$size_mib * 1048576 / $1 / 1000000" | bc -l; }
 x() { echo "$1 / $2" | bc -l; }
 
-printf 'dfdaemon bench: %d MiB file in /dev/shm, median of %d runs\n' "$size_mib" "$runs"
+printf 'dfdaemon bench: %d MiB file in /dev/shm, median of %d runs, metrics %s (%s scrapes)\n' \
+    "$size_mib" "$runs" "$metrics" "$scrapes"
 printf '  runs (s): hash %s | cat %s | link %s | copy %s | fd %s | stream %s | export %s | dexport %s\n' \
     "${t_ssl[*]}" "${t_cat[*]}" "${t_link[*]}" "${t_copy[*]}" "${t_fd[*]:-}" "${t_stream[*]}" \
     "${t_export[*]}" "${t_dexport[*]}"

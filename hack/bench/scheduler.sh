@@ -72,7 +72,10 @@ ${pool:+    poolSize: $pool}
 log:
   level: warn
 EOF
-"$sched" --config "$dir/scheduler.yaml" >"$dir/scheduler.log" 2>&1 &
+# The metrics endpoint on, as deployed, on a free port (an environment variable: an older
+# build given as SCHEDULER_BIN ignores it).
+SCHEDULER_METRICS_SERVER_PORT=$("$client" free-port) \
+    "$sched" --config "$dir/scheduler.yaml" >"$dir/scheduler.log" 2>&1 &
 sched_pid=$!
 saddr="127.0.0.1:$sport"
 for _ in $(seq 200); do

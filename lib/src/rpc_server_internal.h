@@ -127,7 +127,14 @@ struct dfc_rpc_server {
     struct uid_counts call_uids;
 
     atomic_bool shutting_down;
+    atomic_bool serving; /* started and not shutting down (dfc_rpc_server_serving) */
     atomic_uint in_flight;
+
+    /* Per-call metrics (opts.metrics), NULL without; declared at start. */
+    struct dfc_metrics *metrics;
+    char metrics_prefix[64];
+    struct dfc_metric *m_handled; /* {server, method, code}: method index + n_methods * code */
+    struct dfc_metric *m_seconds; /* {server, method} */
 
     struct tag shutdown_tag;
     pthread_mutex_t mu;

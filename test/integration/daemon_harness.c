@@ -106,6 +106,11 @@ static pid_t exec_daemon(struct harness *h, const char *extra_arg) {
         int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
         dup2(fd, 1);
+        char port[16];
+        snprintf(port, sizeof(port), "%u", h->metrics_port);
+        setenv("DFDAEMON_METRICS_PORT", port, 1);
+        snprintf(port, sizeof(port), "%u", h->health_port);
+        setenv("DFDAEMON_HEALTH_PORT", port, 1);
         execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, extra_arg, (char *)NULL);
         _exit(127);
     }
@@ -143,7 +148,14 @@ static void harness_init(struct harness *h) {
 }
 
 void harness_start(struct harness *h, const char *extra_yaml) {
+    harness_start_ports(h, extra_yaml, 0, 0);
+}
+
+void harness_start_ports(struct harness *h, const char *extra_yaml, unsigned metrics_port,
+                         unsigned health_port) {
     harness_init(h);
+    h->metrics_port = metrics_port;
+    h->health_port = health_port;
     FILE *f = fopen(h->config, "w");
     if (f == NULL) {
         die("write config");

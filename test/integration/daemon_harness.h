@@ -21,6 +21,11 @@ struct harness {
     char config[320];
     char log[320];
     pid_t pid; /* the daemon, or 0 */
+    /* metrics.server.port and health.server.port, passed as DFDAEMON_METRICS_PORT and
+     * DFDAEMON_HEALTH_PORT (over the config file): 0 (the harness's default, so that daemons
+     * of parallel tests never compete for 4002/4003) is off. Set after harness_start*() for
+     * the next restart, or use harness_start_ports(). */
+    unsigned metrics_port, health_port;
 };
 
 /* Creates the temp dir and a config (extra_yaml appended), starts the daemon, waits for it. */
@@ -31,6 +36,10 @@ void harness_start(struct harness *h, const char *extra_yaml);
  * keys below download: and storage: too). */
 void harness_start_config(struct harness *h,
                           void (*write)(FILE *f, const struct harness *h, void *arg), void *arg);
+
+/* harness_start() with metrics.server.port and health.server.port set (0: off). */
+void harness_start_ports(struct harness *h, const char *extra_yaml, unsigned metrics_port,
+                         unsigned health_port);
 
 /* Starts the daemon again on the same dir and config. */
 void harness_restart(struct harness *h);

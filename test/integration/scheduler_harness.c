@@ -76,6 +76,9 @@ static void spawn(struct sched_harness *h, int port) {
         dup2(fd, 1);
         dup2(fd, 2);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char mport[16];
+        snprintf(mport, sizeof(mport), "%u", h->metrics_port);
+        setenv("SCHEDULER_METRICS_SERVER_PORT", mport, 1);
         if (port > 0) {
             execl(SCHEDULER_BIN, "scheduler", "--config", h->config, "--port", port_arg,
                   (char *)NULL);
@@ -108,7 +111,13 @@ static void spawn(struct sched_harness *h, int port) {
 }
 
 void sched_harness_start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml) {
+    sched_harness_start_metrics(h, redis_addr, extra_yaml, 0);
+}
+
+void sched_harness_start_metrics(struct sched_harness *h, const char *redis_addr,
+                                 const char *extra_yaml, unsigned metrics_port) {
     memset(h, 0, sizeof(*h));
+    h->metrics_port = metrics_port;
     test_mkdtemp(h->dir, sizeof(h->dir), "sched");
     snprintf(h->config, sizeof(h->config), "%s/scheduler.yaml", h->dir);
     snprintf(h->log, sizeof(h->log), "%s/scheduler.log", h->dir);
@@ -183,6 +192,7 @@ int sched_harness_run(const char *const *argv, char *out, size_t out_size, char 
         dup2(o, 1);
         dup2(e, 2);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        setenv("SCHEDULER_METRICS_SERVER_PORT", "0", 1); /* never compete for 8000 */
         execv(SCHEDULER_BIN, (char *const *)args);
         _exit(127);
     }

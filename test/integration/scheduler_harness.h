@@ -18,12 +18,20 @@ struct sched_harness {
     char target[64]; /* "127.0.0.1:<port>", for dfc_rpc_client_new */
     int port;
     pid_t pid; /* 0 when not running */
+    /* metrics.server.port, passed as SCHEDULER_METRICS_SERVER_PORT (over the config): 0 (the
+     * default after sched_harness_start, so parallel tests never compete for 8000) is off;
+     * set it before sched_harness_restart() to serve the endpoint. */
+    unsigned metrics_port;
 };
 
 /* Writes a config (server on 127.0.0.1, advertiseIP 127.0.0.1, database.redis.addrs
  * [redis_addr] unless NULL, log.level debug, then extra_yaml), starts the scheduler and waits
  * for its ready line. Aborts with the log on stderr when it does not come up. */
 void sched_harness_start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml);
+
+/* sched_harness_start() with metrics.server.port (0: off). */
+void sched_harness_start_metrics(struct sched_harness *h, const char *redis_addr,
+                                 const char *extra_yaml, unsigned metrics_port);
 
 /* Starts the scheduler again (stopping it first when it runs) on the same config and port, and
  * waits for its ready line. */

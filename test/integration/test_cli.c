@@ -100,6 +100,17 @@ static const struct {
      "Usage: csi-plugin [options] (`csi-plugin --help` lists the options)\n"},
     {"CSI_REQUIRE_READONLY=maybe", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock", 2,
      "csi-plugin: CSI_REQUIRE_READONLY: `maybe` is not true or false\n"},
+    {"", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock --metrics-address localhost:9", 2,
+     "csi-plugin: --metrics-address: `localhost:9` is not IP:PORT (an IP address and a port "
+     "1-65535; [IPv6]:PORT; empty = off)\n"},
+    {"CSI_HEALTH_ADDRESS=127.0.0.1:0", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock", 2,
+     "csi-plugin: --health-address: `127.0.0.1:0` is not IP:PORT (an IP address and a port "
+     "1-65535; [IPv6]:PORT; empty = off)\n"},
+    /* the HTTP endpoints' ports */
+    {"", DFDAEMON_BIN, "--print-config --set metrics.server.port=70000", 2,
+     "dfdaemon: metrics.server.port must be between 0 and 65535, got `70000`\n"},
+    {"DFDAEMON_HEALTH_IP=localhost", DFDAEMON_BIN, "--print-config", 2,
+     "dfdaemon: health.server.ip: `localhost` is not an IP address\n"},
 };
 
 /* text with its "%s" (if any) replaced by path. */

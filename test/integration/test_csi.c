@@ -25,6 +25,7 @@
 #include "daemon_harness.h"
 #include "dfc/rpc_client.h"
 #include "dragonfly/dfdaemon.pb-c.h"
+#include "http_scrape.h"
 #include "mount.h"
 #include "test_support.h"
 
@@ -117,6 +118,16 @@ static int setup(void **state) {
 
 static int setup_readonly_only(void **state) {
     return setup_with(state, "--require-readonly");
+}
+
+static unsigned metrics_port;
+
+/* The plugin with --metrics-address on a free loopback port (metrics_port). */
+static int setup_metrics(void **state) {
+    static char flag[64];
+    metrics_port = test_free_port();
+    snprintf(flag, sizeof(flag), "--metrics-address=127.0.0.1:%u", metrics_port);
+    return setup_with(state, flag);
 }
 
 static int teardown(void **state) {
@@ -877,6 +888,73 @@ static void test_plugin_command_line(void **state) {
     test_rmtree(dir);
 }
 
+/* One scrape, parsed by the real Prometheus parser; the flattened samples. */
+static char *scrape_csi(void) {
+    char *body, *flat;
+    assert_int_equal(test_http_get(metrics_port, "/metrics", &body), 200);
+    if (test_prom_parse(body, &flat) != 0) {
+        fail_msg("the parser refused the exposition:\n%s", body);
+    }
+    free(body);
+    return flat;
+}
+
+#define CSI_HANDLED(m, code)                                                                       \
+    "dragonfly_csi_grpc_server_handled_total{code=\"" code "\",method=\"/csi.v1.Node/" m           \
+    "\",server=\"csi\"}"
+#define CSI_PUBLISHED "dragonfly_csi_published_volumes{}"
+
+static double csi_value(const char *flat, const char *series) {
+    double v = test_prom_value(flat, series);
+    return v < 0 ? 0 : v;
+}
+
+/* Publishes and unpublishes counted by code, the published-volume gauge from the mount table,
+ * and /readyz following the socket dir. */
+static void test_metrics_and_readiness(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    char *s0 = scrape_csi();
+    assert_true(csi_value(s0, CSI_PUBLISHED) == 0);
+    assert_int_equal(publish(f, "csi-vol-m", f->target, true, NULL, &err), 0);
+    assert_int_equal(publish(f, "csi-vol-m", f->target, true, NULL, &err), 0); /* idempotent */
+    assert_int_equal(publish(f, "", f->target, true, NULL, &err), 3);          /* no volume_id */
+    char *s1 = scrape_csi();
+    assert_true(csi_value(s1, CSI_HANDLED("NodePublishVolume", "OK")) -
+                    csi_value(s0, CSI_HANDLED("NodePublishVolume", "OK")) ==
+                2);
+    assert_true(csi_value(s1, CSI_HANDLED("NodePublishVolume", "INVALID_ARGUMENT")) -
+                    csi_value(s0, CSI_HANDLED("NodePublishVolume", "INVALID_ARGUMENT")) ==
+                1);
+    assert_true(csi_value(s1, CSI_PUBLISHED) == 1); /* one mount, whatever the retries */
+    assert_int_equal(unpublish(f, "csi-vol-m", f->target, &err), 0);
+    char *s2 = scrape_csi();
+    assert_true(csi_value(s2, CSI_HANDLED("NodeUnpublishVolume", "OK")) -
+                    csi_value(s1, CSI_HANDLED("NodeUnpublishVolume", "OK")) ==
+                1);
+    assert_true(csi_value(s2, CSI_PUBLISHED) == 0);
+
+    char *body;
+    assert_int_equal(test_http_get(metrics_port, "/readyz", &body), 200);
+    free(body);
+    char moved[500];
+    snprintf(moved, sizeof(moved), "%s.away", f->run);
+    assert_int_equal(rename(f->run, moved), 0);
+    int code = test_http_get(metrics_port, "/readyz", &body);
+    assert_int_equal(rename(moved, f->run), 0);
+    assert_int_equal(code, 503);
+    assert_non_null(strstr(body, "does not exist"));
+    free(body);
+    assert_int_equal(test_http_get(metrics_port, "/healthz", &body), 200);
+    free(body);
+    assert_int_equal(test_http_get(metrics_port, "/readyz", &body), 200);
+    free(body);
+    free(s0);
+    free(s1);
+    free(s2);
+}
+
 int main(void) {
     is_root = geteuid() == 0;
     if (is_root) {
@@ -901,6 +979,7 @@ int main(void) {
         T(test_overlong_mountinfo_line),
         T(test_publish_propagates_to_a_shared_peer),
         cmocka_unit_test_setup_teardown(test_require_readonly, setup_readonly_only, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_and_readiness, setup_metrics, teardown),
         T(test_identity_and_node_info),
         T(test_controller),
         T(test_one_log_line_per_rpc),

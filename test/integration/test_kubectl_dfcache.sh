@@ -38,6 +38,12 @@ download:
     socketPath: $work/run/dfdaemon.sock
 storage:
   dir: $work/store
+metrics:
+  server:
+    port: 0 # off: the daemons of parallel tests must not compete for 4002
+health:
+  server:
+    port: 0
 log:
   level: info
 YAML

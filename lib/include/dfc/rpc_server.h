@@ -110,6 +110,19 @@ struct dfc_rpc_server_opts {
     unsigned max_conns_per_uid;   /* the same per peer uid; 0 = 128 */
     const char *option_prefix;    /* prepended to the limits' names in messages (the config keys:
                                      "download.server."); borrowed; NULL = "" */
+
+    /* Per-call metrics, counted by the layer once per call (never by a handler), declared in
+     * metrics by dfc_rpc_server_start() with labels server (name), method (the path of every
+     * registered method) and code (the gRPC code name):
+     *   <prefix>grpc_server_handled_total          counter   {server,method,code}
+     *   <prefix>grpc_server_handling_seconds       histogram {server,method}
+     * A call is counted just before its status is sent, so a client holding the answer sees
+     * it counted. Calls refused before a handler ran (server busy) count in handled_total
+     * only; calls of
+     * unknown methods are not counted (their path is the caller's text). Borrowed; must outlive
+     * the server. NULL = no metrics. */
+    struct dfc_metrics *metrics;
+    const char *metrics_prefix; /* "dragonfly_dfdaemon_"; borrowed; NULL = "" */
 };
 
 #define DFC_RPC_DEFAULT_IDLE_TIMEOUT_MS   30000
@@ -147,8 +160,13 @@ int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned
 int dfc_rpc_server_listen_unix(struct dfc_rpc_server *s, const char *path, unsigned mode, int gid,
                                struct dfc_error *err);
 
-/* Starts serving (spawns the completion-queue thread). */
+/* Starts serving (spawns the completion-queue thread). With opts.metrics, declares the per-call
+ * metrics first (-EINVAL when they clash with a declaration already in the registry). */
 int dfc_rpc_server_start(struct dfc_rpc_server *s, struct dfc_error *err);
+
+/* True between a successful dfc_rpc_server_start() and the start of dfc_rpc_server_shutdown():
+ * the server accepts calls. Thread-safe (a readiness probe reads it). */
+bool dfc_rpc_server_serving(const struct dfc_rpc_server *s);
 
 /* Stops accepting calls, lets calls in flight finish for up to grace_ms, then cancels the rest
  * and waits for their handlers to return. Idempotent. */

@@ -690,7 +690,7 @@ static void test_gc_thread_uses_the_injected_clock(void **state) {
                               .low_percent = 90,
                               .disk_threshold = 1ULL << 40};
     struct dfd_gc *g;
-    assert_int_equal(dfd_gc_start(f->s, &p, &clock, &g, &err), 0);
+    assert_int_equal(dfd_gc_start(f->s, &p, &clock, NULL, NULL, &g, &err), 0);
     void *arg[2] = {f, t.id};
     assert_true(test_wait_for(gone, arg, 5000));
     dfd_gc_stop(g);

@@ -20,6 +20,7 @@
 #include "dfc/log.h"
 #include "dfc/units.h"
 #include "fake_dfdaemon.h"
+#include "dfc/metrics.h"
 #include "placement.h"
 #include "placement_engine.h"
 #include "placement_internal.h"
@@ -797,6 +798,68 @@ static void test_host_gc_removes_host_peers_and_repairs(void **state) {
     assert_int_equal(fake_dfdaemon_count(stale, NULL), 0);
 }
 
+/* The engine's metrics: repairs started and how they ended, the under-replicated and by-state
+ * task gauges of a repair pass, the hosts a host-GC pass kept. */
+static void test_pass_metrics(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct dfc_metrics *reg;
+    assert_int_equal(dfc_metrics_new(&reg), 0);
+    static const char *const outcomes[] = SCHED_REPAIR_OUTCOMES;
+    static const char *const states[] = SCHED_TASK_STATES;
+    const struct dfc_metric_label lo[] = {{"outcome", outcomes, 4}};
+    const struct dfc_metric_label ls[] = {{"state", states, 4}};
+    struct dfc_metric *repairs, *under, *tasks, *hosts;
+    struct dfc_error err = {0};
+    struct dfc_metric_desc d[] = {
+        {.name = "repairs_total",
+         .help = "h",
+         .type = DFC_METRIC_COUNTER,
+         .labels = lo,
+         .n_labels = 1},
+        {.name = "under", .help = "h", .type = DFC_METRIC_GAUGE},
+        {.name = "tasks", .help = "h", .type = DFC_METRIC_GAUGE, .labels = ls, .n_labels = 1},
+        {.name = "hosts", .help = "h", .type = DFC_METRIC_GAUGE},
+    };
+    struct dfc_metric **out[] = {&repairs, &under, &tasks, &hosts};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(dfc_metrics_add(reg, &d[i], out[i], &err), 0);
+    }
+    put_host("up", &roomy);
+    struct fake_dfdaemon *b = add_host("b", &roomy);
+    put_host("quiet", &(struct host_spec){.disk_free = 0, .updated_at = now_s() - 100000});
+    put_task(T1, 2, 1000); /* Succeeded, one copy of two */
+    put_peer("p-up", T1, "up", true, SCHED_PEER_SUCCEEDED);
+    put_task(T2, 1, 1000); /* Succeeded, enough */
+    put_peer("p2-up", T2, "up", true, SCHED_PEER_SUCCEEDED);
+    struct sched_placement_opts o = {.advertise_ip = ADVERTISE_IP,
+                                     .repair_concurrency = 2,
+                                     .repairs = repairs,
+                                     .under_replicated = under,
+                                     .tasks = tasks,
+                                     .hosts = hosts};
+    struct sched_placement *p = NULL;
+    if (sched_placement_new(E.store[0], &o, &p, &err) < 0) {
+        fail_msg("placement: %s", err.msg);
+    }
+    keep_engine(p);
+    assert_int_equal(repair(p), 1);
+    sched_placement_wait_idle(p);
+    assert_int_equal(downloads(b), 1);
+    assert_int_equal(dfc_metric_value(repairs, 0), 1); /* started */
+    assert_int_equal(dfc_metric_value(repairs, 1), 1); /* succeeded */
+    assert_int_equal(dfc_metric_value(repairs, 2), 0); /* failed */
+    assert_int_equal(dfc_metric_value(under, 0), 1);
+    assert_int_equal(dfc_metric_value(tasks, SCHED_TASK_SUCCEEDED), 2);
+    assert_int_equal(dfc_metric_value(tasks, SCHED_TASK_PENDING), 0);
+    assert_int_equal(repair(p), 0); /* the count is met now */
+    assert_int_equal(dfc_metric_value(under, 0), 0);
+    assert_int_equal(dfc_metric_value(repairs, 0), 1);
+    assert_int_equal(sched_placement_host_gc_once(p, &err), 0);
+    assert_int_equal(dfc_metric_value(hosts, 0), 3); /* up, b and quiet: none is stale */
+    engine_free(p);
+    dfc_metrics_free(reg);
+}
+
 static bool loops_done(void *c) {
     struct sched_host h = {0};
     struct dfc_error err = {0};
@@ -949,6 +1012,7 @@ int main(void) {
         cmocka_unit_test(test_backoff_grows_and_caps),
         cmocka_unit_test(test_pull_deadline_grows_with_size),
         cmocka_unit_test_setup_teardown(test_find_parents_from_store, env_setup, env_teardown),
+        cmocka_unit_test_setup_teardown(test_pass_metrics, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_dfdaemon_calls_carry_fields, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_dfdaemon_unreachable_and_hung, env_setup,
                                         env_teardown),

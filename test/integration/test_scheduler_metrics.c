@@ -1,0 +1,134 @@
+/*
+ * Integration tests of the scheduler's HTTP endpoint against a real scheduler on a real Redis:
+ * /metrics parsed by a real Prometheus text-format parser, the per-RPC counter's exact delta
+ * for a call, Redis round trips and errors counted; /readyz 503 while Redis is stopped and 200
+ * again once it is back; /healthz throughout.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfc/rpc_client.h"
+#include "dragonfly/scheduler.pb-c.h"
+#include "http_scrape.h"
+#include "redis_harness.h"
+#include "scheduler_harness.h"
+#include "test_support.h"
+
+#define P "dragonfly_scheduler_"
+#define HANDLED                                                                                    \
+    P "grpc_server_handled_total{code=\"%s\",method=\"/scheduler.v2.Scheduler/ListHosts\","        \
+      "server=\"scheduler\"}"
+
+static struct dfc_rpc_client_method list_hosts_m;
+static const struct dfc_rpc_client_row rows[] = {
+    DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "ListHosts", &list_hosts_m),
+};
+
+struct fx {
+    struct redis_server redis;
+    struct sched_harness s;
+    unsigned port;
+};
+
+static char *scrape(unsigned port) {
+    char *body, *flat;
+    assert_int_equal(test_http_get(port, "/metrics", &body), 200);
+    if (test_prom_parse(body, &flat) != 0) {
+        fail_msg("the parser refused the exposition:\n%s", body);
+    }
+    free(body);
+    return flat;
+}
+
+static double value(const char *flat, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static double value(const char *flat, const char *fmt, ...) {
+    char series[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(series, sizeof(series), fmt, ap);
+    va_end(ap);
+    double v = test_prom_value(flat, series);
+    return v < 0 ? 0 : v;
+}
+
+static int ready_code(struct fx *f, char **body) {
+    return test_http_get(f->port, "/readyz", body);
+}
+
+static bool is_ready(void *arg) {
+    char *body;
+    int code = ready_code(arg, &body);
+    free(body);
+    return code == 200;
+}
+
+static void test_scheduler_endpoint(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fx *f = calloc(1, sizeof(*f));
+    redis_server_start(&f->redis, NULL);
+    f->port = test_free_port();
+    sched_harness_start_metrics(&f->s, f->redis.addr, NULL, f->port);
+    struct dfc_rpc_client *c = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_client_new(f->s.target, NULL, &c, &err), 0);
+
+    char *s0 = scrape(f->port);
+    Scheduler__V2__ListHostsRequest r = SCHEDULER__V2__LIST_HOSTS_REQUEST__INIT;
+    ProtobufCMessage *out = NULL;
+    assert_int_equal(dfc_rpc_unary(c, &list_hosts_m, &r.base, 10000, &out, &err), 0);
+    dfc_rpc_msg_free(out);
+    char *s1 = scrape(f->port);
+    assert_true(value(s1, HANDLED, "OK") - value(s0, HANDLED, "OK") == 1);
+    /* ListHosts reads Redis: at least one round trip was timed. */
+    assert_true(value(s1, P "redis_command_duration_seconds_count{kind=\"command\"}") +
+                    value(s1, P "redis_command_duration_seconds_count{kind=\"script\"}") +
+                    value(s1, P "redis_command_duration_seconds_count{kind=\"pipeline\"}") >
+                value(s0, P "redis_command_duration_seconds_count{kind=\"command\"}") +
+                    value(s0, P "redis_command_duration_seconds_count{kind=\"script\"}") +
+                    value(s0, P "redis_command_duration_seconds_count{kind=\"pipeline\"}"));
+    assert_true(value(s1, P "redis_errors_total{kind=\"command\"}") ==
+                value(s0, P "redis_errors_total{kind=\"command\"}"));
+
+    char *body;
+    assert_int_equal(ready_code(f, &body), 200);
+    free(body);
+    redis_server_stop(&f->redis, SIGKILL);
+    assert_int_equal(ready_code(f, &body), 503);
+    assert_non_null(strstr(body, "not ready: redis does not answer PING"));
+    free(body);
+    assert_int_equal(test_http_get(f->port, "/healthz", &body), 200); /* alive all the same */
+    free(body);
+    char *s2 = scrape(f->port);
+    assert_true(value(s2, P "redis_errors_total{kind=\"command\"}") >
+                value(s1, P "redis_errors_total{kind=\"command\"}"));
+    redis_server_restart(&f->redis);
+    assert_true(test_wait_for(is_ready, f, 30000)); /* the pool reconnects after its back-off */
+
+    assert_int_equal(test_http_get(f->port, "/nope", &body), 404);
+    free(body);
+    free(s0);
+    free(s1);
+    free(s2);
+    dfc_rpc_client_free(c);
+    assert_int_equal(sched_harness_destroy(&f->s), 0);
+    redis_server_destroy(&f->redis);
+    free(f);
+}
+
+int main(void) {
+    struct dfc_error err;
+    if (dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), &err) < 0) {
+        fprintf(stderr, "%s\n", dfc_error_msg(&err));
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scheduler_endpoint),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
