@@ -110,12 +110,12 @@ run_pod() {
     chown 1000:1000 "$models"
     # The pod's view: the published socket directory (read-only) at mountPath (on a tmpfs over
     # its parent, private to this namespace) and its own /tmp.
-    mkdir -p "$work/pod/tmp" && chmod 1777 "$work/pod/tmp" &&
-        mount -t tmpfs tmpfs "$(dirname "$mnt")" &&
-        mkdir -p "$mnt" && mount --bind "$work/node/run" "$mnt" && mount -o remount,bind,ro "$mnt" || {
+    if ! { mkdir -p "$work/pod/tmp" && chmod 1777 "$work/pod/tmp" &&
+        mount -t tmpfs tmpfs "$(dirname "$mnt")" && mkdir -p "$mnt" &&
+        mount --bind "$work/node/run" "$mnt" && mount -o remount,bind,ro "$mnt"; }; then
         fail "$name: cannot publish the socket directory at $mnt"
         return 1
-    }
+    fi
     if touch "$mnt/probe" 2>/dev/null; then
         fail "$name: the published directory is writable"
     fi
@@ -132,8 +132,11 @@ run_pod() {
 
 if run_pod pod-with-pvc "$work/m0"; then
     pvc_id=$(sed -n 's/^Done: //p' "$work/pod-with-pvc.out")
-    [ -n "$pvc_id" ] && ok "pod-with-pvc imported $pvc_id as uid 1000 over a read-only mount" ||
+    if [ -n "$pvc_id" ]; then
+        ok "pod-with-pvc imported $pvc_id as uid 1000 over a read-only mount"
+    else
         fail "pod-with-pvc printed no task id: $(cat "$work/pod-with-pvc.out")"
+    fi
 else
     fail "pod-with-pvc failed: $(cat "$work/pod-with-pvc.out")"
 fi
@@ -144,8 +147,11 @@ else
 fi
 if run_pod job-import-model "$work/m2"; then
     model_id=$(sed -n 's/^Done: //p' "$work/job-import-model.out")
-    [ -n "$model_id" ] && ok "job-import-model imported the model: $model_id" ||
+    if [ -n "$model_id" ]; then
+        ok "job-import-model imported the model: $model_id"
+    else
         fail "job-import-model printed no task id: $(cat "$work/job-import-model.out")"
+    fi
 else
     fail "job-import-model failed: $(cat "$work/job-import-model.out")"
 fi
@@ -154,8 +160,11 @@ sed -i "s|^TASK_ID=REPLACE-WITH-TASK-ID\$|TASK_ID=${model_id:-none}|" "$work/pod
 if run_pod pod-export-model "$work/m3"; then
     want=$(sha256sum <"$work/m2/model.bin")
     got=$(sha256sum <"$work/m3/model.bin")
-    [ "$want" = "$got" ] && ok "pod-export-model wrote the same bytes, as uid $(stat -c %u "$work/m3/model.bin")" ||
+    if [ "$want" = "$got" ]; then
+        ok "pod-export-model wrote the same bytes, as uid $(stat -c %u "$work/m3/model.bin")"
+    else
         fail "pod-export-model: the bytes differ"
+    fi
     [ "$(stat -c %u "$work/m3/model.bin")" = 1000 ] || fail "pod-export-model: the file is not the pod user's"
 else
     fail "pod-export-model failed: $(cat "$work/pod-export-model.out")"

@@ -78,8 +78,14 @@ ok() {
 redis_port=36391
 sentinel_port=36392
 ns=dfc-test
+# A password with a space, a quote and a backslash: the scripts must escape it in redis.conf.
+cat >"$work/password-values.yaml" <<'YAML'
+redis:
+  auth:
+    password: 'pa ss"wo\rd'
+YAML
 "$build/chart-render" --chart "$chart" --name df --namespace "$ns" \
-    -f "$chart/ci/bundled-redis-values.yaml" \
+    -f "$chart/ci/bundled-redis-values.yaml" -f "$work/password-values.yaml" \
     --set redis.port=$redis_port,redis.sentinel.port=$sentinel_port \
     --set redis.sentinel.downAfterMilliseconds=1500,redis.sentinel.failoverTimeout=10000 \
     >"$work/rendered.yaml" || {
@@ -114,6 +120,7 @@ JS
 [ -s "$work/password" ] || { echo "redis_sentinel_test: no Redis password rendered" >&2; exit 1; }
 [ "$(cat "$work/replicas")" = 3 ] || fail "StatefulSet replicas: want 3, got $(cat "$work/replicas")"
 password=$(cat "$work/password")
+[ "$password" = 'pa ss"wo\rd' ] || fail "the Secret's password: got $password"
 
 headless=df-dragonfly-csi-redis-headless
 host() { echo "df-dragonfly-csi-redis-$1.$headless.$ns.svc.cluster.local"; }
@@ -140,13 +147,14 @@ make_pod() {
     chmod +x "$d/bin/redis-sentinel"
 }
 # Starts a pod's container (redis or sentinel) as the StatefulSet would: env from the pod spec.
+declare -A pid_of
 start() {
     local i=$1 what=$2 d=$work/pod$1
-    env POD_NAME="df-dragonfly-csi-redis-$i" REDIS_PASSWORD="$password" \
-        $([ "$what" = redis ] && echo REDISCLI_AUTH="$password") \
-        PATH="$d/bin:$PATH" sh "$d/scripts/start-$what.sh" >>"$d/$what.log" 2>&1 &
-    pids+=($!)
-    eval "pid_${what}_$i=$!"
+    local envs=(POD_NAME="df-dragonfly-csi-redis-$i" REDIS_PASSWORD="$password" PATH="$d/bin:$PATH")
+    [ "$what" = redis ] && envs+=(REDISCLI_AUTH="$password")
+    env "${envs[@]}" sh "$d/scripts/start-$what.sh" >>"$d/$what.log" 2>&1 &
+    pids+=("$!")
+    pid_of[$what$i]=$!
 }
 rcli() { # rcli POD ARGS...: a command to pod's Redis
     local i=$1
@@ -216,7 +224,7 @@ SCHEDULER_DATABASE_REDIS_PASSWORD=$password "$build/scheduler/scheduler" --confi
     --set server.listenIP=127.0.0.1 --set server.port=$sched_port --set server.advertiseIP=127.0.0.1 \
     >"$work/scheduler.log" 2>&1 &
 sched_pid=$!
-pids+=($sched_pid)
+pids+=("$sched_pid")
 sched_ready() { grep -q "scheduler.ready" "$work/scheduler.log" || ! kill -0 "$sched_pid" 2>/dev/null; }
 wait_for 30 "the scheduler is ready" sched_ready
 kill -0 "$sched_pid" 2>/dev/null || fail "the scheduler exited: $(cat "$work/scheduler.log")"
@@ -232,7 +240,7 @@ start_daemon() {
         --set storage.server.ip=127.0.0.1 --set storage.server.tcpPort=36395 \
         >>"$work/dfdaemon.log" 2>&1 &
     daemon_pid=$!
-    pids+=($daemon_pid)
+    pids+=("$daemon_pid")
 }
 hosts_on() { # hosts_on POD HOSTNAME: the master at POD has a host hash with that hostname
     local k
@@ -250,8 +258,8 @@ wait "$daemon_pid" 2>/dev/null
 # ---- failover: kill pod 0's Redis ----
 rcli 0 set dfc-test-key before-failover >/dev/null
 wait_for 30 "the key reached both replicas" sh -c "[ \"\$(REDISCLI_AUTH='$password' redis-cli -h $(ip 1) -p $redis_port --no-auth-warning get dfc-test-key)\" = before-failover ] && [ \"\$(REDISCLI_AUTH='$password' redis-cli -h $(ip 2) -p $redis_port --no-auth-warning get dfc-test-key)\" = before-failover ]"
-kill -KILL "$pid_redis_0"
-wait "$pid_redis_0" 2>/dev/null
+kill -KILL "${pid_of[redis0]}"
+wait "${pid_of[redis0]}" 2>/dev/null
 new_master=
 failed_over() {
     local m
@@ -268,8 +276,11 @@ if wait_for 60 "the Sentinels failed over from pod 0" failed_over; then
     other=$((3 - new_master))
     wait_for 30 "pod $other follows the new master" replica_of "$other" "$new_master" &&
         ok "pod $other replicates the new master"
-    [ "$(rcli "$new_master" get dfc-test-key)" = before-failover ] && ok "the data survived the failover" ||
+    if [ "$(rcli "$new_master" get dfc-test-key)" = before-failover ]; then
+        ok "the data survived the failover"
+    else
         fail "the key is lost on the new master"
+    fi
 
     # ---- pod 0 restarts: it must come back as a replica, not a second master ----
     start 0 redis
