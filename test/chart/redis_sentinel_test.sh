@@ -74,9 +74,10 @@ ok() {
     echo "ok   $*"
 }
 
-# Ports nothing else here uses; a short down-after so the failover is quick.
-redis_port=36391
-sentinel_port=36392
+# Fixed ports below the ephemeral range (32768-60999: a client socket there can take one), and a
+# short down-after so the failover is quick.
+redis_port=21391
+sentinel_port=21392
 ns=dfc-test
 # A password with a space, a quote and a backslash: the scripts must escape it in redis.conf.
 cat >"$work/password-values.yaml" <<'YAML'
@@ -219,7 +220,7 @@ fi
 # ---- the real scheduler, with the rendered database.redis settings ----
 sed -n '/^database:/,/^[a-z]/p' "$work/scheduler.yaml" | sed '$d' >"$work/sched-db.yaml"
 grep -q "masterName: dragonfly" "$work/sched-db.yaml" || fail "scheduler.yaml: no masterName: $(cat "$work/sched-db.yaml")"
-sched_port=36393
+sched_port=21393
 SCHEDULER_DATABASE_REDIS_PASSWORD=$password "$build/scheduler/scheduler" --config "$work/sched-db.yaml" \
     --set server.listenIP=127.0.0.1 --set server.port=$sched_port --set server.advertiseIP=127.0.0.1 \
     >"$work/scheduler.log" 2>&1 &
@@ -236,8 +237,8 @@ daemon_pid=
 start_daemon() {
     "$build/daemon/dfdaemon" --socket-path "$work/dfdaemon/run/dfdaemon.sock" \
         --storage-dir "$work/dfdaemon/store" --set scheduler.addrs=127.0.0.1:$sched_port \
-        --set host.hostname="$1" --set upload.server.ip=127.0.0.1 --set upload.server.port=36394 \
-        --set storage.server.ip=127.0.0.1 --set storage.server.tcpPort=36395 \
+        --set host.hostname="$1" --set upload.server.ip=127.0.0.1 --set upload.server.port=21394 \
+        --set storage.server.ip=127.0.0.1 --set storage.server.tcpPort=21395 \
         >>"$work/dfdaemon.log" 2>&1 &
     daemon_pid=$!
     pids+=("$daemon_pid")
