@@ -18,6 +18,7 @@
 #include "dfc/signals.h"
 #include "dfc/rpc_server.h"
 #include "driver.h"
+#include "registration.h"
 
 #ifndef DFC_VERSION
 #define DFC_VERSION "0.0.0"
@@ -33,6 +34,8 @@ struct csi_opts {
     char *state_dir;
     bool require_readonly;
     bool probe_dfdaemon;
+    char *registration_dir;  /* NULL: no kubelet registration (node-driver-registrar does it) */
+    char *registration_path; /* NULL: the endpoint's path */
     const char *log_level;
 };
 
@@ -91,6 +94,21 @@ static const struct dfc_config_row rows[] = {
      .env = "CSI_PROBE_DFDAEMON",
      .flag = "probe-dfdaemon",
      .help = "Probe is ready only while dfdaemon accepts connections"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(registration_dir),
+     .env = "CSI_KUBELET_REGISTRATION_DIR",
+     .flag = "kubelet-registration-dir",
+     .metavar = "DIR",
+     .help = "register with kubelet itself: serve its plugin registration on\n"
+             "DIR/<driver-name>-reg.sock (kubelet's plugins_registry); off by default",
+     .flags = DFC_OPT_OPTIONAL},
+    {.type = DFC_CFG_STRING,
+     .offset = O(registration_path),
+     .env = "CSI_KUBELET_REGISTRATION_PATH",
+     .flag = "kubelet-registration-path",
+     .metavar = "PATH",
+     .help = "the CSI socket's path as kubelet sees it, else the endpoint's",
+     .flags = DFC_OPT_OPTIONAL},
     {.type = DFC_CFG_ENUM,
      .offset = O(log_level),
      .def = "info",
@@ -185,6 +203,16 @@ static int serve(const struct csi_opts *o) {
     if (r == 0) {
         r = dfc_rpc_server_start(server, &err);
     }
+    /* Registration last: kubelet calls the CSI socket as soon as it learns of it. */
+    struct csi_registration reg = {0};
+    if (r == 0 && o->registration_dir != NULL) {
+        struct csi_registration_config rc = {
+            .dir = o->registration_dir,
+            .driver_name = cfg.driver_name,
+            .endpoint = o->registration_path != NULL ? o->registration_path : sock,
+        };
+        r = csi_registration_start(&reg, &rc, &err);
+    }
     if (r < 0) {
         DFC_LOG(DFC_LOG_ERROR, "csi.failed", "error=\"%s\"", dfc_error_msg(&err));
         dfc_rpc_server_free(server);
@@ -196,6 +224,7 @@ static int serve(const struct csi_opts *o) {
             cfg.require_readonly);
     int sig = dfc_signals_wait(&set);
     DFC_LOG(DFC_LOG_INFO, "csi.stopping", "signal=%d", sig);
+    csi_registration_stop(&reg); /* first: kubelet deregisters before the CSI socket goes */
     dfc_rpc_server_free(server);
     csi_driver_done(&d);
     return 0;
