@@ -3,6 +3,14 @@
 # already present are skipped, so a second run does no network I/O. Packages come without their
 # Recommends, so everything a command needs is named here (hack/fresh-check.sh proves the list on a
 # minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh).
+#
+#   hack/install-deps.sh          the build and test dependencies (the default)
+#   hack/install-deps.sh --e2e    those plus what hack/e2e/ needs to build and run its one-node
+#                                 Kubernetes cluster (docs/k8s-e2e.md): Go for the kubernetes
+#                                 source package, dpkg-source, jq, iproute2 and the keyring its
+#                                 private apt lists are checked against. Kubernetes, etcd,
+#                                 containerd, runc and the CNI plugins themselves are not
+#                                 installed: hack/e2e/build.sh unpacks them into its cache.
 set -euo pipefail
 
 pkgs=(
@@ -12,6 +20,12 @@ pkgs=(
     libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
 )
+if [ "${1:-}" = "--e2e" ]; then
+    pkgs+=(golang-go dpkg-dev xz-utils jq iproute2 debian-archive-keyring libc6-dev gzip)
+elif [ -n "${1:-}" ]; then
+    echo "usage: $0 [--e2e]" >&2
+    exit 2
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
