@@ -25,6 +25,7 @@ recipe_hash() {
 kube_bins=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 build_kube() {
+    # shellcheck disable=SC2155 # recipe_hash cannot fail
     local stamp="$kube_src_pkg $kube_src_ver recipe $(recipe_hash build_kube)"
     if [ "$(cat "$cache/kube/STAMP" 2>/dev/null)" = "$stamp" ]; then
         log "kubernetes $kube_src_ver: cached in $cache/kube"
@@ -72,6 +73,7 @@ build_kube() {
         sed 's|^\./||; s|^staging/src/|vendor/|; s|/[^/]*$||' |
         grep -v -e '^vendor/k8s.io/code-generator/' -e '^vendor/k8s.io/sample-apiserver/' |
         LC_ALL=C sort -u | sed 's|^|k8s.io/kubernetes/|' | paste -sd,)
+    # shellcheck disable=SC1007 # GOFLAGS empty: GOPATH mode takes no -mod=vendor
     (cd "$GOPATH/src/k8s.io/kubernetes" && GO111MODULE=off GOFLAGS= "$cache/go/openapi-gen" \
         --logtostderr -v 0 -i "$dirs" -p k8s.io/kubernetes/pkg/generated/openapi \
         -O zz_generated.openapi -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt \
@@ -116,6 +118,7 @@ unpack_debs() {
         echo "recipe $(recipe_hash unpack_debs)"
         for d in "$cache"/debs/*.deb; do
             dpkg-deb -x "$d" "$cache/root"
+            # shellcheck disable=SC2016 # dpkg-deb's own ${field} syntax
             dpkg-deb -W --showformat='${Package} ${Version}\n' "$d"
         done
     } >"$stamp_file.new"
@@ -167,6 +170,7 @@ oci_archive() {
 }
 
 build_images() {
+    # shellcheck disable=SC2155 # neither can fail
     local stamp="recipe $(recipe_hash build_images oci_archive) $(sed -n '/busybox-static/p' "$cache/root/STAMP")"
     if [ "$(cat "$cache/images/STAMP" 2>/dev/null)" = "$stamp" ]; then
         log "pause and busybox images: cached in $cache/images"

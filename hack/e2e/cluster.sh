@@ -449,7 +449,9 @@ cmd_down() {
         return 0
     fi
     # kubelet first so it does not restart containers while they stop, then everything else
-    [ -e "$run/pids/kubelet" ] && kill "$(cat "$run/pids/kubelet")" 2>/dev/null || true
+    if [ -e "$run/pids/kubelet" ]; then
+        kill "$(cat "$run/pids/kubelet")" 2>/dev/null || true
+    fi
     for i in 1 2 3; do
         pids=$(cg_pids)
         [ -n "$pids" ] || break

@@ -17,6 +17,7 @@
 #   run/         one running cluster: certificates, etcd data, containerd and kubelet roots,
 #                logs, pid files; removed by `cluster.sh down`
 
+# shellcheck disable=SC2034 # used by the scripts that source this file
 e2e_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache=${DFC_E2E_CACHE:-/var/cache/dfc-e2e}
 run=$cache/run
