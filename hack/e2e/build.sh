@@ -208,7 +208,17 @@ EOF
     log "pause and busybox images built"
 }
 
+# Exit 0 when every part is cached for the current recipe (nothing to download or build).
+is_warm() {
+    [ "$(cat "$cache/kube/STAMP" 2>/dev/null)" = \
+        "$kube_src_pkg $kube_src_ver recipe $(recipe_hash build_kube)" ] &&
+        [ "$(sed -n 1p "$cache/root/STAMP" 2>/dev/null)" = "recipe $(recipe_hash unpack_debs)" ] &&
+        [ "$(cat "$cache/images/STAMP" 2>/dev/null)" = \
+            "recipe $(recipe_hash build_images oci_archive) $(sed -n '/busybox-static/p' "$cache/root/STAMP")" ]
+}
+
 case ${1:-all} in
+warm) is_warm ;;
 kube) build_kube ;;
 debs) unpack_debs ;;
 images) unpack_debs && build_images ;;
@@ -217,5 +227,5 @@ all)
     unpack_debs
     build_images
     ;;
-*) die "usage: $0 [all|kube|debs|images]" ;;
+*) die "usage: $0 [all|kube|debs|images|warm]" ;;
 esac
