@@ -134,7 +134,7 @@ in_ns() {
     (
         cg_enter
         cd "$run"
-        exec nsenter -t "$h" -m -n -C -- env HOME="$run/home" \
+        exec nsenter -t "$h" -m -n -C -- env HOME="$run/home" TMPDIR=/tmp \
             PATH="$kube:$rootfs/usr/bin:$rootfs/usr/sbin:$rootfs/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
             "$@"
     )
@@ -147,7 +147,7 @@ start_daemon() {
     (
         cg_enter
         cd "$run"
-        exec nsenter -t "$(holder_pid)" -m -n -C -- env HOME="$run/home" \
+        exec nsenter -t "$(holder_pid)" -m -n -C -- env HOME="$run/home" TMPDIR=/tmp \
             PATH="$kube:$rootfs/usr/bin:$rootfs/usr/sbin:$rootfs/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
             "$@" </dev/null >"$run/logs/$name.log" 2>&1
     ) &

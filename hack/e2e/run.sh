@@ -4,8 +4,9 @@
 # with hack/e2e/values.yaml and applied with the cluster's kubectl, then the README's pod
 # example:
 #   1. pod `importer` mounts a PVC (a static PV of the driver) and an inline volume; inside it
-#      `dfcache import` streams a 5 MB file (the daemon cannot see the pod's filesystem) over the
-#      PVC's socket, and `dfcache stat` finds the task over the inline volume's;
+#      `dfcache import --transfer stream` streams a 5 MB file (the daemon cannot see the pod's
+#      filesystem) over the PVC's socket, and `dfcache stat` finds the task over the inline
+#      volume's;
 #   2. pod `exporter` runs `dfcache export --transfer-from-dfdaemon` over an inline volume; the
 #      bytes' SHA-256 matches the importer's;
 #   3. the dfdaemon container is restarted while `importer` runs; its next `dfcache stat` works
@@ -172,14 +173,15 @@ k wait --for=condition=Ready pod/importer --timeout 120s >/dev/null || die "pod 
 wait_ok 30 k exec importer -- test -e /tmp/ready || die "importer made no data"
 k exec importer -- test -S /run/df-pvc/dfdaemon.sock || die "no socket in the PVC's mount"
 k exec importer -- test -S /run/df-inline/dfdaemon.sock || die "no socket in the inline mount"
-k exec importer -- dfcache import -e /run/df-pvc/dfdaemon.sock --log-level debug /tmp/data \
+# --transfer stream: the chart's hostPID lets the descriptor pass work too (auto would use it)
+k exec importer -- dfcache import -e /run/df-pvc/dfdaemon.sock --transfer stream --log-level debug /tmp/data \
     >"$work/import.out" 2>"$work/import.err" || {
     cat "$work/import.err" >&2
     die "dfcache import failed in the pod"
 }
 id=$(sed -n 's/^Done: //p' "$work/import.out")
 [ -n "$id" ] || die "dfcache import printed no task id: $(cat "$work/import.out")"
-grep -qi 'stream' "$work/import.err" || die "the import did not stream: $(cat "$work/import.err")"
+grep -q 'streaming' "$work/import.err" || die "the import did not stream: $(cat "$work/import.err")"
 want=$(k exec importer -- sha256sum /tmp/data | cut -d' ' -f1)
 k exec importer -- dfcache stat -e /run/df-inline/dfdaemon.sock --no-progress "$id" >"$work/stat1.out" ||
     die "dfcache stat over the inline volume failed"
@@ -194,7 +196,7 @@ wait_ok 120 bash -c "bash '$cluster' kubectl get pod exporter -o jsonpath='{.sta
 k logs exporter >"$work/exporter.log"
 [ "$(k get pod exporter -o jsonpath='{.status.phase}')" = Succeeded ] ||
     die "pod exporter failed: $(cat "$work/exporter.log")"
-got=$(awk '/\/tmp\/out$/ { print $1 }' "$work/exporter.log")
+got=$(awk 'length($1) == 64 && $2 == "/tmp/out" { print $1 }' "$work/exporter.log") # sha256sum's line
 [ "$got" = "$want" ] || die "exported bytes differ: sha256 $got, imported $want"
 step "exported bytes match (sha256 $got)"
 
