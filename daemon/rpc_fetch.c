@@ -171,6 +171,7 @@ int dfd__fetch_remote(struct dfd_fetch *f, bool persistent, const char *tag,
         .arg = f,
         .started = on_started,
         .piece = on_piece,
+        .piece_data = f->with_content,
         .should_stop = on_should_stop,
     };
     return dfd_p2p_fetch(f->svc->p2p, &req, &prog, ret, err);

@@ -2,15 +2,16 @@
 # Installs every build and test dependency from Debian 12 packages. Idempotent: packages that are
 # already present are skipped, so a second run does no network I/O. Packages come without their
 # Recommends, so everything a command needs is named here (hack/fresh-check.sh proves the list on a
-# minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh).
+# minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh);
+# golang-go with sprig and sigs.k8s.io/yaml build the chart renderer offline (hack/chart/render).
 #
 #   hack/install-deps.sh          the build and test dependencies (the default)
 #   hack/install-deps.sh --e2e    those plus what hack/e2e/ needs to build and run its one-node
-#                                 Kubernetes cluster (docs/k8s-e2e.md): Go for the kubernetes
-#                                 source package, dpkg-source, jq, iproute2 and the keyring its
-#                                 private apt lists are checked against. Kubernetes, etcd,
-#                                 containerd, runc and the CNI plugins themselves are not
-#                                 installed: hack/e2e/build.sh unpacks them into its cache.
+#                                 Kubernetes cluster (docs/k8s-e2e.md): dpkg-source, jq, iproute2
+#                                 and the keyring its private apt lists are checked against (Go
+#                                 is in the default set). Kubernetes, etcd, containerd, runc and
+#                                 the CNI plugins themselves are not installed:
+#                                 hack/e2e/build.sh unpacks them into its cache.
 set -euo pipefail
 
 pkgs=(
@@ -19,13 +20,32 @@ pkgs=(
     libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
     libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
+    golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
 )
 if [ "${1:-}" = "--e2e" ]; then
-    pkgs+=(golang-go dpkg-dev xz-utils jq iproute2 debian-archive-keyring libc6-dev gzip)
+    pkgs+=(dpkg-dev xz-utils jq iproute2 debian-archive-keyring libc6-dev gzip)
 elif [ -n "${1:-}" ]; then
     echo "usage: $0 [--e2e]" >&2
     exit 2
 fi
+
+# The chart validator (hack/chart/validate.mjs) runs on Node.js; machines that have a node and npm
+# (another packaging) keep theirs. npm fetches over TLS: ca-certificates.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    pkgs+=(nodejs npm ca-certificates)
+fi
+
+# The validator's npm packages, pinned in hack/chart/package-lock.json, into hack/chart/node_modules
+# (again only when the lock file is newer than the last install).
+npm_ci() {
+    local d=hack/chart
+    cd "$(dirname "$0")/.."
+    if [ ! -f "$d/node_modules/.package-lock.json" ] ||
+        [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+        echo "install-deps: npm ci in $d"
+        npm ci --prefix "$d" --no-audit --no-fund --loglevel=error >/dev/null
+    fi
+}
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -36,6 +56,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all ${#pkgs[@]} packages present"
+    npm_ci
     exit 0
 fi
 
@@ -47,4 +68,5 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+npm_ci
 echo "install-deps: done"

@@ -13,13 +13,14 @@
  *   A round = one answer of the scheduler (Normal{parents}). Each parent is asked once, one
  *   after another, which of the missing pieces it has (SyncPersistentCachePieces on its
  *   DfdaemonUpload TCP port: a committed task answers in one pass and ends the stream); then
- *   concurrent_piece_count workers, each with one piece buffer, take the missing pieces in
- *   order. A piece goes to the parents that reported it, round-robin from piece number modulo
- *   the parent count (no weighting by idle bandwidth); on a failure (connect, timeout, CRC) the
- *   next of them is tried. A piece that failed on every parent that had it is reported
- *   DownloadPieceFailed{temporary} and ends the round: the workers take no new piece. Missing
- *   pieces then mean Reschedule{candidate_parents = the parents that failed or lacked a
- *   piece}, at most scheduler.maxScheduleCount rounds in all.
+ *   concurrent_piece_count workers, each with one buffer, take the missing pieces in
+ *   order (each worker's buffer is a 256 KiB chunk the bytes stream through into the replica,
+ *   CRC'd on the way, or a whole piece when the caller wants the bytes). A piece goes to the
+ * parents that reported it, round-robin from piece number modulo the parent count (no weighting by
+ * idle bandwidth); on a failure (connect, timeout, CRC) the next of them is tried. A piece that
+ * failed on every parent that had it is reported DownloadPieceFailed{temporary} and ends the round:
+ * the workers take no new piece. Missing pieces then mean Reschedule{candidate_parents = the
+ * parents that failed or lacked a piece}, at most scheduler.maxScheduleCount rounds in all.
  *
  *   Everything a remote peer sends is bounded here: at most DFD_P2P_MAX_PARENTS parents, each
  *   with a valid IP and port; a reported piece number must be one we asked for, its offset and
@@ -403,6 +404,16 @@ static void sync_parent(struct run *rd, size_t k) {
 
 /* ---- pieces ---- */
 
+/* A worker's buffer: a whole piece when the caller wants each piece's bytes, else a chunk the
+ * bytes stream through on their way into the replica. */
+#define STREAM_CHUNK ((size_t)256 * 1024)
+
+struct worker_buf {
+    void *buf;
+    size_t len;
+    bool whole;
+};
+
 /* Reports a written piece to the caller and the scheduler; rd->mu held. */
 static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32_t crc,
                         const struct parent *pa, uint64_t cost_ns, struct dfc_error *err) {
@@ -469,10 +480,58 @@ static void set_fatal(struct run *rd, int r, const struct dfc_error *err) {
     rd->round_over = true;
 }
 
-/* Fetches missing piece i from its parents into buf; 0 when written and reported. */
-static void fetch_piece(struct run *rd, size_t i, void *buf) {
-    uint32_t number = rd->missing[i];
+/* The sink of a streamed piece: each chunk straight into the replica at its place. A write
+ * error is ours (the storage's), not the parent's: it is remembered here. */
+struct piece_sink {
+    struct dfd_replica *rep;
+    uint32_t number;
+    bool failed;
+};
+
+static int sink_write(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
+    struct piece_sink *ps = arg;
+    int r = dfd_replica_pwrite(ps->rep, ps->number, at, data, n, err);
+    ps->failed = r < 0;
+    return r;
+}
+
+/* One attempt at piece number from pa. With a whole-piece buffer (the caller wants the bytes)
+ * they land there and are written in one go once verified; otherwise they stream through the
+ * worker's chunk buffer into the claimed range of the replica, and the piece counts as written
+ * only once the CRC checked out (until then a failure drops the claim). *ret_ours tells a
+ * storage failure (fatal) from the parent's (try the next). */
+static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
+                      const struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
+                      struct dfc_error *err) {
     uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
+    int64_t timeout = rd->p->cfg->piece_timeout;
+    *ret_ours = false;
+    if (wb->whole) {
+        int r = dfd_vortex_fetch(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
+                                 wb->buf, timeout, got, err);
+        if (r < 0) {
+            return r;
+        }
+        *ret_ours = true;
+        return dfd_replica_write_piece(rd->rep, number, wb->buf, (size_t)len, got->crc32, err);
+    }
+    int r = dfd_replica_claim_piece(rd->rep, number, (size_t)len, err);
+    if (r < 0) {
+        *ret_ours = true;
+        return r;
+    }
+    struct piece_sink ps = {.rep = rd->rep, .number = number};
+    struct dfd_vortex_sink sink = {.arg = &ps, .write = sink_write};
+    r = dfd_vortex_fetch_to(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
+                            &sink, wb->buf, wb->len, timeout, got, err);
+    dfd_replica_finish_piece(rd->rep, number, r == 0, r == 0 ? got->crc32 : 0);
+    *ret_ours = r < 0 && ps.failed;
+    return r;
+}
+
+/* Fetches missing piece i from its parents; written and reported, or reported failed. */
+static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
+    uint32_t number = rd->missing[i];
     uint64_t mask = rd->have[i];
     const char *last = NULL;
     for (size_t t = 0; t < rd->n_parents; t++) {
@@ -492,9 +551,9 @@ static void fetch_piece(struct run *rd, size_t i, void *buf) {
         last = pa->id;
         struct dfd_vortex_fetched got;
         struct dfc_error err;
-        int r = dfd_vortex_fetch(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
-                                 buf, rd->p->cfg->piece_timeout, &got, &err);
-        if (r < 0) {
+        bool ours = false;
+        int r = fetch_from(rd, pa, number, wb, &got, &ours, &err);
+        if (r < 0 && !ours) {
             DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
                     "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying the next parent",
                     rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r),
@@ -504,10 +563,10 @@ static void fetch_piece(struct run *rd, size_t i, void *buf) {
             pthread_mutex_unlock(&rd->mu);
             continue;
         }
-        r = dfd_replica_write_piece(rd->rep, number, buf, (size_t)len, got.crc32, &err);
         pthread_mutex_lock(&rd->mu);
         if (r == 0) {
-            r = report_piece(rd, number, buf, got.crc32, pa, got.cost_ns, &err);
+            r = report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
+                             &err);
             rd->written++;
         }
         if (r < 0) {
@@ -530,9 +589,11 @@ static void fetch_piece(struct run *rd, size_t i, void *buf) {
 
 static void *worker_main(void *arg) {
     struct run *rd = arg;
-    void *buf = malloc(rd->piece_length);
+    struct worker_buf wb = {.whole = rd->prog != NULL && rd->prog->piece_data};
+    wb.len = wb.whole ? (size_t)rd->piece_length : STREAM_CHUNK;
+    wb.buf = malloc(wb.len);
     pthread_mutex_lock(&rd->mu);
-    if (buf == NULL) {
+    if (wb.buf == NULL) {
         struct dfc_error e;
         dfc_error_set(&e, -ENOMEM, "out of memory for a piece buffer");
         set_fatal(rd, -ENOMEM, &e);
@@ -540,11 +601,11 @@ static void *worker_main(void *arg) {
     while (!rd->round_over && rd->next < rd->n_missing) {
         size_t i = rd->next++;
         pthread_mutex_unlock(&rd->mu);
-        fetch_piece(rd, i, buf);
+        fetch_piece(rd, i, &wb);
         pthread_mutex_lock(&rd->mu);
     }
     pthread_mutex_unlock(&rd->mu);
-    free(buf);
+    free(wb.buf);
     return NULL;
 }
 

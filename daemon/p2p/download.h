@@ -10,7 +10,9 @@
  *   -> Empty: Started, Finished.  Normal{parents}: Started (once), then per parent
  *      SyncPersistentCachePieces (at host.ip:host.port) for the missing pieces, giving each
  *      piece's Vortex ip/tcp_port; concurrent_piece_count pieces in flight; each piece fetched
- *      (vortex_client.h), CRC-checked, written (dfd_replica_write_piece), reported to the
+ *      (vortex_client.h), CRC-checked as it streams into the replica in 256 KiB chunks
+ *      (dfd_replica_claim_piece/pwrite/finish_piece; whole, with dfd_replica_write_piece,
+ *      when the caller wants each piece's bytes), reported to the
  *      caller (progress) and to the scheduler (DownloadPieceFinished); a piece that failed on
  *      every parent: DownloadPieceFailed{temporary = true}, end of the round.
  *   -> missing pieces: Reschedule{candidate_parents = the failed ones} and again, up to
@@ -20,8 +22,8 @@
  * Any failure aborts the replica (nothing remains) and tells the scheduler (PeerFailed).
  *
  * Concurrent fetches of one task share one download: the later callers wait for it and get the
- * committed task (their progress sees no pieces). Memory: concurrent_piece_count piece buffers
- * per download.
+ * committed task (their progress sees no pieces). Memory: concurrent_piece_count buffers per
+ * download, of 256 KiB each, or of a piece each when the caller wants the bytes.
  *
  * Ownership: storage, sched and cfg are borrowed and outlive the engine.
  */
@@ -58,9 +60,12 @@ struct dfd_p2p_progress {
     void *arg;
     /* Once, before any piece: the content length. */
     int (*started)(void *arg, uint64_t content_length, struct dfc_error *err);
-    /* Each piece once, as it is written; data is its bytes (borrowed for the call). */
+    /* Each piece once, as it is written; data is its bytes (borrowed for the call) when
+     * piece_data is set, else NULL (the bytes then stream from the socket into the store in
+     * small chunks, never whole in memory). */
     int (*piece)(void *arg, const struct dfd_piece_meta *pm, const void *data,
                  const char *parent_id, uint64_t cost_ns, struct dfc_error *err);
+    bool piece_data;
     /* Polled: true ends the download with -ECANCELED. */
     bool (*should_stop)(void *arg);
 };

@@ -4,10 +4,11 @@
  * commit is dfd__spool_commit (commit.c), the same as an import's.
  *
  * DESIGN: pieces arrive in any order from several download threads. Each piece is claimed
- * under rep->mu (a second claim is -EEXIST), written with pwrite outside the lock (pieces are
- * disjoint ranges of a file fallocated at begin), and only then marked written; a failed write
- * drops the claim so the piece can be fetched again. The CRC the caller checked becomes the
- * piece's digest, so the row describes exactly what was written.
+ * under rep->mu (a second claim is -EEXIST), written with pwrite outside the lock, whole or in
+ * chunks as they come off the socket (pieces are
+ * disjoint ranges of a file sized at begin: fallocated, sparse on tmpfs), and only then marked
+ * written; a failed write drops the claim so the piece can be fetched again. The CRC the caller
+ * checked becomes the piece's digest, so the row describes exactly what was written.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "storage.h"
@@ -96,13 +99,25 @@ void dfd_replica_abort(struct dfd_replica *rep) {
     free(rep);
 }
 
-/* Sizes the spool: fallocate, or a sparse file where the filesystem cannot. */
+/* Whether fd lives on tmpfs (or ramfs), where fallocate buys nothing a write does not. */
+static bool on_memory_fs(int fd) {
+    struct statfs sf;
+    return fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
+}
+
+/* Sizes the spool: fallocate, or a sparse file where the filesystem cannot or need not. On a
+ * disk filesystem fallocate reserves the blocks in one cheap extent operation. On tmpfs it
+ * allocates (and clears) every page of the file up front, serially, under the inode lock:
+ * 0.3 s per GiB before the first piece may arrive, for pages the piece writes allocate anyway.
+ * There the spool stays sparse; dfd__check_space() already refused a replica larger than the
+ * free space, and a write that still meets a full filesystem fails with "no space left ...
+ * while writing piece N", which fails the download and removes the spool. */
 static int size_spool(struct dfd_replica *rep, struct dfc_error *err) {
     off_t len = (off_t)rep->task.content_length;
     if (len == 0) {
         return 0;
     }
-    int e = posix_fallocate(rep->fd, 0, len);
+    int e = on_memory_fs(rep->fd) ? EOPNOTSUPP : posix_fallocate(rep->fd, 0, len);
     if (e == EOPNOTSUPP || e == EINVAL) {
         e = ftruncate(rep->fd, len) < 0 ? errno : 0;
     }
@@ -164,9 +179,9 @@ int dfd_replica_begin(struct dfd_storage *s, const struct dfd_replica_params *p,
     return 0;
 }
 
-int dfd_replica_write_piece(struct dfd_replica *rep, uint32_t number, const void *buf, size_t len,
-                            uint32_t crc32, struct dfc_error *err) {
-    const struct dfd_task_meta *t = &rep->task;
+/* The geometry check shared by the writers: number in range, len its length. */
+static int check_piece(const struct dfd_task_meta *t, uint32_t number, size_t len,
+                       struct dfc_error *err) {
     if (number >= t->piece_count) {
         return dfc_error_set(err, -EINVAL, "piece number %u is out of range (the task has %u)",
                              number, t->piece_count);
@@ -176,28 +191,75 @@ int dfd_replica_write_piece(struct dfd_replica *rep, uint32_t number, const void
         return dfc_error_set(err, -EINVAL, "piece %u: length %zu, the geometry says %llu", number,
                              len, (unsigned long long)want);
     }
+    return 0;
+}
+
+int dfd_replica_claim_piece(struct dfd_replica *rep, uint32_t number, size_t len,
+                            struct dfc_error *err) {
+    int r = check_piece(&rep->task, number, len, err);
+    if (r < 0) {
+        return r;
+    }
     pthread_mutex_lock(&rep->mu);
     bool taken = bit(rep->claimed, number);
     set_bit(rep->claimed, number, true);
     pthread_mutex_unlock(&rep->mu);
-    if (taken) {
-        return dfc_error_set(err, -EEXIST, "piece %u is already written", number);
+    return taken ? dfc_error_set(err, -EEXIST, "piece %u is already written", number) : 0;
+}
+
+int dfd_replica_pwrite(struct dfd_replica *rep, uint32_t number, uint64_t at, const void *buf,
+                       size_t n, struct dfc_error *err) {
+    const struct dfd_task_meta *t = &rep->task;
+    if (number >= t->piece_count) {
+        return dfc_error_set(err, -EINVAL, "piece number %u is out of range (the task has %u)",
+                             number, t->piece_count);
     }
-    int r = dfd__write_all(rep->fd, buf, len, (off_t)((uint64_t)number * t->piece_length));
+    uint64_t plen = piece_len(t, number);
+    if (at > plen || n > plen - at) {
+        return dfc_error_set(err, -EINVAL, "piece %u: bytes %llu..%llu outside its %llu", number,
+                             (unsigned long long)at, (unsigned long long)(at + n),
+                             (unsigned long long)plen);
+    }
     pthread_mutex_lock(&rep->mu);
-    if (r == 0) {
-        set_bit(rep->written, number, true);
-        rep->crcs[number] = crc32;
-        rep->n_written++;
-    } else {
-        set_bit(rep->claimed, number, false); /* may be fetched again */
-    }
+    bool mine = bit(rep->claimed, number) && !bit(rep->written, number);
     pthread_mutex_unlock(&rep->mu);
+    if (!mine) {
+        return dfc_error_set(err, -EINVAL, "piece %u is not claimed, or already written", number);
+    }
+    int r = dfd__write_all(rep->fd, buf, n, (off_t)((uint64_t)number * t->piece_length + at));
     if (r == -ENOSPC || r == -EDQUOT) {
         return dfc_error_set(err, r, "no space left in `%s` while writing piece %u", rep->s->dir,
                              number);
     }
     return r < 0 ? dfc_error_errno(err, r, "write piece %u into `%s`", number, rep->tmp_path) : 0;
+}
+
+void dfd_replica_finish_piece(struct dfd_replica *rep, uint32_t number, bool ok, uint32_t crc32) {
+    if (number >= rep->task.piece_count) {
+        return;
+    }
+    pthread_mutex_lock(&rep->mu);
+    if (bit(rep->claimed, number) && !bit(rep->written, number)) {
+        if (ok) {
+            set_bit(rep->written, number, true);
+            rep->crcs[number] = crc32;
+            rep->n_written++;
+        } else {
+            set_bit(rep->claimed, number, false); /* may be fetched again */
+        }
+    }
+    pthread_mutex_unlock(&rep->mu);
+}
+
+int dfd_replica_write_piece(struct dfd_replica *rep, uint32_t number, const void *buf, size_t len,
+                            uint32_t crc32, struct dfc_error *err) {
+    int r = dfd_replica_claim_piece(rep, number, len, err);
+    if (r < 0) {
+        return r;
+    }
+    r = dfd_replica_pwrite(rep, number, 0, buf, len, err);
+    dfd_replica_finish_piece(rep, number, r == 0, crc32);
+    return r;
 }
 
 bool dfd_replica_has_piece(struct dfd_replica *rep, uint32_t number) {

@@ -173,7 +173,8 @@ struct dfd_replica_params {
 
 /* Starts a replica: checks the geometry (-EINVAL naming the field), that it fits the free
  * space (-ENOSPC) and that the task is not stored (-EEXIST), and makes a spool file in tmp/ of
- * content_length bytes (fallocate). Nothing is visible until dfd_replica_commit(). */
+ * content_length bytes (fallocated; sparse on tmpfs, replica.c). Nothing is visible until
+ * dfd_replica_commit(). */
 int dfd_replica_begin(struct dfd_storage *s, const struct dfd_replica_params *p,
                       struct dfd_replica **ret, struct dfc_error *err);
 
@@ -183,6 +184,17 @@ int dfd_replica_begin(struct dfd_storage *s, const struct dfd_replica_params *p,
  * a number or length that does not fit the geometry; writing a piece twice is -EEXIST. */
 int dfd_replica_write_piece(struct dfd_replica *rep, uint32_t number, const void *buf, size_t len,
                             uint32_t crc32, struct dfc_error *err);
+
+/* The same in steps, for bytes that arrive in chunks and are verified only at the end:
+ * claim (the checks of dfd_replica_write_piece, -EEXIST for a piece claimed or written), then
+ * any number of pwrites of bytes at..at+n of the piece (-EINVAL outside it or when not claimed;
+ * -ENOSPC naming the piece), then finish: ok marks it written with crc32 as its digest, !ok
+ * drops the claim so it may be fetched again. */
+int dfd_replica_claim_piece(struct dfd_replica *rep, uint32_t number, size_t len,
+                            struct dfc_error *err);
+int dfd_replica_pwrite(struct dfd_replica *rep, uint32_t number, uint64_t at, const void *buf,
+                       size_t n, struct dfc_error *err);
+void dfd_replica_finish_piece(struct dfd_replica *rep, uint32_t number, bool ok, uint32_t crc32);
 
 /* Whether piece number is written. Thread-safe. */
 bool dfd_replica_has_piece(struct dfd_replica *rep, uint32_t number);

@@ -1,12 +1,11 @@
 /*
- * digest.c - thin wrappers over OpenSSL's EVP SHA-256 and zlib's crc32_z.
+ * digest.c - thin wrappers over OpenSSL's EVP digests (the CRC-32 is crc32.c's).
  */
 #include "dfc/digest.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
-#include <zlib.h>
 
 int dfc_sha256_init(struct dfc_sha256 *h) {
     h->ctx = EVP_MD_CTX_new();
@@ -94,10 +93,6 @@ void dfc_evp_final_hex(struct dfc_evp *h, char out[DFC_EVP_HEX_MAX]) {
 void dfc_evp_done(struct dfc_evp *h) {
     EVP_MD_CTX_free(h->ctx);
     h->ctx = NULL;
-}
-
-uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len) {
-    return (uint32_t)crc32_z(crc, data, len);
 }
 
 void dfc_crc32_format(uint32_t crc, char out[DFC_CRC32_DIGEST_MAX]) {

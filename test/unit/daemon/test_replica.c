@@ -16,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -280,6 +284,79 @@ static void test_same_piece_twice_is_eexist(void **state) {
     assert_non_null(strstr(err.msg, "length"));
     assert_false(dfd_replica_has_piece(rep, 1));
     dfd_replica_abort(rep);
+    free(buf);
+}
+
+/* A piece in chunks: claim, pwrites, finish. A failed one (finish !ok) leaves it missing and
+ * claimable again; its bytes are overwritten by the next attempt; the commit has the CRCs
+ * given at finish and the bytes of the last attempt. */
+static void test_a_piece_in_chunks(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = 2 * PL + 7;
+    char *buf = pattern(len, 6);
+    struct dfd_replica *rep = begin_replica(f, len);
+    struct dfc_error err;
+    /* Not claimed: no write. */
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, buf, 10, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "not claimed"));
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL - 1, &err), -EINVAL); /* length */
+    assert_int_equal(dfd_replica_claim_piece(rep, 3, PL, &err), -EINVAL);     /* number */
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), 0);
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), -EEXIST);
+    /* Outside the piece. */
+    assert_int_equal(dfd_replica_pwrite(rep, 1, PL - 4, buf, 5, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "outside"));
+    assert_int_equal(dfd_replica_pwrite(rep, 1, PL + 1, buf, 0, &err), -EINVAL);
+    /* A first attempt with wrong bytes, then dropped (as after a CRC mismatch). */
+    char *junk = pattern(PL, 99);
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, junk, PL, &err), 0);
+    dfd_replica_finish_piece(rep, 1, false, 0);
+    assert_false(dfd_replica_has_piece(rep, 1));
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_replica_claim_piece(rep, 0, PL, &err), 0);
+    assert_int_equal(dfd_replica_pwrite(rep, 0, 0, buf, PL, &err), 0);
+    dfd_replica_finish_piece(rep, 0, true, dfc_crc32_update(0, buf, PL));
+    assert_int_equal(write_piece(rep, buf, len, 2), 0);
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), -EINVAL); /* piece 1 is missing */
+    assert_non_null(strstr(err.msg, "piece 1 is missing"));
+    assert_nothing_left(f, ID1);
+
+    /* Again, piece 1 in uneven chunks after a dropped attempt: committed and byte-exact. */
+    rep = begin_replica(f, len);
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), 0);
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, junk, PL, &err), 0);
+    dfd_replica_finish_piece(rep, 1, false, 0);
+    assert_int_equal(dfd_replica_claim_piece(rep, 1, PL, &err), 0);
+    const char *p1 = buf + PL;
+    for (uint64_t at = 0; at < PL;) {
+        size_t n = at + 300007 < PL ? 300007 : (size_t)(PL - at);
+        assert_int_equal(dfd_replica_pwrite(rep, 1, at, p1 + at, n, &err), 0);
+        at += n;
+    }
+    dfd_replica_finish_piece(rep, 1, true, dfc_crc32_update(0, p1, PL));
+    dfd_replica_finish_piece(rep, 1, false, 0); /* a written piece stays written */
+    assert_true(dfd_replica_has_piece(rep, 1));
+    assert_int_equal(dfd_replica_pwrite(rep, 1, 0, junk, 10, &err), -EINVAL);
+    assert_int_equal(write_piece(rep, buf, len, 0), 0);
+    assert_int_equal(write_piece(rep, buf, len, 2), 0);
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    struct dfd_piece_meta *pieces;
+    size_t n;
+    assert_int_equal(dfd_storage_pieces(f->s, ID1, &pieces, &n, &err), 0);
+    assert_int_equal(n, 3);
+    char d[DFC_CRC32_DIGEST_MAX];
+    dfc_crc32_format(dfc_crc32_update(0, p1, PL), d);
+    assert_string_equal(pieces[1].digest, d);
+    free(pieces);
+    int fd = -1;
+    assert_int_equal(dfd_storage_open_content(f->s, ID1, &fd, &err), 0);
+    char *back = malloc(len);
+    assert_int_equal(pread(fd, back, len, 0), (ssize_t)len);
+    assert_memory_equal(back, buf, len);
+    close(fd);
+    free(back);
+    dfd_task_meta_done(&t);
+    free(junk);
     free(buf);
 }
 
@@ -657,6 +734,96 @@ static void test_before_commit_in_the_path_import(void **state) {
     free(buf);
 }
 
+/* ---- the spool on tmpfs ---- */
+
+/* The blocks (512-byte units) of the one file in store/tmp. */
+static long long spool_blocks(const char *store) {
+    char dir[PATH_MAX], path[PATH_MAX + 300];
+    snprintf(dir, sizeof(dir), "%s/tmp", store);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    long long blocks = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (e->d_name[0] != '.' && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            assert_int_equal(blocks, -1); /* exactly one spool */
+            blocks = (long long)st.st_blocks;
+        }
+    }
+    closedir(d);
+    assert_true(blocks >= 0);
+    return blocks;
+}
+
+/* On tmpfs the spool is not fallocated (that would allocate and clear every page before the
+ * first piece): it stays sparse, each piece's write allocates its own pages, and a write that
+ * meets a full filesystem fails with ENOSPC naming the piece, and the abort leaves nothing. */
+static void test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    if (geteuid() != 0) {
+        skip(); /* needs root to mount a small tmpfs in a private mount namespace */
+    }
+    assert_int_equal(unshare(CLONE_NEWNS), 0);
+    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char small[280], filler[300];
+    snprintf(small, sizeof(small), "%s/small", f->dir);
+    snprintf(filler, sizeof(filler), "%s/filler", small);
+    mkdir(small, 0755);
+    assert_int_equal(mount("none", small, "tmpfs", 0, "size=32m"), 0);
+    struct fx g = {.s = NULL};
+    snprintf(g.store, sizeof(g.store), "%s", small);
+    struct dfd_storage_opts o = {.dir = small, .keep = true};
+    assert_int_equal(dfd_storage_open(&o, &g.s, NULL, &err), 0);
+
+    uint64_t len = 4 * PL; /* 16 MiB of the 32 */
+    char *buf = malloc(len);
+    assert_non_null(buf);
+    for (uint64_t i = 0; i < len; i++) {
+        buf[i] = (char)(i * 131 + 7);
+    }
+    struct dfd_replica *rep = begin_replica(&g, len);
+    assert_int_equal(spool_blocks(small), 0);
+    assert_int_equal(write_piece(rep, buf, len, 2), 0);
+    long long one = spool_blocks(small);
+    assert_true(one >= (long long)(PL / 512) && one < (long long)(2 * PL / 512));
+
+    /* Something else takes the rest of the filesystem. */
+    int fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    static char chunk[65536];
+    for (size_t n = sizeof(chunk); n > 0; n /= 2) {
+        while (write(fd, chunk, n) == (ssize_t)n) {
+        }
+    }
+    close(fd);
+    const char *p = buf + PL;
+    int r = dfd_replica_write_piece(rep, 1, p, PL, dfc_crc32_update(0, p, PL), &err);
+    assert_int_equal(r, -ENOSPC);
+    if (strstr(err.msg, "no space left") == NULL || strstr(err.msg, "piece 1") == NULL) {
+        fail_msg("`%s` does not say no space and name piece 1", err.msg);
+    }
+    assert_false(dfd_replica_has_piece(rep, 1));
+    dfd_replica_abort(rep);
+    assert_int_equal(unlink(filler), 0);
+    assert_nothing_left(&g, ID1);
+
+    /* With the space back the same replica completes. */
+    rep = begin_replica(&g, len);
+    for (uint32_t i = 0; i < 4; i++) {
+        assert_int_equal(write_piece(rep, buf, len, i), 0);
+    }
+    struct dfd_task_meta t;
+    assert_int_equal(dfd_replica_commit(rep, T0, &t, &err), 0);
+    assert_int_equal(t.content_length, len);
+    dfd_task_meta_done(&t);
+    dfd_storage_close(g.s);
+    assert_int_equal(umount2(small, MNT_DETACH), 0);
+    free(buf);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void) {
@@ -666,6 +833,7 @@ int main(void) {
         T(test_commit_with_a_missing_piece_fails),
         T(test_abort_leaves_nothing),
         T(test_same_piece_twice_is_eexist),
+        T(test_a_piece_in_chunks),
         T(test_bad_geometry_names_the_field),
         T(test_begin_on_a_stored_id_is_eexist),
         T(test_an_import_lands_first),
@@ -675,6 +843,7 @@ int main(void) {
         T(test_a_version_1_store_is_migrated),
         T(test_before_commit_sees_the_id_and_can_abort),
         T(test_before_commit_in_the_path_import),
+        T(test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

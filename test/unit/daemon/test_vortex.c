@@ -429,6 +429,51 @@ static void test_fetch_wrong_crc(void **state) {
     assert_int_equal(fetch_with(answer, n, false, TIMEOUT, got, &err), DFC_E_DATA_LOSS);
 }
 
+struct collected {
+    char bytes[8];
+    size_t n;
+};
+
+static int collect(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
+    struct collected *c = arg;
+    (void)err;
+    assert_int_equal(at, c->n);
+    assert_true(c->n + n <= sizeof(c->bytes));
+    memcpy(c->bytes + c->n, data, n);
+    c->n += n;
+    return 0;
+}
+
+/* Through a sink (2-byte buffer): the good piece arrives in 3 chunks with its CRC; a corrupt
+ * one reaches the sink, unverified, and the fetch still ends DATA_LOSS, so the caller never
+ * counts it. */
+static void test_fetch_to_a_sink_checks_the_crc(void **state) {
+    struct dfd_vortex_piece p = piece7();
+    for (int bad = 0; bad < 2; bad++) {
+        uint8_t answer[128];
+        size_t n = content_with(&p, bad ? "hellO" : "hello", 5, answer, sizeof(answer));
+        struct scripted s;
+        scripted_start(&s, answer, n, false);
+        struct collected c = {.n = 0};
+        struct dfd_vortex_sink sink = {.arg = &c, .write = collect};
+        uint8_t chunk[2];
+        struct dfd_vortex_fetched f = {0};
+        struct dfc_error err = {0};
+        int r = dfd_vortex_fetch_to("127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, &sink, chunk,
+                                    sizeof(chunk), TIMEOUT, &f, &err);
+        scripted_join(&s);
+        assert_int_equal(c.n, 5);
+        if (bad) {
+            assert_int_equal(r, DFC_E_DATA_LOSS);
+            assert_non_null(strstr(err.msg, "digest mismatch"));
+        } else {
+            assert_int_equal(r, 0);
+            assert_int_equal(f.crc32, 907060870u);
+            assert_memory_equal(c.bytes, "hello", 5);
+        }
+    }
+}
+
 static void test_fetch_empty_digest(void **state) {
     struct dfd_vortex_piece p = piece7();
     p.digest = "";
@@ -592,6 +637,7 @@ int main(void) {
         cmocka_unit_test(test_error_decode_errors),
         cmocka_unit_test(test_fetch_good),
         cmocka_unit_test(test_fetch_wrong_crc),
+        cmocka_unit_test(test_fetch_to_a_sink_checks_the_crc),
         cmocka_unit_test(test_fetch_empty_digest),
         cmocka_unit_test(test_fetch_malformed_digest),
         cmocka_unit_test(test_fetch_huge_length),

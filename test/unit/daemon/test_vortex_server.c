@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,6 +178,77 @@ static void test_every_piece(void **state) {
     }
     free(buf);
     assert_true(f->pieces[2].length == 12345);
+}
+
+/* A sink that assembles the piece and checks the chunks come in order, each at most the
+ * buffer's size; fail_at makes it fail (as a full disk would) once that offset is reached. */
+struct assembler {
+    uint8_t *out;
+    uint64_t next;
+    size_t max_chunk;
+    unsigned calls;
+    uint64_t fail_at;
+};
+
+static int assemble(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
+    struct assembler *a = arg;
+    assert_int_equal(at, a->next);
+    assert_true(n > 0 && n <= a->max_chunk);
+    if (at + n > a->fail_at) {
+        return dfc_error_set(err, -ENOSPC, "no space left (the test's sink)");
+    }
+    memcpy(a->out + at, data, n);
+    a->next += n;
+    a->calls++;
+    return 0;
+}
+
+/* dfd_vortex_fetch_to: every piece through a 1000-byte buffer (not a divisor of any length)
+ * arrives in order and intact with the right CRC; the sink's error ends the fetch with it. */
+static void test_every_piece_through_a_sink(void **state) {
+    struct fx *f = *state;
+    start(f, 4, 5 * SEC);
+    uint8_t *out = malloc(4 * MiB);
+    uint8_t chunk[1000];
+    for (size_t i = 0; i < f->npieces; i++) {
+        const struct dfd_piece_meta *pm = &f->pieces[i];
+        struct assembler a = {.out = out, .max_chunk = sizeof(chunk), .fail_at = UINT64_MAX};
+        struct dfd_vortex_sink sink = {.arg = &a, .write = assemble};
+        struct dfd_vortex_fetched got = {0};
+        struct dfc_error err = {0};
+        memset(out, 0, 4 * MiB);
+        int r = dfd_vortex_fetch_to("127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
+                                    pm->number, pm->offset, pm->length, &sink, chunk, sizeof(chunk),
+                                    TIMEOUT, &got, &err);
+        if (r != 0) {
+            fail_msg("piece %u: %s", pm->number, err.msg);
+        }
+        assert_int_equal(a.next, pm->length);
+        assert_int_equal(a.calls, (pm->length + sizeof(chunk) - 1) / sizeof(chunk));
+        assert_memory_equal(out, f->content + pm->offset, pm->length);
+        char d[DFC_CRC32_DIGEST_MAX];
+        dfc_crc32_format(got.crc32, d);
+        assert_string_equal(d, pm->digest);
+    }
+    const struct dfd_piece_meta *pm = &f->pieces[0];
+    struct assembler a = {.out = out, .max_chunk = sizeof(chunk), .fail_at = 5000};
+    struct dfd_vortex_sink sink = {.arg = &a, .write = assemble};
+    struct dfc_error err = {0};
+    assert_int_equal(dfd_vortex_fetch_to("127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
+                                         pm->number, pm->offset, pm->length, &sink, chunk,
+                                         sizeof(chunk), TIMEOUT, NULL, &err),
+                     -ENOSPC);
+    assert_non_null(strstr(err.msg, "the test's sink"));
+    assert_int_equal(a.next, 5000);
+    /* No sink, or a sink without a buffer, is refused before any connection. */
+    assert_int_equal(dfd_vortex_fetch_to("127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 0,
+                                         0, pm->length, NULL, chunk, sizeof(chunk), TIMEOUT, NULL,
+                                         &err),
+                     -EINVAL);
+    assert_int_equal(dfd_vortex_fetch_to("127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 0,
+                                         0, pm->length, &sink, chunk, 0, TIMEOUT, NULL, &err),
+                     -EINVAL);
+    free(out);
 }
 
 struct fetcher {
@@ -434,8 +506,12 @@ static void test_start_errors(void **state) {
 }
 
 int main(void) {
+    /* As in dfdaemon (lib/src/signals.c): a client that hangs up mid-piece (the sink test) must
+     * not kill the server's process with SIGPIPE from sendfile. */
+    (void)signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_piece, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_piece_through_a_sink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_fetches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metadata_on_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),

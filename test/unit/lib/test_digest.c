@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dfc/digest.h"
@@ -48,6 +49,40 @@ static void test_crc32_ieee(void **state) {
     assert_string_equal(d, "crc32:4294967295");
 }
 
+/* The carry-less multiply path against zlib alone: every length 0..4200 at every alignment
+ * 0..15 of random bytes, from a random seed crc, and in two calls split anywhere. */
+static void test_crc32_simd_equals_zlib(void **state) {
+    enum { MAX = 4200, ALIGN = 16 };
+    static unsigned char buf[MAX + ALIGN];
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (unsigned char)x;
+    }
+    print_message("crc32: %s\n", dfc_crc32_simd() ? "PCLMULQDQ" : "zlib only");
+    for (size_t a = 0; a < ALIGN; a++) {
+        for (size_t n = 0; n <= MAX; n += (n < 300 ? 1 : 37)) {
+            uint32_t seed = (uint32_t)(x >> (n % 32));
+            uint32_t want = dfc_crc32_update_portable(seed, buf + a, n);
+            assert_int_equal(dfc_crc32_update(seed, buf + a, n), want);
+            size_t cut = (n * 7) / 11;
+            uint32_t c = dfc_crc32_update(seed, buf + a, cut);
+            assert_int_equal(dfc_crc32_update(c, buf + a + cut, n - cut), want);
+        }
+    }
+    /* A piece-sized buffer: 4 MiB of a pattern, one call. */
+    size_t big = (size_t)4 << 20;
+    unsigned char *p = malloc(big);
+    assert_non_null(p);
+    for (size_t i = 0; i < big; i++) {
+        p[i] = (unsigned char)(i * 2654435761u >> 13);
+    }
+    assert_int_equal(dfc_crc32_update(0, p, big), dfc_crc32_update_portable(0, p, big));
+    free(p);
+}
+
 static void test_evp_by_name(void **state) {
     struct dfc_evp h;
     char hex[DFC_EVP_HEX_MAX];
@@ -69,6 +104,7 @@ int main(void) {
         cmocka_unit_test(test_sha256_known),
         cmocka_unit_test(test_sha256_incremental_equals_oneshot),
         cmocka_unit_test(test_crc32_ieee),
+        cmocka_unit_test(test_crc32_simd_equals_zlib),
         cmocka_unit_test(test_evp_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,145 @@
+// Loading a chart directory: Chart.yaml (as Helm's chart.Metadata, capitalised field names),
+// values.yaml, every file under templates/ (templates) and the other files (.Files).
+// Subcharts (charts/), values.schema.json and .helmignore are not supported.
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Maintainer and Metadata mirror Helm's chart.Maintainer and chart.Metadata, so templates see
+// .Chart.Name, .Chart.Version, .Chart.AppVersion and the rest as Helm exposes them.
+type Maintainer struct {
+	Name  string `json:"name,omitempty"`
+	Email string `json:"email,omitempty"`
+	URL   string `json:"url,omitempty"`
+}
+
+type Metadata struct {
+	Name         string            `json:"name,omitempty"`
+	Home         string            `json:"home,omitempty"`
+	Sources      []string          `json:"sources,omitempty"`
+	Version      string            `json:"version,omitempty"`
+	Description  string            `json:"description,omitempty"`
+	Keywords     []string          `json:"keywords,omitempty"`
+	Maintainers  []*Maintainer     `json:"maintainers,omitempty"`
+	Icon         string            `json:"icon,omitempty"`
+	APIVersion   string            `json:"apiVersion,omitempty"`
+	Condition    string            `json:"condition,omitempty"`
+	Tags         string            `json:"tags,omitempty"`
+	AppVersion   string            `json:"appVersion,omitempty"`
+	Deprecated   bool              `json:"deprecated,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	KubeVersion  string            `json:"kubeVersion,omitempty"`
+	Type         string            `json:"type,omitempty"`
+	Dependencies []interface{}     `json:"dependencies,omitempty"`
+}
+
+type chartDir struct {
+	meta      Metadata
+	defaults  map[string]interface{}
+	templates map[string]string // "<chart>/templates/<rel>" -> text
+	files     Files             // other files, by path relative to the chart dir
+}
+
+func loadChart(dir string) (*chartDir, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("--chart %s: %v", dir, err)
+	}
+	c := &chartDir{templates: map[string]string{}, files: Files{}}
+	if err := yaml.Unmarshal(data, &c.meta); err != nil {
+		return nil, fmt.Errorf("%s/Chart.yaml: %v", dir, err)
+	}
+	if c.meta.Name == "" {
+		return nil, fmt.Errorf("%s/Chart.yaml: name is required", dir)
+	}
+	if c.meta.Version == "" {
+		return nil, fmt.Errorf("%s/Chart.yaml: version is required", dir)
+	}
+	c.defaults = map[string]interface{}{}
+	if _, err := os.Stat(filepath.Join(dir, "values.yaml")); err == nil {
+		if c.defaults, err = readValuesFile(filepath.Join(dir, "values.yaml")); err != nil {
+			return nil, err
+		}
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "charts" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		body, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case strings.HasPrefix(rel, "templates/"):
+			c.templates[path.Join(c.meta.Name, rel)] = string(body)
+		case rel == "Chart.yaml" || rel == "values.yaml" || rel == "values.schema.json":
+		default:
+			c.files[rel] = body
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Files is .Files: the chart's non-template files.
+type Files map[string][]byte
+
+func (f Files) GetBytes(name string) []byte { return f[name] }
+func (f Files) Get(name string) string      { return string(f[name]) }
+
+func (f Files) Lines(name string) []string {
+	s := string(f[name])
+	if s == "" {
+		return []string{}
+	}
+	return strings.Split(s, "\n")
+}
+
+func (f Files) Glob(pattern string) Files {
+	out := Files{}
+	for name, body := range f {
+		if ok, _ := path.Match(pattern, name); ok {
+			out[name] = body
+		}
+	}
+	return out
+}
+
+// AsConfig renders the files as the data of a ConfigMap (base name: content), as Helm does.
+func (f Files) AsConfig() string {
+	m := map[string]string{}
+	for name, body := range f {
+		m[path.Base(name)] = string(body)
+	}
+	return toYAML(m)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

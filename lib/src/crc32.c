@@ -1,0 +1,153 @@
+/*
+ * crc32.c - the IEEE CRC-32 (zlib's crc32, reflected polynomial 0xedb88320) of dfc/digest.h.
+ *
+ * zlib's crc32_z (Debian 12: 1.2.13, table-driven "braided") runs at about 3.5 GB/s; every
+ * piece an import stores and every piece a peer sends is checked with it, so on a P2P download
+ * it cost about a third of a CPU-second per GiB. On x86-64 with PCLMULQDQ the bulk of a buffer
+ * is folded with carry-less multiplies instead (Intel, "Fast CRC Computation for Generic
+ * Polynomials Using PCLMULQDQ Instruction", 2009; the constants are the paper's bit-reflected
+ * k1..k5 and the Barrett pair for this polynomial, as in Chromium's zlib crc32_simd.c), about
+ * 4x faster; the tail of fewer than 16 bytes, short buffers, and CPUs without the
+ * instruction go through zlib. Both give the same value (test_digest compares them on random
+ * buffers of every length and alignment up to a few KiB).
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "dfc/digest.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define CRC_SIMD_MIN 64 /* one block of four 16-byte lanes */
+
+/* Folds len bytes (len >= 64, a multiple of 16) into the pre-inverted crc. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_fold(const unsigned char *buf,
+                                                                  size_t len, uint32_t crc) {
+    static const uint64_t k1k2[2] __attribute__((aligned(16))) = {0x0154442bd4, 0x01c6e41596};
+    static const uint64_t k3k4[2] __attribute__((aligned(16))) = {0x01751997d0, 0x00ccaa009e};
+    static const uint64_t k5k0[2] __attribute__((aligned(16))) = {0x0163cd6124, 0x0000000000};
+    static const uint64_t poly[2] __attribute__((aligned(16))) = {0x01db710641, 0x01f7011641};
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8;
+
+    x1 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+    x0 = _mm_load_si128((const __m128i *)(const void *)k1k2);
+    buf += 64;
+    len -= 64;
+
+    /* Four lanes, 64 bytes per step. */
+    while (len >= 64) {
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5),
+                           _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x00)));
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6),
+                           _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x10)));
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7),
+                           _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x20)));
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8),
+                           _mm_loadu_si128((const __m128i *)(const void *)(buf + 0x30)));
+        buf += 64;
+        len -= 64;
+    }
+
+    /* The four lanes into one. */
+    x0 = _mm_load_si128((const __m128i *)(const void *)k3k4);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+
+    /* The remaining 16-byte blocks, one at a time. */
+    while (len >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)(const void *)buf);
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        buf += 16;
+        len -= 16;
+    }
+
+    /* 128 bits to 64. */
+    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
+    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+    x1 = _mm_srli_si128(x1, 8);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = _mm_loadl_epi64((const __m128i *)(const void *)k5k0);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, x3);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+
+    /* Barrett reduction to 32 bits. */
+    x0 = _mm_load_si128((const __m128i *)(const void *)poly);
+    x2 = _mm_and_si128(x1, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+    x2 = _mm_and_si128(x2, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+static bool have_clmul(void) {
+    static int cached = -1; /* a benign race: every thread computes the same value */
+    int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (c < 0) {
+        __builtin_cpu_init();
+        c = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+        __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
+    }
+    return c != 0;
+}
+
+uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len) {
+    const unsigned char *p = data;
+    if (len >= CRC_SIMD_MIN && have_clmul()) {
+        size_t bulk = len & ~(size_t)15;
+        crc = ~crc_fold(p, bulk, ~crc);
+        p += bulk;
+        len -= bulk;
+    }
+    return len > 0 ? (uint32_t)crc32_z(crc, p, len) : crc;
+}
+
+uint32_t dfc_crc32_update_portable(uint32_t crc, const void *data, size_t len) {
+    return (uint32_t)crc32_z(crc, data, len);
+}
+
+bool dfc_crc32_simd(void) {
+    return have_clmul();
+}
+
+#else
+
+uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len) {
+    return (uint32_t)crc32_z(crc, data, len);
+}
+
+uint32_t dfc_crc32_update_portable(uint32_t crc, const void *data, size_t len) {
+    return (uint32_t)crc32_z(crc, data, len);
+}
+
+bool dfc_crc32_simd(void) {
+    return false;
+}
+
+#endif

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Tests the chart renderer (hack/chart/render) on the fixture charts in
+# test/chart/fixtures/render: the output for each case must equal test/chart/fixtures/render/
+# expected/<case>, and each failing case must exit with its code and name the template.
+#   test/chart/render_test.sh [BUILD_DIR]      (default build; builds BUILD_DIR/chart-render)
+#   UPDATE=1 test/chart/render_test.sh         rewrite the expected files (review the diff!)
+# Exit 77 (skip) when Go is missing.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)
+fx=$root/test/chart/fixtures/render
+render=$build/chart-render
+if ! command -v go >/dev/null; then
+    echo "render_test: SKIP: go not found (Debian golang-go; hack/install-deps.sh installs it)"
+    exit 77
+fi
+bash "$root/hack/chart/build-render.sh" "$build" || {
+    echo "render_test: building the renderer failed" >&2
+    exit 1
+}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/render_test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() {
+    passed=$((passed + 1))
+    echo "ok   $1"
+}
+bad() {
+    failed=$((failed + 1))
+    echo "FAIL $1" >&2
+}
+
+# expect_output CASE ARGS...: stdout must equal expected/CASE and the exit code 0.
+expect_output() {
+    local name=$1
+    shift
+    if ! "$render" "$@" >"$tmp/$name" 2>"$tmp/$name.err"; then
+        bad "$name: exit $? ($(head -c 400 "$tmp/$name.err"))"
+        return
+    fi
+    if [ "${UPDATE:-}" = 1 ]; then
+        cp "$tmp/$name" "$fx/expected/$name"
+    fi
+    if diff -u "$fx/expected/$name" "$tmp/$name" >"$tmp/$name.diff"; then
+        ok "$name"
+    else
+        cat "$tmp/$name.diff" >&2
+        bad "$name: output differs from test/chart/fixtures/render/expected/$name"
+    fi
+}
+
+# expect_fail CASE CODE PATTERN ARGS...: exit CODE, nothing on stdout, stderr matches PATTERN.
+expect_fail() {
+    local name=$1 code=$2 pattern=$3 rc=0
+    shift 3
+    "$render" "$@" >"$tmp/$name" 2>"$tmp/$name.err" || rc=$?
+    if [ "$rc" -ne "$code" ]; then
+        bad "$name: exit $rc, want $code ($(head -c 400 "$tmp/$name.err"))"
+    elif [ -s "$tmp/$name" ]; then
+        bad "$name: printed manifests on a failure"
+    elif ! grep -qE -- "$pattern" "$tmp/$name.err"; then
+        bad "$name: stderr lacks /$pattern/: $(head -c 400 "$tmp/$name.err")"
+    else
+        ok "$name"
+    fi
+}
+
+b=$fx/basic
+# Defaults: include/nindent/toYaml, tpl, .Template, .Release, .Chart, .Capabilities, fromYaml,
+# fromJson, lookup, missing keys print nothing, partials (_*.tpl and _*.yaml) not rendered,
+# the whitespace-only template dropped, a comment-only template kept (as Helm keeps it), Service
+# before Deployment.
+expect_output default --chart "$b"
+# Two -f files over values.yaml: deep merge, the later file wins, null deletes a default.
+expect_output values --chart "$b" -f "$b/override.yaml" --values "$b/override2.yaml"
+# --set typing (int, bool, string with a leading zero, null deletes), escaped commas, list
+# indexes, lists in braces, --set over -f, --set-string.
+expect_output set --chart "$b" -f "$b/override.yaml" \
+    --set 'replicas=7,image.tag=v2,optional.feature=true' --set 'labels.extra=a\,b' \
+    --set 'extraEnv[1].name=B,extraEnv[1].value=x' --set 'labels.list={x,y}' \
+    --set 'port=0123,labels.tier=null' --set-string 'big=42'
+# Capabilities and release flags.
+expect_output caps --chart "$b" --kube-version v1.24.3 --api-versions monitoring.coreos.com/v1 \
+    --name rel --namespace ns
+expect_output notes --chart "$b" --name rel --notes
+
+f=$fx/failing
+expect_output failing-ok --chart "$f"
+expect_fail required 1 'failing/templates/pod.yaml.*image.repository is required' --chart "$f" --set mode=required
+expect_fail badyaml 1 'YAML parse error on failing/templates/pod.yaml' --chart "$f" --set mode=badyaml
+expect_fail fail 1 'failing/templates/pod.yaml.*mode fail was asked for' --chart "$f" --set mode=fail
+expect_fail parse-error 1 'parse error in parseerror/templates/broken.yaml' --chart "$fx/parseerror"
+expect_fail no-chart-dir 1 'Chart.yaml' --chart "$tmp/none"
+expect_fail bad-flag 2 'flag provided but not defined: -bogus' --chart "$b" --bogus
+expect_fail no-chart 2 '--chart DIR is required'
+expect_fail bad-kube-version 2 'kube-version' --chart "$b" --kube-version 1
+expect_fail bad-set 1 'has no value' --chart "$b" --set replicas
+expect_fail missing-values-file 1 'nope.yaml' --chart "$b" -f "$tmp/nope.yaml"
+
+echo "render_test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
