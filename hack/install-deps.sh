@@ -9,6 +9,12 @@
 #                                  (the build stage of hack/image/Containerfile)
 #   hack/install-deps.sh --image   the container image tools of hack/image/build.sh and smoke.sh
 #                                  (podman, runc, debootstrap); opt-in, not a test dependency
+#   hack/install-deps.sh --e2e     the default set plus what hack/e2e/ needs to build and run its
+#                                  one-node Kubernetes cluster (docs/k8s-e2e.md): dpkg-source, jq,
+#                                  iproute2 and the keyring its private apt lists are checked
+#                                  against. Kubernetes, etcd, containerd, runc and the CNI plugins
+#                                  themselves are not installed: hack/e2e/build.sh unpacks them
+#                                  into its cache.
 set -euo pipefail
 
 build_pkgs=(
@@ -23,6 +29,7 @@ test_pkgs=(
     python3-prometheus-client
 )
 image_pkgs=(podman runc debootstrap)
+e2e_pkgs=(dpkg-dev xz-utils jq iproute2 debian-archive-keyring libc6-dev gzip)
 
 mode=full
 case "${1:-}" in
@@ -35,8 +42,9 @@ case "${1:-}" in
     mode=image
     pkgs=("${image_pkgs[@]}")
     ;;
+--e2e) pkgs=("${build_pkgs[@]}" "${test_pkgs[@]}" "${e2e_pkgs[@]}") ;;
 *)
-    echo "install-deps: unknown mode '$1' (none, --build or --image)" >&2
+    echo "install-deps: unknown mode '$1' (none, --build, --image or --e2e)" >&2
     exit 2
     ;;
 esac

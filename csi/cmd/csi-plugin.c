@@ -19,6 +19,7 @@
 #include "dfc/rpc_server.h"
 #include "driver.h"
 #include "endpoints.h"
+#include "registration.h"
 
 #ifndef DFC_VERSION
 #define DFC_VERSION "0.0.0"
@@ -36,6 +37,8 @@ struct csi_opts {
     bool probe_dfdaemon;
     char *metrics_address;
     char *health_address;
+    char *registration_dir;  /* NULL: no kubelet registration (node-driver-registrar does it) */
+    char *registration_path; /* NULL: the endpoint's path */
     const char *log_level;
 };
 
@@ -106,6 +109,21 @@ static const struct dfc_config_row rows[] = {
      .flag = "health-address",
      .metavar = "IP:PORT",
      .help = "serve GET /healthz and /readyz (the socket dir exists) there; empty = off"},
+    {.type = DFC_CFG_STRING,
+     .offset = O(registration_dir),
+     .env = "CSI_KUBELET_REGISTRATION_DIR",
+     .flag = "kubelet-registration-dir",
+     .metavar = "DIR",
+     .help = "register with kubelet itself: serve its plugin registration on\n"
+             "DIR/<driver-name>-reg.sock (kubelet's plugins_registry); off by default",
+     .flags = DFC_OPT_OPTIONAL},
+    {.type = DFC_CFG_STRING,
+     .offset = O(registration_path),
+     .env = "CSI_KUBELET_REGISTRATION_PATH",
+     .flag = "kubelet-registration-path",
+     .metavar = "PATH",
+     .help = "the CSI socket's path as kubelet sees it, else the endpoint's",
+     .flags = DFC_OPT_OPTIONAL},
     {.type = DFC_CFG_ENUM,
      .offset = O(log_level),
      .def = "info",
@@ -212,6 +230,16 @@ static int serve(const struct csi_opts *o) {
     if (r == 0) {
         r = dfc_rpc_server_start(server, &err);
     }
+    /* Registration last: kubelet calls the CSI socket as soon as it learns of it. */
+    struct csi_registration reg = {0};
+    if (r == 0 && o->registration_dir != NULL) {
+        struct csi_registration_config rc = {
+            .dir = o->registration_dir,
+            .driver_name = cfg.driver_name,
+            .endpoint = o->registration_path != NULL ? o->registration_path : sock,
+        };
+        r = csi_registration_start(&reg, &rc, &err);
+    }
     if (r < 0) {
         DFC_LOG(DFC_LOG_ERROR, "csi.failed", "error=\"%s\"", dfc_error_msg(&err));
         csi_endpoints_free(ep);
@@ -224,6 +252,7 @@ static int serve(const struct csi_opts *o) {
             cfg.require_readonly);
     int sig = dfc_signals_wait(&set);
     DFC_LOG(DFC_LOG_INFO, "csi.stopping", "signal=%d", sig);
+    csi_registration_stop(&reg); /* first: kubelet deregisters before the CSI socket goes */
     csi_endpoints_stop_http(ep); /* its readiness check reads the server */
     dfc_rpc_server_free(server);
     csi_endpoints_free(ep);

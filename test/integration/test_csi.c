@@ -26,6 +26,7 @@
 #include "dfc/rpc_client.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "http_scrape.h"
+#include "kubelet/pluginregistration.pb-c.h"
 #include "mount.h"
 #include "test_support.h"
 
@@ -34,7 +35,8 @@ static bool is_root;
 /* The methods the tests call, resolved in main() before any test runs. */
 static struct dfc_rpc_client_method controller_get_capabilities_m, create_volume_m, delete_volume_m,
     validate_volume_capabilities_m, get_plugin_capabilities_m, get_plugin_info_m, probe_m,
-    node_get_capabilities_m, node_get_info_m, node_publish_volume_m, node_unpublish_volume_m;
+    node_get_capabilities_m, node_get_info_m, node_publish_volume_m, node_unpublish_volume_m,
+    reg_get_info_m, reg_notify_m;
 static const struct dfc_rpc_client_row client_methods[] = {
     DFC_RPC_CLIENT_METHOD(csi__v1__controller, "ControllerGetCapabilities",
                           &controller_get_capabilities_m),
@@ -49,12 +51,16 @@ static const struct dfc_rpc_client_row client_methods[] = {
     DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeGetInfo", &node_get_info_m),
     DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodePublishVolume", &node_publish_volume_m),
     DFC_RPC_CLIENT_METHOD(csi__v1__node, "NodeUnpublishVolume", &node_unpublish_volume_m),
+    DFC_RPC_CLIENT_METHOD(pluginregistration__registration, "GetInfo", &reg_get_info_m),
+    DFC_RPC_CLIENT_METHOD(pluginregistration__registration, "NotifyRegistrationStatus",
+                          &reg_notify_m),
 };
 
 struct fx {
     struct harness h; /* dfdaemon; its socket dir is h.dir/run */
     char kubelet[400], pod[500], target[600], csi_sock[400], state[400], csi_log[400];
     char run[400];
+    char reg_dir[420], reg_sock[480], reg_flag[460]; /* the "registration" fixture only */
     pid_t csi_pid;
     struct dfc_rpc_client *c;
 };
@@ -100,6 +106,14 @@ static int setup_with(void **state, const char *flag) {
     snprintf(f->csi_sock, sizeof(f->csi_sock), "%s/plugins/csi.sock", f->h.dir);
     snprintf(f->state, sizeof(f->state), "%s/csi-state", f->h.dir);
     snprintf(f->csi_log, sizeof(f->csi_log), "%s/csi.log", f->h.dir);
+    if (flag != NULL && strcmp(flag, "registration") == 0) {
+        snprintf(f->reg_dir, sizeof(f->reg_dir), "%s/plugins_registry", f->h.dir);
+        snprintf(f->reg_sock, sizeof(f->reg_sock), "%s/%s-reg.sock", f->reg_dir,
+                 "uds.csi.dragonflyoss.io");
+        snprintf(f->reg_flag, sizeof(f->reg_flag), "--kubelet-registration-dir=%s", f->reg_dir);
+        assert_int_equal(mkdir(f->reg_dir, 0755), 0);
+        flag = f->reg_flag;
+    }
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", f->pod); /* kubelet makes the parent */
     assert_int_equal(system(cmd), 0);
@@ -128,6 +142,10 @@ static int setup_metrics(void **state) {
     metrics_port = test_free_port();
     snprintf(flag, sizeof(flag), "--metrics-address=127.0.0.1:%u", metrics_port);
     return setup_with(state, flag);
+}
+
+static int setup_registration(void **state) {
+    return setup_with(state, "registration");
 }
 
 static int teardown(void **state) {
@@ -858,6 +876,49 @@ static void test_one_log_line_per_rpc(void **state) {
     assert_logged(f, want);
 }
 
+static bool path_exists(void *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* --kubelet-registration-dir: the plugin serves kubelet's Registration next to its CSI socket
+ * (GetInfo names it and the CSI socket it listens on), takes kubelet's verdict, and removes the
+ * socket when it stops, so kubelet deregisters it. */
+static void test_kubelet_registration(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    assert_true(test_wait_for(path_exists, f->reg_sock, 10000));
+    char target[500];
+    snprintf(target, sizeof(target), "unix:%s", f->reg_sock);
+    struct dfc_rpc_client *c;
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &c, &err), 0);
+    Pluginregistration__InfoRequest req = PLUGINREGISTRATION__INFO_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(dfc_rpc_unary(c, &reg_get_info_m, &req.base, 5000, &m, &err), 0);
+    Pluginregistration__PluginInfo *info = (void *)m;
+    assert_string_equal(info->type, "CSIPlugin");
+    assert_string_equal(info->name, "uds.csi.dragonflyoss.io");
+    assert_string_equal(info->endpoint, f->csi_sock);
+    assert_int_equal(info->n_supported_versions, 1);
+    assert_string_equal(info->supported_versions[0], "1.0.0");
+    dfc_rpc_msg_free(m);
+    Pluginregistration__RegistrationStatus st = PLUGINREGISTRATION__REGISTRATION_STATUS__INIT;
+    st.plugin_registered = true;
+    st.error = "";
+    m = NULL;
+    assert_int_equal(dfc_rpc_unary(c, &reg_notify_m, &st.base, 5000, &m, &err), 0);
+    dfc_rpc_msg_free(m);
+    dfc_rpc_client_free(c);
+
+    stop_csi(f);
+    assert_false(path_exists(f->reg_sock));
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "grep -q 'csi.registered' '%s'", f->csi_log);
+    assert_int_equal(system(cmd), 0);
+    start_csi(f, NULL); /* for the teardown */
+}
+
 static void test_plugin_command_line(void **state) {
     char dir[256], cmd[1200], out[400];
     test_mkdtemp(dir, sizeof(dir), "csi-cli");
@@ -871,7 +932,10 @@ static void test_plugin_command_line(void **state) {
         {"--endpoint unix:///tmp/x.sock --driver-name 9bad", 1, "driver name `9bad` must be"},
         {"--endpoint unix:///tmp/x.sock --kubelet-dir relative", 1, "must be an absolute path"},
         {"--endpoint unix:///tmp/x.sock -l loud", 2, "bad --log-level"},
+        {"--endpoint unix:///tmp/x.sock --kubelet-registration-dir relative", 1,
+         "kubelet-registration-dir must be an absolute path"},
         {"--help", 0, "--require-readonly"},
+        {"--help", 0, "--kubelet-registration-dir"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(cmd, sizeof(cmd), "env -u CSI_ENDPOINT %s %s > %s 2>&1", CSI_PLUGIN_BIN,
@@ -983,6 +1047,7 @@ int main(void) {
         T(test_identity_and_node_info),
         T(test_controller),
         T(test_one_log_line_per_rpc),
+        cmocka_unit_test_setup_teardown(test_kubelet_registration, setup_registration, teardown),
         cmocka_unit_test(test_plugin_command_line),
     };
     if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
