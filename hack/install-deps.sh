@@ -11,6 +11,7 @@ pkgs=(
     libyaml-dev uuid-dev libcmocka-dev libssl-dev zlib1g-dev
     libsqlite3-dev libhiredis-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
+    jq python3 # dfcache --json: read by the e2e and bench scripts (jq) and the tests (python3)
 )
 
 missing=()

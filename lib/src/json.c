@@ -222,6 +222,34 @@ void dfc_json_i64(struct dfc_json *j, int64_t v) {
     }
 }
 
+void dfc_json_decimal(struct dfc_json *j, int64_t v, int scale) {
+    if (scale < 0 || scale > 18) {
+        j->err = j->err ? j->err : -EINVAL;
+        return;
+    }
+    if (!begin_item(j, false)) {
+        return;
+    }
+    uint64_t div = 1;
+    for (int i = 0; i < scale; i++) {
+        div *= 10;
+    }
+    /* The magnitude as unsigned, so INT64_MIN has one too. */
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    uint64_t whole = mag / div, frac = mag % div;
+    char b[48];
+    int n = snprintf(b, sizeof(b), "%s%" PRIu64, v < 0 ? "-" : "", whole);
+    if (frac != 0) {
+        int digits = scale;
+        while (frac % 10 == 0) {
+            frac /= 10;
+            digits--;
+        }
+        snprintf(b + n, sizeof(b) - (size_t)n, ".%0*" PRIu64, digits, frac);
+    }
+    puts_(j, b);
+}
+
 void dfc_json_bool(struct dfc_json *j, bool v) {
     if (begin_item(j, false)) {
         puts_(j, v ? "true" : "false");

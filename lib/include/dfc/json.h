@@ -43,6 +43,9 @@ void dfc_json_key(struct dfc_json *j, const char *key);
 void dfc_json_string(struct dfc_json *j, const char *s);
 void dfc_json_u64(struct dfc_json *j, uint64_t v);
 void dfc_json_i64(struct dfc_json *j, int64_t v);
+/* v / 10^scale written exactly, trailing fraction zeros dropped: (300500000000, 9) is 300.5,
+ * (3600000000000, 9) is 3600. scale 0..18. */
+void dfc_json_decimal(struct dfc_json *j, int64_t v, int scale);
 void dfc_json_bool(struct dfc_json *j, bool v);
 void dfc_json_null(struct dfc_json *j);
 

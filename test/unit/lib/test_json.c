@@ -56,6 +56,15 @@ static void test_layout(void **state) {
     dfc_json_u64(&j, UINT64_MAX);
     dfc_json_key(&j, "i");
     dfc_json_i64(&j, INT64_MIN);
+    dfc_json_key(&j, "d");
+    dfc_json_array_begin(&j);
+    dfc_json_decimal(&j, INT64_C(300500000000), 9);
+    dfc_json_decimal(&j, INT64_C(3600000000000), 9);
+    dfc_json_decimal(&j, -1, 9);
+    dfc_json_decimal(&j, INT64_MIN, 9);
+    dfc_json_decimal(&j, 120, 0);
+    dfc_json_decimal(&j, 0, 3);
+    dfc_json_array_end(&j);
     dfc_json_key(&j, "ok");
     dfc_json_bool(&j, true);
     dfc_json_key(&j, "none");
@@ -76,6 +85,14 @@ static void test_layout(void **state) {
                              "  \"id\": \"abc\",\n"
                              "  \"n\": 18446744073709551615,\n"
                              "  \"i\": -9223372036854775808,\n"
+                             "  \"d\": [\n"
+                             "    300.5,\n"
+                             "    3600,\n"
+                             "    -0.000000001,\n"
+                             "    -9223372036.854775808,\n"
+                             "    120,\n"
+                             "    0\n"
+                             "  ],\n"
                              "  \"ok\": true,\n"
                              "  \"none\": null,\n"
                              "  \"empty\": [],\n"
