@@ -41,7 +41,7 @@ struct show_opts {
         {.type = DFC_CFG_BOOL,                                                                     \
          .offset = offsetof(struct show_opts, json),                                               \
          .flag = "json",                                                                           \
-         .help = "machine output: JSON, exact numbers, RFC 3339 times (fields above)"},            \
+         .help = "machine output (JSON, the fields above)"},                                       \
     {                                                                                              \
         .type = DFC_CFG_BOOL, .offset = offsetof(struct show_opts, bytes), .flag = "bytes",        \
         .help = "sizes in exact bytes instead of KiB/MiB/GiB"                                      \
@@ -57,19 +57,18 @@ static const struct dfc_config_schema ls_schema = {"dfcache ls", ls_rows,
 static const struct dfc_cli stat_cli = {
     .prog = "dfcache stat",
     .usage = "[options] <ID>",
-    .about =
-        "Show a persistent cache task: the scheduler's view of it (replica counts \"-\" when\n"
-        "no scheduler answered) and this node's copy (Persistent: \"-\" when none is stored\n"
-        "here). TTL and expiry are those of this node's copy when there is one.\n"
-        "\n"
-        "--json prints one object with these fields (times RFC 3339 in UTC, null when absent):\n"
-        "  id, state, content_length, piece_length, piece_count, tag, application,\n"
-        "  persistent_replica_count (wanted), current_persistent_replica_count,\n"
-        "  current_replica_count (null when no scheduler answered), ttl_seconds, created_at,\n"
-        "  updated_at, expires_at, expired,\n"
-        "  scheduler: {configured (null: unknown), answered, error},\n"
-        "  local: null (no copy here) or {persistent, ttl_seconds, created_at, updated_at,\n"
-        "    finished_at, expires_at, expired}.",
+    .about = "Show a persistent cache task: the scheduler's view of it (replica counts \"-\"\n"
+             "when no scheduler answered) and this node's copy (Persistent: \"-\" when none\n"
+             "is stored here). TTL and expiry are this node's copy's when there is one.\n"
+             "\n"
+             "--json prints one object with these fields (times RFC 3339 in UTC):\n"
+             "  id, state, content_length, piece_length, piece_count, tag, application,\n"
+             "  persistent_replica_count (wanted), current_persistent_replica_count and\n"
+             "  current_replica_count (null when no scheduler answered), ttl_seconds,\n"
+             "  created_at, updated_at, expires_at, expired,\n"
+             "  scheduler: {configured (null: unknown), answered, error (or null)},\n"
+             "  local: null (no copy here) or {persistent, ttl_seconds, created_at,\n"
+             "    updated_at, finished_at, expires_at, expired}.",
     .schema = &stat_schema,
     .min_args = 1,
     .max_args = 1,
@@ -78,9 +77,10 @@ static const struct dfc_cli stat_cli = {
 static const struct dfc_cli ls_cli = {
     .prog = "dfcache ls",
     .usage = "[options]",
-    .about = "List the persistent cache tasks stored on this node, one row each: ID, SIZE,\n"
-             "PERSISTENT (yes: a persistent replica; no: a cached copy the GC may evict), TTL,\n"
-             "EXPIRES (\"in 42m\"; \"expired\": the GC deletes it at its next run), CREATED.\n"
+    .about = "List the persistent cache tasks stored on this node, one row each: ID,\n"
+             "SIZE, PERSISTENT (yes: a persistent replica; no: a cached copy the GC may\n"
+             "evict), TTL, EXPIRES (\"in 42m\"; \"expired\": the GC deletes it at its next\n"
+             "run) and CREATED. Full task ids, as stat, export and rm take them.\n"
              "\n"
              "--json prints an array of objects with these fields (times RFC 3339 in UTC):\n"
              "  id, content_length, piece_length, persistent, ttl_seconds, created_at,\n"
