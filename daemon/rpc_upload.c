@@ -149,10 +149,7 @@ static int stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessa
                      ProtobufCMessage *resp_, struct dfc_error *err) {
     const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
     struct dfd_task_meta t;
-    int r = dfd__load_task(svc_, req->task_id, &t, err);
-    if (r == -ENOENT) {
-        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
-    }
+    int r = dfd__load_task(svc_, req->task_id, &t, err); /* -ENOENT names the task */
     if (r == 0) {
         r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
         dfd_task_meta_done(&t);
@@ -167,10 +164,7 @@ static int sync_pieces(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     struct dfd_service *svc = svc_;
     const Dfdaemon__V2__SyncPersistentCachePiecesRequest *req = (const void *)req_;
     struct dfd_task_meta t;
-    int r = dfd__load_task(svc, req->task_id, &t, err);
-    if (r == -ENOENT) {
-        return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
-    }
+    int r = dfd__load_task(svc, req->task_id, &t, err); /* -ENOENT names the task */
     if (r < 0) {
         return r;
     }

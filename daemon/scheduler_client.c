@@ -18,15 +18,18 @@
  * - Fail-over: a task call that fails with a code that maps to UNAVAILABLE moves to the next
  *   address; any other error (NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT, DEADLINE_EXCEEDED)
  *   is the scheduler's answer and is returned. Host calls go to every address.
- * - Addresses are resolved to IPs once, at start (getaddrinfo: numeric IPs, or names from
- *   /etc/hosts or DNS), only for dfd_sched_is_scheduler_ip(); a name that does not resolve
- *   then is logged and never matches. The channels resolve on their own.
+ * - Addresses are resolved to IPs (getaddrinfo: numeric IPs, or names from /etc/hosts or
+ *   DNS) only for dfd_sched_is_scheduler_ip(): at start, and again when a caller's IP is not
+ *   among them, at most once per RERESOLVE_MS, so a scheduler named by a headless Service
+ *   (whose pods change IPs) keeps being recognised. A name that does not resolve is logged
+ *   and matches nothing until it does. The channels resolve on their own.
  */
 #include "scheduler_client.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,14 +41,15 @@
 #include "storage/task.h"
 
 #define REQUEST_TIMEOUT_MS      10000
-#define SCHED_RECONNECT_WAIT_MS 1000 /* one fresh connection attempt on a failed channel */
+#define SCHED_RECONNECT_WAIT_MS 500 /* one fresh connection attempt on a failed channel */
 #define RING_VNODES             160
 #define RING_KEY_LEN            5
+#define RERESOLVE_MS            10000 /* a miss re-resolves the addresses at most this often */
 
 struct sched_addr {
     char *addr; /* as configured: "host:port" */
     struct dfc_rpc_client *client;
-    char (*ips)[INET6_ADDRSTRLEN]; /* what addr's host resolved to at start */
+    char (*ips)[INET6_ADDRSTRLEN]; /* under ips_mu: what addr's host resolved to last */
     size_t n_ips;
 };
 
@@ -61,6 +65,10 @@ struct dfd_sched {
     size_t n_addrs;
     struct ring_point *ring; /* sorted by hash */
     size_t n_ring;
+    pthread_mutex_t ips_mu;     /* guards every addrs[i].ips/n_ips and resolved_ms */
+    pthread_mutex_t resolve_mu; /* one re-resolve at a time, without holding ips_mu */
+    int64_t resolved_ms;        /* CLOCK_MONOTONIC of the last resolve */
+    int64_t reresolve_ms;       /* RERESOLVE_MS; tests shorten it */
 };
 
 /* ---- the ring ---- */
@@ -212,11 +220,19 @@ static int split_hostport(const char *addr, char *host, size_t hsize, const char
     return 0;
 }
 
-static void resolve_ips(struct sched_addr *a) {
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The IPs addr's host resolves to now, into *ret (n into *ret_n); false (nothing) when it
+ * does not resolve. */
+static bool resolve_ips(const char *addr, char (**ret)[INET6_ADDRSTRLEN], size_t *ret_n) {
     char host[256];
     const char *port;
-    if (split_hostport(a->addr, host, sizeof(host), &port) < 0) {
-        return;
+    if (split_hostport(addr, host, sizeof(host), &port) < 0) {
+        return false;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
@@ -224,26 +240,51 @@ static void resolve_ips(struct sched_addr *a) {
     if (r != 0) {
         DFC_LOG(DFC_LOG_WARN, "scheduler.resolve_failed",
                 "addr=%s error=\"%s\": its calls to this dfdaemon are not recognised, ignoring",
-                a->addr, gai_strerror(r));
-        return;
+                addr, gai_strerror(r));
+        return false;
     }
     size_t n = 0;
     for (struct addrinfo *p = res; p != NULL; p = p->ai_next) {
         n++;
     }
-    a->ips = calloc(n + 1, sizeof(*a->ips));
-    for (struct addrinfo *p = res; a->ips != NULL && p != NULL; p = p->ai_next) {
+    char(*ips)[INET6_ADDRSTRLEN] = calloc(n + 1, sizeof(*ips));
+    size_t k = 0;
+    for (struct addrinfo *p = res; ips != NULL && p != NULL; p = p->ai_next) {
         const void *src = NULL;
         if (p->ai_family == AF_INET) {
             src = &((const struct sockaddr_in *)(const void *)p->ai_addr)->sin_addr;
         } else if (p->ai_family == AF_INET6) {
             src = &((const struct sockaddr_in6 *)(const void *)p->ai_addr)->sin6_addr;
         }
-        if (src != NULL && inet_ntop(p->ai_family, src, a->ips[a->n_ips], INET6_ADDRSTRLEN)) {
-            a->n_ips++;
+        if (src != NULL && inet_ntop(p->ai_family, src, ips[k], INET6_ADDRSTRLEN)) {
+            k++;
         }
     }
     freeaddrinfo(res);
+    *ret = ips;
+    *ret_n = ips != NULL ? k : 0;
+    return ips != NULL;
+}
+
+/* Resolves every address again (no lock held across getaddrinfo) and swaps the results in;
+ * an address that fails to resolve keeps what it had. */
+static void resolve_all(struct dfd_sched *s) {
+    for (size_t i = 0; i < s->n_addrs; i++) {
+        char(*ips)[INET6_ADDRSTRLEN] = NULL;
+        size_t n = 0;
+        if (!resolve_ips(s->addrs[i].addr, &ips, &n)) {
+            continue;
+        }
+        pthread_mutex_lock(&s->ips_mu);
+        char(*old)[INET6_ADDRSTRLEN] = s->addrs[i].ips;
+        s->addrs[i].ips = ips;
+        s->addrs[i].n_ips = n;
+        pthread_mutex_unlock(&s->ips_mu);
+        free(old);
+    }
+    pthread_mutex_lock(&s->ips_mu);
+    s->resolved_ms = mono_ms();
+    pthread_mutex_unlock(&s->ips_mu);
 }
 
 int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_sched **ret,
@@ -253,6 +294,9 @@ int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_
     }
     struct dfd_sched *s = calloc(1, sizeof(*s));
     int r;
+    pthread_mutex_init(&s->ips_mu, NULL);
+    pthread_mutex_init(&s->resolve_mu, NULL);
+    s->reresolve_ms = RERESOLVE_MS;
     if (s == NULL || (s->host_id = strdup(host_id)) == NULL ||
         (s->addrs = calloc(cfg->scheduler_addrs.n, sizeof(*s->addrs))) == NULL) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
@@ -286,8 +330,8 @@ int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_
             dfc_error_prefix(err, "scheduler %s", addr);
             goto fail;
         }
-        resolve_ips(a);
     }
+    resolve_all(s);
     if ((r = ring_build(s, err)) < 0) {
         goto fail;
     }
@@ -307,6 +351,8 @@ void dfd_sched_free(struct dfd_sched *s) {
         free(s->addrs[i].addr);
         free(s->addrs[i].ips);
     }
+    pthread_mutex_destroy(&s->ips_mu);
+    pthread_mutex_destroy(&s->resolve_mu);
     free(s->addrs);
     free(s->ring);
     free(s->host_id);
@@ -317,15 +363,42 @@ const struct dfd_sched_methods *dfd_sched_methods(const struct dfd_sched *s) {
     return &s->m;
 }
 
-bool dfd_sched_is_scheduler_ip(const struct dfd_sched *s, const char *ip) {
-    for (size_t i = 0; i < s->n_addrs; i++) {
-        for (size_t j = 0; j < s->addrs[i].n_ips; j++) {
-            if (strcmp(s->addrs[i].ips[j], ip) == 0) {
-                return true;
-            }
+void dfd_sched_set_reresolve_ms(struct dfd_sched *s, int64_t ms) {
+    s->reresolve_ms = ms;
+}
+
+static bool ip_known(struct dfd_sched *s, const char *ip, int64_t *ret_resolved_ms) {
+    bool hit = false;
+    pthread_mutex_lock(&s->ips_mu);
+    for (size_t i = 0; i < s->n_addrs && !hit; i++) {
+        for (size_t j = 0; j < s->addrs[i].n_ips && !hit; j++) {
+            hit = strcmp(s->addrs[i].ips[j], ip) == 0;
         }
     }
-    return false;
+    *ret_resolved_ms = s->resolved_ms;
+    pthread_mutex_unlock(&s->ips_mu);
+    return hit;
+}
+
+bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip) {
+    int64_t at;
+    if (ip_known(s, ip, &at)) {
+        return true;
+    }
+    if (mono_ms() - at < s->reresolve_ms) {
+        return false;
+    }
+    /* One caller re-resolves; the others wait for it and look again. */
+    pthread_mutex_lock(&s->resolve_mu);
+    if (ip_known(s, ip, &at)) {
+        pthread_mutex_unlock(&s->resolve_mu);
+        return true;
+    }
+    if (mono_ms() - at >= s->reresolve_ms) {
+        resolve_all(s);
+    }
+    pthread_mutex_unlock(&s->resolve_mu);
+    return ip_known(s, ip, &at);
 }
 
 /* ---- calls ---- */

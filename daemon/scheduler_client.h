@@ -52,8 +52,13 @@ const struct dfd_sched_methods *dfd_sched_methods(const struct dfd_sched *s);
 struct dfc_rpc_client *dfd_sched_pick(struct dfd_sched *s, const char *task_id, unsigned attempt,
                                       const char **ret_addr);
 
-/* Whether ip (text, as the RPC layer reports a TCP peer) is one of the schedulers'. */
-bool dfd_sched_is_scheduler_ip(const struct dfd_sched *s, const char *ip);
+/* Whether ip (text, as the RPC layer reports a TCP peer) is one of the schedulers'. A miss
+ * re-resolves the addresses (at most every 10 s; getaddrinfo may block on DNS, so call it from
+ * a worker, never the completion-queue thread). Thread-safe. */
+bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip);
+
+/* How often a miss may re-resolve (default 10 s); for tests. Call before sharing s. */
+void dfd_sched_set_reresolve_ms(struct dfd_sched *s, int64_t ms);
 
 /* ---- host ---- */
 

@@ -77,8 +77,8 @@ int dfd__task_to_local(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
                        Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *out,
                        struct dfc_error *err);
 
-/* Validates a request's task_id and loads the task (-ENOENT when absent); free the result
- * with dfd_task_meta_done(). */
+/* Validates a request's task_id and loads the task (-ENOENT when absent, with the message
+ * "persistent cache task ID not found"); free the result with dfd_task_meta_done(). */
 int dfd__load_task(const struct dfd_service *svc, const char *task_id, struct dfd_task_meta *ret,
                    struct dfc_error *err);
 

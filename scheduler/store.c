@@ -317,24 +317,37 @@ int sched__hgetall(struct sched_store *s, int64_t dl, const char *k, struct sche
 
 #define HGETALL_N_MAX 4
 
+int sched__pipeline2(struct sched_store *s, int64_t dl, size_t n, const char *const (*words)[2],
+                     redisReply **reps, struct dfc_error *err) {
+    if (n > SCHED_PIPELINE2_MAX) {
+        return dfc_error_set(err, -E2BIG, "store: %zu commands in one round trip", n);
+    }
+    const char *argv[SCHED_PIPELINE2_MAX][2];
+    size_t lens[SCHED_PIPELINE2_MAX][2];
+    struct sched_redis_cmd cmds[SCHED_PIPELINE2_MAX] = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        argv[i][0] = words[i][0];
+        argv[i][1] = words[i][1];
+        lens[i][0] = strlen(words[i][0]);
+        lens[i][1] = strlen(words[i][1]);
+        cmds[i] = (struct sched_redis_cmd){.argc = 2, .argv = argv[i], .lens = lens[i]};
+    }
+    return sched_redis_pipeline(s->r, dl, n, cmds, reps, err);
+}
+
 int sched__hgetall_n(struct sched_store *s, int64_t dl, size_t n, const char *const *keys,
                      struct sched__kv *out, int *rs, struct dfc_error *errs,
                      struct dfc_error *err) {
     if (n > HGETALL_N_MAX) {
         return dfc_error_set(err, -E2BIG, "store: %zu HGETALLs in one round trip", n);
     }
-    const char *argv[HGETALL_N_MAX][2];
-    size_t lens[HGETALL_N_MAX][2];
-    struct sched_redis_cmd cmds[HGETALL_N_MAX] = {{0}};
+    const char *words[HGETALL_N_MAX][2];
     redisReply *reps[HGETALL_N_MAX] = {0};
     for (size_t i = 0; i < n; i++) {
-        argv[i][0] = "HGETALL";
-        argv[i][1] = keys[i];
-        lens[i][0] = 7;
-        lens[i][1] = strlen(keys[i]);
-        cmds[i] = (struct sched_redis_cmd){.argc = 2, .argv = argv[i], .lens = lens[i]};
+        words[i][0] = "HGETALL";
+        words[i][1] = keys[i];
     }
-    int r = sched_redis_pipeline(s->r, dl, n, cmds, reps, err);
+    int r = sched__pipeline2(s, dl, n, (const char *const(*)[2])words, reps, err);
     if (r < 0) {
         return r;
     }

@@ -64,6 +64,11 @@ struct sched__kv {
 int sched__hgetall(struct sched_store *s, int64_t dl, const char *key, struct sched__kv *out,
                    struct dfc_error *err);
 void sched__kv_done(struct sched__kv *kv);
+/* n two-word commands (words[i][0] words[i][1], NUL-terminated; n <= SCHED_PIPELINE2_MAX) in
+ * one round trip; reps as sched_redis_pipeline. */
+#define SCHED_PIPELINE2_MAX 16
+int sched__pipeline2(struct sched_store *s, int64_t dl, size_t n, const char *const (*words)[2],
+                     struct redisReply **reps, struct dfc_error *err);
 /* HGETALL of n keys in one round trip. < 0: the round trip failed (err), nothing to free;
  * else rs[i] and errs[i] are what sched__hgetall would have returned for keys[i], and out[i]
  * is set (sched__kv_done each). */

@@ -133,15 +133,9 @@ int sched_store_load_peer_task(struct sched_store *s, int64_t dl, const char *pe
         return dfc_error_set(err, -ENOMEM, "load peer: out of memory");
     }
     /* The peer hash, and the task hash and host existence it most likely names: one trip. */
-    const char *a0[] = {"HGETALL", pk}, *a1[] = {"HGETALL", tk}, *a2[] = {"EXISTS", hk};
-    size_t l0[] = {7, strlen(pk)}, l1[] = {7, strlen(tk)}, l2[] = {6, strlen(hk)};
-    const struct sched_redis_cmd cmds[3] = {
-        {.argc = 2, .argv = a0, .lens = l0},
-        {.argc = 2, .argv = a1, .lens = l1},
-        {.argc = 2, .argv = a2, .lens = l2},
-    };
+    const char *const words[3][2] = {{"HGETALL", pk}, {"HGETALL", tk}, {"EXISTS", hk}};
     redisReply *reps[3] = {NULL, NULL, NULL};
-    r = sched_redis_pipeline(s->r, dl, 3, cmds, reps, err);
+    r = sched__pipeline2(s, dl, 3, words, reps, err);
     if (r < 0) {
         return dfc_error_prefix(err, "load peer %s", peer_id);
     }

@@ -142,15 +142,9 @@ int sched_store_load_task_counts(struct sched_store *s, int64_t dl, const char *
     if (k == NULL || k1 == NULL || k2 == NULL) {
         return dfc_error_set(err, -ENOMEM, "load task: out of memory");
     }
-    const char *a0[] = {"HGETALL", k}, *a1[] = {"SCARD", k1}, *a2[] = {"SCARD", k2};
-    size_t l0[] = {7, strlen(k)}, l1[] = {5, strlen(k1)}, l2[] = {5, strlen(k2)};
-    const struct sched_redis_cmd cmds[3] = {
-        {.argc = 2, .argv = a0, .lens = l0},
-        {.argc = 2, .argv = a1, .lens = l1},
-        {.argc = 2, .argv = a2, .lens = l2},
-    };
+    const char *const words[3][2] = {{"HGETALL", k}, {"SCARD", k1}, {"SCARD", k2}};
     redisReply *reps[3] = {NULL, NULL, NULL};
-    r = sched_redis_pipeline(s->r, dl, 3, cmds, reps, err);
+    r = sched__pipeline2(s, dl, 3, words, reps, err);
     if (r < 0) {
         return dfc_error_prefix(err, "load task %s", id);
     }

@@ -45,11 +45,17 @@ static void write_config(FILE *f, const struct harness *h, void *arg) {
             h->socket, (const char *)arg, h->store);
 }
 
+static bool fdsock_exists(void *arg) {
+    return access(((struct fx *)arg)->fdsock, F_OK) == 0;
+}
+
 static int setup_with(void **state, const char *token_timeout) {
     struct fx *f = calloc(1, sizeof(*f));
     harness_start_config(&f->h, write_config, (void *)token_timeout);
     f->c = harness_client(&f->h);
     assert_int_equal(dfc_fdpass_path(f->h.socket, f->fdsock, sizeof(f->fdsock)), 0);
+    /* The harness waits for the main socket; the sibling is bound just after it. */
+    assert_true(test_wait_for(fdsock_exists, f, 10000));
     *state = f;
     return 0;
 }
@@ -127,7 +133,7 @@ static void test_sibling_socket_follows_the_main_one(void **state) {
     assert_int_equal(access(f->fdsock, F_OK), -1); /* removed with the main socket */
     assert_int_equal(access(f->h.socket, F_OK), -1);
     harness_restart(&f->h);
-    assert_int_equal(access(f->fdsock, F_OK), 0);
+    assert_true(test_wait_for(fdsock_exists, f, 10000));
 }
 
 /* ---- round trips from a pod-like mount namespace ---- */

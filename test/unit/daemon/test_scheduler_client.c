@@ -15,6 +15,9 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -166,6 +169,62 @@ static void test_scheduler_ips(void **state) {
     dfd_sched_free(s);
 }
 
+static void write_hosts(const char *path, const char *line) {
+    FILE *f = fopen(path, "w"); /* in place: the bind mount pins the inode */
+    assert_non_null(f);
+    fprintf(f, "%s\n", line);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A scheduler named by a headless Service: its pod's IP changes, and the next call from the
+ * new IP is recognised after a re-resolve (the name comes from an /etc/hosts of the test's
+ * own, bind-mounted over the real one in a private mount namespace). */
+static void test_scheduler_ip_follows_its_name(void **state) {
+    (void)state;
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_scheduler_ip_follows_its_name: skipped, needs root (a private "
+                        "mount namespace for /etc/hosts)\n");
+        skip();
+    }
+    if (access("/etc/hosts", F_OK) != 0) {
+        fprintf(stderr, "test_scheduler_ip_follows_its_name: skipped, no /etc/hosts to bind a "
+                        "test copy over\n");
+        skip();
+    }
+    char hosts[] = "/tmp/dfc-hosts-XXXXXX";
+    int fd = mkstemp(hosts);
+    assert_true(fd >= 0);
+    close(fd);
+    write_hosts(hosts, "127.0.0.50 sched.dfc.test");
+    assert_int_equal(unshare(CLONE_NEWNS), 0);
+    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    assert_int_equal(mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL), 0);
+
+    char *items[] = {"sched.dfc.test:8002"};
+    struct dfd_config cfg = {.scheduler_addrs = {.n = 1, .items = items}};
+    struct dfd_sched *s = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfd_sched_new(&cfg, "h", &s, &err), 0);
+    dfd_sched_set_reresolve_ms(s, 200);
+    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.50"));
+    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
+
+    write_hosts(hosts, "127.0.0.51 sched.dfc.test");
+    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.51")); /* within the interval */
+    usleep(300 * 1000);
+    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
+    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.50")); /* the old pod's IP is gone */
+
+    /* A name that stops resolving keeps the last answer rather than trusting nothing. */
+    write_hosts(hosts, "# empty");
+    usleep(300 * 1000);
+    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.52"));
+    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
+    dfd_sched_free(s);
+    assert_int_equal(umount("/etc/hosts"), 0);
+    unlink(hosts);
+}
+
 /* Every scheduler refuses: a task call tries each once, in the ring's order, and returns
  * UNAVAILABLE naming the last one it tried and the method. */
 static void test_failover_tries_each_once(void **state) {
@@ -203,6 +262,7 @@ int main(void) {
         cmocka_unit_test(test_ring_removal_moves_only_its_tasks),
         cmocka_unit_test(test_new_refuses_empty_and_dedups),
         cmocka_unit_test(test_scheduler_ips),
+        cmocka_unit_test(test_scheduler_ip_follows_its_name),
         cmocka_unit_test(test_failover_tries_each_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
