@@ -378,9 +378,8 @@ static void *arena_copy(struct dfc_rpc_call *call, const void *src, size_t size,
     return m;
 }
 
-/* The scheduler's task into out, strings and messages in the call's arena. */
-static int sched_task_to_proto(struct dfc_rpc_call *call, const Common__V2__PersistentCacheTask *st,
-                               Common__V2__PersistentCacheTask *out, struct dfc_error *err) {
+int dfd__sched_task_to_proto(struct dfc_rpc_call *call, const Common__V2__PersistentCacheTask *st,
+                             Common__V2__PersistentCacheTask *out, struct dfc_error *err) {
     out->id = dfc_rpc_call_strdup(call, st->id);
     out->persistent_replica_count = st->persistent_replica_count;
     out->current_persistent_replica_count = st->current_persistent_replica_count;
@@ -421,7 +420,7 @@ static int stat_task_cluster(void *svc_, struct dfc_rpc_call *call, const Protob
     Common__V2__PersistentCacheTask *st = NULL;
     r = dfd_sched_stat_task(svc->sched, req->task_id, &st, err);
     if (r == 0) {
-        r = sched_task_to_proto(call, st, (Common__V2__PersistentCacheTask *)resp_, err);
+        r = dfd__sched_task_to_proto(call, st, (Common__V2__PersistentCacheTask *)resp_, err);
         dfc_rpc_msg_free(&st->base);
         return r;
     }

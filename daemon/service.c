@@ -11,6 +11,7 @@
 #include "dfc/pbtime.h"
 #include "dfc/rpc_server.h"
 #include "dfc/import.pb-c.h"
+#include "dfc/inspect.pb-c.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "validate.h"
@@ -40,6 +41,10 @@ int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
     if (r == 0) {
         r = dfc_rpc_server_add_service(server, &dfc__dfdaemon__v1__dfdaemon_import__descriptor,
                                        dfd__import_methods, dfd__n_import_methods, svc, err);
+    }
+    if (r == 0) {
+        r = dfc_rpc_server_add_service(server, &dfc__dfdaemon__v1__dfdaemon_inspect__descriptor,
+                                       dfd__inspect_methods, dfd__n_inspect_methods, svc, err);
     }
     return r;
 }

@@ -1,7 +1,8 @@
 /*
  * service.h - the dfdaemon RPC services on the Unix socket: dfdaemon.v2.DfdaemonDownload, the
  * persistent-cache methods of dfdaemon.v2.DfdaemonUpload (so `dfcache rm` can delete over the
- * socket), and this project's dfc.dfdaemon.v1.DfdaemonImport (streamed import).
+ * socket), and this project's dfc.dfdaemon.v1.DfdaemonImport (streamed import) and
+ * dfc.dfdaemon.v1.DfdaemonInspect (what `dfcache stat` shows).
  *
  * Handlers are thin: validate (validate.h), act as the caller on the paths it names (caller.h,
  * pathfd.h, export.h), call the storage engine, convert the result. Borrowed: storage, config; they
@@ -39,7 +40,7 @@ int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
                      const struct dfd_config *cfg, const struct dfc_clock *clock,
                      struct dfc_error *err);
 
-/* Registers the three services on server. */
+/* Registers the four services on server. */
 int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
                          struct dfc_error *err);
 
@@ -67,6 +68,10 @@ int dfd__import_params(const struct dfd_service *svc, const char *content_for_id
 int dfd__task_to_proto(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
                        Common__V2__PersistentCacheTask *out, struct dfc_error *err);
 
+/* Copies the scheduler's answer st into out, strings and messages in the call's arena. */
+int dfd__sched_task_to_proto(struct dfc_rpc_call *call, const Common__V2__PersistentCacheTask *st,
+                             Common__V2__PersistentCacheTask *out, struct dfc_error *err);
+
 /* Same for a StatLocalPersistentCacheTaskResponse. */
 typedef struct Dfdaemon__V2__StatLocalPersistentCacheTaskResponse
     Dfdaemon__V2__StatLocalPersistentCacheTaskResponse;
@@ -88,6 +93,8 @@ extern const struct dfc_rpc_method dfd__upload_methods[];
 extern const size_t dfd__n_upload_methods;
 extern const struct dfc_rpc_method dfd__import_methods[];
 extern const size_t dfd__n_import_methods;
+extern const struct dfc_rpc_method dfd__inspect_methods[];
+extern const size_t dfd__n_inspect_methods;
 extern const struct dfc_rpc_method dfd__tcp_upload_methods[];
 extern const size_t dfd__n_tcp_upload_methods;
 

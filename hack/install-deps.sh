@@ -27,6 +27,7 @@ test_pkgs=(
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
     python3-prometheus-client
+    jq python3 # dfcache --json: read by the e2e and bench scripts (jq) and the tests (python3)
 )
 image_pkgs=(podman runc debootstrap)
 e2e_pkgs=(dpkg-dev xz-utils jq iproute2 debian-archive-keyring libc6-dev gzip)

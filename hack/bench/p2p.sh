@@ -44,8 +44,8 @@ dfcache() {
     shift
     build-bench/daemon/cmd/dfcache/dfcache "$@" -e "$CLUSTER_DIR/node$i/run/dfdaemon.sock" --no-progress
 }
-holds() { dfcache "$1" ls | awk -v id="$2" '$1 == id { f = 1 } END { exit !f }'; }
-persistent_on() { dfcache "$1" ls | awk -v id="$2" '$1 == id && $4 == "true" { f = 1 } END { exit !f }'; }
+holds() { dfcache "$1" ls --json | jq -e --arg id "$2" 'any(.[]; .id == $id)' >/dev/null; }
+persistent_on() { dfcache "$1" ls --json | jq -e --arg id "$2" 'any(.[]; .id == $id and .persistent)' >/dev/null; }
 
 head -c $((size_mib << 20)) /dev/urandom >"$work/src.bin"
 s=$(date +%s)

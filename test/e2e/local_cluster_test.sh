@@ -120,7 +120,7 @@ dfc() {
 rc() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 
 # "true" / "false" (persistent or not) when node i lists task id, else nothing.
-ls_state() { dfc "$1" ls 2>/dev/null | awk -v id="$2" '$1 == id { print $4 }'; }
+ls_state() { dfc "$1" ls --json 2>/dev/null | jq -r --arg id "$2" '.[] | select(.id == $id) | .persistent'; }
 # The live nodes holding id ("persistent": only persistent copies), ascending.
 holders() {
     local id=$1 kind=${2:-all} i s

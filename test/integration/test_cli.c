@@ -241,9 +241,11 @@ static void test_help_lists_the_documented_options(void **state) {
                                       "[2h] [DFCACHE_EXPORT_TIMEOUT]",
                                       "[DFCACHE_EXPORT_DFDAEMON_ENDPOINT]", NULL});
     assert_help(f, DFCACHE_BIN, "stat --help",
-                (const char *const[]){"[DFCACHE_STAT_DFDAEMON_ENDPOINT]", NULL});
+                (const char *const[]){"[DFCACHE_STAT_DFDAEMON_ENDPOINT]", "--json", "--bytes",
+                                      "current_replica_count", "expires_at", NULL});
     assert_help(f, DFCACHE_BIN, "ls --help",
-                (const char *const[]){"[DFCACHE_LS_DFDAEMON_ENDPOINT]", NULL});
+                (const char *const[]){"[DFCACHE_LS_DFDAEMON_ENDPOINT]", "--json", "--bytes",
+                                      "ttl_seconds", NULL});
     assert_help(f, DFCACHE_BIN, "rm --help",
                 (const char *const[]){"[DFCACHE_RM_DFDAEMON_ENDPOINT]", NULL});
 }

@@ -166,10 +166,10 @@ static void test_stat_ls_rm(void **state) {
     assert_int_equal(DFCACHE(f, "stat", id), 0);
     assert_non_null(strstr(f->out, id));
     assert_non_null(strstr(f->out, "State:                Succeeded"));
-    assert_non_null(strstr(f->out, "Content length:       5242880"));
+    assert_non_null(strstr(f->out, "Content length:       5.0 MiB"));
     assert_non_null(strstr(f->out, "Piece count:          2"));
     assert_non_null(strstr(f->out, "Tag:                  t1"));
-    assert_non_null(strstr(f->out, "TTL:                  2h"));
+    assert_non_null(strstr(f->out, "TTL:                  2h (expires in 1h59m)"));
     assert_int_equal(DFCACHE(f, "ls"), 0);
     assert_non_null(strstr(f->out, id));
     assert_int_equal(DFCACHE(f, "rm", id), 0);
@@ -1325,7 +1325,7 @@ static void test_auto_passes_fd_from_another_mount_namespace(void **state) {
     /* The daemon refused its own view (identity mismatch), so dfcache passed the descriptor
      * of the pod's file on the sibling socket (test_fd_import.c has the stream fallback). */
     assert_true(harness_log_has(&f->h, "bytes=3000000 pieces=1 existed=0 uid=0 source=fd"));
-    assert_int_equal(DFCACHE(f, "stat", id), 0);
+    assert_int_equal(DFCACHE(f, "stat", "--bytes", id), 0);
     assert_non_null(strstr(f->out, "Content length:       3000000"));
 }
 

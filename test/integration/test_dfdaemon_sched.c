@@ -487,6 +487,12 @@ static void test_scheduler_away_then_back(void **state) {
     char sid[65];
     import_file(f, "stream", 777, 4, "1h", sid);
     assert_true(harness_log_has(&f->h, "event=import.unregistered"));
+    /* dfcache stat shows the local copy and says the counts are unknown, not 0. */
+    assert_int_equal(DFCACHE(f, "stat", id), 0);
+    assert_non_null(strstr(f->out, "Persistent:           yes\n"));
+    assert_non_null(strstr(f->out, "Persistent replicas:  - of "));
+    assert_non_null(strstr(f->out, "Replicas:             -\n"));
+    assert_non_null(strstr(f->out, "Scheduler:            no answer: "));
     assert_true(test_wait_for(outage_logged, f, WAIT_MS)); /* the next announce found none */
     assert_int_equal(count_keys(f, P ":persistent-cache-tasks:*"), 0);
     char local[400];
@@ -507,6 +513,11 @@ static void test_scheduler_away_then_back(void **state) {
     char nid[65], peer[400];
     import_file(f, "path", 2000, 5, "1h", nid);
     assert_registered(f, nid, peer);
+    /* Now the counts are the scheduler's: this host's persistent peer. */
+    assert_int_equal(DFCACHE(f, "stat", nid), 0);
+    assert_non_null(strstr(f->out, "Scheduler:            answered\n"));
+    assert_non_null(strstr(f->out, "Persistent replicas:  1 of "));
+    assert_non_null(strstr(f->out, "Replicas:             1\n"));
 }
 
 /* A scheduler back from a restart serves the very next call, not only the one after gRPC's

@@ -463,6 +463,8 @@ static void test_stat_answers_from_the_scheduler(void **state) {
     assert_non_null(strstr(out, id));
     assert_non_null(strstr(out, "State:                Succeeded"));
     assert_non_null(strstr(out, "Persistent replicas:  2 of 2"));
+    assert_non_null(strstr(out, "Persistent:           - (no copy on this node)"));
+    assert_non_null(strstr(out, "Scheduler:            answered"));
     assert_int_equal(stat_local(bare, id, NULL), DFC_GRPC_NOT_FOUND); /* nothing was fetched */
 }
 

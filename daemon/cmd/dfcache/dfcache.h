@@ -22,7 +22,7 @@ enum { DFCACHE_OK = 0, DFCACHE_FAILED = 1, DFCACHE_USAGE = 2 };
 /* The daemon methods dfcache calls, resolved by main() before any command runs. */
 struct dfcache_methods {
     struct dfc_rpc_client_method upload, download, stat, stat_local, list_local, delete_task,
-        import;
+        import, inspect;
 };
 extern struct dfcache_methods dfcache_m;
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dfc/import.pb-c.h"
+#include "dfc/inspect.pb-c.h"
 #include "dfcache.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 
@@ -33,6 +34,8 @@ static const struct dfc_rpc_client_row methods[] = {
                           &dfcache_m.delete_task),
     DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_import, "ImportPersistentCacheTask",
                           &dfcache_m.import),
+    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_inspect, "InspectPersistentCacheTask",
+                          &dfcache_m.inspect),
 };
 
 static const struct command {
