@@ -122,6 +122,19 @@ run_pod() {
     sed "s|/tmp/|$work/pod/tmp/|g; s|/models|$models|g" "$work/$name.sh" >"$work/$name.run.sh"
     local envs=()
     mapfile -t envs < <(sed "s|/models|$models|g" "$work/$name.env")
+    # A sanitizer build's options (ctest sets TSan's suppressions) reach dfcache too, with the
+    # suppressions file copied where uid 1000 can read it.
+    local v o supp
+    for v in TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do
+        o=${!v:-}
+        [ -n "$o" ] || continue
+        supp=$(sed -n 's/.*suppressions=\([^:]*\).*/\1/p' <<<"$o")
+        if [ -n "$supp" ] && [ -r "$supp" ]; then
+            install -m 0644 "$supp" "$work/$v.supp"
+            o=${o//"suppressions=$supp"/"suppressions=$work/$v.supp"}
+        fi
+        envs+=("$v=$o")
+    done
     env -i PATH="$work/bin:/usr/bin:/bin" "${envs[@]}" \
         setpriv --reuid 1000 --regid 1000 --clear-groups sh "$work/$name.run.sh" >"$work/$name.out" 2>&1
     local rc=$?
