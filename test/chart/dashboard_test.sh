@@ -5,8 +5,11 @@
 # loopback port, scrapes them, and checks with test/chart/dashboard_check.mjs that the JSON
 # parses and every metric name of every panel and variable is one they export (histograms by
 # their _bucket/_sum/_count series). Then proves the check can fail: a copy whose panel names a
-# metric that does not exist, and one using a histogram's bare name, must be reported. Last, the
-# chart rendered with ci/monitoring-values.yaml holds the file byte for byte in its ConfigMap.
+# metric that does not exist, and one using a histogram's bare name, must be reported. Then the
+# chart rendered with ci/monitoring-values.yaml holds the file byte for byte in its ConfigMap,
+# and its ServiceMonitor reaches exactly dfdaemon's, the scheduler's and csi-plugin's metrics
+# container ports (test/chart/scrape_targets.mjs); without the CRD in .Capabilities and without
+# monitoring.serviceMonitor.force, rendering fails with a message; by default nothing of it.
 #   test/chart/dashboard_test.sh [BUILD_DIR]
 # Exit 77 (skip) when go, node, npm or redis-server is missing; CI installs them
 # (hack/install-deps.sh). No root needed: csi-plugin starts without it.
@@ -219,6 +222,54 @@ if [ $? -eq 0 ]; then
 else
     sed 's/^/     /' "$work/cm.out" >&2
     fail "the rendered dashboard ConfigMap"
+fi
+
+# ---- the ServiceMonitor: what it scrapes, and when it renders ----
+render() {
+    "$build/chart-render" --chart "$chart" --name dfc --namespace dragonfly-system "$@"
+}
+node "$root/test/chart/scrape_targets.mjs" "$work/rendered.yaml" >"$work/targets.out" 2>&1
+cat >"$work/targets.want" <<'EOF'
+ServiceMonitor/dfc-dragonfly-csi metrics -> Service/dfc-dragonfly-csi-node-metrics -> DaemonSet/dfc-dragonfly-csi-node container dfdaemon port 4002
+ServiceMonitor/dfc-dragonfly-csi metrics -> Service/dfc-dragonfly-csi-scheduler -> Deployment/dfc-dragonfly-csi-scheduler container scheduler port 8000
+ServiceMonitor/dfc-dragonfly-csi csi-metrics -> Service/dfc-dragonfly-csi-node-metrics -> DaemonSet/dfc-dragonfly-csi-node container csi-plugin port 9810
+EOF
+if cmp -s "$work/targets.out" "$work/targets.want"; then
+    ok "ServiceMonitor targets: dfdaemon :4002, scheduler :8000, csi-plugin :9810"
+else
+    diff "$work/targets.want" "$work/targets.out" | sed 's/^/     /' >&2
+    fail "ServiceMonitor targets (< want, > got)"
+fi
+if grep -q -- '- --metrics-address=0.0.0.0:9810$' "$work/rendered.yaml"; then
+    ok "csiPlugin.metricsPort 9810: csi-plugin --metrics-address=0.0.0.0:9810"
+else
+    fail "csiPlugin.metricsPort 9810: no --metrics-address=0.0.0.0:9810 in the DaemonSet"
+fi
+rc=0
+render --set monitoring.serviceMonitor.enabled=true >/dev/null 2>"$work/nocrd.err" || rc=$?
+if [ "$rc" -ne 0 ] && grep -q 'the cluster has no monitoring.coreos.com/v1 ServiceMonitor' "$work/nocrd.err"; then
+    ok "ServiceMonitor without the CRD or force: rendering fails with the message"
+else
+    sed 's/^/     /' "$work/nocrd.err" >&2
+    fail "ServiceMonitor without the CRD or force: exit $rc, want an error naming the missing CRD"
+fi
+if render --set monitoring.serviceMonitor.enabled=true \
+    --api-versions monitoring.coreos.com/v1/ServiceMonitor >"$work/crd.yaml" 2>"$work/crd.err" &&
+    [ "$(grep -c '^kind: ServiceMonitor$' "$work/crd.yaml")" -eq 1 ] &&
+    node "$root/hack/chart/validate.mjs" --build "$build" "$work/crd.yaml" >"$work/crd.out" 2>&1; then
+    ok "ServiceMonitor with the CRD in .Capabilities: rendered, $(cat "$work/crd.out")"
+else
+    sed 's/^/     /' "$work/crd.err" "$work/crd.out" >&2
+    fail "ServiceMonitor with the CRD in .Capabilities"
+fi
+if render >"$work/defaults.yaml" 2>"$work/defaults.err" &&
+    ! grep -q '^kind: ServiceMonitor$' "$work/defaults.yaml" &&
+    ! grep -q -- '-grafana-dashboard$' "$work/defaults.yaml" &&
+    ! grep -q -- '--metrics-address' "$work/defaults.yaml"; then
+    ok "defaults: no ServiceMonitor, no dashboard ConfigMap, csi-plugin without --metrics-address"
+else
+    sed 's/^/     /' "$work/defaults.err" >&2
+    fail "defaults render monitoring objects"
 fi
 
 if [ "$failures" -ne 0 ]; then
