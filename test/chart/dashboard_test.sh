@@ -20,7 +20,7 @@ chart=${CHART_DIR:-$root/charts/dragonfly-csi}
 dashboard=$chart/dashboards/dragonfly-csi.json
 check=$root/test/chart/dashboard_check.mjs
 
-for tool in go node npm redis-server curl; do
+for tool in go node npm redis-server; do
     if ! command -v "$tool" >/dev/null; then
         echo "dashboard_test: SKIP: $tool not found (hack/install-deps.sh installs it)"
         exit 77
@@ -74,11 +74,21 @@ const ports = [];
   });
 })();') || die "no free ports"
 
-# wait_metrics PORT PID LOG NAME: until GET /metrics on PORT answers.
+# scrape PORT: GET http://127.0.0.1:PORT/metrics to stdout; fails unless 200.
+scrape() {
+    node --no-warnings -e 'fetch(process.argv[1]).then(async (r) => {
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      process.stdout.write(await r.text());
+    }).catch((e) => { console.error(e.message); process.exit(1); });' "http://127.0.0.1:$1/metrics"
+}
+
+# wait_metrics PORT PID LOG NAME: until PORT accepts connections, then GET /metrics answers.
 wait_metrics() {
     local i
     for i in $(seq 1 500); do
-        curl -fsS -o /dev/null "http://127.0.0.1:$1/metrics" 2>/dev/null && return 0
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+            scrape "$1" >/dev/null && return 0
+        fi
         kill -0 "$2" 2>/dev/null || { cat "$3" >&2; die "$4 exited"; }
         sleep 0.02
     done
@@ -143,7 +153,7 @@ pids+=($!)
 wait_metrics "$cport" "${pids[-1]}" "$work/csi.log" csi-plugin
 
 for c in dfdaemon:$dport scheduler:$sport csi:$cport; do
-    curl -fsS "http://127.0.0.1:${c#*:}/metrics" >"$work/${c%%:*}.metrics" || die "scrape of ${c%%:*} failed"
+    scrape "${c#*:}" >"$work/${c%%:*}.metrics" || die "scrape of ${c%%:*} failed"
 done
 grep -q '^dragonfly_dfdaemon_upload_task_total{source="path"} 1$' "$work/dfdaemon.metrics" ||
     die "dfdaemon's /metrics does not count the import"
