@@ -200,8 +200,9 @@ function binaryFlags(bin, sub) {
   if (r.status === 0) {
     const flags = new Map();
     let driverDefault = null;
+    // A metavar is upper case, e.g. N, DIR, IP:PORT, KEY=VALUE, or <name>.
     for (const line of (r.stdout + r.stderr).split("\n")) {
-      const m = line.match(/^ {2,}(?:(-[A-Za-z0-9]), +)?(--[a-z0-9][a-z0-9-]*)(?:[ =]([A-Z][A-Z0-9_]*(?:=[A-Z]+)?|<[^>]+>)(?= |$))?/);
+      const m = line.match(/^ {2,}(?:(-[A-Za-z0-9]), +)?(--[a-z0-9][a-z0-9-]*)(?:[ =]([A-Z][A-Z0-9_:]*(?:=[A-Z]+)?|<[^>]+>)(?= |$))?/);
       if (!m) continue;
       const takes = Boolean(m[3]);
       if (m[1]) flags.set(m[1], takes);
