@@ -179,6 +179,18 @@ for k in Acquire::http::Proxy Acquire::https::Proxy Acquire::Check-Valid-Until A
     v=$(first "$(apt-config dump "$k" 2>/dev/null | sed -n "s/^$k \"\(.*\)\";\$/\1/p")")
     if [ -n "$v" ]; then printf '%s "%s";\n' "$k" "$v"; fi
 done >"$root/etc/apt/apt.conf.d/90host-access"
+# How this host reaches the npm registry (the chart validator's packages): a site's extra TLS
+# anchors (an egress proxy's CA), from NODE_EXTRA_CA_CERTS or /usr/local/share/ca-certificates,
+# handed to Node in the root the same way. Site trust, not something the project installs.
+extra_ca=
+mkdir -p "$root/etc/ssl"
+if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -r "$NODE_EXTRA_CA_CERTS" ]; then
+    cp "$NODE_EXTRA_CA_CERTS" "$root/etc/ssl/dfc-host-extra-ca.pem"
+    extra_ca=/etc/ssl/dfc-host-extra-ca.pem
+elif compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    cat /usr/local/share/ca-certificates/*.crt >"$root/etc/ssl/dfc-host-extra-ca.pem"
+    extra_ca=/etc/ssl/dfc-host-extra-ca.pem
+fi
 git clone -q --no-hardlinks --no-checkout "$repo" "$root/src"
 git -C "$root/src" cat-file -e "$sha^{commit}" 2>/dev/null || git -C "$root/src" fetch -q "$repo" HEAD
 git -C "$root/src" -c advice.detachedHead=false checkout -q "$sha"
@@ -193,7 +205,7 @@ say "root: $root, /src at $(git -C "$root/src" log -1 --format='%h %s') (ready i
 in_root() {
     unshare --mount --propagation private --pid --fork -- /bin/bash -c '
         set -eu
-        r=$1 arch=$2 cmd=$3
+        r=$1 arch=$2 cmd=$3 ca=$4
         mount --bind "$r" "$r"
         mount -t proc proc "$r/proc"
         mount --rbind /sys "$r/sys" # with the host'"'"'s cgroup mounts, as a booted machine has
@@ -207,8 +219,9 @@ in_root() {
         mount --bind "$arch" "$r/var/cache/apt/archives"
         chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 CI=true TERM="${TERM:-dumb}" \
             PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            ${ca:+NODE_EXTRA_CA_CERTS=$ca} \
             /bin/bash -c "cd /src && $cmd"
-    ' in_root "$root" "$cache/archives" "$1"
+    ' in_root "$root" "$cache/archives" "$1" "$extra_ca"
 }
 
 # run_step NAME CMD: runs CMD in the root, output to the terminal and $cache/last-NAME.log.
