@@ -28,6 +28,8 @@ skip() {
     exit 77
 }
 [ "$(id -u)" = 0 ] || skip "needs root (a private mount namespace for /etc/hosts)"
+# A minimal root (debootstrap minbase, as in hack/fresh-check.sh) has no /etc/hosts to bind over.
+[ -e /etc/hosts ] || skip "no /etc/hosts to bind a test copy over"
 for tool in go node npm redis-server redis-sentinel redis-cli unshare timeout getent; do
     command -v "$tool" >/dev/null || skip "$tool not found (hack/install-deps.sh installs it)"
 done
