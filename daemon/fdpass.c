@@ -1,10 +1,15 @@
 /*
  * fdpass.c - the sibling socket for descriptor passing and its token table (fdpass.h).
  *
- * One thread: poll(listener, wake pipe) with a timeout at the next expiry; each connection is
- * served in turn (one message, one answer line, with a receive timeout so a silent client
- * cannot hold the thread long). Used and expired entries stay as tombstones until twice
- * their expiry so that a late call learns "already used" or "expired" instead of "unknown".
+ * One thread: poll(listener, wake pipe, the connections waiting for their message) with a
+ * timeout at the next expiry. A connection is accepted at once (non-blocking) and waits in a
+ * small table until its one message arrives (then it is served: one answer line) or until
+ * RECV_TIMEOUT_MS passed (an error line), so a client that connects and never sends holds up
+ * nobody but itself: at most PENDING_PER_UID connections of one uid wait at once, and
+ * PENDING_MAX in all; a newer connection pushes out the oldest waiting one of its uid, or
+ * else the oldest of all (an error line). Used and expired entries stay as tombstones until
+ * twice their expiry so that a late call learns "already used" or "expired" instead of
+ * "unknown".
  */
 #include "fdpass.h"
 
@@ -21,7 +26,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +36,8 @@
 
 #define RECV_TIMEOUT_MS 2000
 #define MAX_RECV_FDS    16 /* room to receive (and close) extras; more is MSG_CTRUNC */
+#define PENDING_MAX     64 /* connections waiting for their message */
+#define PENDING_PER_UID 8
 
 enum slot_state { SLOT_FREE, SLOT_WAITING, SLOT_USED, SLOT_EXPIRED };
 
@@ -44,6 +50,15 @@ struct slot {
     int64_t expiry_ns; /* CLOCK_MONOTONIC */
 };
 
+/* A connection waiting for its message (the thread's own: no lock). */
+struct pending {
+    int fd; /* -1: free */
+    struct ucred cred;
+    bool cred_ok;
+    int64_t deadline_ns; /* CLOCK_MONOTONIC */
+    uint64_t seq;        /* accept order: the oldest is pushed out first */
+};
+
 struct dfd_fdpass {
     char path[108];
     int listen_fd;
@@ -52,6 +67,8 @@ struct dfd_fdpass {
     pthread_t thread;
     pthread_mutex_t mu;
     struct slot slots[DFD_FDPASS_MAX]; /* under mu */
+    struct pending pending[PENDING_MAX];
+    uint64_t accepted;
 };
 
 static int64_t now_ns(void) {
@@ -168,7 +185,8 @@ static int check_fd(int fd, struct dfc_error *err) {
     return 0;
 }
 
-/* Receives exactly one descriptor with a one-byte payload into *ret_fd. */
+/* Receives exactly one descriptor with a one-byte payload into *ret_fd, without waiting:
+ * -EAGAIN (err untouched) when nothing has arrived yet. */
 static int recv_one_fd(int conn, int *ret_fd, struct dfc_error *err) {
     char byte;
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
@@ -180,11 +198,13 @@ static int recv_one_fd(int conn, int *ret_fd, struct dfc_error *err) {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     ssize_t n;
     do {
-        n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+        n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return -EAGAIN; /* nothing yet: the connection keeps waiting */
+    }
     if (n < 0) {
-        return dfc_error_errno(err, errno == EAGAIN ? -ETIMEDOUT : -errno,
-                               "receive the descriptor");
+        return dfc_error_errno(err, -errno, "receive the descriptor");
     }
     int fds[MAX_RECV_FDS], nfds = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
@@ -214,10 +234,11 @@ static int recv_one_fd(int conn, int *ret_fd, struct dfc_error *err) {
     return 0;
 }
 
+/* One short line into a fresh connection's empty send buffer: it never has to wait. */
 static void reply(int conn, const char *line) {
     size_t len = strlen(line), off = 0;
     while (off < len) {
-        ssize_t n = send(conn, line + off, len - off, MSG_NOSIGNAL);
+        ssize_t n = send(conn, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) {
             continue;
         }
@@ -228,18 +249,27 @@ static void reply(int conn, const char *line) {
     }
 }
 
-static void serve_conn(struct dfd_fdpass *p, int conn) {
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
+/* Answers a connection whose wait ended: r < 0 with err, the refusal to send. */
+static void refuse(const struct pending *c, int r, const struct dfc_error *err) {
+    char line[400];
+    snprintf(line, sizeof(line), "error %d %s\n", dfc_error_to_grpc(r), dfc_error_msg(err));
+    DFC_LOG(DFC_LOG_INFO, "fdpass.refused", "pid=%d uid=%u reason=\"%s\"", (int)c->cred.pid,
+            (unsigned)c->cred.uid, dfc_error_msg(err));
+    reply(c->fd, line);
+}
+
+/* Serves a waiting connection that polled readable: false (and nothing done) when its message
+ * has not arrived after all. */
+static bool serve_conn(struct dfd_fdpass *p, const struct pending *c) {
+    struct ucred cred = c->cred;
+    int conn = c->fd;
     struct dfc_error err;
     int fd = -1, r;
     char token[DFC_FDPASS_TOKEN_HEX + 1], line[400];
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.pid <= 0) {
+    if (!c->cred_ok) {
         r = dfc_error_set(&err, -EACCES, "the passer's credentials are unknown");
-        cred.pid = 0;
-        cred.uid = (uid_t)-1;
-    } else {
-        r = recv_one_fd(conn, &fd, &err);
+    } else if ((r = recv_one_fd(conn, &fd, &err)) == -EAGAIN) {
+        return false;
     }
     if (r == 0) {
         r = check_fd(fd, &err);
@@ -266,16 +296,77 @@ static void serve_conn(struct dfd_fdpass *p, int conn) {
     if (fd >= 0) {
         close(fd);
     }
-    if (r == 0) {
-        snprintf(line, sizeof(line), "ok %s\n", token);
-        DFC_LOG(DFC_LOG_DEBUG, "fdpass.accepted", "pid=%d uid=%u", (int)cred.pid,
-                (unsigned)cred.uid);
-    } else {
-        snprintf(line, sizeof(line), "error %d %s\n", dfc_error_to_grpc(r), dfc_error_msg(&err));
-        DFC_LOG(DFC_LOG_INFO, "fdpass.refused", "pid=%d uid=%u reason=\"%s\"", (int)cred.pid,
-                (unsigned)cred.uid, dfc_error_msg(&err));
+    if (r < 0) {
+        refuse(c, r, &err);
+        return true;
     }
+    snprintf(line, sizeof(line), "ok %s\n", token);
+    DFC_LOG(DFC_LOG_DEBUG, "fdpass.accepted", "pid=%d uid=%u", (int)cred.pid, (unsigned)cred.uid);
     reply(conn, line);
+    return true;
+}
+
+static void pending_close(struct pending *c) {
+    close(c->fd);
+    c->fd = -1;
+}
+
+/* Where a new connection of uid waits: a free entry, after pushing out (answered, closed) the
+ * oldest waiting connection of uid when it has PENDING_PER_UID, else the oldest of all when
+ * none is free. */
+static struct pending *pending_slot(struct dfd_fdpass *p, uid_t uid) {
+    struct pending *free_c = NULL, *oldest = NULL, *oldest_mine = NULL;
+    unsigned mine = 0;
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        struct pending *c = &p->pending[i];
+        if (c->fd < 0) {
+            free_c = free_c ? free_c : c;
+            continue;
+        }
+        if (oldest == NULL || c->seq < oldest->seq) {
+            oldest = c;
+        }
+        if (c->cred.uid == uid) {
+            mine++;
+            if (oldest_mine == NULL || c->seq < oldest_mine->seq) {
+                oldest_mine = c;
+            }
+        }
+    }
+    struct pending *out = mine >= PENDING_PER_UID ? oldest_mine : free_c ? NULL : oldest;
+    if (out != NULL) {
+        struct dfc_error err;
+        int r = dfc_error_set(&err, -EMFILE,
+                              "too many connections wait to pass a descriptor (%s); pass it "
+                              "right after connecting",
+                              out == oldest_mine ? "of this uid" : "in all");
+        refuse(out, r, &err);
+        pending_close(out);
+        free_c = out;
+    }
+    return free_c;
+}
+
+/* Accepts what the listener has queued (non-blocking) into the waiting table. */
+static void accept_all(struct dfd_fdpass *p, int64_t now) {
+    for (unsigned k = 0; k < PENDING_MAX; k++) {
+        int conn = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (conn < 0) {
+            return; /* EAGAIN: nothing more; anything else: try again on the next poll */
+        }
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        bool ok = getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0;
+        if (!ok) {
+            cred = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+        }
+        struct pending *c = pending_slot(p, cred.uid);
+        *c = (struct pending){.fd = conn,
+                              .cred = cred,
+                              .cred_ok = ok,
+                              .deadline_ns = now + (int64_t)RECV_TIMEOUT_MS * 1000000,
+                              .seq = p->accepted++};
+    }
 }
 
 static void *fdpass_thread(void *arg) {
@@ -288,14 +379,27 @@ static void *fdpass_thread(void *arg) {
         if (closed > 0) {
             DFC_LOG(DFC_LOG_INFO, "fdpass.expired", "closed=%u", closed);
         }
+        struct pollfd pf[2 + PENDING_MAX] = {{.fd = p->listen_fd, .events = POLLIN},
+                                             {.fd = p->wake[0], .events = POLLIN}};
+        struct pending *polled[PENDING_MAX];
+        nfds_t n_pf = 2;
+        for (size_t i = 0; i < PENDING_MAX; i++) {
+            struct pending *c = &p->pending[i];
+            if (c->fd < 0) {
+                continue;
+            }
+            if (next < 0 || c->deadline_ns < next) {
+                next = c->deadline_ns;
+            }
+            polled[n_pf - 2] = c;
+            pf[n_pf++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+        }
         int timeout = -1;
         if (next >= 0) {
-            int64_t ms = (next - now + 999999) / 1000000;
+            int64_t ms = next > now ? (next - now + 999999) / 1000000 : 0;
             timeout = ms > 60000 ? 60000 : (int)ms;
         }
-        struct pollfd pf[2] = {{.fd = p->listen_fd, .events = POLLIN},
-                               {.fd = p->wake[0], .events = POLLIN}};
-        int n = poll(pf, 2, timeout);
+        int n = poll(pf, n_pf, timeout);
         if (n < 0 && errno != EINTR) {
             DFC_LOG(DFC_LOG_ERROR, "fdpass.poll_failed", "errno=%d", errno);
             break;
@@ -303,17 +407,27 @@ static void *fdpass_thread(void *arg) {
         if (pf[1].revents != 0) {
             break;
         }
-        if (n > 0 && (pf[0].revents & POLLIN) != 0) {
-            int conn = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (conn < 0) {
-                continue;
+        now = now_ns();
+        /* The connections whose message arrived (or that hung up), then the ones out of
+         * time, then the new ones. */
+        for (nfds_t i = 2; n > 0 && i < n_pf; i++) {
+            struct pending *c = polled[i - 2];
+            if (pf[i].revents != 0 && serve_conn(p, c)) {
+                pending_close(c);
             }
-            struct timeval tv = {.tv_sec = RECV_TIMEOUT_MS / 1000,
-                                 .tv_usec = (RECV_TIMEOUT_MS % 1000) * 1000};
-            (void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-            (void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-            serve_conn(p, conn);
-            close(conn);
+        }
+        for (size_t i = 0; i < PENDING_MAX; i++) {
+            struct pending *c = &p->pending[i];
+            if (c->fd >= 0 && now >= c->deadline_ns) {
+                struct dfc_error err;
+                int r = dfc_error_set(&err, -ETIMEDOUT, "no descriptor arrived within %d ms",
+                                      RECV_TIMEOUT_MS);
+                refuse(c, r, &err);
+                pending_close(c);
+            }
+        }
+        if (n > 0 && (pf[0].revents & POLLIN) != 0) {
+            accept_all(p, now);
         }
     }
     return NULL;
@@ -334,7 +448,7 @@ static int bind_socket(struct dfd_fdpass *p, unsigned mode, int gid, struct dfc_
     memcpy(sa.sun_path, tmp, strlen(tmp) + 1);
     (void)unlink(tmp);
     int r = 0;
-    p->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    p->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     /* Bound under a temporary name, given its mode and group, renamed into place. */
     if (p->listen_fd < 0) {
         r = dfc_error_errno(err, -errno, "socket for `%s`", p->path);
@@ -366,6 +480,9 @@ int dfd_fdpass_start(const char *path, unsigned mode, int gid, int64_t ttl_ns,
     p->ttl_ns = ttl_ns;
     for (size_t i = 0; i < DFD_FDPASS_MAX; i++) {
         p->slots[i].fd = -1;
+    }
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        p->pending[i].fd = -1;
     }
     pthread_mutex_init(&p->mu, NULL);
     int r = 0;
@@ -416,6 +533,11 @@ void dfd_fdpass_stop(struct dfd_fdpass *p) {
     }
     for (size_t i = 0; i < DFD_FDPASS_MAX; i++) {
         slot_close(&p->slots[i], SLOT_FREE);
+    }
+    for (size_t i = 0; i < PENDING_MAX; i++) {
+        if (p->pending[i].fd >= 0) {
+            pending_close(&p->pending[i]);
+        }
     }
     pthread_mutex_destroy(&p->mu);
     free(p);

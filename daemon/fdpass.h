@@ -5,11 +5,13 @@
  * a caller in another mount namespace (a pod) imports exactly what it could open itself, and
  * the daemon resolves no path.
  *
- * Its own accept thread (never the gRPC completion queue) reads the passer's SO_PEERCRED,
- * checks the descriptor (a regular file, not on procfs, opened for reading, not O_PATH; one
- * descriptor only) and keeps {token, fd, uid, pid, expiry} in a bounded table: at most
- * DFD_FDPASS_PER_UID waiting descriptors per uid and DFD_FDPASS_MAX in all. The thread closes
- * expired descriptors (a timed poll), and dfd_fdpass_stop() closes every one left.
+ * Its own accept thread (never the gRPC completion queue) reads the passer's SO_PEERCRED, lets
+ * each connection wait (non-blocking, a few per uid, 2 s at most) for its message so that a
+ * client that never sends holds up no other passer, checks the descriptor (a regular file, not on
+ * procfs, opened for reading, not O_PATH; one descriptor only) and keeps {token, fd, uid, pid,
+ * expiry} in a bounded table: at most DFD_FDPASS_PER_UID waiting descriptors per uid and
+ * DFD_FDPASS_MAX in all. The thread closes expired descriptors (a timed poll), and
+ * dfd_fdpass_stop() closes every one left.
  *
  * Ownership: the table owns each waiting descriptor; dfd_fdpass_take() hands it to the caller,
  * who closes it.

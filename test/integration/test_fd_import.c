@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -371,6 +372,61 @@ static void test_per_uid_limit(void **state) {
     close(fd);
 }
 
+/* Reads the daemon's whole answer on s (until it closes, at most 20 s) into line. */
+static void read_answer(int s, char *line, size_t size) {
+    struct timeval tv = {.tv_sec = 20};
+    assert_int_equal(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(s, line + len, size - 1 - len);
+        assert_true(n >= 0); /* not the receive timeout: the daemon closes it */
+        if (n == 0) {
+            break;
+        }
+        len += (size_t)n;
+        assert_true(len < size - 1);
+    }
+    line[len] = '\0';
+}
+
+/* Clients that connect to the sibling socket and never send do not hold up the passers behind
+ * them: each waits at most its own receive timeout, not one after another (the old serial
+ * accept loop answered the passer after 32 timeouts of 2 s, past its client's 30 s). */
+static void test_silent_clients_do_not_block_passers(void **state) {
+    struct fx *f = *state;
+    char file[400], msg[512], token[33];
+    path_in(f, "s.bin", file, sizeof(file));
+    harness_write_file(file, 10, 5);
+    enum { SILENT = 32 };
+    int silent[SILENT];
+    for (int i = 0; i < SILENT; i++) {
+        silent[i] = test_connect_unix(f->fdsock);
+        assert_true(silent[i] >= 0);
+    }
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    assert_int_equal(pass(f, fd, msg, sizeof(msg), token), 0);
+    close(fd);
+    /* Every silent connection is answered with an error and closed: pushed out by newer
+     * connections of its uid, or timed out. */
+    unsigned evicted = 0, timed_out = 0;
+    for (int i = 0; i < SILENT; i++) {
+        char line[512];
+        read_answer(silent[i], line, sizeof(line));
+        close(silent[i]);
+        evicted += strncmp(line, "error 8 ", 8) == 0;
+        timed_out += strncmp(line, "error 4 ", 8) == 0;
+        if (i == 0 || i == SILENT - 1) {
+            print_message("silent %d: %s", i, line);
+        }
+    }
+    assert_int_equal(evicted + timed_out, SILENT);
+    assert_true(timed_out > 0);
+    /* And the socket still serves. */
+    fd = open(file, O_RDONLY | O_CLOEXEC);
+    assert_int_equal(pass(f, fd, msg, sizeof(msg), token), 0);
+    close(fd);
+}
+
 static void test_import_help_explains_fd(void **state) {
     struct fx *f = *state;
     assert_int_equal(harness_dfcache(&f->h, -1, f->out, sizeof(f->out), f->err, sizeof(f->err),
@@ -503,6 +559,7 @@ int main(void) {
         T(test_auto_picks_fd_then_stream),
         T(test_refused_descriptors),
         T(test_per_uid_limit),
+        T(test_silent_clients_do_not_block_passers),
         T(test_import_help_explains_fd),
         T(test_token_reused_unknown_or_malformed),
         T(test_token_from_another_process_refused),
