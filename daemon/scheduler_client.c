@@ -293,11 +293,14 @@ int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_
         return dfc_error_set(err, -EINVAL, "scheduler.addrs: must not be empty");
     }
     struct dfd_sched *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
     int r;
     pthread_mutex_init(&s->ips_mu, NULL);
     pthread_mutex_init(&s->resolve_mu, NULL);
     s->reresolve_ms = RERESOLVE_MS;
-    if (s == NULL || (s->host_id = strdup(host_id)) == NULL ||
+    if ((s->host_id = strdup(host_id)) == NULL ||
         (s->addrs = calloc(cfg->scheduler_addrs.n, sizeof(*s->addrs))) == NULL) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
         goto fail;
