@@ -5,8 +5,10 @@
  * (poll(), so descriptor numbers above FD_SETSIZE are fine) that answers every request itself:
  * the answers are small and computed from atomics or a bounded callback, so a thread per
  * connection would buy nothing. MHD_OPTION_CONNECTION_LIMIT bounds the connections (at the
- * limit it stops accepting: further clients wait in the listen backlog) and
- * MHD_OPTION_CONNECTION_TIMEOUT closes idle ones, which frees their slots.
+ * limit it stops accepting: further clients wait in the listen backlog),
+ * MHD_OPTION_PER_IP_CONNECTION_LIMIT bounds one address's share (the idle timeout alone does
+ * not free a slot whose client sends a byte now and then) and MHD_OPTION_CONNECTION_TIMEOUT
+ * closes idle ones, which frees their slots.
  */
 #include "dfc/http.h"
 
@@ -158,14 +160,17 @@ int dfc_http_start(const struct dfc_http_opts *opts, struct dfc_http **ret, stru
     h->ready_arg = opts->ready_arg;
     snprintf(h->name, sizeof(h->name), "%s", name);
     unsigned max_conns = opts->max_conns != 0 ? opts->max_conns : DFC_HTTP_DEFAULT_MAX_CONNS;
+    unsigned per_ip = opts->max_conns_per_ip != 0 ? opts->max_conns_per_ip
+                                                  : max_conns / DFC_HTTP_DEFAULT_PER_IP_DIVISOR;
+    per_ip = per_ip == 0 ? 1 : per_ip > max_conns ? max_conns : per_ip;
     unsigned timeout = opts->timeout_s != 0 ? opts->timeout_s : DFC_HTTP_DEFAULT_TIMEOUT_S;
     /* MHD reports a failed bind only as a NULL daemon; errno holds the cause. */
     errno = 0;
-    h->mhd =
-        MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, on_request, h,
-                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                         max_conns, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h->name, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(
+        flags, (uint16_t)opts->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h->name, MHD_OPTION_END);
     if (h->mhd == NULL) {
         int e = errno != 0 ? -errno : -EADDRNOTAVAIL;
         free(h);

@@ -5,8 +5,10 @@
  * allowed, as GET).
  *
  * Built on libmicrohttpd with its own internal polling thread (never a gRPC completion-queue
- * thread), a bounded connection count and a per-connection timeout, so a slow or idle client
- * holds one slot for a bounded time and never a storage lock: /metrics renders the registry's
+ * thread), a bounded connection count, a smaller bound per client IP address (so that one
+ * peer trickling requests that never end cannot take every slot and starve the kubelet's
+ * probes) and a per-connection idle timeout, so a slow or idle client holds one slot for a
+ * bounded time and never a storage lock: /metrics renders the registry's
  * atomics and the cheap callbacks of scrape-time gauges; /readyz runs the ready callback, which
  * must be bounded too.
  *
@@ -24,6 +26,8 @@ struct dfc_metrics;
 
 #define DFC_HTTP_DEFAULT_MAX_CONNS 32
 #define DFC_HTTP_DEFAULT_TIMEOUT_S 10
+/* The default share of max_conns one IP address may hold: a quarter (at least 1). */
+#define DFC_HTTP_DEFAULT_PER_IP_DIVISOR 4
 
 /* Readiness: 0 when ready; else a negative code with a one-line reason in why (answered as
  * the 503 body). Runs on the HTTP thread. */
@@ -34,6 +38,8 @@ struct dfc_http_opts {
     unsigned port;               /* 0 = no endpoint (dfc_http_start() returns 0, *ret NULL) */
     unsigned max_conns;          /* connections at once; more wait in the listen backlog until a
                                     slot frees (libmicrohttpd stops accepting); 0 = 32 */
+    unsigned max_conns_per_ip;   /* connections at once from one IP address; more are closed
+                                    at accept; 0 = max_conns / 4 (at least 1) */
     unsigned timeout_s;          /* an idle connection is closed after this; 0 = 10 s */
     struct dfc_metrics *metrics; /* GET /metrics; NULL = 404 */
     dfc_http_ready_fn ready;     /* GET /readyz; NULL = always ready */

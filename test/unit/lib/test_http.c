@@ -1,6 +1,6 @@
 /* Tests for lib/src/http.c against a real endpoint on 127.0.0.1: the three routes, 404 and 405,
  * readiness from the callback, port 0 (off), bad addresses, a taken port, the connection limit
- * and the idle timeout. */
+ * and the idle timeout, the per-address limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,7 +151,7 @@ static int connect_port(unsigned port) {
 static void test_limits(void **state) {
     struct dfc_error err;
     unsigned port = test_free_port();
-    struct dfc_http_opts o = {.port = port, .max_conns = 2, .timeout_s = 2};
+    struct dfc_http_opts o = {.port = port, .max_conns = 2, .max_conns_per_ip = 2, .timeout_s = 2};
     struct dfc_http *h;
     assert_int_equal(dfc_http_start(&o, &h, &err), 0);
     int fds[2];
@@ -186,12 +186,75 @@ static void test_limits(void **state) {
     dfc_http_stop(h);
 }
 
+/* A connection to 127.0.0.1:port from the local address from (127.0.0.0/8: any works). */
+static int connect_from(const char *from, unsigned port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in b = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, from, &b.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* One peer (127.0.0.2) trickling requests that never end, a byte well within the idle timeout
+ * each time, on as many connections as the endpoint serves: it holds only its share of them,
+ * and a probe from another address (127.0.0.1, the kubelet) is still answered. Before the
+ * per-address limit the trickler held every slot for as long as it liked. */
+static void test_one_address_cannot_take_every_slot(void **state) {
+    struct dfc_error err;
+    unsigned port = test_free_port();
+    struct dfc_http_opts o = {.port = port, .max_conns = 4, .timeout_s = 3};
+    struct dfc_http *h;
+    assert_int_equal(dfc_http_start(&o, &h, &err), 0);
+    enum { N = 4 };
+    int slow[N];
+    for (int i = 0; i < N; i++) {
+        slow[i] = connect_from("127.0.0.2", port);
+        assert_int_equal(write(slow[i], "G", 1), 1);
+    }
+    usleep(200000); /* let the endpoint accept them */
+    int probe = connect_from("127.0.0.1", port);
+    const char req[] = "GET /healthz HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(probe, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+    /* The trickler keeps every connection it still has busy, one byte per 500 ms, while the
+     * probe waits (a generous deadline: 20 s, seven idle timeouts). */
+    int answered = 0;
+    for (int round = 0; round < 40 && answered == 0; round++) {
+        for (int i = 0; i < N; i++) {
+            if (slow[i] >= 0 && send(slow[i], "E", 1, MSG_NOSIGNAL) != 1) {
+                close(slow[i]); /* closed by the endpoint: over the address's share */
+                slow[i] = -1;
+            }
+        }
+        struct pollfd p = {.fd = probe, .events = POLLIN};
+        answered = poll(&p, 1, 500);
+    }
+    assert_int_equal(answered, 1);
+    char buf[256];
+    ssize_t n = read(probe, buf, sizeof(buf) - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, " 200 "));
+    close(probe);
+    for (int i = 0; i < N; i++) {
+        if (slow[i] >= 0) {
+            close(slow[i]);
+        }
+    }
+    dfc_http_stop(h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_health_only),
         cmocka_unit_test(test_off_and_bad),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_one_address_cannot_take_every_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
