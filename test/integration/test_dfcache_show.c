@@ -154,6 +154,34 @@ static void test_stat_human(void **state) {
     assert_non_null(strstr(f->out, "Piece length:         4194304\n"));
 }
 
+/* Another user's tag and application reach whoever runs `dfcache stat`: their control bytes
+ * (a terminal's escape sequences) are shown as `?`, never written to the terminal; --json
+ * keeps the exact value, escaped. */
+static void test_stat_human_shows_no_control_bytes(void **state) {
+    struct fx *f = *state;
+    char src[400], id[65];
+    snprintf(src, sizeof(src), "%s/esc.bin", f->h.dir);
+    harness_write_file(src, 1000, 77);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--tag",
+                             "a\x1b]0;owned\x07"
+                             "b",
+                             "--application", "x\ry\x7fz", src),
+                     0);
+    const char *p = strstr(f->out, "Done: ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "Done: %64s", id), 1);
+    assert_int_equal(DFCACHE(f, "stat", id), 0);
+    print_message("%s", f->out);
+    assert_null(strchr(f->out, '\x1b'));
+    assert_null(strchr(f->out, '\x07'));
+    assert_null(strchr(f->out, '\r'));
+    assert_null(strchr(f->out, '\x7f'));
+    assert_non_null(strstr(f->out, "Tag:                  a?]0;owned?b\n"));
+    assert_non_null(strstr(f->out, "Application:          x?y?z\n"));
+    assert_int_equal(DFCACHE(f, "stat", "--json", id), 0);
+    assert_non_null(strstr(f->out, "\"a\\u001b]0;owned\\u0007b\""));
+}
+
 static void test_stat_json(void **state) {
     struct fx *f = *state;
     if (!have_python()) {
@@ -317,8 +345,10 @@ int main(void) {
     }
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_stat_human), T(test_stat_json), T(test_ls_human_and_json),
-        T(test_ls_empty),   T(test_expired),   T(test_usage_errors),
+        T(test_stat_human),   T(test_stat_human_shows_no_control_bytes),
+        T(test_stat_json),    T(test_ls_human_and_json),
+        T(test_ls_empty),     T(test_expired),
+        T(test_usage_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -319,6 +319,19 @@ static int stat_json(const struct stat_view *v, int64_t now) {
     return json_done(&j, "stat");
 }
 
+/* A copy of s for a terminal: its control bytes (C0 and DEL: escape sequences, carriage
+ * returns) as `?`. Tags and applications are any importer's text. NULL when out of memory. */
+static char *shown(const char *s) {
+    char *c = strdup(s != NULL ? s : "");
+    for (char *p = c; p != NULL && *p != '\0'; p++) {
+        unsigned char b = (unsigned char)*p;
+        if (b < 0x20 || b == 0x7f) {
+            *p = '?';
+        }
+    }
+    return c;
+}
+
 static void stat_human(const struct stat_view *v, bool exact, int64_t now) {
     const Common__V2__PersistentCacheTask *t = v->task;
     const Dfdaemon__V2__StatLocalPersistentCacheTaskResponse *l = v->local;
@@ -344,6 +357,9 @@ static void stat_human(const struct stat_view *v, bool exact, int64_t now) {
     } else {
         snprintf(sched, sizeof(sched), "no answer: %s", v->sched_err ? v->sched_err : "unknown");
     }
+    char *tag = shown(t->opt_tag_case ? t->tag : ""),
+         *app = shown(t->opt_application_case ? t->application : "");
+    char *sched_shown = shown(sched);
     printf("ID:                   %s\n"
            "State:                %s\n"
            "Content length:       %s\n"
@@ -362,9 +378,12 @@ static void stat_human(const struct stat_view *v, bool exact, int64_t now) {
            l == NULL       ? "- (no copy on this node)"
            : l->persistent ? "yes"
                            : "no",
-           cur_p, t->persistent_replica_count, cur, t->opt_tag_case ? t->tag : "",
-           t->opt_application_case ? t->application : "", ttl,
-           strcmp(exp, "expired") == 0 ? "" : "expires ", exp, created, cago, updated, uago, sched);
+           cur_p, t->persistent_replica_count, cur, tag ? tag : "?", app ? app : "?", ttl,
+           strcmp(exp, "expired") == 0 ? "" : "expires ", exp, created, cago, updated, uago,
+           sched_shown ? sched_shown : "?");
+    free(tag);
+    free(app);
+    free(sched_shown);
 }
 
 int dfcache_stat(int argc, char **argv) {
