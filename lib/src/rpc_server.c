@@ -15,8 +15,10 @@
  * outstanding; unary and server-streaming methods have the request payload read by core.
  * When a call arrives the CQ thread re-posts the request, posts RECV_CLOSE_ON_SERVER (whose
  * completion tells us about cancellation) and queues the call for a worker. The worker
- * decodes the request, runs the handler, and sends response + status in one batch. The call
- * is freed when both the worker and the close batch are done (refcount 2).
+ * decodes the request, runs the handler, and sends response + status in one batch; for a
+ * unary call it does not wait for that batch (its completion, on the CQ thread, frees the
+ * message). The call is freed when the worker, the close batch and a unary call's answer
+ * batch are all done (refcount 2, 3 while that batch is in flight).
  *
  * Calls to methods no table declares arrive through grpc_server_request_call() and are
  * answered UNIMPLEMENTED on the CQ thread (a non-blocking batch).
@@ -216,10 +218,12 @@ struct dfc_rpc_call {
     grpc_metadata_array md;
     grpc_byte_buffer *payload;
 
-    struct tag new_tag;   /* the call arrived */
-    struct tag close_tag; /* RECV_CLOSE_ON_SERVER completed */
-    struct tag aux_tag;   /* the busy-rejection batch completed */
-    int close_cancelled;  /* written by core for the close batch */
+    struct tag new_tag;         /* the call arrived */
+    struct tag close_tag;       /* RECV_CLOSE_ON_SERVER completed */
+    struct tag aux_tag;         /* the busy-rejection batch completed */
+    struct tag final_tag;       /* a unary call's answer batch completed (holds a ref) */
+    grpc_byte_buffer *final_bb; /* that batch's message, freed on its completion */
+    int close_cancelled;        /* written by core for the close batch */
     atomic_bool cancelled;
     atomic_int refs;
     bool uid_counted; /* counted in server->call_uids under uid */
@@ -409,6 +413,7 @@ static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
 
 static void on_new_call(struct tag *t, bool ok);
 static void on_close(struct tag *t, bool ok);
+static void on_final(struct tag *t, bool ok);
 
 static int post_request(struct registered *m) {
     struct dfc_rpc_server *s = m->server;
@@ -420,6 +425,7 @@ static int post_request(struct registered *m) {
     c->method = m;
     c->new_tag.fn = on_new_call;
     c->close_tag.fn = on_close;
+    c->final_tag.fn = on_final;
     waiter_init(&c->send_w);
     waiter_init(&c->recv_w);
     grpc_metadata_array_init(&c->md);
@@ -864,12 +870,48 @@ static void finish_call(struct dfc_rpc_call *c, int code, ProtobufCMessage *resp
     n++;
     /* Counted before the status goes, so a client that has its answer sees the call counted. */
     count_call(c, dfc_error_to_grpc(code), true);
+    if (c->method->row.kind == DFC_RPC_UNARY) {
+        /* The worker does not wait for a unary answer: it is one small message inside the
+         * stream's first flow-control window, so the batch completes without the client
+         * reading (a dead peer ends it through keepalive), and the wait would cost two thread
+         * switches per call. The batch holds a ref until on_final. */
+        /* Under send_w's lock, so on_final on the CQ thread is ordered after everything
+         * written here in every tool's eyes (as waiter_start). */
+        pthread_mutex_lock(&c->send_w.mu);
+        c->final_bb = bb;
+        pthread_mutex_unlock(&c->send_w.mu);
+        atomic_fetch_add(&c->refs, 1);
+        if (grpc_call_start_batch(c->call, ops, n, &c->final_tag, NULL) != GRPC_CALL_OK) {
+            pthread_mutex_lock(&c->send_w.mu);
+            c->final_bb = NULL;
+            pthread_mutex_unlock(&c->send_w.mu);
+            atomic_fetch_sub(&c->refs, 1);
+            if (bb != NULL) {
+                grpc_byte_buffer_destroy(bb);
+            }
+        }
+        return;
+    }
     if (waiter_start(&c->send_w, c->call, ops, n)) {
         (void)wait_idle(c, &c->send_w, IDLE_SEND);
     }
     if (bb != NULL) {
         grpc_byte_buffer_destroy(bb);
     }
+}
+
+/* CQ thread: a unary answer batch is done (sent or not: the call is over either way). */
+static void on_final(struct tag *t, bool ok) {
+    (void)ok;
+    struct dfc_rpc_call *c = container_of(t, struct dfc_rpc_call, final_tag);
+    pthread_mutex_lock(&c->send_w.mu);
+    grpc_byte_buffer *bb = c->final_bb;
+    c->final_bb = NULL;
+    pthread_mutex_unlock(&c->send_w.mu);
+    if (bb != NULL) {
+        grpc_byte_buffer_destroy(bb);
+    }
+    call_unref(c);
 }
 
 static void log_call(struct dfc_rpc_call *c, int code, const struct dfc_error *err) {
