@@ -15,8 +15,10 @@
  * outstanding; unary and server-streaming methods have the request payload read by core.
  * When a call arrives the CQ thread re-posts the request, posts RECV_CLOSE_ON_SERVER (whose
  * completion tells us about cancellation) and queues the call for a worker. The worker
- * decodes the request, runs the handler, and sends response + status in one batch. The call
- * is freed when both the worker and the close batch are done (refcount 2).
+ * decodes the request, runs the handler, and sends response + status in one batch; for a
+ * unary call with a small answer it does not wait for that batch (its completion, on the CQ
+ * thread, frees the message). The call is freed when the worker, the close batch and such an
+ * answer batch are all done (refcount 2, 3 while that batch is in flight).
  *
  * Calls to methods no table declares arrive through grpc_server_request_call() and are
  * answered UNIMPLEMENTED on the CQ thread (a non-blocking batch).
@@ -68,8 +70,13 @@
 #include "rpc_internal.h"
 #include "rpc_server_internal.h"
 
-#define DEFAULT_MAX_WORKERS 32
-#define DEFAULT_MAX_CALLS   1024
+#define DEFAULT_MAX_WORKERS  32
+#define DEFAULT_MAX_CALLS    1024
+#define KEEPALIVE_TIME_MS    300000
+#define KEEPALIVE_TIMEOUT_MS 20000
+/* A unary answer at most this long is sent without the worker waiting (finish_call): far
+ * inside the 64 KiB first flow-control window of a stream. */
+#define UNARY_NOWAIT_MAX (16 * 1024)
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -216,10 +223,12 @@ struct dfc_rpc_call {
     grpc_metadata_array md;
     grpc_byte_buffer *payload;
 
-    struct tag new_tag;   /* the call arrived */
-    struct tag close_tag; /* RECV_CLOSE_ON_SERVER completed */
-    struct tag aux_tag;   /* the busy-rejection batch completed */
-    int close_cancelled;  /* written by core for the close batch */
+    struct tag new_tag;         /* the call arrived */
+    struct tag close_tag;       /* RECV_CLOSE_ON_SERVER completed */
+    struct tag aux_tag;         /* the busy-rejection batch completed */
+    struct tag final_tag;       /* a unary call's answer batch completed (holds a ref) */
+    grpc_byte_buffer *final_bb; /* that batch's message, freed on its completion */
+    int close_cancelled;        /* written by core for the close batch */
     atomic_bool cancelled;
     atomic_int refs;
     bool uid_counted; /* counted in server->call_uids under uid */
@@ -409,6 +418,7 @@ static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
 
 static void on_new_call(struct tag *t, bool ok);
 static void on_close(struct tag *t, bool ok);
+static void on_final(struct tag *t, bool ok);
 
 static int post_request(struct registered *m) {
     struct dfc_rpc_server *s = m->server;
@@ -420,6 +430,7 @@ static int post_request(struct registered *m) {
     c->method = m;
     c->new_tag.fn = on_new_call;
     c->close_tag.fn = on_close;
+    c->final_tag.fn = on_final;
     waiter_init(&c->send_w);
     waiter_init(&c->recv_w);
     grpc_metadata_array_init(&c->md);
@@ -864,12 +875,50 @@ static void finish_call(struct dfc_rpc_call *c, int code, ProtobufCMessage *resp
     n++;
     /* Counted before the status goes, so a client that has its answer sees the call counted. */
     count_call(c, dfc_error_to_grpc(code), true);
+    if (c->method->row.kind == DFC_RPC_UNARY &&
+        (bb == NULL || grpc_byte_buffer_length(bb) <= UNARY_NOWAIT_MAX)) {
+        /* The worker does not wait for a small unary answer: it fits the stream's first
+         * flow-control window, so the batch completes without the client reading (a peer
+         * that stops reading its socket altogether loses the connection to keepalive), and
+         * the wait would cost two thread switches per call. A larger answer is waited for
+         * with the idle timeout, as a stream's sends. The batch holds a ref until on_final. */
+        /* Under send_w's lock, so on_final on the CQ thread is ordered after everything
+         * written here in every tool's eyes (as waiter_start). */
+        pthread_mutex_lock(&c->send_w.mu);
+        c->final_bb = bb;
+        pthread_mutex_unlock(&c->send_w.mu);
+        atomic_fetch_add(&c->refs, 1);
+        if (grpc_call_start_batch(c->call, ops, n, &c->final_tag, NULL) != GRPC_CALL_OK) {
+            pthread_mutex_lock(&c->send_w.mu);
+            c->final_bb = NULL;
+            pthread_mutex_unlock(&c->send_w.mu);
+            atomic_fetch_sub(&c->refs, 1);
+            if (bb != NULL) {
+                grpc_byte_buffer_destroy(bb);
+            }
+        }
+        return;
+    }
     if (waiter_start(&c->send_w, c->call, ops, n)) {
         (void)wait_idle(c, &c->send_w, IDLE_SEND);
     }
     if (bb != NULL) {
         grpc_byte_buffer_destroy(bb);
     }
+}
+
+/* CQ thread: a unary answer batch is done (sent or not: the call is over either way). */
+static void on_final(struct tag *t, bool ok) {
+    (void)ok;
+    struct dfc_rpc_call *c = container_of(t, struct dfc_rpc_call, final_tag);
+    pthread_mutex_lock(&c->send_w.mu);
+    grpc_byte_buffer *bb = c->final_bb;
+    c->final_bb = NULL;
+    pthread_mutex_unlock(&c->send_w.mu);
+    if (bb != NULL) {
+        grpc_byte_buffer_destroy(bb);
+    }
+    call_unref(c);
 }
 
 static void log_call(struct dfc_rpc_call *c, int code, const struct dfc_error *err) {
@@ -1061,7 +1110,7 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     /* A fixed receive window instead of BDP probing: a handler slower than the socket (an
      * import bound by SHA-256) otherwise lets the window, and the bytes buffered in it, grow;
      * measured on a 3 GiB import: peak RSS 63 -> 30 MB at the same throughput. */
-    grpc_arg args[5];
+    grpc_arg args[7];
     memset(args, 0, sizeof(args));
     args[2].type = GRPC_ARG_INTEGER;
     args[2].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
@@ -1082,7 +1131,16 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     args[4].value.integer = s->idle_timeout_ms > 0 && s->idle_timeout_ms < INT32_MAX
                                 ? (int)s->idle_timeout_ms
                                 : INT32_MAX;
-    grpc_channel_args chargs = {5, args};
+    /* HTTP/2 keepalive as upstream's servers (300 s, 20 s to answer): a peer that stops
+     * reading its socket cannot answer a ping either, so its connection and the calls on it
+     * (a unary answer nobody reads: finish_call) end within 320 s. */
+    args[5].type = GRPC_ARG_INTEGER;
+    args[5].key = (char *)GRPC_ARG_KEEPALIVE_TIME_MS;
+    args[5].value.integer = KEEPALIVE_TIME_MS;
+    args[6].type = GRPC_ARG_INTEGER;
+    args[6].key = (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS;
+    args[6].value.integer = KEEPALIVE_TIMEOUT_MS;
+    grpc_channel_args chargs = {7, args};
     s->server = grpc_server_create(&chargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->server, s->cq, NULL);
