@@ -162,9 +162,7 @@ static void test_stat_human_shows_no_control_bytes(void **state) {
     char src[400], id[65];
     snprintf(src, sizeof(src), "%s/esc.bin", f->h.dir);
     harness_write_file(src, 1000, 77);
-    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--tag",
-                             "a\x1b]0;owned\x07"
-                             "b",
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", "--tag", "a\x1b]0;owned\ab",
                              "--application", "x\ry\x7fz", src),
                      0);
     const char *p = strstr(f->out, "Done: ");
