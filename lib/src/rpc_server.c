@@ -34,7 +34,9 @@
  * the calls of one peer uid (unary and streams) may hold at most max_workers_per_uid workers
  * at once: a free worker takes the first queued call whose uid is below that share, the rest
  * stay queued (not refused) and run as that uid's own calls end, so no uid, root included,
- * can occupy every worker (calls from other listeners have no uid and are exempt);
+ * can occupy every worker (calls from other listeners have no uid and are exempt); unary
+ * calls may be capped too (max_unary_running: the scheduler's handlers share its Redis pool,
+ * and threads beyond the pool would only queue for a connection, each costing switches);
  * calls in flight are capped per peer uid at arrival on the CQ thread (RESOURCE_EXHAUSTED,
  * naming the limit); connections are capped at accept (rpc_listen.c), and one without a call
  * for the idle timeout is closed by core (max_connection_idle), so idle connections cannot
@@ -338,10 +340,13 @@ static struct dfc_rpc_call *queue_scan(struct dfc_rpc_server *s, struct dfc_rpc_
 }
 
 /* The next call a free worker may run (mu held): the first unary call whose uid is below its
- * share, else such a stream while streams hold fewer than stream_workers workers. Calls over
- * their uid's share stay queued until one of that uid's calls ends. */
+ * share while fewer than unary_running run, else such a stream while streams hold fewer than
+ * stream_workers workers. Calls over their uid's share stay queued until one of that uid's
+ * calls ends. */
 static struct dfc_rpc_call *next_call(struct dfc_rpc_server *s, bool take) {
-    struct dfc_rpc_call *c = queue_scan(s, &s->unary_head, &s->unary_tail, take);
+    struct dfc_rpc_call *c = s->busy_unary < s->unary_running
+                                 ? queue_scan(s, &s->unary_head, &s->unary_tail, take)
+                                 : NULL;
     if (c == NULL && s->busy_streams < s->stream_workers) {
         c = queue_scan(s, &s->stream_head, &s->stream_tail, take);
     }
@@ -378,6 +383,7 @@ static void *worker_main(void *arg) {
         }
         bool stream = is_stream(c);
         s->busy_streams += stream;
+        s->busy_unary += !stream;
         bool busy_uid = c->uid_counted && dfc__uid_count_add(&s->busy_uids, c->uid) > 0;
         if (next_call(s, false) != NULL) {
             wake_worker(s); /* another call may run too (a call that ended freed two limits) */
@@ -389,6 +395,7 @@ static void *worker_main(void *arg) {
         /* This worker then re-scans: the calls of uid held back by its share, or a stream
          * waiting for a stream slot, run now. */
         s->busy_streams -= stream;
+        s->busy_unary -= !stream;
         if (busy_uid) {
             dfc__uid_count_sub(&s->busy_uids, uid);
         }
@@ -397,8 +404,9 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* Queues c for a worker, getting one when c could run now (a stream beyond stream_workers,
- * or a call over its uid's share, waits for a worker running such a call to come free).
+/* Queues c for a worker, getting one when c could run now (a stream beyond stream_workers, a
+ * unary call beyond unary_running, or a call over its uid's share, waits for a worker running
+ * such a call to come free).
  * Never blocks: it runs on the CQ thread. */
 static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
     pthread_mutex_lock(&s->mu);
@@ -408,7 +416,8 @@ static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
     } else {
         queue_push(&s->unary_head, &s->unary_tail, c);
     }
-    if ((!stream || s->busy_streams < s->stream_workers) && uid_may_run(s, c)) {
+    if ((stream ? s->busy_streams < s->stream_workers : s->busy_unary < s->unary_running) &&
+        uid_may_run(s, c)) {
         wake_worker(s);
     }
     pthread_mutex_unlock(&s->mu);
@@ -1082,6 +1091,9 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
         reserved = s->max_workers - 1; /* streams keep one worker: none reserved with one */
     }
     s->stream_workers = s->max_workers - reserved;
+    s->unary_running = o.max_unary_running != 0 && o.max_unary_running < s->max_workers
+                           ? o.max_unary_running
+                           : s->max_workers;
     s->max_calls_per_uid =
         o.max_calls_per_uid ? o.max_calls_per_uid : DFC_RPC_DEFAULT_MAX_CALLS_PER_UID;
     s->max_workers_per_uid = o.max_workers_per_uid ? o.max_workers_per_uid : s->max_workers / 4;
