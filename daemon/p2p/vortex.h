@@ -32,6 +32,13 @@
 #define DFD_VORTEX_METADATA_MAX 4096
 #define DFD_VORTEX_ERROR_MAX    4096
 
+/* Socket buffers of a piece connection (SO_SNDBUF on the server's, SO_RCVBUF on the client's,
+ * set before connect so the window scale fits): one default piece. A connection carries one
+ * piece, so the kernel's autotuning never grows a default buffer in time; with it the window
+ * stays small and the sender waits on ACKs (hack/bench/p2p.sh: 1.3-1.8 s per GiB without,
+ * 1.1-1.2 s with). The kernel caps it at net.core.{r,w}mem_max. Not on the wire. */
+#define DFD_VORTEX_SOCKBUF ((int)4 << 20)
+
 enum dfd_vortex_tag {
     DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE = 4,
     DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT = 5,

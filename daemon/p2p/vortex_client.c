@@ -61,7 +61,9 @@ static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_
     int idle = KEEPALIVE_IDLE_S;
     int intvl = KEEPALIVE_INTVL_S;
     int cnt = KEEPALIVE_CNT;
+    int buf = DFD_VORTEX_SOCKBUF;
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf)) < 0 ||
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) < 0 ||

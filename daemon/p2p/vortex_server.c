@@ -272,9 +272,11 @@ static void refuse(struct dfd_vortex_server *v, int fd) {
     }
 }
 
-/* As upstream on both sides: TCP_NODELAY, keepalive 5 s idle, 3 s interval, 3 probes. */
+/* As upstream on both sides: TCP_NODELAY, keepalive 5 s idle, 3 s interval, 3 probes; and our
+ * send buffer of one piece (vortex.h). */
 static void set_conn_opts(int fd) {
     int one = 1;
+    int buf = DFD_VORTEX_SOCKBUF;
     int idle = 5;
     int intvl = 3;
     int cnt = 3;
@@ -283,6 +285,7 @@ static void set_conn_opts(int fd) {
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 }
 
 static void *accept_main(void *arg) {

@@ -2,7 +2,8 @@
 # P2P benchmark: a file (1 GiB by default) exported on a node that holds no copy, fetched over
 # Vortex from two parents on other loopback addresses, beside a raw TCP copy of the same bytes
 # between the same addresses in the same run (bench_tcp_copy: one sendfile() stream per parent
-# address, each carrying its half of the file, received with read/pwrite and fsynced).
+# address, each carrying its half of the file, received with read/pwrite and fsynced; run with
+# the kernel's autotuned socket buffers and with the 4 MiB ones Vortex sets, the faster counts).
 #   ratio = P2P throughput / raw TCP throughput           (goal >= 0.7x)
 #   the receiving daemon's peak RSS (VmHWM)               (goal <= 96 MiB)
 # The cluster is hack/local-cluster.sh's (Release build in build-bench, 3 nodes): node 1 imports
@@ -90,12 +91,19 @@ for _ in $(seq $runs); do
     rm -f "$work/out.bin"
     dfcache "$receiver" rm "$id" >/dev/null
 
-    # The same bytes from the same two parent addresses to the receiver's address.
-    read -r _ secs < <(build-bench/hack/bench/bench_tcp_copy "$store1" "$work/tcp.bin" \
-        "$rip" 127.0.0.11 "$pip")
-    t_tcp+=("$secs")
-    cmp -s "$work/src.bin" "$work/tcp.bin" || { echo "bench: the TCP copy differs" >&2; exit 1; }
-    rm -f "$work/tcp.bin"
+    # The same bytes from the same two parent addresses to the receiver's address, with the
+    # kernel's autotuned socket buffers and with Vortex's (4 MiB); the faster is the reference.
+    best=
+    for sockbuf in 0 4194304; do
+        read -r _ secs < <(BENCH_SOCKBUF=$sockbuf build-bench/hack/bench/bench_tcp_copy \
+            "$store1" "$work/tcp.bin" "$rip" 127.0.0.11 "$pip")
+        cmp -s "$work/src.bin" "$work/tcp.bin" || { echo "bench: the TCP copy differs" >&2; exit 1; }
+        rm -f "$work/tcp.bin"
+        if [ -z "$best" ] || [ "$(echo "$secs < $best" | bc -l)" = 1 ]; then
+            best=$secs
+        fi
+    done
+    t_tcp+=("$best")
 done
 hwm_kb=$(awk '/VmHWM/ {print $2}' "/proc/$rpid/status")
 rx=$(grep -c 'event=p2p.piece_failed' "$CLUSTER_DIR/node$receiver/dfdaemon.log" || true)

@@ -7,7 +7,8 @@
  * thread per sender), reads into 4 MiB buffers and pwrite()s each stripe at its offset in the
  * output, then fsyncs. Timed from the first connect to the end of the fsync.
  *
- *   usage: bench_tcp_copy SRC DST RECEIVER_IP SENDER_IP...   prints "<bytes> <seconds>"
+ *   usage: [BENCH_SOCKBUF=bytes] bench_tcp_copy SRC DST RECEIVER_IP SENDER_IP...
+ *   prints "<bytes> <seconds>"
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,6 +28,11 @@
 
 #define CHUNK       ((size_t)4 << 20)
 #define MAX_SENDERS 16
+
+/* BENCH_SOCKBUF=bytes: SO_SNDBUF on each sender's and SO_RCVBUF on each receiver's socket
+ * (before connect, so the window scale fits), as the Vortex client and server set them;
+ * unset or 0: the kernel's autotuned defaults. */
+static int sockbuf;
 
 struct stripe {
     const char *src, *dst, *receiver_ip, *sender_ip;
@@ -73,6 +79,10 @@ static void *send_main(void *arg) {
     struct stripe *s = arg;
     int c = accept(s->listen_fd, NULL, NULL);
     int in = open(s->src, O_RDONLY | O_CLOEXEC);
+    if (c >= 0 && sockbuf > 0 &&
+        setsockopt(c, SOL_SOCKET, SO_SNDBUF, &sockbuf, sizeof(sockbuf)) < 0) {
+        die("SO_SNDBUF");
+    }
     if (c < 0 || in < 0) {
         die("accept or open source");
     }
@@ -101,6 +111,7 @@ static void *recv_main(void *arg) {
     int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (c < 0 || setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+        (sockbuf > 0 && setsockopt(c, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof(sockbuf)) < 0) ||
         bind(c, (struct sockaddr *)&local, sizeof(local)) < 0 ||
         connect(c, (struct sockaddr *)&peer, sizeof(peer)) < 0) {
         die("connect");
@@ -143,6 +154,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *src = argv[1], *dst = argv[2];
+    const char *sb = getenv("BENCH_SOCKBUF");
+    sockbuf = sb != NULL ? atoi(sb) : 0;
     size_t n = (size_t)argc - 4;
     for (int i = 3; i < argc; i++) {
         (void)addr_of(argv[i], 0); /* exits on an address outside 127.0.0.0/8 */
