@@ -7,8 +7,7 @@
  * thread per sender), reads into 4 MiB buffers and pwrite()s each stripe at its offset in the
  * output, then fsyncs. Timed from the first connect to the end of the fsync.
  *
- *   usage: bench_tcp_copy [--sockbuf BYTES] SRC DST RECEIVER_IP SENDER_IP...
- *   (--sockbuf: SO_SNDBUF/SO_RCVBUF of every socket; 0 or none: the kernel's autotuning)
+ *   usage: [BENCH_SOCKBUF=bytes] bench_tcp_copy SRC DST RECEIVER_IP SENDER_IP...
  *   prints "<bytes> <seconds>"
  */
 #include <arpa/inet.h>
@@ -149,26 +148,14 @@ static void *recv_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    const char *prog = argv[0];
-    if (argc > 2 && strcmp(argv[1], "--sockbuf") == 0) {
-        char *end;
-        errno = 0;
-        long v = strtol(argv[2], &end, 10);
-        if (errno != 0 || end == argv[2] || *end != '\0' || v < 0 || v > INT32_MAX) {
-            fprintf(stderr, "%s: --sockbuf: `%s` is not a byte count\n", prog, argv[2]);
-            return 2;
-        }
-        sockbuf = (int)v;
-        argc -= 2;
-        argv += 2;
-    }
     if (argc < 5 || argc - 4 > MAX_SENDERS) {
-        fprintf(stderr,
-                "usage: %s [--sockbuf BYTES] SRC DST RECEIVER_IP SENDER_IP... (1..%d senders)\n",
-                prog, MAX_SENDERS);
+        fprintf(stderr, "usage: %s SRC DST RECEIVER_IP SENDER_IP... (1..%d senders)\n", argv[0],
+                MAX_SENDERS);
         return 2;
     }
     const char *src = argv[1], *dst = argv[2];
+    const char *sb = getenv("BENCH_SOCKBUF");
+    sockbuf = sb != NULL ? atoi(sb) : 0;
     size_t n = (size_t)argc - 4;
     for (int i = 3; i < argc; i++) {
         (void)addr_of(argv[i], 0); /* exits on an address outside 127.0.0.0/8 */
