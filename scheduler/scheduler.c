@@ -90,6 +90,10 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
         .name = "scheduler",
         .idle_timeout_ms = cfg->idle_timeout / DFC_NS_PER_MS,
         .reserved_workers = (unsigned)cfg->reserved_workers,
+        /* Each unary handler needs a Redis connection to progress: more running than the pool
+         * holds would only wait for one (hack/bench/scheduler.sh: 296-452 against 481-643 us
+         * of CPU per pair). Streams are not capped by it. */
+        .max_unary_running = (unsigned)cfg->redis_pool_size,
         .max_conns = (unsigned)cfg->max_conns,
         .option_prefix = "server.",
         .metrics = metrics.registry,

@@ -148,8 +148,9 @@ struct parent {
     uint16_t host_port;
     char vortex_ip[IP_MAX]; /* from its SyncPersistentCachePieces answers */
     uint16_t vortex_port;
-    bool failed; /* a sync or a piece failed on it this round */
-    bool lacked; /* it did not report every missing piece */
+    bool failed;      /* a sync or a piece failed on it this round */
+    bool lacked;      /* it did not report every missing piece */
+    unsigned fetched; /* pieces taken from it this round */
 };
 
 struct run {
@@ -576,6 +577,7 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
             r = report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
                              &err);
             rd->written++;
+            pa->fetched++;
         }
         if (r < 0) {
             set_fatal(rd, r, &err);
@@ -714,9 +716,17 @@ static int rounds(struct run *rd, struct dfc_error *err) {
             return r;
         }
         if (dfd_replica_missing(rd->rep, rd->missing, 1) == 0) {
+            char from[DFD_P2P_MAX_PARENTS * 24] = "";
+            size_t used = 0;
+            for (size_t k = 0; k < rd->n_parents && used < sizeof(from); k++) {
+                int w = snprintf(from + used, sizeof(from) - used, "%s%s:%u", k ? "," : "",
+                                 rd->parents[k].host_ip, rd->parents[k].fetched);
+                used += w > 0 ? (size_t)w : 0;
+            }
             DFC_LOG(DFC_LOG_INFO, "p2p.download_done",
-                    "task_id=%s pieces=%u bytes=%" PRIu64 " rounds=%" PRIu64, rd->req->task_id,
-                    (unsigned)rd->piece_count, rd->content_length, round);
+                    "task_id=%s pieces=%u bytes=%" PRIu64 " rounds=%" PRIu64
+                    " last_round_pieces_by_parent=%s",
+                    rd->req->task_id, (unsigned)rd->piece_count, rd->content_length, round, from);
             return 0;
         }
         char why[96];

@@ -95,7 +95,7 @@ for _ in $(seq $runs); do
     # kernel's autotuned socket buffers and with Vortex's (4 MiB); the faster is the reference.
     best=
     for sockbuf in 0 4194304; do
-        read -r _ secs < <(BENCH_SOCKBUF=$sockbuf build-bench/hack/bench/bench_tcp_copy \
+        read -r _ secs < <(build-bench/hack/bench/bench_tcp_copy -b "$sockbuf" \
             "$store1" "$work/tcp.bin" "$rip" 127.0.0.11 "$pip")
         cmp -s "$work/src.bin" "$work/tcp.bin" || { echo "bench: the TCP copy differs" >&2; exit 1; }
         rm -f "$work/tcp.bin"

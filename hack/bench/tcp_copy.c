@@ -7,7 +7,7 @@
  * thread per sender), reads into 4 MiB buffers and pwrite()s each stripe at its offset in the
  * output, then fsyncs. Timed from the first connect to the end of the fsync.
  *
- *   usage: [BENCH_SOCKBUF=bytes] bench_tcp_copy SRC DST RECEIVER_IP SENDER_IP...
+ *   usage: bench_tcp_copy [-b BYTES] SRC DST RECEIVER_IP SENDER_IP...
  *   prints "<bytes> <seconds>"
  */
 #include <arpa/inet.h>
@@ -29,7 +29,7 @@
 #define CHUNK       ((size_t)4 << 20)
 #define MAX_SENDERS 16
 
-/* BENCH_SOCKBUF=bytes: SO_SNDBUF on each sender's and SO_RCVBUF on each receiver's socket
+/* -b BYTES: SO_SNDBUF on each sender's and SO_RCVBUF on each receiver's socket
  * (before connect, so the window scale fits), as the Vortex client and server set them;
  * unset or 0: the kernel's autotuned defaults. */
 static int sockbuf;
@@ -148,14 +148,24 @@ static void *recv_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "-b") == 0) {
+        char *end;
+        long b = strtol(argv[2], &end, 10);
+        if (end == argv[2] || *end != '\0' || b < 0 || b > (1L << 30)) {
+            fprintf(stderr, "%s: -b `%s` is not a byte count\n", argv[0], argv[2]);
+            return 2;
+        }
+        sockbuf = (int)b;
+        argv[2] = argv[0];
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 5 || argc - 4 > MAX_SENDERS) {
-        fprintf(stderr, "usage: %s SRC DST RECEIVER_IP SENDER_IP... (1..%d senders)\n", argv[0],
-                MAX_SENDERS);
+        fprintf(stderr, "usage: %s [-b BYTES] SRC DST RECEIVER_IP SENDER_IP... (1..%d senders)\n",
+                argv[0], MAX_SENDERS);
         return 2;
     }
     const char *src = argv[1], *dst = argv[2];
-    const char *sb = getenv("BENCH_SOCKBUF");
-    sockbuf = sb != NULL ? atoi(sb) : 0;
     size_t n = (size_t)argc - 4;
     for (int i = 3; i < argc; i++) {
         (void)addr_of(argv[i], 0); /* exits on an address outside 127.0.0.0/8 */

@@ -161,11 +161,11 @@ int dfc_http_start(const struct dfc_http_opts *opts, struct dfc_http **ret, stru
     unsigned timeout = opts->timeout_s != 0 ? opts->timeout_s : DFC_HTTP_DEFAULT_TIMEOUT_S;
     /* MHD reports a failed bind only as a NULL daemon; errno holds the cause. */
     errno = 0;
-    h->mhd =
-        MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, on_request, h,
-                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                         max_conns, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h->name, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, on_request, h,
+                              /* first, or MHD logs a complaint about it through its own logger */
+                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h->name, MHD_OPTION_SOCK_ADDR,
+                              (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+                              MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
     if (h->mhd == NULL) {
         int e = errno != 0 ? -errno : -EADDRNOTAVAIL;
         free(h);

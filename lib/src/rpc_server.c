@@ -15,8 +15,10 @@
  * outstanding; unary and server-streaming methods have the request payload read by core.
  * When a call arrives the CQ thread re-posts the request, posts RECV_CLOSE_ON_SERVER (whose
  * completion tells us about cancellation) and queues the call for a worker. The worker
- * decodes the request, runs the handler, and sends response + status in one batch. The call
- * is freed when both the worker and the close batch are done (refcount 2).
+ * decodes the request, runs the handler, and sends response + status in one batch; for a
+ * unary call with a small answer it does not wait for that batch (its completion, on the CQ
+ * thread, frees the message). The call is freed when the worker, the close batch and such an
+ * answer batch are all done (refcount 2, 3 while that batch is in flight).
  *
  * Calls to methods no table declares arrive through grpc_server_request_call() and are
  * answered UNIMPLEMENTED on the CQ thread (a non-blocking batch).
@@ -32,7 +34,9 @@
  * the calls of one peer uid (unary and streams) may hold at most max_workers_per_uid workers
  * at once: a free worker takes the first queued call whose uid is below that share, the rest
  * stay queued (not refused) and run as that uid's own calls end, so no uid, root included,
- * can occupy every worker (calls from other listeners have no uid and are exempt);
+ * can occupy every worker (calls from other listeners have no uid and are exempt); unary
+ * calls may be capped too (max_unary_running: the scheduler's handlers share its Redis pool,
+ * and threads beyond the pool would only queue for a connection, each costing switches);
  * calls in flight are capped per peer uid at arrival on the CQ thread (RESOURCE_EXHAUSTED,
  * naming the limit); connections are capped at accept (rpc_listen.c), and one without a call
  * for the idle timeout is closed by core (max_connection_idle), so idle connections cannot
@@ -68,8 +72,13 @@
 #include "rpc_internal.h"
 #include "rpc_server_internal.h"
 
-#define DEFAULT_MAX_WORKERS 32
-#define DEFAULT_MAX_CALLS   1024
+#define DEFAULT_MAX_WORKERS  32
+#define DEFAULT_MAX_CALLS    1024
+#define KEEPALIVE_TIME_MS    300000
+#define KEEPALIVE_TIMEOUT_MS 20000
+/* A unary answer at most this long is sent without the worker waiting (finish_call): far
+ * inside the 64 KiB first flow-control window of a stream. */
+#define UNARY_NOWAIT_MAX (16 * 1024)
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -216,10 +225,12 @@ struct dfc_rpc_call {
     grpc_metadata_array md;
     grpc_byte_buffer *payload;
 
-    struct tag new_tag;   /* the call arrived */
-    struct tag close_tag; /* RECV_CLOSE_ON_SERVER completed */
-    struct tag aux_tag;   /* the busy-rejection batch completed */
-    int close_cancelled;  /* written by core for the close batch */
+    struct tag new_tag;         /* the call arrived */
+    struct tag close_tag;       /* RECV_CLOSE_ON_SERVER completed */
+    struct tag aux_tag;         /* the busy-rejection batch completed */
+    struct tag final_tag;       /* a unary call's answer batch completed (holds a ref) */
+    grpc_byte_buffer *final_bb; /* that batch's message, freed on its completion */
+    int close_cancelled;        /* written by core for the close batch */
     atomic_bool cancelled;
     atomic_int refs;
     bool uid_counted; /* counted in server->call_uids under uid */
@@ -329,10 +340,13 @@ static struct dfc_rpc_call *queue_scan(struct dfc_rpc_server *s, struct dfc_rpc_
 }
 
 /* The next call a free worker may run (mu held): the first unary call whose uid is below its
- * share, else such a stream while streams hold fewer than stream_workers workers. Calls over
- * their uid's share stay queued until one of that uid's calls ends. */
+ * share while fewer than unary_running run, else such a stream while streams hold fewer than
+ * stream_workers workers. Calls over their uid's share stay queued until one of that uid's
+ * calls ends. */
 static struct dfc_rpc_call *next_call(struct dfc_rpc_server *s, bool take) {
-    struct dfc_rpc_call *c = queue_scan(s, &s->unary_head, &s->unary_tail, take);
+    struct dfc_rpc_call *c = s->busy_unary < s->unary_running
+                                 ? queue_scan(s, &s->unary_head, &s->unary_tail, take)
+                                 : NULL;
     if (c == NULL && s->busy_streams < s->stream_workers) {
         c = queue_scan(s, &s->stream_head, &s->stream_tail, take);
     }
@@ -369,6 +383,7 @@ static void *worker_main(void *arg) {
         }
         bool stream = is_stream(c);
         s->busy_streams += stream;
+        s->busy_unary += !stream;
         bool busy_uid = c->uid_counted && dfc__uid_count_add(&s->busy_uids, c->uid) > 0;
         if (next_call(s, false) != NULL) {
             wake_worker(s); /* another call may run too (a call that ended freed two limits) */
@@ -380,6 +395,7 @@ static void *worker_main(void *arg) {
         /* This worker then re-scans: the calls of uid held back by its share, or a stream
          * waiting for a stream slot, run now. */
         s->busy_streams -= stream;
+        s->busy_unary -= !stream;
         if (busy_uid) {
             dfc__uid_count_sub(&s->busy_uids, uid);
         }
@@ -388,8 +404,9 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* Queues c for a worker, getting one when c could run now (a stream beyond stream_workers,
- * or a call over its uid's share, waits for a worker running such a call to come free).
+/* Queues c for a worker, getting one when c could run now (a stream beyond stream_workers, a
+ * unary call beyond unary_running, or a call over its uid's share, waits for a worker running
+ * such a call to come free).
  * Never blocks: it runs on the CQ thread. */
 static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
     pthread_mutex_lock(&s->mu);
@@ -399,7 +416,8 @@ static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
     } else {
         queue_push(&s->unary_head, &s->unary_tail, c);
     }
-    if ((!stream || s->busy_streams < s->stream_workers) && uid_may_run(s, c)) {
+    if ((stream ? s->busy_streams < s->stream_workers : s->busy_unary < s->unary_running) &&
+        uid_may_run(s, c)) {
         wake_worker(s);
     }
     pthread_mutex_unlock(&s->mu);
@@ -409,6 +427,7 @@ static void enqueue_call(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
 
 static void on_new_call(struct tag *t, bool ok);
 static void on_close(struct tag *t, bool ok);
+static void on_final(struct tag *t, bool ok);
 
 static int post_request(struct registered *m) {
     struct dfc_rpc_server *s = m->server;
@@ -420,6 +439,7 @@ static int post_request(struct registered *m) {
     c->method = m;
     c->new_tag.fn = on_new_call;
     c->close_tag.fn = on_close;
+    c->final_tag.fn = on_final;
     waiter_init(&c->send_w);
     waiter_init(&c->recv_w);
     grpc_metadata_array_init(&c->md);
@@ -864,12 +884,50 @@ static void finish_call(struct dfc_rpc_call *c, int code, ProtobufCMessage *resp
     n++;
     /* Counted before the status goes, so a client that has its answer sees the call counted. */
     count_call(c, dfc_error_to_grpc(code), true);
+    if (c->method->row.kind == DFC_RPC_UNARY &&
+        (bb == NULL || grpc_byte_buffer_length(bb) <= UNARY_NOWAIT_MAX)) {
+        /* The worker does not wait for a small unary answer: it fits the stream's first
+         * flow-control window, so the batch completes without the client reading (a peer
+         * that stops reading its socket altogether loses the connection to keepalive), and
+         * the wait would cost two thread switches per call. A larger answer is waited for
+         * with the idle timeout, as a stream's sends. The batch holds a ref until on_final. */
+        /* Under send_w's lock, so on_final on the CQ thread is ordered after everything
+         * written here in every tool's eyes (as waiter_start). */
+        pthread_mutex_lock(&c->send_w.mu);
+        c->final_bb = bb;
+        pthread_mutex_unlock(&c->send_w.mu);
+        atomic_fetch_add(&c->refs, 1);
+        if (grpc_call_start_batch(c->call, ops, n, &c->final_tag, NULL) != GRPC_CALL_OK) {
+            pthread_mutex_lock(&c->send_w.mu);
+            c->final_bb = NULL;
+            pthread_mutex_unlock(&c->send_w.mu);
+            atomic_fetch_sub(&c->refs, 1);
+            if (bb != NULL) {
+                grpc_byte_buffer_destroy(bb);
+            }
+        }
+        return;
+    }
     if (waiter_start(&c->send_w, c->call, ops, n)) {
         (void)wait_idle(c, &c->send_w, IDLE_SEND);
     }
     if (bb != NULL) {
         grpc_byte_buffer_destroy(bb);
     }
+}
+
+/* CQ thread: a unary answer batch is done (sent or not: the call is over either way). */
+static void on_final(struct tag *t, bool ok) {
+    (void)ok;
+    struct dfc_rpc_call *c = container_of(t, struct dfc_rpc_call, final_tag);
+    pthread_mutex_lock(&c->send_w.mu);
+    grpc_byte_buffer *bb = c->final_bb;
+    c->final_bb = NULL;
+    pthread_mutex_unlock(&c->send_w.mu);
+    if (bb != NULL) {
+        grpc_byte_buffer_destroy(bb);
+    }
+    call_unref(c);
 }
 
 static void log_call(struct dfc_rpc_call *c, int code, const struct dfc_error *err) {
@@ -1033,6 +1091,9 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
         reserved = s->max_workers - 1; /* streams keep one worker: none reserved with one */
     }
     s->stream_workers = s->max_workers - reserved;
+    s->unary_running = o.max_unary_running != 0 && o.max_unary_running < s->max_workers
+                           ? o.max_unary_running
+                           : s->max_workers;
     s->max_calls_per_uid =
         o.max_calls_per_uid ? o.max_calls_per_uid : DFC_RPC_DEFAULT_MAX_CALLS_PER_UID;
     s->max_workers_per_uid = o.max_workers_per_uid ? o.max_workers_per_uid : s->max_workers / 4;
@@ -1061,7 +1122,7 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     /* A fixed receive window instead of BDP probing: a handler slower than the socket (an
      * import bound by SHA-256) otherwise lets the window, and the bytes buffered in it, grow;
      * measured on a 3 GiB import: peak RSS 63 -> 30 MB at the same throughput. */
-    grpc_arg args[5];
+    grpc_arg args[7];
     memset(args, 0, sizeof(args));
     args[2].type = GRPC_ARG_INTEGER;
     args[2].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
@@ -1082,7 +1143,16 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     args[4].value.integer = s->idle_timeout_ms > 0 && s->idle_timeout_ms < INT32_MAX
                                 ? (int)s->idle_timeout_ms
                                 : INT32_MAX;
-    grpc_channel_args chargs = {5, args};
+    /* HTTP/2 keepalive as upstream's servers (300 s, 20 s to answer): a peer that stops
+     * reading its socket cannot answer a ping either, so its connection and the calls on it
+     * (a unary answer nobody reads: finish_call) end within 320 s. */
+    args[5].type = GRPC_ARG_INTEGER;
+    args[5].key = (char *)GRPC_ARG_KEEPALIVE_TIME_MS;
+    args[5].value.integer = KEEPALIVE_TIME_MS;
+    args[6].type = GRPC_ARG_INTEGER;
+    args[6].key = (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS;
+    args[6].value.integer = KEEPALIVE_TIMEOUT_MS;
+    grpc_channel_args chargs = {7, args};
     s->server = grpc_server_create(&chargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->server, s->cq, NULL);

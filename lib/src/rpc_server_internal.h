@@ -100,6 +100,7 @@ struct dfc_rpc_server {
     char prefix[64];         /* option names in messages: "download.server." */
     int64_t idle_timeout_ms; /* < 0: none */
     unsigned stream_workers; /* workers that streams may occupy: max_workers - reserved */
+    unsigned unary_running;  /* unary calls that may run at once: 1..max_workers */
     unsigned max_calls_per_uid;
     unsigned max_workers_per_uid; /* share of busy workers per uid: 1..max_workers */
     unsigned max_conns, max_conns_per_uid;
@@ -149,7 +150,7 @@ struct dfc_rpc_server {
     struct dfc_rpc_call *unary_head, *unary_tail;
     struct dfc_rpc_call *stream_head, *stream_tail;
     pthread_t *workers;
-    unsigned n_workers, idle_workers, busy_streams;
+    unsigned n_workers, idle_workers, busy_streams, busy_unary;
     struct uid_counts busy_uids; /* workers running each uid's calls (listen_unix calls) */
     bool stop_workers;
 };

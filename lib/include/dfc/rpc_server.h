@@ -105,6 +105,11 @@ struct dfc_rpc_server_opts {
                                      queued, not refused, so no uid holds every worker; calls
                                      from other listeners are exempt; 0 = max_workers / 4, at
                                      least 1; at most max_workers */
+    unsigned max_unary_running;   /* unary calls that run at once; the rest wait queued, taking
+                                     no thread, until one ends (a server whose unary handlers
+                                     share a pool of N backend connections sets N, so no more
+                                     threads run than can progress); 0 = no limit but
+                                     max_workers */
     unsigned max_conns;           /* open connections over all listen_unix sockets; more are
                                      closed as they are accepted; 0 = 1024 */
     unsigned max_conns_per_uid;   /* the same per peer uid; 0 = 128 */

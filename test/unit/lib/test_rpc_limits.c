@@ -404,6 +404,46 @@ static void test_one_uid_cannot_hold_every_worker_with_unary_calls(void **state)
     }
 }
 
+static struct dfc_rpc_server_opts unary_cap_opts = {.max_workers = 6,
+                                                    .reserved_workers = 1,
+                                                    .max_workers_per_uid = 6,
+                                                    .max_unary_running = 2,
+                                                    .idle_timeout_ms = -1};
+
+static bool one_put_running(void *arg) {
+    return atomic_load(&puts_running) >= 1;
+}
+
+static void test_unary_calls_beyond_their_cap_wait_queued(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    /* 4 slow unary calls with 6 workers and max_unary_running 2: 2 run, 2 wait queued. */
+    struct slow_call sc[4];
+    for (int i = 0; i < 4; i++) {
+        sc[i].f = f;
+        sc[i].r = 1;
+        assert_int_equal(pthread_create(&sc[i].thread, NULL, slow_echo, &sc[i]), 0);
+    }
+    assert_true(test_wait_for(two_slow_running, NULL, 5000));
+    usleep(200000); /* a third would be running by now */
+    assert_int_equal(atomic_load(&slow_running), 2);
+    /* The cap is on unary calls only: a stream still gets one of the free workers. */
+    struct dfc_rpc_stream *st = open_put(f, 60000);
+    assert_true(test_wait_for(one_put_running, NULL, 5000));
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__summary__descriptor, &m, &err), 1);
+    dfc_rpc_msg_free(m);
+    dfc_rpc_stream_free(st);
+    assert_int_equal(atomic_load(&slow_running), 2);
+    /* The queued ones were held back, not refused: all 4 complete. */
+    atomic_store(&slow_release, true);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(sc[i].thread, NULL), 0);
+        assert_int_equal(sc[i].r, 0);
+    }
+}
+
 static void test_one_uid_cannot_hold_every_worker_with_streams(void **state) {
     NEED_ROOT();
     struct fx *f = *state;
@@ -544,6 +584,7 @@ int main(void) {
         T(test_calls_in_flight_are_capped_per_uid, per_uid_opts),
         T(test_one_uid_cannot_hold_every_worker_with_unary_calls, share_opts),
         T(test_one_uid_cannot_hold_every_worker_with_streams, share_opts),
+        T(test_unary_calls_beyond_their_cap_wait_queued, unary_cap_opts),
         T(test_idle_connections_are_closed, idle_opts),
         T(test_connections_are_capped, conns_opts),
         T(test_connections_are_capped_per_uid, conns_per_uid_opts),
