@@ -350,11 +350,11 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
 
 /* ---- stat, list, delete, update ---- */
 
-static int stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                     ProtobufCMessage *resp_, struct dfc_error *err) {
+int dfd__stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                   ProtobufCMessage *resp_, struct dfc_error *err) {
     const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
     struct dfd_task_meta t;
-    int r = dfd__load_task(svc_, req->task_id, &t, err);
+    int r = dfd__load_task(svc_, req->task_id, &t, err); /* -ENOENT names the task */
     if (r == 0) {
         r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
         dfd_task_meta_done(&t);
@@ -411,7 +411,7 @@ static int stat_task_cluster(void *svc_, struct dfc_rpc_call *call, const Protob
     struct dfd_service *svc = svc_;
     const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
     if (svc->sched == NULL) {
-        return stat_task(svc_, call, req_, resp_, err);
+        return dfd__stat_task(svc_, call, req_, resp_, err);
     }
     int r = dfd_validate_task_id(req->task_id, err);
     if (r < 0) {
@@ -553,7 +553,7 @@ const struct dfc_rpc_method dfd__upload_methods[] = {
                    update_task),
     DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__stat_persistent_cache_task_request,
-                   common__v2__persistent_cache_task, stat_task),
+                   common__v2__persistent_cache_task, dfd__stat_task),
     DFC_RPC_METHOD("DeletePersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty,
                    delete_task),

@@ -143,19 +143,7 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     return r;
 }
 
-/* ---- read-only calls ---- */
-
-static int stat_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                     ProtobufCMessage *resp_, struct dfc_error *err) {
-    const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)req_;
-    struct dfd_task_meta t;
-    int r = dfd__load_task(svc_, req->task_id, &t, err); /* -ENOENT names the task */
-    if (r == 0) {
-        r = dfd__task_to_proto(call, &t, (Common__V2__PersistentCacheTask *)resp_, err);
-        dfd_task_meta_done(&t);
-    }
-    return r;
-}
+/* ---- read-only calls (StatPersistentCacheTask: dfd__stat_task, as on the Unix socket) ---- */
 
 /* The requested pieces that are stored, with this host's Vortex address. Only committed tasks
  * are served, so one pass answers everything and the stream ends. */
@@ -249,7 +237,7 @@ const struct dfc_rpc_method dfd__tcp_upload_methods[] = {
                    update_task),
     DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__stat_persistent_cache_task_request,
-                   common__v2__persistent_cache_task, stat_task),
+                   common__v2__persistent_cache_task, dfd__stat_task),
     DFC_RPC_METHOD("DeletePersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty,
                    delete_task),

@@ -86,6 +86,11 @@ int dfd__load_task(const struct dfd_service *svc, const char *task_id, struct df
 
 int64_t dfd__now(const struct dfd_service *svc);
 
+/* StatPersistentCacheTask from the local store (rpc_download.c): the handler of both
+ * DfdaemonUpload tables (Unix socket and TCP), and DfdaemonDownload's without a scheduler. */
+int dfd__stat_task(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                   ProtobufCMessage *resp, struct dfc_error *err);
+
 /* The method tables of each file. */
 extern const struct dfc_rpc_method dfd__download_methods[];
 extern const size_t dfd__n_download_methods;

@@ -2,13 +2,11 @@
  * scheduler - Dragonfly's scheduler.v2 persistent-cache registry on Redis.
  * main() parses flags, loads the configuration and hands over to sched_run().
  */
-#include <stdio.h>
+#include <stddef.h>
 
 #include "config.h"
-#include "dfc/log.h"
 #include "dfc/options.h"
-#include "dfc/rpc_server.h"
-#include "dfc/signals.h"
+#include "dfc/server_main.h"
 #include "scheduler.h"
 
 #ifndef DFC_VERSION
@@ -33,26 +31,19 @@ static const struct dfc_cli cli = {
     .finish = finish,
 };
 
-int main(int argc, char **argv) {
-    sigset_t signals;
-    dfc_rpc_tune_process();
-    dfc_signals_block(&signals);
+static int run(void *cfg, const sigset_t *signals, struct dfc_error *err) {
+    (void)signals; /* sched_run() waits for the same two */
+    return sched_run(cfg, err);
+}
 
+static const struct dfc_server_main server_main = {
+    .cli = &cli,
+    .log_level_offset = offsetof(struct sched_config, log_level),
+    .run = run,
+    .failed_event = "scheduler.failed",
+};
+
+int main(int argc, char **argv) {
     struct sched_config cfg = {0};
-    struct dfc_cli_args args;
-    int code = dfc_cli_main(&cli, &cfg, argc, argv, &args);
-    if (code != DFC_CLI_RUN) {
-        sched_config_free(&cfg);
-        return code;
-    }
-    int level;
-    dfc_log_parse_level(cfg.log_level, &level);
-    dfc_log_set_level(level);
-    struct dfc_error err;
-    int r = sched_run(&cfg, &err);
-    if (r < 0) {
-        DFC_LOG(DFC_LOG_ERROR, "scheduler.failed", "error=\"%s\"", dfc_error_msg(&err));
-    }
-    sched_config_free(&cfg);
-    return r < 0 ? 1 : 0;
+    return dfc_server_main(&server_main, &cfg, argc, argv);
 }

@@ -462,6 +462,80 @@ int sched__smembers(struct sched_store *s, int64_t dl, const char *k, struct sch
     return r;
 }
 
+/* ---- records ---- */
+
+int sched__record_from_kv(const struct sched__record_type *t, const char *id, int r,
+                          struct sched__kv *kv, void *rec, struct dfc_error *err) {
+    if (r < 0) {
+        return dfc_error_prefix(err, "load %s %s", t->noun, id);
+    }
+    if (kv->n == 0) {
+        sched__kv_done(kv);
+        return dfc_error_set(err, -ENOENT, "%s %s not found", t->noun, id);
+    }
+    r = t->decode(kv->kv, kv->lens, kv->n, rec, err);
+    sched__kv_done(kv);
+    return r < 0 ? dfc_error_prefix(err, "%s %s", t->noun, id) : 0;
+}
+
+void sched__records_free(const struct sched__record_type *t, void *list, size_t n) {
+    for (size_t i = 0; list != NULL && i < n; i++) {
+        t->done((char *)list + i * t->size);
+    }
+    free(list);
+}
+
+static bool blocked(const char *id, const char *const *blocklist, size_t n_block) {
+    for (size_t i = 0; i < n_block; i++) {
+        if (blocklist[i] != NULL && strcmp(blocklist[i], id) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int sched__load_records(struct sched_store *s, int64_t dl, const struct sched__record_type *t,
+                        const struct sched_ids *ids, size_t max, const char *const *blocklist,
+                        size_t n_block, const char *what, const char *what_id, void **out,
+                        size_t *n_out, struct dfc_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    size_t want = max < ids->n ? max : ids->n;
+    if (want == 0) {
+        return 0;
+    }
+    char *list = calloc(want, t->size);
+    if (list == NULL) {
+        return dfc_error_set(err, -ENOMEM, "%s%s%s: out of memory", what,
+                             what_id != NULL ? " " : "", what_id != NULL ? what_id : "");
+    }
+    size_t got = 0;
+    for (size_t i = 0; i < ids->n && got < want; i++) {
+        if (blocked(ids->ids[i], blocklist, n_block)) {
+            continue;
+        }
+        int r = t->load(s, dl, ids->ids[i], list + got * t->size, err);
+        if (r == -ENOENT || r == -EINVAL) {
+            continue; /* gone (expired, its host or task gone) or unloadable: skipped */
+        }
+        if (r < 0) {
+            sched__records_free(t, list, got);
+            return r;
+        }
+        got++;
+    }
+    if (got == 0) {
+        free(list);
+        list = NULL;
+    }
+    if (err != NULL) {
+        dfc_error_clear(err); /* skipped records are not an error */
+    }
+    *out = list;
+    *n_out = got;
+    return 0;
+}
+
 int64_t sched__remaining_ttl(const struct sched_task *t) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

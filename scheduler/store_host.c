@@ -29,18 +29,31 @@ int sched_host_load(struct sched_store *s, int64_t dl, const char *id, struct sc
     return sched__host_from_kv(id, r, &kv, out, err);
 }
 
+static int decode_host(const char *const *kv, const size_t *lens, size_t n_kv, void *rec,
+                       struct dfc_error *err) {
+    return sched_host_decode(kv, lens, n_kv, rec, err);
+}
+
+static int load_host(struct sched_store *s, int64_t dl, const char *id, void *rec,
+                     struct dfc_error *err) {
+    return sched_host_load(s, dl, id, rec, err);
+}
+
+static void host_done(void *rec) {
+    sched_host_done(rec);
+}
+
+static const struct sched__record_type host_type = {
+    .noun = "host",
+    .size = sizeof(struct sched_host),
+    .decode = decode_host,
+    .load = load_host,
+    .done = host_done,
+};
+
 int sched__host_from_kv(const char *id, int r, struct sched__kv *kv, struct sched_host *out,
                         struct dfc_error *err) {
-    if (r < 0) {
-        return dfc_error_prefix(err, "load host %s", id);
-    }
-    if (kv->n == 0) {
-        sched__kv_done(kv);
-        return dfc_error_set(err, -ENOENT, "host %s not found", id);
-    }
-    r = sched_host_decode(kv->kv, kv->lens, kv->n, out, err);
-    sched__kv_done(kv);
-    return r < 0 ? dfc_error_prefix(err, "host %s", id) : 0;
+    return sched__record_from_kv(&host_type, id, r, kv, out, err);
 }
 
 int sched_host_store(struct sched_store *s, int64_t dl, const struct sched_host *h,
@@ -105,19 +118,7 @@ int sched_host_ids(struct sched_store *s, int64_t dl, struct sched_ids *out,
 }
 
 void sched_host_list_free(struct sched_host *list, size_t n) {
-    for (size_t i = 0; list != NULL && i < n; i++) {
-        sched_host_done(&list[i]);
-    }
-    free(list);
-}
-
-static bool blocked(const char *id, const char *const *blocklist, size_t n_block) {
-    for (size_t i = 0; i < n_block; i++) {
-        if (blocklist[i] != NULL && strcmp(blocklist[i], id) == 0) {
-            return true;
-        }
-    }
-    return false;
+    sched__records_free(&host_type, list, n);
 }
 
 int sched_host_load_random(struct sched_store *s, int64_t dl, size_t n,
@@ -144,37 +145,10 @@ int sched_host_load_random(struct sched_store *s, int64_t dl, size_t n,
         ids.ids[i - 1] = ids.ids[j];
         ids.ids[j] = t;
     }
-    size_t want = n < ids.n ? n : ids.n;
-    struct sched_host *list = want > 0 ? calloc(want, sizeof(*list)) : NULL;
-    if (want > 0 && list == NULL) {
-        sched_ids_free(&ids);
-        return dfc_error_set(err, -ENOMEM, "load random hosts: out of memory");
-    }
-    size_t got = 0;
-    for (size_t i = 0; i < ids.n && got < want; i++) {
-        if (blocked(ids.ids[i], blocklist, n_block)) {
-            continue;
-        }
-        r = sched_host_load(s, dl, ids.ids[i], &list[got], err);
-        if (r == -ENOENT || r == -EINVAL) {
-            continue; /* gone or unloadable: skipped, as upstream */
-        }
-        if (r < 0) {
-            sched_host_list_free(list, got);
-            sched_ids_free(&ids);
-            return r;
-        }
-        got++;
-    }
+    void *list;
+    r = sched__load_records(s, dl, &host_type, &ids, n, blocklist, n_block, "load random hosts",
+                            NULL, &list, n_out, err);
     sched_ids_free(&ids);
-    if (got == 0) {
-        free(list);
-        list = NULL;
-    }
-    if (err != NULL) {
-        dfc_error_clear(err); /* skipped hosts are not an error */
-    }
     *out = list;
-    *n_out = got;
-    return 0;
+    return r;
 }

@@ -89,6 +89,37 @@ int sched__peer_from_kv(struct sched_store *s, int64_t dl, const char *id, int r
 int sched__peer_decode_kv(const char *id, int r, struct sched__kv *kv, struct sched_peer *out,
                           struct dfc_error *err);
 
+/* What the managers' loaders share about one record type (host, task, peer). */
+struct sched__record_type {
+    const char *noun; /* "host": in messages */
+    size_t size;      /* sizeof the record */
+    /* The model's decoder (sched_host_decode, ...) for a zeroed record. */
+    int (*decode)(const char *const *kv, const size_t *lens, size_t n_kv, void *rec,
+                  struct dfc_error *err);
+    /* sched_host_load, ...; NULL where no list of them is loaded. */
+    int (*load)(struct sched_store *s, int64_t dl, const char *id, void *rec,
+                struct dfc_error *err);
+    void (*done)(void *rec); /* sched_host_done, ... */
+};
+
+/* The rest of a load from its HGETALL's result (r, kv; kv is freed): r < 0 prefixed "load
+ * <noun> <id>", an empty hash -ENOENT "<noun> <id> not found", a record that does not decode
+ * prefixed "<noun> <id>". */
+int sched__record_from_kv(const struct sched__record_type *t, const char *id, int r,
+                          struct sched__kv *kv, void *rec, struct dfc_error *err);
+
+/* Loads the records of ids in their order, at most max: ids in blocklist (n_block entries,
+ * NULL ones ignored) are passed over, and records gone or unloadable (-ENOENT, -EINVAL)
+ * skipped, as upstream; skipping is not an error (err cleared). *out is an array of *n_out
+ * records, NULL when there is none (sched__records_free). A failed load is returned as it is;
+ * -ENOMEM says "<what>[ <what_id>]: out of memory". */
+int sched__load_records(struct sched_store *s, int64_t dl, const struct sched__record_type *t,
+                        const struct sched_ids *ids, size_t max, const char *const *blocklist,
+                        size_t n_block, const char *what, const char *what_id, void **out,
+                        size_t *n_out, struct dfc_error *err);
+/* Releases n records of type t (each with t->done) and the array. list may be NULL. */
+void sched__records_free(const struct sched__record_type *t, void *list, size_t n);
+
 /* The members of a set (SMEMBERS), bounded by SCHED_IDS_MAX. */
 int sched__smembers(struct sched_store *s, int64_t dl, const char *key, struct sched_ids *out,
                     struct dfc_error *err);

@@ -39,18 +39,31 @@ int sched_peer_load(struct sched_store *s, int64_t dl, const char *id, struct sc
     return sched__peer_from_kv(s, dl, id, r, &kv, out, err);
 }
 
+static int decode_peer(const char *const *kv, const size_t *lens, size_t n_kv, void *rec,
+                       struct dfc_error *err) {
+    return sched_peer_decode(kv, lens, n_kv, rec, err);
+}
+
+static int load_peer(struct sched_store *s, int64_t dl, const char *id, void *rec,
+                     struct dfc_error *err) {
+    return sched_peer_load(s, dl, id, rec, err);
+}
+
+static void peer_done(void *rec) {
+    sched_peer_done(rec);
+}
+
+static const struct sched__record_type peer_type = {
+    .noun = "peer",
+    .size = sizeof(struct sched_peer),
+    .decode = decode_peer,
+    .load = load_peer,
+    .done = peer_done,
+};
+
 int sched__peer_decode_kv(const char *id, int r, struct sched__kv *kv, struct sched_peer *out,
                           struct dfc_error *err) {
-    if (r < 0) {
-        return dfc_error_prefix(err, "load peer %s", id);
-    }
-    if (kv->n == 0) {
-        sched__kv_done(kv);
-        return dfc_error_set(err, -ENOENT, "peer %s not found", id);
-    }
-    r = sched_peer_decode(kv->kv, kv->lens, kv->n, out, err);
-    sched__kv_done(kv);
-    return r < 0 ? dfc_error_prefix(err, "peer %s", id) : 0;
+    return sched__record_from_kv(&peer_type, id, r, kv, out, err);
 }
 
 /* The peer out (loaded as id) is missing when its host or task is: -ENOENT naming which, and
@@ -321,10 +334,7 @@ int sched_peer_ids_by_host(struct sched_store *s, int64_t dl, const char *host_i
 }
 
 void sched_peer_list_free(struct sched_peer *list, size_t n) {
-    for (size_t i = 0; list != NULL && i < n; i++) {
-        sched_peer_done(&list[i]);
-    }
-    free(list);
+    sched__records_free(&peer_type, list, n);
 }
 
 int sched_peer_load_by_task(struct sched_store *s, int64_t dl, const char *task_id,
@@ -336,36 +346,10 @@ int sched_peer_load_by_task(struct sched_store *s, int64_t dl, const char *task_
     if (r < 0) {
         return r;
     }
-    if (ids.n == 0) {
-        return 0;
-    }
-    struct sched_peer *list = calloc(ids.n, sizeof(*list));
-    if (list == NULL) {
-        sched_ids_free(&ids);
-        return dfc_error_set(err, -ENOMEM, "peers of task %s: out of memory", task_id);
-    }
-    size_t got = 0;
-    for (size_t i = 0; i < ids.n; i++) {
-        r = sched_peer_load(s, dl, ids.ids[i], &list[got], err);
-        if (r == -ENOENT || r == -EINVAL) {
-            continue; /* missing (expired, host or task gone) or unloadable: skipped */
-        }
-        if (r < 0) {
-            sched_peer_list_free(list, got);
-            sched_ids_free(&ids);
-            return r;
-        }
-        got++;
-    }
+    void *list;
+    r = sched__load_records(s, dl, &peer_type, &ids, SIZE_MAX, NULL, 0, "peers of task", task_id,
+                            &list, n_out, err);
     sched_ids_free(&ids);
-    if (got == 0) {
-        free(list);
-        list = NULL;
-    }
-    if (err != NULL) {
-        dfc_error_clear(err); /* skipped peers are not an error */
-    }
     *out = list;
-    *n_out = got;
-    return 0;
+    return r;
 }

@@ -30,18 +30,20 @@ int sched_task_load(struct sched_store *s, int64_t dl, const char *id, struct sc
     return sched__task_from_kv(id, r, &kv, out, err);
 }
 
+static int decode_task(const char *const *kv, const size_t *lens, size_t n_kv, void *rec,
+                       struct dfc_error *err) {
+    return sched_task_decode(kv, lens, n_kv, rec, err);
+}
+
+static const struct sched__record_type task_type = {
+    .noun = "task",
+    .size = sizeof(struct sched_task),
+    .decode = decode_task,
+};
+
 int sched__task_from_kv(const char *id, int r, struct sched__kv *kv, struct sched_task *out,
                         struct dfc_error *err) {
-    if (r < 0) {
-        return dfc_error_prefix(err, "load task %s", id);
-    }
-    if (kv->n == 0) {
-        sched__kv_done(kv);
-        return dfc_error_set(err, -ENOENT, "task %s not found", id);
-    }
-    r = sched_task_decode(kv->kv, kv->lens, kv->n, out, err);
-    sched__kv_done(kv);
-    return r < 0 ? dfc_error_prefix(err, "task %s", id) : 0;
+    return sched__record_from_kv(&task_type, id, r, kv, out, err);
 }
 
 int sched_task_store(struct sched_store *s, int64_t dl, const struct sched_task *t,

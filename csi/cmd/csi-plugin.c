@@ -15,8 +15,9 @@
 #include "dfc/fs.h"
 #include "dfc/log.h"
 #include "dfc/options.h"
-#include "dfc/signals.h"
 #include "dfc/rpc_server.h"
+#include "dfc/server_main.h"
+#include "dfc/signals.h"
 #include "driver.h"
 #include "endpoints.h"
 #include "registration.h"
@@ -157,20 +158,22 @@ static const char *endpoint_path(const char *ep) {
     return ep;
 }
 
-static int serve(const struct csi_opts *o);
+static int serve(void *opts, const sigset_t *signals, struct dfc_error *err);
+
+static const struct dfc_server_main server_main = {
+    .cli = &cli,
+    .log_level_offset = O(log_level),
+    .run = serve,
+    .failed_event = "csi.failed",
+};
 
 int main(int argc, char **argv) {
     struct csi_opts o = {0};
-    struct dfc_cli_args args;
-    int code = dfc_cli_main(&cli, &o, argc, argv, &args);
-    if (code == DFC_CLI_RUN) {
-        code = serve(&o);
-    }
-    dfc_config_free(&schema, &o);
-    return code;
+    return dfc_server_main(&server_main, &o, argc, argv);
 }
 
-static int serve(const struct csi_opts *o) {
+static int serve(void *opts, const sigset_t *signals, struct dfc_error *err) {
+    const struct csi_opts *o = opts;
     char hostname[256] = "";
     gethostname(hostname, sizeof(hostname) - 1);
     struct csi_config cfg = {
@@ -186,22 +189,14 @@ static int serve(const struct csi_opts *o) {
     if (cfg.node_id[0] == '\0') {
         cfg.node_id = "unknown-node"; /* NodeGetInfo must never fail */
     }
-    int level;
-    dfc_log_parse_level(o->log_level, &level);
-    dfc_log_set_level(level);
-    sigset_t set;
-    dfc_rpc_tune_process();
-    dfc_signals_block(&set);
-
     struct csi_driver d;
     struct dfc_rpc_server *server = NULL;
     struct csi_endpoints *ep = NULL;
-    struct dfc_error err;
     const char *sock = endpoint_path(o->endpoint);
     int r = csi_endpoints_new(o->metrics_address, o->health_address, cfg.socket_dir,
-                              cfg.kubelet_dir, &ep, &err);
+                              cfg.kubelet_dir, &ep, err);
     if (r < 0) {
-        fprintf(stderr, "csi-plugin: %s\n", dfc_error_msg(&err));
+        fprintf(stderr, "csi-plugin: %s\n", dfc_error_msg(err));
         return 2;
     }
     /* CSI messages are small: a 1 MiB limit is plenty and bounds what a caller can send. */
@@ -211,24 +206,24 @@ static int serve(const struct csi_opts *o) {
                                      .max_recv_msg = (size_t)1 << 20,
                                      .metrics = csi_endpoints_registry(ep),
                                      .metrics_prefix = CSI_METRICS_PREFIX};
-    r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, &err);
+    r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, err);
     if (r == 0 && (r = dfc_mkdir_parent(sock, 0755)) < 0) {
-        dfc_error_errno(&err, r, "create the directory of `%s`", sock);
+        dfc_error_errno(err, r, "create the directory of `%s`", sock);
     }
     if (r == 0) {
-        r = dfc_rpc_server_new(&so, &server, &err);
+        r = dfc_rpc_server_new(&so, &server, err);
     }
     if (r == 0) {
-        r = csi_driver_register(&d, server, &err);
+        r = csi_driver_register(&d, server, err);
     }
     if (r == 0) { /* before the socket appears: whoever sees it finds the endpoints up */
-        r = csi_endpoints_start(ep, server, &err);
+        r = csi_endpoints_start(ep, server, err);
     }
     if (r == 0) {
-        r = dfc_rpc_server_listen_unix(server, sock, 0660, -1, &err);
+        r = dfc_rpc_server_listen_unix(server, sock, 0660, -1, err);
     }
     if (r == 0) {
-        r = dfc_rpc_server_start(server, &err);
+        r = dfc_rpc_server_start(server, err);
     }
     /* Registration last: kubelet calls the CSI socket as soon as it learns of it. */
     struct csi_registration reg = {0};
@@ -238,19 +233,18 @@ static int serve(const struct csi_opts *o) {
             .driver_name = cfg.driver_name,
             .endpoint = o->registration_path != NULL ? o->registration_path : sock,
         };
-        r = csi_registration_start(&reg, &rc, &err);
+        r = csi_registration_start(&reg, &rc, err);
     }
     if (r < 0) {
-        DFC_LOG(DFC_LOG_ERROR, "csi.failed", "error=\"%s\"", dfc_error_msg(&err));
         csi_endpoints_free(ep);
         dfc_rpc_server_free(server);
-        return 1;
+        return r; /* logged as csi.failed */
     }
     DFC_LOG(DFC_LOG_INFO, "csi.ready",
             "endpoint=%s driver=%s node_id=%s socket_dir=%s kubelet_dir=%s require_readonly=%d",
             sock, cfg.driver_name, cfg.node_id, cfg.socket_dir, cfg.kubelet_dir,
             cfg.require_readonly);
-    int sig = dfc_signals_wait(&set);
+    int sig = dfc_signals_wait(signals);
     DFC_LOG(DFC_LOG_INFO, "csi.stopping", "signal=%d", sig);
     csi_registration_stop(&reg); /* first: kubelet deregisters before the CSI socket goes */
     csi_endpoints_stop_http(ep); /* its readiness check reads the server */

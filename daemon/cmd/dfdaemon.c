@@ -2,13 +2,11 @@
  * dfdaemon - the node daemon of the Dragonfly-compatible persistent cache.
  * main() parses flags, loads the configuration and hands over to dfd_daemon_run().
  */
-#include <stdio.h>
+#include <stddef.h>
 
 #include "daemon.h"
-#include "dfc/log.h"
 #include "dfc/options.h"
-#include "dfc/rpc_server.h"
-#include "dfc/signals.h"
+#include "dfc/server_main.h"
 
 #ifndef DFC_VERSION
 #define DFC_VERSION "0.0.0"
@@ -29,26 +27,19 @@ static const struct dfc_cli cli = {
     .finish = finish,
 };
 
-int main(int argc, char **argv) {
-    sigset_t signals;
-    dfc_rpc_tune_process();
-    dfc_signals_block(&signals);
+static int run(void *cfg, const sigset_t *signals, struct dfc_error *err) {
+    (void)signals; /* dfd_daemon_run() waits for the same two */
+    return dfd_daemon_run(cfg, err);
+}
 
+static const struct dfc_server_main server_main = {
+    .cli = &cli,
+    .log_level_offset = offsetof(struct dfd_config, log_level),
+    .run = run,
+    .failed_event = "dfdaemon.failed",
+};
+
+int main(int argc, char **argv) {
     struct dfd_config cfg = {0};
-    struct dfc_cli_args args;
-    int code = dfc_cli_main(&cli, &cfg, argc, argv, &args);
-    if (code != DFC_CLI_RUN) {
-        dfd_config_free(&cfg);
-        return code;
-    }
-    int level;
-    dfc_log_parse_level(cfg.log_level, &level);
-    dfc_log_set_level(level);
-    struct dfc_error err;
-    int r = dfd_daemon_run(&cfg, &err);
-    if (r < 0) {
-        DFC_LOG(DFC_LOG_ERROR, "dfdaemon.failed", "error=\"%s\"", dfc_error_msg(&err));
-    }
-    dfd_config_free(&cfg);
-    return r < 0 ? 1 : 0;
+    return dfc_server_main(&server_main, &cfg, argc, argv);
 }

@@ -14,43 +14,16 @@ build=$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)
 chart=${CHART_DIR:-$root/charts/dragonfly-csi}
 fixture=$root/test/chart/fixtures/validate
 render=$build/chart-render
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$root/test/chart/lib.sh" chart_test
 
-for tool in go node npm; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "chart_test: SKIP: $tool not found (hack/install-deps.sh installs golang-go, nodejs, npm)"
-        exit 77
-    fi
-done
-for b in daemon/dfdaemon daemon/cmd/dfcache/dfcache csi/csi-plugin scheduler/scheduler; do
-    if [ ! -x "$build/$b" ]; then
-        echo "chart_test: $build/$b is not built (cmake --build $build)" >&2
-        exit 1
-    fi
-done
-if ! bash "$root/hack/chart/build-render.sh" "$build"; then
-    echo "chart_test: building the renderer failed" >&2
-    exit 1
-fi
-if [ ! -f "$root/hack/chart/node_modules/.package-lock.json" ]; then
-    echo "chart_test: npm ci in hack/chart"
-    npm ci --prefix "$root/hack/chart" --no-audit --no-fund --loglevel=error >/dev/null || {
-        echo "chart_test: npm ci in hack/chart failed" >&2
-        exit 1
-    }
-fi
+need_tools go node npm
+need_built daemon/dfdaemon daemon/cmd/dfcache/dfcache csi/csi-plugin scheduler/scheduler
+bash "$root/hack/chart/build-render.sh" "$build" || die "building the renderer failed"
+npm_ci_chart
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chart_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() {
-    passed=$((passed + 1))
-    echo "ok   $1"
-}
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL $1" >&2
-}
 
 # check NAME CHART [render args...]: renders and validates; 0 when both pass. Output in
 # $tmp/NAME.yaml, problems in $tmp/NAME.out, notes and errors in $tmp/NAME.err (NAME: a file name).
@@ -77,7 +50,7 @@ expect_clean() {
         sed 's/^/     /' "$tmp/$name.err"
     else
         sed 's/^/     /' "$tmp/$name.out" "$tmp/$name.err" >&2
-        bad "$label"
+        fail "$label"
     fi
 }
 
@@ -88,10 +61,10 @@ expect_problem() {
     check "fault-$fault" "$fixture" --set "faults.$fault=true" || rc=$?
     if [ "$rc" -ne 1 ]; then
         sed 's/^/     /' "$tmp/fault-$fault.out" "$tmp/fault-$fault.err" >&2
-        bad "fault $fault: validate exit $rc, want 1"
+        fail "fault $fault: validate exit $rc, want 1"
     elif ! grep -qE -- "$pattern" "$tmp/fault-$fault.out"; then
         sed 's/^/     /' "$tmp/fault-$fault.out" >&2
-        bad "fault $fault: no line matches /$pattern/"
+        fail "fault $fault: no line matches /$pattern/"
     else
         ok "fault $fault: $(grep -E -- "$pattern" "$tmp/fault-$fault.out" | head -1)"
     fi
@@ -125,7 +98,7 @@ if [ "$rc" -eq 1 ] && grep -q '^x/templates/a.yaml (document 1 of .*): YAML:' "$
     ok "broken input: YAML error, non-object and nameless object reported"
 else
     sed 's/^/     /' "$tmp/broken.out" >&2
-    bad "broken input (exit $rc)"
+    fail "broken input (exit $rc)"
 fi
 
 # Custom resources: a ServiceMonitor is checked against the prometheus-operator schema, a kind
@@ -139,7 +112,7 @@ if [ "$rc" -eq 1 ] && grep -q '^ServiceMonitor/sm (x/templates/sm.yaml): schema:
     ok "custom resources: ServiceMonitor schema checked, unknown kind noted"
 else
     sed 's/^/     /' "$tmp/crd.out" "$tmp/crd.err" >&2
-    bad "custom resources (exit $rc)"
+    fail "custom resources (exit $rc)"
 fi
 
 if [ -f "$chart/Chart.yaml" ]; then
@@ -154,7 +127,7 @@ if [ -f "$chart/Chart.yaml" ]; then
             ok "dragonfly-csi examples/*.yaml: $(tail -1 "$tmp/examples.out")"
         else
             sed 's/^/     /' "$tmp/examples.out" >&2
-            bad "dragonfly-csi examples/*.yaml"
+            fail "dragonfly-csi examples/*.yaml"
         fi
     fi
 else

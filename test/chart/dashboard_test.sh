@@ -19,44 +19,13 @@ build=$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)
 chart=${CHART_DIR:-$root/charts/dragonfly-csi}
 dashboard=$chart/dashboards/dragonfly-csi.json
 check=$root/test/chart/dashboard_check.mjs
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$root/test/chart/lib.sh" dashboard_test
 
-for tool in go node npm redis-server; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "dashboard_test: SKIP: $tool not found (hack/install-deps.sh installs it)"
-        exit 77
-    fi
-done
-for b in daemon/dfdaemon daemon/cmd/dfcache/dfcache csi/csi-plugin scheduler/scheduler; do
-    if [ ! -x "$build/$b" ]; then
-        echo "dashboard_test: $build/$b is not built (cmake --build $build)" >&2
-        exit 1
-    fi
-done
+need_tools go node npm redis-server
+need_built daemon/dfdaemon daemon/cmd/dfcache/dfcache csi/csi-plugin scheduler/scheduler
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/dashboard_test.XXXXXX")
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-    done
-    wait 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-ok() {
-    echo "ok   $*"
-}
-die() {
-    echo "dashboard_test: $*" >&2
-    exit 1
-}
+make_work TERM
 
 # Four distinct free loopback ports (the kernel's choice, all held until the last is picked,
 # then closed before the daemons bind them).
@@ -201,10 +170,7 @@ fi
 
 # ---- the rendered ConfigMap holds the file ----
 bash "$root/hack/chart/build-render.sh" "$build" || die "building the renderer failed"
-if [ ! -f "$root/hack/chart/node_modules/.package-lock.json" ]; then
-    npm ci --prefix "$root/hack/chart" --no-audit --no-fund --loglevel=error >/dev/null ||
-        die "npm ci in hack/chart failed"
-fi
+npm_ci_chart
 "$build/chart-render" --chart "$chart" --name dfc --namespace dragonfly-system \
     -f "$chart/ci/monitoring-values.yaml" >"$work/rendered.yaml" 2>"$work/render.err" || {
     cat "$work/render.err" >&2
@@ -282,8 +248,8 @@ else
     fail "defaults render monitoring objects"
 fi
 
-if [ "$failures" -ne 0 ]; then
-    echo "dashboard_test: $failures failure(s)" >&2
+if [ "$failed" -ne 0 ]; then
+    echo "dashboard_test: $failed failure(s)" >&2
     exit 1
 fi
 echo "dashboard_test: passed"

@@ -15,14 +15,10 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 examples=$root/charts/dragonfly-csi/examples
-skip() {
-    echo "examples_test: SKIP: $*"
-    exit 77
-}
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$root/test/chart/lib.sh" examples_test
 [ "$(id -u)" = 0 ] || skip "needs root (bind mounts in a private mount namespace)"
-for tool in node npm unshare setpriv sha256sum; do
-    command -v "$tool" >/dev/null || skip "$tool not found (hack/install-deps.sh installs it)"
-done
+need_tools node npm unshare setpriv sha256sum
 DFDAEMON_BIN=$(realpath "$1")
 DFCACHE_BIN=$(realpath "$2")
 
@@ -31,11 +27,8 @@ if [ -z "${EXAMPLES_TEST_NS:-}" ]; then
 fi
 if [ ! -f "$root/hack/chart/node_modules/.package-lock.json" ]; then
     [ -f "$root/hack/chart/package-lock.json" ] || skip "hack/chart/package-lock.json (the YAML parser) is not in this tree"
-    npm ci --prefix "$root/hack/chart" --no-audit --no-fund --loglevel=error >/dev/null || {
-        echo "examples_test: npm ci in hack/chart failed" >&2
-        exit 1
-    }
 fi
+npm_ci_chart
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/examples_test.XXXXXX")
 chmod 755 "$work"
@@ -48,14 +41,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-ok() {
-    echo "ok   $*"
-}
 
 # Each example's container: its script (command: [sh, -c, SCRIPT]), env and mount paths.
 NODE_PATH=$root/hack/chart/node_modules node - "$examples" "$work" <<'JS' || exit 1
@@ -183,9 +168,9 @@ else
     fail "pod-export-model failed: $(cat "$work/pod-export-model.out")"
 fi
 
-if [ "$failures" -gt 0 ]; then
+if [ "$failed" -gt 0 ]; then
     tail -n 20 "$work/dfdaemon.log" >&2
-    echo "examples_test: $failures failure(s)" >&2
+    echo "examples_test: $failed failure(s)" >&2
     exit 1
 fi
 echo "examples_test: all passed"

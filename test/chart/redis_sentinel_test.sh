@@ -22,21 +22,14 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)
 chart=${CHART_DIR:-$root/charts/dragonfly-csi}
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$root/test/chart/lib.sh" redis_sentinel_test
 
-skip() {
-    echo "redis_sentinel_test: SKIP: $*"
-    exit 77
-}
 [ "$(id -u)" = 0 ] || skip "needs root (a private mount namespace for /etc/hosts)"
 # A minimal root (debootstrap minbase, as in hack/fresh-check.sh) has no /etc/hosts to bind over.
 [ -e /etc/hosts ] || skip "no /etc/hosts to bind a test copy over"
-for tool in go node npm redis-server redis-sentinel redis-cli unshare timeout getent; do
-    command -v "$tool" >/dev/null || skip "$tool not found (hack/install-deps.sh installs it)"
-done
-[ -x "$build/scheduler/scheduler" ] || {
-    echo "redis_sentinel_test: $build/scheduler/scheduler is not built" >&2
-    exit 1
-}
+need_tools go node npm redis-server redis-sentinel redis-cli unshare timeout getent
+need_built scheduler/scheduler
 [ -f "$root/hack/chart/build-render.sh" ] || skip "hack/chart/build-render.sh (the renderer) is not in this tree"
 
 # Re-run inside a private mount namespace (the /etc/hosts bind dies with it).
@@ -44,37 +37,10 @@ if [ -z "${REDIS_SENTINEL_TEST_NS:-}" ]; then
     exec env REDIS_SENTINEL_TEST_NS=1 unshare -m --propagation private bash "$0" "$build"
 fi
 
-bash "$root/hack/chart/build-render.sh" "$build" || {
-    echo "redis_sentinel_test: building the renderer failed" >&2
-    exit 1
-}
-if [ ! -f "$root/hack/chart/node_modules/.package-lock.json" ]; then
-    npm ci --prefix "$root/hack/chart" --no-audit --no-fund --loglevel=error >/dev/null || {
-        echo "redis_sentinel_test: npm ci in hack/chart failed" >&2
-        exit 1
-    }
-fi
+bash "$root/hack/chart/build-render.sh" "$build" || die "building the renderer failed"
+npm_ci_chart
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/redis_sentinel_test.XXXXXX")
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do
-        kill -KILL "$p" 2>/dev/null
-    done
-    wait 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-ok() {
-    echo "ok   $*"
-}
+make_work KILL
 
 # Fixed ports below the ephemeral range (32768-60999: a client socket there can take one), and a
 # short down-after so the failover is quick.
@@ -305,11 +271,11 @@ if wait_for 60 "the Sentinels failed over from pod 0" failed_over; then
     wait "$daemon_pid" 2>/dev/null
 fi
 
-if [ "$failures" -gt 0 ]; then
+if [ "$failed" -gt 0 ]; then
     for f in "$work"/pod*/*.log "$work/scheduler.log" "$work/dfdaemon.log"; do
         [ -f "$f" ] && { echo "--- $f (last lines)"; tail -n 15 "$f"; } >&2
     done
-    echo "redis_sentinel_test: $failures failure(s)" >&2
+    echo "redis_sentinel_test: $failed failure(s)" >&2
     exit 1
 fi
 echo "redis_sentinel_test: all passed"

@@ -10,33 +10,19 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(mkdir -p "${1:-$root/build}" && cd "${1:-$root/build}" && pwd)
 fx=$root/test/chart/fixtures/render
 render=$build/chart-render
-if ! command -v go >/dev/null; then
-    echo "render_test: SKIP: go not found (Debian golang-go; hack/install-deps.sh installs it)"
-    exit 77
-fi
-bash "$root/hack/chart/build-render.sh" "$build" || {
-    echo "render_test: building the renderer failed" >&2
-    exit 1
-}
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$root/test/chart/lib.sh" render_test
+need_tools go
+bash "$root/hack/chart/build-render.sh" "$build" || die "building the renderer failed"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/render_test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() {
-    passed=$((passed + 1))
-    echo "ok   $1"
-}
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL $1" >&2
-}
 
 # expect_output CASE ARGS...: stdout must equal expected/CASE and the exit code 0.
 expect_output() {
     local name=$1
     shift
     if ! "$render" "$@" >"$tmp/$name" 2>"$tmp/$name.err"; then
-        bad "$name: exit $? ($(head -c 400 "$tmp/$name.err"))"
+        fail "$name: exit $? ($(head -c 400 "$tmp/$name.err"))"
         return
     fi
     if [ "${UPDATE:-}" = 1 ]; then
@@ -46,7 +32,7 @@ expect_output() {
         ok "$name"
     else
         cat "$tmp/$name.diff" >&2
-        bad "$name: output differs from test/chart/fixtures/render/expected/$name"
+        fail "$name: output differs from test/chart/fixtures/render/expected/$name"
     fi
 }
 
@@ -56,11 +42,11 @@ expect_fail() {
     shift 3
     "$render" "$@" >"$tmp/$name" 2>"$tmp/$name.err" || rc=$?
     if [ "$rc" -ne "$code" ]; then
-        bad "$name: exit $rc, want $code ($(head -c 400 "$tmp/$name.err"))"
+        fail "$name: exit $rc, want $code ($(head -c 400 "$tmp/$name.err"))"
     elif [ -s "$tmp/$name" ]; then
-        bad "$name: printed manifests on a failure"
+        fail "$name: printed manifests on a failure"
     elif ! grep -qE -- "$pattern" "$tmp/$name.err"; then
-        bad "$name: stderr lacks /$pattern/: $(head -c 400 "$tmp/$name.err")"
+        fail "$name: stderr lacks /$pattern/: $(head -c 400 "$tmp/$name.err")"
     else
         ok "$name"
     fi

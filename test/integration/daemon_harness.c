@@ -3,6 +3,11 @@
  */
 #include "daemon_harness.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
@@ -68,6 +73,31 @@ int harness_close(struct harness *h, struct dfc_rpc_client *c) {
     int code = harness_destroy(h);
     dfc_rpc_client_free(c);
     return code;
+}
+
+int harness_fx_setup(void **state) {
+    struct harness_fx *f = calloc(1, sizeof(*f));
+    harness_open(&f->h, &f->c);
+    *state = f;
+    return 0;
+}
+
+int harness_fx_teardown(void **state) {
+    struct harness_fx *f = *state;
+    int code = harness_close(&f->h, f->c);
+    free(f);
+    assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
+    return 0;
+}
+
+void harness_done_id(const char *out, char id[65]) {
+    assert_int_equal(strncmp(out, "Done: ", 6), 0);
+    memcpy(id, out + 6, 64);
+    id[64] = '\0';
+}
+
+void harness_path(const struct harness *h, const char *name, char *buf, size_t size) {
+    snprintf(buf, size, "%s/%s", h->dir, name);
 }
 
 struct dfc_rpc_client *harness_client(struct harness *h) {

@@ -96,6 +96,36 @@ void harness_open(struct harness *h, struct dfc_rpc_client **ret_client);
  * c), then frees c. Returns harness_destroy()'s code: 0 after a clean shutdown without leaks. */
 int harness_close(struct harness *h, struct dfc_rpc_client *c);
 
+/* ---- the fixture of the tests on one daemon ---- */
+
+/* What most integration tests hold: a daemon started by harness_open(), a client of its
+ * socket, and the last DFCACHE() run's stdout and stderr. Owned by the test (cmocka's state). */
+struct harness_fx {
+    struct harness h;
+    struct dfc_rpc_client *c;
+    char out[16384], err[8192];
+};
+
+/* cmocka setup: a new struct harness_fx with harness_open() into *state. */
+int harness_fx_setup(void **state);
+
+/* cmocka teardown: harness_close() and the fixture freed; asserts that the daemon's code was 0
+ * (a clean shutdown, and no leaks under a sanitizer). */
+int harness_fx_teardown(void **state);
+
+/* Runs dfcache (as this process) with the given arguments against f's daemon, f being any
+ * fixture with a struct harness h and char arrays out and err: its exit code; its stdout and
+ * stderr in f->out and f->err. */
+#define DFCACHE(f, ...)                                                                            \
+    harness_dfcache(&(f)->h, -1, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),           \
+                    (const char *const[]){__VA_ARGS__, NULL})
+
+/* dfcache import's "Done: <id>\n" -> id (asserts that out starts so). */
+void harness_done_id(const char *out, char id[65]);
+
+/* "<h->dir>/<name>" into buf. */
+void harness_path(const struct harness *h, const char *name, char *buf, size_t size);
+
 /* Writes len bytes of a deterministic pattern (seed) to path. */
 void harness_write_file(const char *path, size_t len, unsigned seed);
 

@@ -954,13 +954,7 @@ static void test_plugin_command_line(void **state) {
 
 /* One scrape, parsed by the real Prometheus parser; the flattened samples. */
 static char *scrape_csi(void) {
-    char *body, *flat;
-    assert_int_equal(test_http_get(metrics_port, "/metrics", &body), 200);
-    if (test_prom_parse(body, &flat) != 0) {
-        fail_msg("the parser refused the exposition:\n%s", body);
-    }
-    free(body);
-    return flat;
+    return test_prom_scrape(metrics_port);
 }
 
 #define CSI_HANDLED(m, code)                                                                       \

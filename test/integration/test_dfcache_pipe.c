@@ -22,35 +22,6 @@
 
 #define MiB ((size_t)1 << 20)
 
-struct fx {
-    struct harness h;
-    struct dfc_rpc_client *c;
-    char out[8192], err[8192];
-};
-
-static int setup(void **state) {
-    struct fx *f = calloc(1, sizeof(*f));
-    harness_open(&f->h, &f->c);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    struct fx *f = *state;
-    int code = harness_close(&f->h, f->c);
-    free(f);
-    assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
-    return 0;
-}
-
-#define DFCACHE(f, ...)                                                                            \
-    harness_dfcache(&(f)->h, -1, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),           \
-                    (const char *const[]){__VA_ARGS__, NULL})
-
-static void path_in(struct fx *f, const char *name, char *buf, size_t size) {
-    snprintf(buf, size, "%s/%s", f->h.dir, name);
-}
-
 static void slurp(const char *path, char *buf, size_t size) {
     buf[0] = '\0';
     FILE *fp = fopen(path, "r");
@@ -63,9 +34,9 @@ static void slurp(const char *path, char *buf, size_t size) {
 
 /* Starts dfcache argv (NULL-terminated, -e added) with stdin and stdout on the given fds
  * (closed in the parent by the caller) and stderr to <dir>/pipe.err. */
-static pid_t spawn(struct fx *f, int in, int out, const char *const *argv) {
+static pid_t spawn(struct harness_fx *f, int in, int out, const char *const *argv) {
     char err_path[400];
-    path_in(f, "pipe.err", err_path, sizeof(err_path));
+    harness_path(&f->h, "pipe.err", err_path, sizeof(err_path));
     const char *args[32];
     size_t n = 0;
     args[n++] = "dfcache";
@@ -90,11 +61,11 @@ static pid_t spawn(struct fx *f, int in, int out, const char *const *argv) {
 }
 
 /* Exit code; a death by signal is 128 + the signal. Reads stderr into f->err. */
-static int wait_for(struct fx *f, pid_t pid) {
+static int wait_for(struct harness_fx *f, pid_t pid) {
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     char err_path[400];
-    path_in(f, "pipe.err", err_path, sizeof(err_path));
+    harness_path(&f->h, "pipe.err", err_path, sizeof(err_path));
     slurp(err_path, f->err, sizeof(f->err));
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -118,10 +89,10 @@ static uint8_t *read_file(const char *path, size_t *len) {
 }
 
 /* `dfcache import -` fed through a pipe by the test; returns the task id in id. */
-static void import_from_pipe(struct fx *f, const uint8_t *data, size_t len, const char *tag,
+static void import_from_pipe(struct harness_fx *f, const uint8_t *data, size_t len, const char *tag,
                              char id[65]) {
     char out_path[400];
-    path_in(f, "import.out", out_path, sizeof(out_path));
+    harness_path(&f->h, "import.out", out_path, sizeof(out_path));
     int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int p[2];
     assert_true(out >= 0);
@@ -146,7 +117,7 @@ static void import_from_pipe(struct fx *f, const uint8_t *data, size_t len, cons
 }
 
 /* `dfcache export -O - id` read through a pipe by the test; returns the bytes (malloc'd). */
-static uint8_t *export_to_pipe(struct fx *f, const char *id, const char *tag, size_t *len) {
+static uint8_t *export_to_pipe(struct harness_fx *f, const char *id, const char *tag, size_t *len) {
     int p[2];
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -175,9 +146,9 @@ static uint8_t *export_to_pipe(struct fx *f, const char *id, const char *tag, si
     return buf;
 }
 
-static void pipe_round_trip(struct fx *f, size_t len, unsigned seed) {
+static void pipe_round_trip(struct harness_fx *f, size_t len, unsigned seed) {
     char src[400], id[65], by_path[65], tag[32];
-    path_in(f, "src.bin", src, sizeof(src));
+    harness_path(&f->h, "src.bin", src, sizeof(src));
     harness_write_file(src, len, seed);
     size_t n;
     uint8_t *data = read_file(src, &n);
@@ -198,14 +169,14 @@ static void pipe_round_trip(struct fx *f, size_t len, unsigned seed) {
 }
 
 static void test_round_trips_through_pipes(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     pipe_round_trip(f, 0, 1);                   /* empty */
     pipe_round_trip(f, 1, 2);                   /* one byte */
     pipe_round_trip(f, 3 * 4 * MiB + 12345, 3); /* several pieces, a short last one */
 }
 
 static void test_stdin_by_path_is_a_usage_error(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     size_t before = harness_count(f->h.store);
     assert_int_equal(DFCACHE(f, "import", "--transfer", "path", "-"), 2);
     assert_non_null(strstr(f->err, "dfcache import: --transfer path: standard input (`-`)"));
@@ -217,9 +188,9 @@ static void test_stdin_by_path_is_a_usage_error(void **state) {
 }
 
 static void test_closed_stdout_fails_cleanly(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char src[400], id[65];
-    path_in(f, "big.bin", src, sizeof(src));
+    harness_path(&f->h, "big.bin", src, sizeof(src));
     harness_write_file(src, 24 * MiB, 7); /* far more than a pipe holds */
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--tag", "epipe", src), 0);
     memcpy(id, f->out + 6, 64);
@@ -240,20 +211,20 @@ static void test_closed_stdout_fails_cleanly(void **state) {
     assert_non_null(strstr(f->err, "broken pipe"));
     /* The daemon is unharmed: the next export works. */
     char out[400];
-    path_in(f, "after.bin", out, sizeof(out));
+    harness_path(&f->h, "after.bin", out, sizeof(out));
     assert_int_equal(DFCACHE(f, "export", "--no-progress", "--tag", "epipe", "-O", out, id), 0);
     assert_true(harness_same_file(src, out));
 }
 
 static void test_progress_only_on_a_terminal_stderr(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (system("command -v script >/dev/null 2>&1") != 0) {
         skip(); /* script(1) from util-linux provides the pseudo-terminal */
     }
     char src[400], dst[400], tty[400], cmd[4096], id[65];
-    path_in(f, "bar.bin", src, sizeof(src));
-    path_in(f, "bar.out", dst, sizeof(dst));
-    path_in(f, "pty.out", tty, sizeof(tty));
+    harness_path(&f->h, "bar.bin", src, sizeof(src));
+    harness_path(&f->h, "bar.out", dst, sizeof(dst));
+    harness_path(&f->h, "pty.out", tty, sizeof(tty));
     harness_write_file(src, 12 * MiB, 9);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--tag", "bar", src), 0);
     memcpy(id, f->out + 6, 64);
@@ -284,7 +255,7 @@ int main(void) {
     if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
     }
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, harness_fx_setup, harness_fx_teardown)
     const struct CMUnitTest tests[] = {
         T(test_round_trips_through_pipes),
         T(test_stdin_by_path_is_a_usage_error),

@@ -20,33 +20,8 @@
 
 #define MiB ((size_t)1 << 20)
 
-struct fx {
-    struct harness h;
-    struct dfc_rpc_client *c;
-    char out[16384], err[8192];
-};
-
-static int setup(void **state) {
-    struct fx *f = calloc(1, sizeof(*f));
-    harness_open(&f->h, &f->c);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    struct fx *f = *state;
-    int code = harness_close(&f->h, f->c);
-    free(f);
-    assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
-    return 0;
-}
-
-#define DFCACHE(f, ...)                                                                            \
-    harness_dfcache(&(f)->h, -1, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),           \
-                    (const char *const[]){__VA_ARGS__, NULL})
-
 /* Imports a len-byte file (seed) with the extra import flags; the task id into id. */
-static void import(struct fx *f, size_t len, unsigned seed, const char *ttl, char id[65]) {
+static void import(struct harness_fx *f, size_t len, unsigned seed, const char *ttl, char id[65]) {
     char src[400];
     snprintf(src, sizeof(src), "%s/src-%u.bin", f->h.dir, seed);
     harness_write_file(src, len, seed);
@@ -65,7 +40,7 @@ static bool have_python(void) {
 /* Runs the python3 statements check on the JSON document json (loaded as d, with re and
  * datetime imported and the helper secs(t): whole seconds of an RFC 3339 time, and frac(t):
  * its fraction digits); the statements assert. Returns python's exit code (0: all held). */
-static int py_check(struct fx *f, const char *json, const char *check) {
+static int py_check(struct harness_fx *f, const char *json, const char *check) {
     char doc[400], script[400], cmd[1000];
     snprintf(doc, sizeof(doc), "%s/doc.json", f->h.dir);
     snprintf(script, sizeof(script), "%s/check.py", f->h.dir);
@@ -124,7 +99,7 @@ static const char *last_column(const char *row) {
 }
 
 static void test_stat_human(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char id[65];
     import(f, 5 * MiB + 512 * 1024, 1, "2h", id); /* 5.5 MiB */
     assert_int_equal(DFCACHE(f, "stat", id), 0);
@@ -181,7 +156,7 @@ static void test_stat_human_shows_no_control_bytes(void **state) {
 }
 
 static void test_stat_json(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (!have_python()) {
         skip(); /* needs python3 */
     }
@@ -221,7 +196,7 @@ static void test_stat_json(void **state) {
 }
 
 static void test_ls_human_and_json(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char a[65], b[65];
     import(f, 1536 * 1024, 3, "1h", a); /* 1.5 MiB */
     import(f, 700, 4, "3h", b);         /* 700 B */
@@ -267,7 +242,7 @@ static void test_ls_human_and_json(void **state) {
 }
 
 static void test_ls_empty(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     assert_int_equal(DFCACHE(f, "ls"), 0);
     assert_string_equal(f->out, "ID  SIZE  PERSISTENT  TTL  EXPIRES  CREATED\n"); /* header only */
     assert_int_equal(DFCACHE(f, "ls", "--json"), 0);
@@ -277,7 +252,7 @@ static void test_ls_empty(void **state) {
     }
 }
 
-static void sql(struct fx *f, const char *stmt) {
+static void sql(struct harness_fx *f, const char *stmt) {
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "sqlite3 '%s/metadata/pcache.db' \"%s\"", f->h.store, stmt);
     assert_int_equal(system(cmd), 0);
@@ -287,7 +262,7 @@ static void sql(struct fx *f, const char *stmt) {
  * the stored creation time back while the daemon is stopped (its GC runs hourly here and first
  * only after an hour, so it cannot delete the task during the test). */
 static void test_expired(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
         skip(); /* needs the sqlite3 command-line shell */
     }
@@ -320,7 +295,7 @@ static void test_expired(void **state) {
 }
 
 static void test_usage_errors(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     assert_int_equal(DFCACHE(f, "ls", "--bogus"), 2);
     assert_non_null(strstr(f->err, "dfcache ls: unknown flag `--bogus`"));
     assert_int_equal(DFCACHE(f, "stat", "--json"), 2); /* no id */
@@ -341,7 +316,7 @@ int main(void) {
     if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
     }
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, harness_fx_setup, harness_fx_teardown)
     const struct CMUnitTest tests[] = {
         T(test_stat_human),   T(test_stat_human_shows_no_control_bytes),
         T(test_stat_json),    T(test_ls_human_and_json),

@@ -31,54 +31,18 @@
 
 #define MiB ((size_t)1 << 20)
 
-struct fx {
-    struct harness h;
-    struct dfc_rpc_client *c;
-    char out[8192], err[8192];
-};
-
-static int setup(void **state) {
-    struct fx *f = calloc(1, sizeof(*f));
-    harness_open(&f->h, &f->c);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    struct fx *f = *state;
-    int code = harness_close(&f->h, f->c);
-    free(f);
-    assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
-    return 0;
-}
-
-#define DFCACHE(f, ...)                                                                            \
-    harness_dfcache(&(f)->h, -1, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),           \
-                    (const char *const[]){__VA_ARGS__, NULL})
-
-/* "Done: <id>\n" -> id. */
-static void done_id(const char *out, char id[65]) {
-    assert_int_equal(strncmp(out, "Done: ", 6), 0);
-    memcpy(id, out + 6, 64);
-    id[64] = '\0';
-}
-
-static void path_in(struct fx *f, const char *name, char *buf, size_t size) {
-    snprintf(buf, size, "%s/%s", f->h.dir, name);
-}
-
 /* ---- round trips ---- */
 
-static void round_trip(struct fx *f, size_t len, unsigned seed) {
+static void round_trip(struct harness_fx *f, size_t len, unsigned seed) {
     char src[400], out1[400], out2[400], id[65], id2[65];
-    path_in(f, "src.bin", src, sizeof(src));
-    path_in(f, "out1.bin", out1, sizeof(out1));
-    path_in(f, "out2.bin", out2, sizeof(out2));
+    harness_path(&f->h, "src.bin", src, sizeof(src));
+    harness_path(&f->h, "out1.bin", out1, sizeof(out1));
+    harness_path(&f->h, "out2.bin", out2, sizeof(out2));
     unlink(out1);
     unlink(out2);
     harness_write_file(src, len, seed);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     /* The daemon writes the file; then dfcache writes what the daemon streams. */
     assert_int_equal(DFCACHE(f, "export", "--no-progress", "-O", out1, id), 0);
     assert_true(harness_same_file(src, out1));
@@ -87,12 +51,12 @@ static void round_trip(struct fx *f, size_t len, unsigned seed) {
     assert_true(harness_same_file(src, out2));
     /* Streaming the same bytes yields the same task. */
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--transfer", "stream", src), 0);
-    done_id(f->out, id2);
+    harness_done_id(f->out, id2);
     assert_string_equal(id, id2);
 }
 
 static void test_round_trips(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     round_trip(f, 0, 1);                   /* empty */
     round_trip(f, 1, 2);                   /* one byte */
     round_trip(f, 4 * MiB, 3);             /* exactly one piece */
@@ -100,9 +64,9 @@ static void test_round_trips(void **state) {
 }
 
 static void test_import_hard_link_and_copy(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char src[400], id[65];
-    path_in(f, "linked.bin", src, sizeof(src));
+    harness_path(&f->h, "linked.bin", src, sizeof(src));
     harness_write_file(src, MiB, 5);
     chmod(src, 0444); /* the daemon's and read-only: the only inode the store may share */
     assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
@@ -120,49 +84,49 @@ static void test_import_hard_link_and_copy(void **state) {
     close(fd);
     harness_write_file(other, 2 * MiB + 3, 6);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", other), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_int_equal(stat(other, &st), 0);
     assert_int_equal(st.st_nlink, 1);
     assert_true(harness_log_has(&f->h, "mode=copy"));
     char out[400];
-    path_in(f, "copy-out.bin", out, sizeof(out));
+    harness_path(&f->h, "copy-out.bin", out, sizeof(out));
     assert_int_equal(DFCACHE(f, "export", "--no-progress", "-O", out, id), 0);
     assert_true(harness_same_file(other, out));
     unlink(other);
 }
 
 static void test_upstream_task_ids(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char src[400], id[65];
-    path_in(f, "vector.txt", src, sizeof(src));
+    harness_path(&f->h, "vector.txt", src, sizeof(src));
     FILE *fp = fopen(src, "w");
     fputs("This is a test file", fp);
     fclose(fp);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--application", "app1", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_string_equal(id, "0d0f8536f51227fda07141308f5ae8149b561b51b61c6517125f25dfa27acf5b");
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--tag", "tag1", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_string_equal(id, "a98b76813681e30cf83733fe055792b86393bba6f18e3d89fd8c18253922d992");
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--content-for-calculating-task-id",
                              "This is a test file", src),
                      0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_string_equal(id, "e2d0fe1585a63ec6009c8016ff8dda8b17719a637405a4e23c0ff81339148249");
     /* The same through the stream path. */
     assert_int_equal(
         DFCACHE(f, "import", "--no-progress", "--transfer", "stream", "--tag", "tag1", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_string_equal(id, "a98b76813681e30cf83733fe055792b86393bba6f18e3d89fd8c18253922d992");
 }
 
 static void test_stat_ls_rm(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char src[400], id[65];
-    path_in(f, "s.bin", src, sizeof(src));
+    harness_path(&f->h, "s.bin", src, sizeof(src));
     harness_write_file(src, 5 * MiB, 7);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--ttl", "2h", "--tag", "t1", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_int_equal(DFCACHE(f, "stat", id), 0);
     assert_non_null(strstr(f->out, id));
     assert_non_null(strstr(f->out, "State:                Succeeded"));
@@ -182,18 +146,18 @@ static void test_stat_ls_rm(void **state) {
 }
 
 static void test_progress_bar_only_on_a_terminal(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (system("command -v script >/dev/null 2>&1") != 0) {
         skip(); /* script(1) from util-linux provides the pseudo-terminal */
     }
     char src[400], cmd[2048], path[400];
-    path_in(f, "bar.bin", src, sizeof(src));
+    harness_path(&f->h, "bar.bin", src, sizeof(src));
     harness_write_file(src, 24 * MiB, 16);
     /* Piped: results only, no bar. */
     assert_int_equal(DFCACHE(f, "import", "--transfer", "stream", src), 0);
     assert_null(strstr(f->err, "ETA"));
     /* On a terminal: the bar, with bytes, rate and ETA, ending at 100%. */
-    path_in(f, "pty.out", path, sizeof(path));
+    harness_path(&f->h, "pty.out", path, sizeof(path));
     int n = snprintf(cmd, sizeof(cmd),
                      "script -qec '%s import --transfer stream --tag bar -e %s %s' "
                      "/dev/null > %s 2>&1",
@@ -224,7 +188,7 @@ static void test_progress_bar_only_on_a_terminal(void **state) {
 }
 
 static void test_cli_usage_errors(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     assert_int_equal(DFCACHE(f, "import", "--ttl", "1m", "/etc/hostname"), 2);
     assert_non_null(strstr(f->err, "--ttl must be between 5m and 168h"));
     assert_int_equal(DFCACHE(f, "import", "--piece-length", "1MiB", "/etc/hostname"), 2);
@@ -243,7 +207,7 @@ static void test_cli_usage_errors(void **state) {
 
 /* ---- every validation error, exact code and message ---- */
 
-static int upload(struct fx *f, Dfdaemon__V2__UploadPersistentCacheTaskRequest *req,
+static int upload(struct harness_fx *f, Dfdaemon__V2__UploadPersistentCacheTaskRequest *req,
                   struct dfc_error *err) {
     ProtobufCMessage *resp = NULL;
     int r = dfc_rpc_unary(f->c, &hm.upload, &req->base, 10000, &resp, err);
@@ -252,11 +216,11 @@ static int upload(struct fx *f, Dfdaemon__V2__UploadPersistentCacheTaskRequest *
 }
 
 static void test_upload_validation(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_error err;
     char file[400], fifo[400];
-    path_in(f, "v.bin", file, sizeof(file));
-    path_in(f, "v.fifo", fifo, sizeof(fifo));
+    harness_path(&f->h, "v.bin", file, sizeof(file));
+    harness_path(&f->h, "v.fifo", fifo, sizeof(fifo));
     harness_write_file(file, 10, 8);
     mkfifo(fifo, 0644);
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
@@ -370,7 +334,7 @@ static void test_upload_validation(void **state) {
 #undef REQ
 }
 
-static int download(struct fx *f, Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req,
+static int download(struct harness_fx *f, Dfdaemon__V2__DownloadPersistentCacheTaskRequest *req,
                     int *ret_messages, struct dfc_error *err) {
     struct dfc_rpc_stream *s;
     int r = dfc_rpc_stream_open(f->c, &hm.download, 10000, &s, err);
@@ -392,15 +356,15 @@ static int download(struct fx *f, Dfdaemon__V2__DownloadPersistentCacheTaskReque
 }
 
 static void test_download_validation(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_error err;
     char src[400], out[400], id[65];
-    path_in(f, "d.bin", src, sizeof(src));
-    path_in(f, "d-out.bin", out, sizeof(out));
+    harness_path(&f->h, "d.bin", src, sizeof(src));
+    harness_path(&f->h, "d-out.bin", out, sizeof(out));
     harness_write_file(src, 9 * MiB, 9);
     chmod(src, 0444); /* read-only and the daemon's: imported as a hard link (see below) */
     assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
 #define REQ()                                                                                      \
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest r =                                           \
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;                                \
@@ -511,7 +475,7 @@ static void test_download_validation(void **state) {
         dfc_error_to_grpc(dfc_rpc_unary(f->c, &hm.delete_host, &s.base, 5000, &m, &err)), 12);
 }
 
-static int unary(struct fx *f, const struct dfc_rpc_client_method *method,
+static int unary(struct harness_fx *f, const struct dfc_rpc_client_method *method,
                  const ProtobufCMessage *req, struct dfc_error *err) {
     ProtobufCMessage *m = NULL;
     int r = dfc_rpc_unary(f->c, method, req, 5000, &m, err);
@@ -520,13 +484,13 @@ static int unary(struct fx *f, const struct dfc_rpc_client_method *method,
 }
 
 static void test_upload_service_and_local_stat_validation(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_error err;
     char src[400], id[65];
-    path_in(f, "u.bin", src, sizeof(src));
+    harness_path(&f->h, "u.bin", src, sizeof(src));
     harness_write_file(src, 1000, 18);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     const char *unknown = "1111111111111111111111111111111111111111111111111111111111111111";
 
     Dfdaemon__V2__StatLocalPersistentCacheTaskRequest sl =
@@ -565,10 +529,10 @@ static void test_upload_service_and_local_stat_validation(void **state) {
 }
 
 static void test_dfdaemon_command_line(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char cmd[1200], out[400], bad[400];
-    path_in(f, "cli.out", out, sizeof(out));
-    path_in(f, "bad.yaml", bad, sizeof(bad));
+    harness_path(&f->h, "cli.out", out, sizeof(out));
+    harness_path(&f->h, "bad.yaml", bad, sizeof(bad));
     FILE *fp = fopen(bad, "w");
     fputs("storage:\n  dir: /tmp/x\n  kepp: true\n", fp);
     fclose(fp);
@@ -610,7 +574,8 @@ static void test_dfdaemon_command_line(void **state) {
 
 /* ---- streamed import protocol errors ---- */
 
-static int stream_messages(struct fx *f, const void **msgs, size_t n, struct dfc_error *err) {
+static int stream_messages(struct harness_fx *f, const void **msgs, size_t n,
+                           struct dfc_error *err) {
     struct dfc_rpc_stream *s;
     int r = dfc_rpc_stream_open(f->c, &hm.import, 10000, &s, err);
     for (size_t i = 0; i < n && r == 0; i++) {
@@ -634,7 +599,7 @@ static size_t count_lines(const char *text) {
 }
 
 static void test_stream_import_protocol(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_error err;
     Google__Protobuf__Duration ttl = GOOGLE__PROTOBUF__DURATION__INIT;
     ttl.seconds = 3600;
@@ -712,13 +677,13 @@ static void test_stream_import_protocol(void **state) {
 /* ---- lifecycle ---- */
 
 static void test_restart_keeps_tasks(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char src[400], out[400], id[65];
-    path_in(f, "r.bin", src, sizeof(src));
-    path_in(f, "r-out.bin", out, sizeof(out));
+    harness_path(&f->h, "r.bin", src, sizeof(src));
+    harness_path(&f->h, "r-out.bin", out, sizeof(out));
     harness_write_file(src, 6 * MiB, 10);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--transfer", "stream", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
     struct stat st;
     assert_int_equal(stat(f->h.socket, &st), -1); /* removed on a clean stop */
@@ -731,11 +696,11 @@ static void test_restart_keeps_tasks(void **state) {
 }
 
 static bool gc_done(void *arg) {
-    struct fx *f = arg;
+    struct harness_fx *f = arg;
     return harness_log_has(&f->h, "event=gc.done");
 }
 
-static void sql(struct fx *f, const char *stmt) {
+static void sql(struct harness_fx *f, const char *stmt) {
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "sqlite3 '%s/metadata/pcache.db' \"%s\"", f->h.store, stmt);
     assert_int_equal(system(cmd), 0);
@@ -744,17 +709,17 @@ static void sql(struct fx *f, const char *stmt) {
 static void test_gc_in_the_daemon(void **state) {
     /* The real daemon's GC thread on its real clock: time "passes" by moving the stored
      * timestamps back while the daemon is stopped, as a clock jump would. */
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
         skip(); /* needs the sqlite3 command-line shell */
     }
     char src[400], ids[4][65];
     for (int i = 0; i < 4; i++) {
-        path_in(f, "gc.bin", src, sizeof(src));
+        harness_path(&f->h, "gc.bin", src, sizeof(src));
         harness_write_file(src, 4 * MiB, 20 + (unsigned)i);
         assert_int_equal(DFCACHE(f, "import", "--no-progress", "--ttl", i == 0 ? "5m" : "2h", src),
                          0);
-        done_id(f->out, ids[i]);
+        harness_done_id(f->out, ids[i]);
     }
     assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
     /* ids[0]: past its 5 minute TTL. ids[1], ids[2]: cached copies (not persistent), the
@@ -792,13 +757,13 @@ static void test_gc_in_the_daemon(void **state) {
 static void test_corrupt_store_refuses_then_discards(void **state) {
     /* A damaged metadata database: the daemon refuses to start and deletes nothing, until the
      * operator asks it to discard the store. */
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char src[400], ids[3][65], content[400];
     for (int i = 0; i < 3; i++) {
-        path_in(f, "c.bin", src, sizeof(src));
+        harness_path(&f->h, "c.bin", src, sizeof(src));
         harness_write_file(src, MiB, 30 + (unsigned)i);
         assert_int_equal(DFCACHE(f, "import", "--no-progress", "--transfer", "stream", src), 0);
-        done_id(f->out, ids[i]);
+        harness_done_id(f->out, ids[i]);
     }
     assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
     char db[400];
@@ -835,7 +800,7 @@ static void test_corrupt_store_refuses_then_discards(void **state) {
 }
 
 /* Sends start + some content of a larger announced import, and leaves the stream open. */
-static struct dfc_rpc_stream *partial_import(struct fx *f, size_t announced, size_t sent) {
+static struct dfc_rpc_stream *partial_import(struct harness_fx *f, size_t announced, size_t sent) {
     struct dfc_error err;
     struct dfc_rpc_stream *s;
     assert_int_equal(dfc_rpc_stream_open(f->c, &hm.import, 60000, &s, &err), 0);
@@ -866,7 +831,7 @@ static struct dfc_rpc_stream *partial_import(struct fx *f, size_t announced, siz
 }
 
 static bool spool_present(void *arg) {
-    struct fx *f = arg;
+    struct harness_fx *f = arg;
     char tmp[400];
     snprintf(tmp, sizeof(tmp), "%s/tmp", f->h.store);
     return harness_count(tmp) == 1;
@@ -876,7 +841,7 @@ static bool spool_gone(void *arg) {
     return !spool_present(arg);
 }
 
-static void assert_store_empty(struct fx *f) {
+static void assert_store_empty(struct harness_fx *f) {
     char dir[400];
     snprintf(dir, sizeof(dir), "%s/tmp", f->h.store);
     assert_int_equal(harness_count(dir), 0);
@@ -887,7 +852,7 @@ static void assert_store_empty(struct fx *f) {
 }
 
 static void test_kill9_mid_import_leaves_nothing(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_rpc_stream *s = partial_import(f, 64 * MiB, 16 * MiB);
     assert_true(test_wait_for(spool_present, f, 5000));
     harness_stop(&f->h, SIGKILL);
@@ -898,7 +863,7 @@ static void test_kill9_mid_import_leaves_nothing(void **state) {
 }
 
 static void test_cancelled_stream_leaves_nothing(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_rpc_stream *s = partial_import(f, 64 * MiB, 8 * MiB);
     assert_true(test_wait_for(spool_present, f, 5000));
     dfc_rpc_stream_cancel(s);
@@ -907,21 +872,21 @@ static void test_cancelled_stream_leaves_nothing(void **state) {
     assert_store_empty(f);
     /* The daemon goes on serving. */
     char src[400];
-    path_in(f, "after.bin", src, sizeof(src));
+    harness_path(&f->h, "after.bin", src, sizeof(src));
     harness_write_file(src, 100, 11);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
 }
 
 static void test_peer_credentials_are_checked(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0) {
         skip(); /* needs root to run dfcache as another uid */
     }
     const int nobody = 65534;
     char secret[400], shared[400], locked[400], out[420];
-    path_in(f, "secret.bin", secret, sizeof(secret));
-    path_in(f, "shared.bin", shared, sizeof(shared));
-    path_in(f, "locked", locked, sizeof(locked));
+    harness_path(&f->h, "secret.bin", secret, sizeof(secret));
+    harness_path(&f->h, "shared.bin", shared, sizeof(shared));
+    harness_path(&f->h, "locked", locked, sizeof(locked));
     harness_write_file(secret, 1000, 12);
     chmod(secret, 0600); /* root only */
     harness_write_file(shared, 1000, 13);
@@ -944,7 +909,7 @@ static void test_peer_credentials_are_checked(void **state) {
         harness_dfcache(&f->h, nobody, f->out, sizeof(f->out), f->err, sizeof(f->err), argv_shared),
         0);
     char id[65];
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     /* nobody may not make the root daemon write into a directory it cannot write. */
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest r =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
@@ -959,12 +924,12 @@ static void test_peer_credentials_are_checked(void **state) {
 }
 
 static void test_an_acl_lets_the_caller_import_by_path(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0 || system("command -v setfacl >/dev/null 2>&1") != 0) {
         skip(); /* needs root (to run as another uid) and setfacl */
     }
     char file[400], cmd[600], id[65];
-    path_in(f, "acl.bin", file, sizeof(file));
+    harness_path(&f->h, "acl.bin", file, sizeof(file));
     harness_write_file(file, 5000, 17);
     chmod(file, 0600);
     snprintf(cmd, sizeof(cmd), "setfacl -m u:65534:r '%s'", file);
@@ -976,14 +941,14 @@ static void test_an_acl_lets_the_caller_import_by_path(void **state) {
     assert_int_equal(
         harness_dfcache(&f->h, 65534, f->out, sizeof(f->out), f->err, sizeof(f->err), path_only),
         0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_true(harness_log_has(&f->h, "bytes=5000 pieces=1 existed=0 uid=65534"));
     /* ...and so does auto mode, by path too: nothing is streamed. */
     const char *autom[] = {"import", "--no-progress", file, NULL};
     assert_int_equal(
         harness_dfcache(&f->h, 65534, f->out, sizeof(f->out), f->err, sizeof(f->err), autom), 0);
     char id2[65];
-    done_id(f->out, id2);
+    harness_done_id(f->out, id2);
     assert_string_equal(id, id2);
     assert_false(harness_log_has(&f->h, "mode=stream"));
 }
@@ -997,7 +962,8 @@ static void test_an_acl_lets_the_caller_import_by_path(void **state) {
 static char self_exe[PATH_MAX];
 
 /* Runs this binary as uid (and gid uid) with args; captures its stdout. Returns its exit code. */
-static int run_caller(struct fx *f, int uid, char *out, size_t size, const char *const *args) {
+static int run_caller(struct harness_fx *f, int uid, char *out, size_t size,
+                      const char *const *args) {
     int p[2];
     assert_int_equal(pipe(p), 0);
     pid_t pid = fork();
@@ -1031,7 +997,7 @@ static int run_caller(struct fx *f, int uid, char *out, size_t size, const char 
 }
 
 /* The gRPC code the caller got for a path import of path (0: OK); its message into msg. */
-static int upload_as(struct fx *f, int uid, const char *path, char *msg, size_t size) {
+static int upload_as(struct harness_fx *f, int uid, const char *path, char *msg, size_t size) {
     char out[2048];
     assert_int_equal(
         run_caller(f, uid, out, sizeof(out), (const char *const[]){"upload", path, NULL}), 0);
@@ -1042,8 +1008,8 @@ static int upload_as(struct fx *f, int uid, const char *path, char *msg, size_t 
 }
 
 /* The gRPC code of an export as uid: output, overwrite and force_hard_link. */
-static int export_as(struct fx *f, int uid, const char *id, const char *output, bool overwrite,
-                     bool force, char *msg, size_t size) {
+static int export_as(struct harness_fx *f, int uid, const char *id, const char *output,
+                     bool overwrite, bool force, char *msg, size_t size) {
     char out[2048];
     assert_int_equal(run_caller(f, uid, out, sizeof(out),
                                 (const char *const[]){"export", id, output, overwrite ? "1" : "0",
@@ -1062,12 +1028,13 @@ static void make_dir(const char *path, mode_t mode, uid_t uid) {
 }
 
 /* Imports a file of len bytes as root by path; its id into id. */
-static void import_as_root(struct fx *f, const char *name, size_t len, unsigned seed, char id[65]) {
+static void import_as_root(struct harness_fx *f, const char *name, size_t len, unsigned seed,
+                           char id[65]) {
     char src[400];
-    path_in(f, name, src, sizeof(src));
+    harness_path(&f->h, name, src, sizeof(src));
     harness_write_file(src, len, seed);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
 }
 
 static size_t count_temp_files(const char *dir) {
@@ -1087,15 +1054,15 @@ static size_t count_temp_files(const char *dir) {
  * temp files where it cannot write). Now the daemon resolves the directory once, as the
  * caller, and the kernel refuses the locked directory whichever way the race goes. */
 static void test_export_symlink_race_cannot_write_as_root(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0) {
         skip(); /* needs root to run the attacker as another uid */
     }
     const int nobody = 65534;
     char id[65], d[400], mine[420], locked[400], victim[420], link[420], alt[420], out[440];
     import_as_root(f, "race-src.bin", 8 * MiB, 21, id);
-    path_in(f, "race", d, sizeof(d));
-    path_in(f, "race-locked", locked, sizeof(locked));
+    harness_path(&f->h, "race", d, sizeof(d));
+    harness_path(&f->h, "race-locked", locked, sizeof(locked));
     snprintf(mine, sizeof(mine), "%s/mine", d);
     snprintf(link, sizeof(link), "%s/link", d);
     snprintf(alt, sizeof(alt), "%s/alt", d);
@@ -1125,7 +1092,7 @@ static void test_export_symlink_race_cannot_write_as_root(void **state) {
     }
     /* The digest check sits between the old rights check and the export: a wide window. */
     char src[400], digest[DFC_CRC32_DIGEST_MAX], result[256];
-    path_in(f, "race-src.bin", src, sizeof(src));
+    harness_path(&f->h, "race-src.bin", src, sizeof(src));
     int fd = open(src, O_RDONLY);
     char *buf = malloc(8 * MiB);
     assert_int_equal(read(fd, buf, 8 * MiB), (ssize_t)(8 * MiB));
@@ -1159,12 +1126,12 @@ static void test_export_symlink_race_cannot_write_as_root(void **state) {
 /* Item 4: the daemon opened the caller's path as root before it checked rights, so a
  * stranger learned what exists in directories it cannot search. */
 static void test_no_existence_oracle(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0) {
         skip(); /* needs root to run the caller as another uid */
     }
     char locked[400], there[420], missing[420], m1[512], m2[512];
-    path_in(f, "oracle", locked, sizeof(locked));
+    harness_path(&f->h, "oracle", locked, sizeof(locked));
     make_dir(locked, 0700, 0);
     snprintf(there, sizeof(there), "%s/there.bin", locked);
     snprintf(missing, sizeof(missing), "%s/missing.bin", locked);
@@ -1220,12 +1187,12 @@ static bool writer_still_blocked(const char *fifo, struct blocked_writer *w) {
 /* Item 4: the daemon opened FIFOs and devices as root (releasing a blocked writer) before it
  * looked at what they were. Now they are refused before anything opens them for reading. */
 static void test_fifos_and_devices_are_never_opened(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0) {
         skip(); /* needs root to run the caller as another uid */
     }
     char fifo[400], msg[512];
-    path_in(f, "root.fifo", fifo, sizeof(fifo));
+    harness_path(&f->h, "root.fifo", fifo, sizeof(fifo));
     assert_int_equal(mkfifo(fifo, 0600), 0);
     struct blocked_writer w;
     start_writer(fifo, &w);
@@ -1245,7 +1212,7 @@ static void test_fifos_and_devices_are_never_opened(void **state) {
 /* Item 4: /proc/self/fd/N resolved in the daemon names the daemon's own descriptors; its
  * /proc files are readable by the daemon whatever the caller's identity. */
 static void test_proc_magic_links_are_refused(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0) {
         skip(); /* needs root to run the caller as another uid */
     }
@@ -1267,14 +1234,14 @@ static void test_proc_magic_links_are_refused(void **state) {
 /* Files an export creates belong to the caller; a hard link happens only where the kernel
  * lets the caller make it (fs.protected_hardlinks), else the content is copied. */
 static void test_export_acts_as_the_caller(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0) {
         skip(); /* needs root to run the caller as another uid */
     }
     const int nobody = 65534;
     char id[65], mine[400], out[420], linked[420], msg[512];
     import_as_root(f, "own-src.bin", 3 * MiB, 24, id);
-    path_in(f, "own", mine, sizeof(mine));
+    harness_path(&f->h, "own", mine, sizeof(mine));
     make_dir(mine, 0755, nobody);
     snprintf(out, sizeof(out), "%s/copy.bin", mine);
     snprintf(linked, sizeof(linked), "%s/linked.bin", mine);
@@ -1285,7 +1252,7 @@ static void test_export_acts_as_the_caller(void **state) {
     assert_int_equal(st.st_gid, nobody);
     assert_int_equal(st.st_nlink, 1); /* a copy, not root's inode */
     char src[400];
-    path_in(f, "own-src.bin", src, sizeof(src));
+    harness_path(&f->h, "own-src.bin", src, sizeof(src));
     assert_true(harness_same_file(src, out));
     /* Root's content is not the caller's to hard-link: refused, and nothing is left. */
     int code = export_as(f, nobody, id, linked, false, true, msg, sizeof(msg));
@@ -1297,14 +1264,14 @@ static void test_export_acts_as_the_caller(void **state) {
 }
 
 static void test_auto_passes_fd_from_another_mount_namespace(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     if (geteuid() != 0 || system("unshare -m true 2>/dev/null") != 0) {
         skip(); /* needs root and unshare(1) for a private mount namespace */
     }
     /* In a private namespace, a tmpfs hides the directory's real contents from the daemon's
      * view: the file at the same path is a different one (or absent) for the daemon. */
     char dir[400], file[420], cmd[4096], id[65];
-    path_in(f, "pod", dir, sizeof(dir));
+    harness_path(&f->h, "pod", dir, sizeof(dir));
     mkdir(dir, 0755);
     assert_true(snprintf(file, sizeof(file), "%s/model.bin", dir) < (int)sizeof(file));
     harness_write_file(file, 100, 14); /* what the daemon sees at that path */
@@ -1321,7 +1288,7 @@ static void test_auto_passes_fd_from_another_mount_namespace(void **state) {
     FILE *p = fopen(path, "r");
     assert_non_null(fgets(line, sizeof(line), p));
     fclose(p);
-    done_id(line, id);
+    harness_done_id(line, id);
     /* The daemon refused its own view (identity mismatch), so dfcache passed the descriptor
      * of the pod's file on the sibling socket (test_fd_import.c has the stream fallback). */
     assert_true(harness_log_has(&f->h, "bytes=3000000 pieces=1 existed=0 uid=0 source=fd"));
@@ -1432,7 +1399,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     self_exe[n] = '\0';
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, harness_fx_setup, harness_fx_teardown)
     const struct CMUnitTest tests[] = {
         T(test_round_trips),
         T(test_import_hard_link_and_copy),

@@ -57,45 +57,18 @@ static int teardown(void **state) {
     return r == 0 ? 0 : -1;
 }
 
-#define DFCACHE(f, ...)                                                                            \
-    harness_dfcache(&(f)->h, -1, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),           \
-                    (const char *const[]){__VA_ARGS__, NULL})
-
-/* One scrape, parsed by the real parser: the flattened samples (the caller frees them). */
-static char *scrape(struct fx *f) {
-    char *body, *flat;
-    assert_int_equal(test_http_get(f->mport, "/metrics", &body), 200);
-    if (test_prom_parse(body, &flat) != 0) {
-        fail_msg("the parser refused the exposition:\n%s", body);
-    }
-    free(body);
-    return flat;
-}
-
-/* A sample's value, 0 when it is absent from the flattened scrape. */
-static double value(const char *flat, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static double value(const char *flat, const char *fmt, ...) {
-    char series[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(series, sizeof(series), fmt, ap);
-    va_end(ap);
-    double v = test_prom_value(flat, series);
-    return v < 0 ? 0 : v;
-}
-
 /* The delta of series between two scrapes, exactly as the parser read them. */
-#define DELTA(a, b, ...) (value((b), __VA_ARGS__) - value((a), __VA_ARGS__))
+#define DELTA(a, b, ...) (test_prom_sample((b), __VA_ARGS__) - test_prom_sample((a), __VA_ARGS__))
 
 static double tasks(const char *flat) {
-    return value(flat, P "persistent_cache_tasks{persistent=\"false\"}") +
-           value(flat, P "persistent_cache_tasks{persistent=\"true\"}");
+    return test_prom_sample(flat, P "persistent_cache_tasks{persistent=\"false\"}") +
+           test_prom_sample(flat, P "persistent_cache_tasks{persistent=\"true\"}");
 }
 
 static double import_bytes(const char *flat) {
-    return value(flat, P "import_bytes_total{mode=\"copy\"}") +
-           value(flat, P "import_bytes_total{mode=\"reflink\"}") +
-           value(flat, P "import_bytes_total{mode=\"hard_link\"}");
+    return test_prom_sample(flat, P "import_bytes_total{mode=\"copy\"}") +
+           test_prom_sample(flat, P "import_bytes_total{mode=\"reflink\"}") +
+           test_prom_sample(flat, P "import_bytes_total{mode=\"hard_link\"}");
 }
 
 struct want_tasks {
@@ -106,16 +79,10 @@ struct want_tasks {
 /* The store's gauges are refreshed in the background (at most 2 s late): wait for them. */
 static bool tasks_are(void *arg) {
     struct want_tasks *w = arg;
-    char *flat = scrape(w->f);
+    char *flat = test_prom_scrape(w->f->mport);
     bool ok = tasks(flat) == w->n;
     free(flat);
     return ok;
-}
-
-static void done_id(const char *out, char id[65]) {
-    assert_int_equal(strncmp(out, "Done: ", 6), 0);
-    memcpy(id, out + 6, 64);
-    id[64] = '\0';
 }
 
 static void test_counter_deltas(void **state) {
@@ -126,10 +93,10 @@ static void test_counter_deltas(void **state) {
     harness_write_file(src, 3 * MiB + 17, 41);
 
     /* An import by path. */
-    char *s0 = scrape(f);
+    char *s0 = test_prom_scrape(f->mport);
     assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
-    done_id(f->out, id);
-    char *s1 = scrape(f);
+    harness_done_id(f->out, id);
+    char *s1 = test_prom_scrape(f->mport);
     assert_true(DELTA(s0, s1, P "upload_task_total{source=\"path\"}") == 1);
     assert_true(DELTA(s0, s1, P "upload_task_failure_total{source=\"path\"}") == 0);
     assert_true(import_bytes(s1) - import_bytes(s0) == 3 * MiB + 17);
@@ -141,7 +108,7 @@ static void test_counter_deltas(void **state) {
     /* An export by path: a hard link or a copy, the task's bytes either way. */
     assert_int_equal(DFCACHE(f, "export", "--no-progress", "-O", out, id), 0);
     assert_true(harness_same_file(src, out));
-    char *s2 = scrape(f);
+    char *s2 = test_prom_scrape(f->mport);
     assert_true(DELTA(s1, s2, P "download_task_total{source=\"local\"}") == 1);
     assert_true(DELTA(s1, s2, P "download_task_total{source=\"peers\"}") == 0);
     assert_true(DELTA(s1, s2, P "download_task_failure_total{}") == 0);
@@ -156,7 +123,7 @@ static void test_counter_deltas(void **state) {
     (void)unlink(out);
     assert_int_equal(
         DFCACHE(f, "export", "--no-progress", "--transfer-from-dfdaemon", "-O", out, id), 0);
-    char *s3 = scrape(f);
+    char *s3 = test_prom_scrape(f->mport);
     assert_true(DELTA(s2, s3, P "export_bytes_total{mode=\"stream\"}") == 3 * MiB + 17);
     assert_true(DELTA(s2, s3, P "download_task_total{source=\"local\"}") == 1);
 
@@ -171,7 +138,7 @@ static void test_counter_deltas(void **state) {
     dfc_rpc_msg_free(resp);
     assert_true(r < 0);
     const char *code = dfc_grpc_code_name(dfc_error_to_grpc(r));
-    char *s4 = scrape(f);
+    char *s4 = test_prom_scrape(f->mport);
     assert_true(DELTA(s3, s4, P "upload_task_failure_total{source=\"path\"}") == 1);
     assert_true(DELTA(s3, s4, P "upload_task_total{source=\"path\"}") == 0);
     assert_true(import_bytes(s4) - import_bytes(s3) == 0);
@@ -184,7 +151,7 @@ static void test_counter_deltas(void **state) {
     assert_int_equal(DFCACHE(f, "export", "--no-progress", "-O", out,
                              "0000000000000000000000000000000000000000000000000000000000000000"),
                      1);
-    char *s5 = scrape(f);
+    char *s5 = test_prom_scrape(f->mport);
     assert_true(DELTA(s4, s5, P "download_task_failure_total{}") == 1);
     assert_true(DELTA(s4, s5, HANDLED, "NOT_FOUND", M_EXPORT) == 1);
 
@@ -193,14 +160,14 @@ static void test_counter_deltas(void **state) {
                              "--content-for-calculating-task-id", "metrics-stream", src),
                      0);
     char stream_id[65];
-    done_id(f->out, stream_id);
-    char *s6 = scrape(f);
+    harness_done_id(f->out, stream_id);
+    char *s6 = test_prom_scrape(f->mport);
     assert_true(DELTA(s5, s6, P "upload_task_total{source=\"stream\"}") == 1);
     assert_true(DELTA(s5, s6, P "import_bytes_total{mode=\"stream\"}") == 3 * MiB + 17);
     assert_true(DELTA(s5, s6, HANDLED, "OK", M_IMPORT) == 1);
     w.n = tasks(s0) + 2;
     assert_true(test_wait_for(tasks_are, &w, 20000));
-    char *s7 = scrape(f);
+    char *s7 = test_prom_scrape(f->mport);
 
     /* A GC expiry: the stream task's created_at moved 6 minutes back (past its 5 minute TTL)
      * in the running daemon's database; the next pass (every second) deletes it. */
@@ -213,7 +180,7 @@ static void test_counter_deltas(void **state) {
         assert_int_equal(system(cmd), 0);
         w.n = tasks(s0) + 1;
         assert_true(test_wait_for(tasks_are, &w, 20000));
-        char *s8 = scrape(f);
+        char *s8 = test_prom_scrape(f->mport);
         assert_true(DELTA(s7, s8, P "gc_expired_tasks_total{}") == 1);
         assert_true(DELTA(s7, s8, P "gc_evicted_tasks_total{}") == 0);
         assert_int_equal(DFCACHE(f, "stat", stream_id), 1);
@@ -223,12 +190,12 @@ static void test_counter_deltas(void **state) {
     }
 
     /* The disk gauges: the filesystem's capacity and usage, the watermarks at 80% and 60%. */
-    double total = value(s7, P "disk_space_total{}");
+    double total = test_prom_sample(s7, P "disk_space_total{}");
     assert_true(total > 0);
-    assert_true(value(s7, P "disk_usage_space_total{}") <= total);
+    assert_true(test_prom_sample(s7, P "disk_usage_space_total{}") <= total);
     uint64_t capacity = (uint64_t)total;
     uint64_t high = capacity / 100 * 80; /* the daemon's own integer arithmetic */
-    assert_true(value(s7, P "disk_threshold_bytes{watermark=\"high\"}") == (double)high);
+    assert_true(test_prom_sample(s7, P "disk_threshold_bytes{watermark=\"high\"}") == (double)high);
     free(s0);
     free(s1);
     free(s2);

@@ -131,21 +131,6 @@ static int teardown(void **state) {
         assert_non_null(f);                                                                        \
     } while (0)
 
-#define DFCACHE(f, ...)                                                                            \
-    harness_dfcache(&(f)->h, -1, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),           \
-                    (const char *const[]){__VA_ARGS__, NULL})
-
-/* "Done: <id>\n" -> id. */
-static void done_id(const char *out, char id[65]) {
-    assert_int_equal(strncmp(out, "Done: ", 6), 0);
-    memcpy(id, out + 6, 64);
-    id[64] = '\0';
-}
-
-static void path_in(struct fx *f, const char *name, char *buf, size_t size) {
-    snprintf(buf, size, "%s/%s", f->h.dir, name);
-}
-
 /* ---- Redis reads ---- */
 
 static char *hget(struct fx *f, const char *key, const char *field, char *buf, size_t size) {
@@ -265,11 +250,11 @@ static int stat_local_code(struct fx *f, const char *id) {
 static void import_file(struct fx *f, const char *transfer, size_t len, unsigned seed,
                         const char *ttl, char id[65]) {
     char src[400];
-    path_in(f, "src.bin", src, sizeof(src));
+    harness_path(&f->h, "src.bin", src, sizeof(src));
     harness_write_file(src, len, seed);
     assert_int_equal(
         DFCACHE(f, "import", "--no-progress", "--transfer", transfer, "--ttl", ttl, src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
 }
 
 /* The task is Succeeded at the scheduler with exactly one peer: this host's, Succeeded, whose
@@ -355,9 +340,9 @@ static void test_imports_register_a_peer(void **state) {
 
     /* An identical import: the stored task, no second peer. */
     char src[400], again[65];
-    path_in(f, "src.bin", src, sizeof(src));
+    harness_path(&f->h, "src.bin", src, sizeof(src));
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--ttl", "1h", src), 0);
-    done_id(f->out, again);
+    harness_done_id(f->out, again);
     assert_string_equal(again, sid);
     char peers[4][400];
     assert_int_equal(task_peers(f, sid, peers, 4), 1);
@@ -440,7 +425,7 @@ static void test_commit_failure_after_started_leaves_no_live_peer(void **state) 
     if (access(f->immutable[1], F_OK) != 0 || chattr("+i", f->immutable[1]) != 0) {
         f->immutable[1][0] = '\0'; /* no shard directory: its mkdir fails instead */
     }
-    path_in(f, "src.bin", src, sizeof(src));
+    harness_path(&f->h, "src.bin", src, sizeof(src));
     assert_int_equal(DFCACHE(f, "import", "--no-progress", "--ttl", "1h", src), 1);
     assert_non_null(strstr(f->err, "persistent-cache-tasks")); /* the storage's own error */
     assert_int_equal(stat_local_code(f, id), DFC_GRPC_NOT_FOUND);
@@ -480,8 +465,8 @@ static void test_scheduler_away_then_back(void **state) {
 
     char id[65], src[400], out[400];
     import_file(f, "path", 4 * MiB + 1, 3, "1h", id);
-    path_in(f, "src.bin", src, sizeof(src));
-    path_in(f, "out.bin", out, sizeof(out));
+    harness_path(&f->h, "src.bin", src, sizeof(src));
+    harness_path(&f->h, "out.bin", out, sizeof(out));
     assert_int_equal(DFCACHE(f, "export", "--no-progress", "-O", out, id), 0);
     assert_true(harness_same_file(src, out));
     char sid[65];
@@ -619,7 +604,7 @@ static void test_second_node_imports_what_the_cluster_has(void **state) {
     char id[65], peer[400], src[400];
     import_file(f, "path", 9000, 8, "1h", id);
     assert_registered(f, id, peer);
-    path_in(f, "src.bin", src, sizeof(src));
+    harness_path(&f->h, "src.bin", src, sizeof(src));
 
     struct harness other;
     harness_start(&other, "gc:\n  interval: 1h\n");

@@ -36,27 +36,6 @@ struct fx {
     unsigned port;
 };
 
-static char *scrape(unsigned port) {
-    char *body, *flat;
-    assert_int_equal(test_http_get(port, "/metrics", &body), 200);
-    if (test_prom_parse(body, &flat) != 0) {
-        fail_msg("the parser refused the exposition:\n%s", body);
-    }
-    free(body);
-    return flat;
-}
-
-static double value(const char *flat, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static double value(const char *flat, const char *fmt, ...) {
-    char series[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(series, sizeof(series), fmt, ap);
-    va_end(ap);
-    double v = test_prom_value(flat, series);
-    return v < 0 ? 0 : v;
-}
-
 static int ready_code(struct fx *f, char **body) {
     return test_http_get(f->port, "/readyz", body);
 }
@@ -78,22 +57,23 @@ static void test_scheduler_endpoint(void **state) {
     struct dfc_error err;
     assert_int_equal(dfc_rpc_client_new(f->s.target, NULL, &c, &err), 0);
 
-    char *s0 = scrape(f->port);
+    char *s0 = test_prom_scrape(f->port);
     Scheduler__V2__ListHostsRequest r = SCHEDULER__V2__LIST_HOSTS_REQUEST__INIT;
     ProtobufCMessage *out = NULL;
     assert_int_equal(dfc_rpc_unary(c, &list_hosts_m, &r.base, 10000, &out, &err), 0);
     dfc_rpc_msg_free(out);
-    char *s1 = scrape(f->port);
-    assert_true(value(s1, HANDLED, "OK") - value(s0, HANDLED, "OK") == 1);
+    char *s1 = test_prom_scrape(f->port);
+    assert_true(test_prom_sample(s1, HANDLED, "OK") - test_prom_sample(s0, HANDLED, "OK") == 1);
     /* ListHosts reads Redis: at least one round trip was timed. */
-    assert_true(value(s1, P "redis_command_duration_seconds_count{kind=\"command\"}") +
-                    value(s1, P "redis_command_duration_seconds_count{kind=\"script\"}") +
-                    value(s1, P "redis_command_duration_seconds_count{kind=\"pipeline\"}") >
-                value(s0, P "redis_command_duration_seconds_count{kind=\"command\"}") +
-                    value(s0, P "redis_command_duration_seconds_count{kind=\"script\"}") +
-                    value(s0, P "redis_command_duration_seconds_count{kind=\"pipeline\"}"));
-    assert_true(value(s1, P "redis_errors_total{kind=\"command\"}") ==
-                value(s0, P "redis_errors_total{kind=\"command\"}"));
+    assert_true(
+        test_prom_sample(s1, P "redis_command_duration_seconds_count{kind=\"command\"}") +
+            test_prom_sample(s1, P "redis_command_duration_seconds_count{kind=\"script\"}") +
+            test_prom_sample(s1, P "redis_command_duration_seconds_count{kind=\"pipeline\"}") >
+        test_prom_sample(s0, P "redis_command_duration_seconds_count{kind=\"command\"}") +
+            test_prom_sample(s0, P "redis_command_duration_seconds_count{kind=\"script\"}") +
+            test_prom_sample(s0, P "redis_command_duration_seconds_count{kind=\"pipeline\"}"));
+    assert_true(test_prom_sample(s1, P "redis_errors_total{kind=\"command\"}") ==
+                test_prom_sample(s0, P "redis_errors_total{kind=\"command\"}"));
 
     char *body;
     assert_int_equal(ready_code(f, &body), 200);
@@ -104,9 +84,9 @@ static void test_scheduler_endpoint(void **state) {
     free(body);
     assert_int_equal(test_http_get(f->port, "/healthz", &body), 200); /* alive all the same */
     free(body);
-    char *s2 = scrape(f->port);
-    assert_true(value(s2, P "redis_errors_total{kind=\"command\"}") >
-                value(s1, P "redis_errors_total{kind=\"command\"}"));
+    char *s2 = test_prom_scrape(f->port);
+    assert_true(test_prom_sample(s2, P "redis_errors_total{kind=\"command\"}") >
+                test_prom_sample(s1, P "redis_errors_total{kind=\"command\"}"));
     redis_server_restart(&f->redis);
     assert_true(test_wait_for(is_ready, f, 30000)); /* the pool reconnects after its back-off */
 

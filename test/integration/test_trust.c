@@ -73,12 +73,6 @@ static int teardown(void **state) {
     harness_dfcache(&(f)->h, uid, (f)->out, sizeof((f)->out), (f)->err, sizeof((f)->err),          \
                     (const char *const[]){__VA_ARGS__, NULL})
 
-static void done_id(const char *out, char id[65]) {
-    assert_int_equal(strncmp(out, "Done: ", 6), 0);
-    memcpy(id, out + 6, 64);
-    id[64] = '\0';
-}
-
 static void fill(char *buf, size_t len, unsigned seed) {
     for (size_t i = 0; i < len; i++) {
         buf[i] = (char)((i * 2654435761u + seed * 40503u) >> 13);
@@ -176,13 +170,13 @@ static void test_rewriting_an_imported_file_does_not_change_the_cache(void **sta
     nobody_writes(mine, len, 1);
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress", "--transfer", "path", mine),
                      0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     nobody_writes(mine, len, 2);
     /* Root imports the genuine bytes A from its own file: the same content id, the task. */
     root_writes(genuine, len, 1);
     assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", "--transfer", "path", genuine),
                      0);
-    done_id(f->out, id2);
+    harness_done_id(f->out, id2);
     assert_string_equal(id, id2);
     /* A path (hard-link) export must give root bytes A, in an inode nobody cannot write. */
     assert_int_equal(DFCACHE_AS(f, -1, "export", "--no-progress", "-O", out, id), 0);
@@ -252,7 +246,7 @@ static void test_a_setuid_file_is_never_shared(void **state) {
     assert_true((src.st_mode & S_ISUID) != 0 && src.st_uid == 0);
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress", "--transfer", "path", suid),
                      0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     /* The store does not hold the setuid inode... */
     struct stat st;
     store_path(f, id, path, sizeof(path));
@@ -290,7 +284,7 @@ static void test_a_forged_content_id_is_refused(void **state) {
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress", "--transfer", "stream",
                                 "--content-for-calculating-task-id", preimage, x),
                      0);
-    done_id(f->out, forged);
+    harness_done_id(f->out, forged);
     assert_string_equal(forged, g_id); /* nobody registered X under G's id */
     /* Root imports the real G by path: the id is taken by other content. */
     assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", "--transfer", "path", g), 1);
@@ -300,7 +294,7 @@ static void test_a_forged_content_id_is_refused(void **state) {
     /* Root may remove the forgery; then G imports under its own id. */
     assert_int_equal(DFCACHE_AS(f, -1, "rm", forged), 0);
     assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", "--transfer", "path", g), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_string_equal(id, g_id);
 }
 
@@ -317,11 +311,11 @@ static void test_dedup_only_identical_content(void **state) {
     /* The same bytes from another uid: content-derived ids, the existing task. */
     root_writes(rootf, 100000, 3);
     assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", rootf), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     nobody_writes(mine, 100000, 3);
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress", "--transfer", "path", mine),
                      0);
-    done_id(f->out, id2);
+    harness_done_id(f->out, id2);
     assert_string_equal(id, id2);
     assert_true(harness_log_has(&f->h, "existed=1 uid=65534"));
     /* The same content_for_calculating_task_id with other bytes: the id is taken. */
@@ -330,7 +324,7 @@ static void test_dedup_only_identical_content(void **state) {
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress",
                                 "--content-for-calculating-task-id", "my-model-v1", y1),
                      0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress",
                                 "--content-for-calculating-task-id", "my-model-v1", y2),
                      1);
@@ -341,7 +335,7 @@ static void test_dedup_only_identical_content(void **state) {
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress",
                                 "--content-for-calculating-task-id", "my-model-v1", y1),
                      0);
-    done_id(f->out, id2);
+    harness_done_id(f->out, id2);
     assert_string_equal(id, id2);
 }
 
@@ -358,12 +352,12 @@ static void test_only_the_owner_or_root_may_delete_or_update(void **state) {
     nobody_writes(mine, 7000, 9);
     nobody_writes(mine2, 7000, 10);
     assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", rootf), 0);
-    done_id(f->out, id_root);
+    harness_done_id(f->out, id_root);
     assert_int_equal(DFCACHE_AS(f, NOBODY, "import", "--no-progress", mine), 0);
-    done_id(f->out, id_mine);
+    harness_done_id(f->out, id_mine);
     assert_int_equal(
         DFCACHE_AS(f, NOBODY, "import", "--no-progress", "--transfer", "stream", mine2), 0);
-    done_id(f->out, id_mine2);
+    harness_done_id(f->out, id_mine2);
     /* nobody may not delete root's task... */
     assert_int_equal(DFCACHE_AS(f, NOBODY, "rm", id_root), 1);
     assert_non_null(strstr(f->err, "PERMISSION_DENIED"));
@@ -417,7 +411,7 @@ static void test_stored_content_is_private(void **state) {
     snprintf(src, sizeof(src), "%s/m.bin", f->h.dir);
     root_writes(src, 12345, 11);
     assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", src), 0);
-    done_id(f->out, id);
+    harness_done_id(f->out, id);
     store_path(f, id, file, sizeof(file));
     snprintf(content, sizeof(content), "%s/content", f->h.store);
     snprintf(tasks, sizeof(tasks), "%s/persistent-cache-tasks", content);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,5 +230,34 @@ static inline double test_prom_value(const char *flat, const char *series) {
     }
     return -1;
 }
+
+/* The value of the sample named by fmt (printf-style, as test_prom_value's series) in a
+ * flattened parse, 0 when absent. */
+static inline double test_prom_sample(const char *flat, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline double test_prom_sample(const char *flat, const char *fmt, ...) {
+    char series[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(series, sizeof(series), fmt, ap);
+    va_end(ap);
+    double v = test_prom_value(flat, series);
+    return v < 0 ? 0 : v;
+}
+
+/* For cmocka tests (include <cmocka.h> first): GET /metrics on 127.0.0.1:port, which must
+ * answer 200, checked and flattened by the real parser (the test fails when it refuses the
+ * exposition). The flattened samples; the caller frees them. */
+#ifdef cmocka_unit_test
+static inline char *test_prom_scrape(unsigned port) {
+    char *body, *flat;
+    assert_int_equal(test_http_get(port, "/metrics", &body), 200);
+    if (test_prom_parse(body, &flat) != 0) {
+        fail_msg("the parser refused the exposition:\n%s", body);
+    }
+    free(body);
+    return flat;
+}
+#endif
 
 #endif /* DFC_TEST_HTTP_SCRAPE_H */

@@ -8,8 +8,9 @@
  * line are replaced with '?', so hostile input (a path with a newline) cannot forge events.
  * Library code logs only what the RPC layer alone sees: a failed call, a refused connection
  * and a failing accept() as warnings (a successful call at the server's log_level_ok, debug
- * by default), a worker that cannot start as an error. Everything else is returned to the
- * caller, and the daemon layers log each failure once.
+ * by default), a worker that cannot start as an error; and dfc_server_main() logs a server
+ * binary's failed start-up once for its main() (dfc/server_main.h). Everything else is returned
+ * to the caller, and the daemon layers log each failure once.
  * Thread-safe: every line reaches the sink in a single call.
  */
 #ifndef DFC_LOG_H

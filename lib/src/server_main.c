@@ -1,0 +1,31 @@
+/*
+ * server_main.c - the shared main() of the server binaries (dfc/server_main.h).
+ */
+#include "dfc/server_main.h"
+
+#include "dfc/log.h"
+#include "dfc/rpc_server.h"
+#include "dfc/signals.h"
+
+int dfc_server_main(const struct dfc_server_main *m, void *cfg, int argc, char **argv) {
+    sigset_t signals;
+    dfc_rpc_tune_process();
+    dfc_signals_block(&signals);
+
+    struct dfc_cli_args args;
+    int code = dfc_cli_main(m->cli, cfg, argc, argv, &args);
+    if (code != DFC_CLI_RUN) {
+        dfc_config_free(m->cli->schema, cfg);
+        return code;
+    }
+    int level;
+    dfc_log_parse_level(*(const char *const *)((const char *)cfg + m->log_level_offset), &level);
+    dfc_log_set_level(level);
+    struct dfc_error err;
+    int r = m->run(cfg, &signals, &err);
+    if (r < 0) {
+        DFC_LOG(DFC_LOG_ERROR, m->failed_event, "error=\"%s\"", dfc_error_msg(&err));
+    }
+    dfc_config_free(m->cli->schema, cfg);
+    return r < 0 ? 1 : r;
+}
