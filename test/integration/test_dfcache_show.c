@@ -133,7 +133,7 @@ static void test_stat_human(void **state) {
  * (a terminal's escape sequences) are shown as `?`, never written to the terminal; --json
  * keeps the exact value, escaped. */
 static void test_stat_human_shows_no_control_bytes(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char src[400], id[65];
     snprintf(src, sizeof(src), "%s/esc.bin", f->h.dir);
     harness_write_file(src, 1000, 77);

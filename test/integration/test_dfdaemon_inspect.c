@@ -32,27 +32,6 @@ static const struct dfc_rpc_client_row rows[] = {
                           &inspect_m),
 };
 
-struct fx {
-    struct harness h;
-    struct dfc_rpc_client *c;
-    char out[8192], err[8192];
-};
-
-static int teardown(void **state) {
-    struct fx *f = *state;
-    int code = harness_close(&f->h, f->c);
-    free(f);
-    assert_int_equal(code, 0); /* a clean shutdown, and no leaks under a sanitizer */
-    return 0;
-}
-
-static int setup(void **state) {
-    struct fx *f = calloc(1, sizeof(*f));
-    harness_open(&f->h, &f->c);
-    *state = f;
-    return 0;
-}
-
 /* A 127.0.0.1 port nobody listens on (bound, read back, closed). */
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -78,7 +57,7 @@ static void write_unreachable(FILE *fp, const struct harness *h, void *arg) {
 }
 
 static int setup_unreachable(void **state) {
-    struct fx *f = calloc(1, sizeof(*f));
+    struct harness_fx *f = calloc(1, sizeof(*f));
     harness_start_config(&f->h, write_unreachable, NULL);
     f->c = harness_client(&f->h);
     *state = f;
@@ -86,7 +65,8 @@ static int setup_unreachable(void **state) {
 }
 
 /* InspectPersistentCacheTask of id: 0 with *ret (free it), else the gRPC code, err set. */
-static int inspect(struct fx *f, const char *id, ProtobufCMessage **ret, struct dfc_error *err) {
+static int inspect(struct harness_fx *f, const char *id, ProtobufCMessage **ret,
+                   struct dfc_error *err) {
     Dfc__Dfdaemon__V1__InspectPersistentCacheTaskRequest req =
         DFC__DFDAEMON__V1__INSPECT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     req.task_id = (char *)id;
@@ -96,7 +76,7 @@ static int inspect(struct fx *f, const char *id, ProtobufCMessage **ret, struct 
 }
 
 /* The gRPC code of an inspect of id that must fail; its message in err. */
-static int inspect_fails(struct fx *f, const char *id, struct dfc_error *err) {
+static int inspect_fails(struct harness_fx *f, const char *id, struct dfc_error *err) {
     ProtobufCMessage *m = NULL;
     int code = inspect(f, id, &m, err);
     assert_null(m);
@@ -104,7 +84,7 @@ static int inspect_fails(struct fx *f, const char *id, struct dfc_error *err) {
 }
 
 /* Imports a len-byte file with dfcache; the task id into id. */
-static void import(struct fx *f, size_t len, unsigned seed, char id[65]) {
+static void import(struct harness_fx *f, size_t len, unsigned seed, char id[65]) {
     char src[400];
     snprintf(src, sizeof(src), "%s/src-%u.bin", f->h.dir, seed);
     harness_write_file(src, len, seed);
@@ -118,7 +98,7 @@ static void import(struct fx *f, size_t len, unsigned seed, char id[65]) {
 }
 
 /* Every malformed id is INVALID_ARGUMENT naming task_id. */
-static void bad_ids(struct fx *f) {
+static void bad_ids(struct harness_fx *f) {
     struct dfc_error err;
     assert_int_equal(inspect_fails(f, "", &err), DFC_GRPC_INVALID_ARGUMENT);
     assert_string_equal(err.msg, "task_id is required");
@@ -162,12 +142,12 @@ static void bad_ids(struct fx *f) {
 }
 
 static void test_bad_ids_standalone(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     bad_ids(f);
 }
 
 static void test_unknown_id_not_found_standalone(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_error err;
     const char *id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     assert_int_equal(inspect_fails(f, id, &err), DFC_GRPC_NOT_FOUND);
@@ -177,7 +157,7 @@ static void test_unknown_id_not_found_standalone(void **state) {
 }
 
 static void test_stored_task_standalone(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char id[65];
     import(f, 5000, 1, id);
     ProtobufCMessage *m = NULL;
@@ -195,12 +175,12 @@ static void test_stored_task_standalone(void **state) {
 }
 
 static void test_bad_ids_with_scheduler(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     bad_ids(f); /* checked before the scheduler is asked */
 }
 
 static void test_unknown_id_scheduler_unreachable(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     struct dfc_error err;
     const char *id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     /* Neither here nor answerable: the scheduler's code, not a made-up NOT_FOUND. */
@@ -208,7 +188,7 @@ static void test_unknown_id_scheduler_unreachable(void **state) {
 }
 
 static void test_stored_task_scheduler_unreachable(void **state) {
-    struct fx *f = *state;
+    struct harness_fx *f = *state;
     char id[65];
     import(f, 7000, 2, id);
     ProtobufCMessage *m = NULL;
@@ -229,8 +209,8 @@ int main(void) {
     if (harness_resolve_methods(rows, DFC_RPC_N(rows)) < 0) {
         return 1;
     }
-#define T(fn)  cmocka_unit_test_setup_teardown(fn, setup, teardown)
-#define TU(fn) cmocka_unit_test_setup_teardown(fn, setup_unreachable, teardown)
+#define T(fn)  cmocka_unit_test_setup_teardown(fn, harness_fx_setup, harness_fx_teardown)
+#define TU(fn) cmocka_unit_test_setup_teardown(fn, setup_unreachable, harness_fx_teardown)
     const struct CMUnitTest tests[] = {
         T(test_bad_ids_standalone),
         T(test_unknown_id_not_found_standalone),
