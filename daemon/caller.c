@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "dfc/dragonfly.h"
 
 /* "Uid:\t<real>\t<effective>\t<saved>\t<fs>": the effective (second) value. */
 static bool parse_effective(const char *line, unsigned long *ret) {
@@ -50,6 +53,12 @@ void dfd_caller_init(struct dfd_caller *c, pid_t pid, uid_t uid, gid_t gid) {
         return; /* another pid namespace: the primary group only */
     }
     struct dfd_caller found = *c;
+    /* Read before the status check below, so that a pid taken over meanwhile by a process of
+     * another uid or gid is caught by it, as for the groups. */
+    struct stat mine, theirs;
+    snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+    found.same_mnt_ns = stat("/proc/self/ns/mnt", &mine) == 0 && stat(path, &theirs) == 0 &&
+                        mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
     bool uid_ok = false, gid_ok = false;
     unsigned long v;
     char *line = NULL; /* a Groups line may be long: getline grows the buffer */
@@ -120,6 +129,16 @@ static int restore(const struct dfd_caller_saved *s) {
 int dfd_caller_enter(const struct dfd_caller *c, struct dfd_caller_saved *saved,
                      struct dfc_error *err) {
     memset(saved, 0, sizeof(*saved));
+    if (!c->same_mnt_ns) {
+        /* A pod's root is not the host's: a path it names means a file in its own mount
+         * namespace, and the daemon would open or write the host's file of that name. */
+        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                             "the caller (pid %d, uid %d) " DFC_OTHER_MOUNT_NS_MSG
+                             ", which resolves none of its paths: pass the file's descriptor "
+                             "(--transfer fd) or stream it, and export with "
+                             "--transfer-from-dfdaemon",
+                             (int)c->pid, (int)c->uid);
+    }
     uid_t self = geteuid();
     if (self != 0) {
         if (c->uid == self) {

@@ -36,6 +36,8 @@ struct dfd_caller {
     gid_t groups[DFD_CALLER_MAX_GROUPS];
     int n_groups;
     bool too_many_groups; /* /proc showed more than DFD_CALLER_MAX_GROUPS */
+    bool same_mnt_ns;     /* its mount namespace is the daemon's, so its paths name the files
+                             the daemon would open; false when /proc does not tell */
 };
 
 /* What dfd_caller_enter() replaced on this thread. */

@@ -1296,6 +1296,56 @@ static void test_auto_passes_fd_from_another_mount_namespace(void **state) {
     assert_non_null(strstr(f->out, "Content length:       3000000"));
 }
 
+/* A caller in another mount namespace (a pod; root in it, as many pods are) gets no path
+ * resolved by the daemon: its path import is refused, and its export is written by dfcache
+ * into the pod's own view, never by the daemon into the file of that name in the host's. */
+static void test_another_mount_namespace_gets_no_daemon_path(void **state) {
+    struct harness_fx *f = *state;
+    if (geteuid() != 0 || system("unshare -m true 2>/dev/null") != 0) {
+        skip(); /* needs root and unshare(1) for a private mount namespace */
+    }
+    char dir[400], src[420], out[420], cmd[4096], id[65], log[420];
+    harness_path(&f->h, "pod2", dir, sizeof(dir));
+    mkdir(dir, 0755);
+    assert_true(snprintf(src, sizeof(src), "%s/src.bin", f->h.dir) < (int)sizeof(src));
+    assert_true(snprintf(out, sizeof(out), "%s/out.bin", dir) < (int)sizeof(out));
+    assert_true(snprintf(log, sizeof(log), "%s/ns2.out", f->h.dir) < (int)sizeof(log));
+    harness_write_file(src, 300000, 22);
+    assert_int_equal(DFCACHE(f, "import", "--no-progress", src), 0);
+    harness_done_id(f->out, id);
+    /* The export: dfcache learns that the daemon will not write `out` for it, and receives
+     * the pieces; the bytes are in the pod's view of `out` and nowhere in the daemon's. */
+    int n = snprintf(cmd, sizeof(cmd),
+                     "unshare -m sh -c 'mount -t tmpfs none %s && "
+                     "%s export --no-progress -e %s -O %s %s && cmp %s %s' > %s 2>&1",
+                     dir, DFCACHE_BIN, f->h.socket, out, id, out, src, log);
+    assert_true(n < (int)sizeof(cmd));
+    int code = system(cmd);
+    if (code != 0) {
+        char shown[600];
+        snprintf(shown, sizeof(shown), "cat %s >&2", log);
+        (void)!system(shown);
+    }
+    assert_int_equal(code, 0);
+    struct stat st;
+    assert_int_equal(stat(out, &st), -1); /* the daemon's view: nothing was written */
+    assert_int_equal(errno, ENOENT);
+    /* The path import, of a file both views share: refused, naming the namespace. */
+    n = snprintf(cmd, sizeof(cmd),
+                 "unshare -m %s import --transfer path --no-progress -e %s %s > %s 2>&1",
+                 DFCACHE_BIN, f->h.socket, src, log);
+    assert_true(n < (int)sizeof(cmd));
+    code = system(cmd);
+    assert_true(WIFEXITED(code) && WEXITSTATUS(code) == 1);
+    FILE *p = fopen(log, "r");
+    assert_non_null(p);
+    char text[2048] = "";
+    size_t got = fread(text, 1, sizeof(text) - 1, p);
+    fclose(p);
+    text[got] = '\0';
+    assert_non_null(strstr(text, "runs in another mount namespace than the daemon"));
+}
+
 /* ---- --caller: this binary re-executed as another uid (run_caller) ----
  *   --caller UID SOCKET upload PATH
  *   --caller UID SOCKET export TASK_ID OUTPUT OVERWRITE FORCE_HARD_LINK
@@ -1425,6 +1475,7 @@ int main(int argc, char **argv) {
         T(test_proc_magic_links_are_refused),
         T(test_export_acts_as_the_caller),
         T(test_auto_passes_fd_from_another_mount_namespace),
+        T(test_another_mount_namespace_gets_no_daemon_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,4 +36,9 @@
  * it, an import reads that descriptor; `path` is validated and logged, never opened. */
 #define DFC_FD_TOKEN_MD "x-dfc-fd-token"
 
+/* Part of the FAILED_PRECONDITION message of a path import or an output_path export from a
+ * caller in another mount namespace than the daemon's (a pod): the daemon resolves no path of
+ * such a caller. dfcache then passes the descriptor, or writes the export itself. */
+#define DFC_OTHER_MOUNT_NS_MSG "runs in another mount namespace than the daemon"
+
 #endif /* DFC_DRAGONFLY_H */

@@ -12,6 +12,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,48 @@ static void test_init_reads_groups_of_a_matching_process(void **state) {
     dfd_caller_init(&c, 0, 5, 6); /* another pid namespace */
     assert_int_equal(c.n_groups, 0);
     assert_int_equal(c.gid, 6);
+}
+
+/* A caller in another mount namespace (a pod) names paths the daemon would resolve in its
+ * own: enter refuses it before any identity changes, as it does a caller /proc cannot show. */
+static void test_mount_namespace_is_checked(void **state) {
+    (void)state;
+    struct dfd_caller c;
+    struct dfd_caller_saved saved;
+    struct dfc_error err;
+    dfd_caller_init(&c, getpid(), geteuid(), getegid());
+    assert_true(c.same_mnt_ns);
+    dfd_caller_init(&c, 0, geteuid(), getegid()); /* not visible here: unknown */
+    assert_false(c.same_mnt_ns);
+    assert_int_equal(dfd_caller_enter(&c, &saved, &err), DFC_E_FAILED_PRECONDITION);
+    assert_non_null(strstr(err.msg, "runs in another mount namespace than the daemon"));
+    assert_false(saved.switched);
+    if (geteuid() != 0) {
+        skip(); /* a private mount namespace needs root */
+    }
+    int ready[2], go[2];
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        char ok = unshare(CLONE_NEWNS) == 0 ? '1' : '0';
+        (void)!write(ready[1], &ok, 1);
+        (void)!read(go[0], &ok, 1);
+        _exit(0);
+    }
+    char b = 0;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    assert_int_equal(b, '1');
+    dfd_caller_init(&c, child, geteuid(), getegid()); /* same ids, another namespace */
+    (void)!write(go[1], "x", 1);
+    waitpid(child, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    close(go[0]);
+    close(go[1]);
+    assert_false(c.same_mnt_ns);
+    assert_int_equal(dfd_caller_enter(&c, &saved, &err), DFC_E_FAILED_PRECONDITION);
 }
 
 struct worker {
@@ -145,6 +188,7 @@ static void test_enter_changes_only_this_thread(void **state) {
     close(fd);
     struct dfd_caller c;
     dfd_caller_init(&c, 0, 65534, 65533);
+    c.same_mnt_ns = true; /* a caller of this namespace (test_mount_namespace_is_checked) */
     c.groups[0] = 4242;
     c.groups[1] = 4343;
     c.n_groups = 2;
@@ -235,6 +279,7 @@ static void test_unprivileged_daemon_acts_only_for_itself(void **state) {
         struct dfd_caller me, other;
         dfd_caller_init(&me, getpid(), geteuid(), getegid());
         dfd_caller_init(&other, 0, geteuid() + 1, getegid());
+        other.same_mnt_ns = true; /* a caller of this namespace: the uid is what is tested */
         struct dfd_caller_saved saved;
         struct dfc_error err;
         if (dfd_caller_enter(&me, &saved, &err) != 0 || saved.switched) {
@@ -258,6 +303,7 @@ static void test_unprivileged_daemon_acts_only_for_itself(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init_reads_groups_of_a_matching_process),
+        cmocka_unit_test(test_mount_namespace_is_checked),
         cmocka_unit_test(test_enter_changes_only_this_thread),
         cmocka_unit_test(test_too_many_groups_is_refused),
         cmocka_unit_test(test_unprivileged_daemon_acts_only_for_itself),

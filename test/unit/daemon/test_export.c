@@ -190,6 +190,7 @@ static void test_as_another_uid(void **state) {
     int dirfd = open(mine, O_PATH | O_DIRECTORY | O_CLOEXEC);
     struct dfd_caller c;
     dfd_caller_init(&c, 0, 65534, 65534);
+    c.same_mnt_ns = true; /* a caller of this namespace */
     struct dfd_caller_saved saved;
     struct dfd_export_opts o = {.shown = out, .uid = 65534, .force_hard_link = true};
     bool linked = true;
