@@ -14,6 +14,10 @@
  * store access, no logging. dfd_caller_leave() aborts the process when it cannot restore the
  * identity: a worker with the wrong identity must not serve anything else.
  *
+ * A caller in another mount namespace than the daemon's (a pod) is refused before anything
+ * changes (FAILED_PRECONDITION): its paths name files of its own view, and the daemon would
+ * resolve them in the host's, as root for a pod's root.
+ *
  * A daemon that is not root cannot take on another uid: it acts for callers of its own uid
  * (nothing to switch) and refuses the others with -EACCES, naming the stream fallback.
  */
