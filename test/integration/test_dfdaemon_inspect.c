@@ -25,6 +25,7 @@
 #include "dfc/rpc_client.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
+#include "test_support.h"
 
 static struct dfc_rpc_client_method inspect_m;
 static const struct dfc_rpc_client_row rows[] = {
@@ -34,14 +35,7 @@ static const struct dfc_rpc_client_row rows[] = {
 
 /* A 127.0.0.1 port nobody listens on (bound, read back, closed). */
 static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    socklen_t len = sizeof(sa);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
+    return (int)test_free_port();
 }
 
 /* Peer to peer with one scheduler address that nothing listens on. */

@@ -23,18 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A 127.0.0.1 port nobody listens on (bound, read back, closed). */
-static inline unsigned test_free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        abort();
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
+#include "test_support.h"
 
 static inline int test_http_request_(const char *ip, unsigned port, const char *method,
                                      const char *path, char **ret_body);

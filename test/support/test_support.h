@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -125,6 +127,21 @@ static inline bool test_closed_by_peer(int fd) {
             return errno != EAGAIN; /* EAGAIN: open and quiet; ECONNRESET: closed */
         }
     }
+}
+
+/* A 127.0.0.1 TCP port nothing listens on right now (bound, read back, closed; aborts on
+ * error). Another process may take it meanwhile: fine where a refused connection is the point,
+ * or where the server's bind failing is reported. */
+static inline unsigned test_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        abort();
+    }
+    close(fd);
+    return ntohs(a.sin_port);
 }
 
 #endif /* DFC_TEST_SUPPORT_H */
