@@ -7,8 +7,9 @@
  * once (on different threads): initial metadata is received in a batch of its own, apart from
  * RECV_MESSAGE (with both in one batch, neither completed after a cancel on 1.51), and
  * RECV_STATUS_ON_CLIENT is posted when the call opens so a server abort is always seen.
- * Every posted tag is plucked before the queue is destroyed. (The gRPC core pitfalls behind
- * this: docs/dragonfly-compat.md, "gRPC core".)
+ * Every posted tag is plucked before the queue is destroyed. A unary call is the exception:
+ * all its operations go in one batch, so it costs one wake-up and one write. (The gRPC core
+ * pitfalls behind this: docs/dragonfly-compat.md, "gRPC core".)
  */
 #include "dfc/rpc_client.h"
 
@@ -187,13 +188,9 @@ int dfc_rpc_stream_open(struct dfc_rpc_client *c, const struct dfc_rpc_client_me
 
 #define MAX_MD 8
 
-int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
-                           int64_t timeout_ms, const struct dfc_rpc_md *md, size_t n_md,
-                           struct dfc_rpc_stream **ret, struct dfc_error *err) {
-    const char *method = m->path;
-    if (n_md > MAX_MD) {
-        return dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
-    }
+/* Creates st with its queue and call; no operation is started. */
+static int open_call(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                     int64_t timeout_ms, struct dfc_rpc_stream **ret, struct dfc_error *err) {
     struct dfc_rpc_stream *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -204,27 +201,57 @@ int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const struct dfc_rpc_client
     grpc_metadata_array_init(&st->md);
     grpc_metadata_array_init(&st->trailing);
     st->details = grpc_empty_slice();
-    grpc_slice path = grpc_slice_from_copied_string(method); /* m need not outlive the call */
+    grpc_slice path = grpc_slice_from_copied_string(m->path); /* m need not outlive the call */
     st->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq, path,
                                         NULL, deadline, NULL);
     grpc_slice_unref(path);
     if (st->call == NULL) {
         dfc_rpc_stream_free(st);
-        return dfc_error_set(err, -ENOMEM, "cannot create a call to %s", method);
+        return dfc_error_set(err, -ENOMEM, "cannot create a call to %s", m->path);
     }
-    grpc_metadata mds[MAX_MD];
+    *ret = st;
+    return 0;
+}
+
+/* Fills op with SEND_INITIAL_METADATA of md (n_md <= MAX_MD) in mds. Core copies the
+ * metadata into the call when the batch starts. */
+static void fill_send_md(const struct dfc_rpc_client *c, grpc_op *op, grpc_metadata *mds,
+                         const struct dfc_rpc_md *md, size_t n_md) {
+    n_md = n_md > MAX_MD ? 0 : n_md;
     for (size_t i = 0; i < n_md; i++) {
         memset(&mds[i], 0, sizeof(mds[i]));
         mds[i].key = grpc_slice_from_static_string(md[i].key);
         mds[i].value = grpc_slice_from_static_string(md[i].value);
     }
+    op->op = GRPC_OP_SEND_INITIAL_METADATA;
+    op->flags = c->wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
+    op->data.send_initial_metadata.count = n_md;
+    op->data.send_initial_metadata.metadata = n_md ? mds : NULL;
+}
+
+static void fill_recv_status(struct dfc_rpc_stream *st, grpc_op *op) {
+    op->op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    op->data.recv_status_on_client.trailing_metadata = &st->trailing;
+    op->data.recv_status_on_client.status = &st->status;
+    op->data.recv_status_on_client.status_details = &st->details;
+    op->data.recv_status_on_client.error_string = &st->error_string;
+}
+
+int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                           int64_t timeout_ms, const struct dfc_rpc_md *md, size_t n_md,
+                           struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    if (n_md > MAX_MD) {
+        return dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
+    }
+    struct dfc_rpc_stream *st = NULL;
+    int r = open_call(c, m, timeout_ms, &st, err);
+    if (r < 0) {
+        return r;
+    }
+    grpc_metadata mds[MAX_MD];
     grpc_op op;
     memset(&op, 0, sizeof(op));
-    op.op = GRPC_OP_SEND_INITIAL_METADATA;
-    op.flags = c->wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
-    op.data.send_initial_metadata.count = n_md;
-    op.data.send_initial_metadata.metadata = n_md ? mds : NULL;
-    /* Core copies the metadata into the call when the batch starts. */
+    fill_send_md(c, &op, mds, md, n_md);
     st->send_pending = start(st, &op, 1, &st->tag_send);
 
     memset(&op, 0, sizeof(op));
@@ -233,15 +260,11 @@ int dfc_rpc_stream_open_md(struct dfc_rpc_client *c, const struct dfc_rpc_client
     st->md_pending = start(st, &op, 1, &st->tag_md);
 
     memset(&op, 0, sizeof(op));
-    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    op.data.recv_status_on_client.trailing_metadata = &st->trailing;
-    op.data.recv_status_on_client.status = &st->status;
-    op.data.recv_status_on_client.status_details = &st->details;
-    op.data.recv_status_on_client.error_string = &st->error_string;
+    fill_recv_status(st, &op);
     st->status_pending = start(st, &op, 1, &st->tag_status);
     if (!st->send_pending || !st->md_pending || !st->status_pending) {
         dfc_rpc_stream_free(st);
-        return dfc_error_set(err, -EIO, "cannot start a call to %s", method);
+        return dfc_error_set(err, -EIO, "cannot start a call to %s", m->path);
     }
     *ret = st;
     return 0;
@@ -406,33 +429,56 @@ int dfc_rpc_unary(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *
     return dfc_rpc_unary_md(c, m, req, timeout_ms, NULL, 0, ret_resp, err);
 }
 
+/* A unary call is one batch of all six operations and one pluck (as gRPC's own sync unary
+ * does): the request, its half-close and END_STREAM go out in one write, and the caller's
+ * thread wakes once, when the status is in. */
 int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
                      const ProtobufCMessage *req, int64_t timeout_ms, const struct dfc_rpc_md *md,
                      size_t n_md, ProtobufCMessage **ret_resp, struct dfc_error *err) {
     const char *method = m->path;
-    const ProtobufCMessageDescriptor *resp_desc = m->resp;
     struct dfc_rpc_stream *st = NULL;
-    int r = dfc_rpc_stream_open_md(c, m, timeout_ms, md, n_md, &st, err);
+    int r = open_call(c, m, timeout_ms, &st, err);
     if (r < 0) {
         return r;
     }
-    ProtobufCMessage *resp = NULL;
-    r = dfc_rpc_stream_send(st, req, err);
-    if (r == 0) {
-        r = dfc_rpc_stream_close_send(st, err);
-    }
-    if (r == 0) {
-        r = dfc_rpc_stream_recv(st, resp_desc, &resp, err);
-        if (r == 0) { /* OK status but no message */
-            r = dfc_error_set(err, -EBADMSG, "%s returned no response message", method);
-        }
-    }
-    if (r > 0) {
+    grpc_byte_buffer *send = dfc__rpc_pack(req);
+    grpc_byte_buffer *recv = NULL;
+    grpc_metadata mds[MAX_MD];
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    fill_send_md(c, ops, mds, md, n_md);
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &st->md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv;
+    fill_recv_status(st, &ops[5]);
+    if (send == NULL || n_md > MAX_MD) {
+        r = send == NULL ? dfc_error_set(err, -ENOMEM, "out of memory packing a message")
+                         : dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
+    } else if (!start(st, ops, DFC_RPC_N(ops), &st->tag_status)) {
+        r = dfc_error_set(err, -EIO, "cannot start a call to %s", method);
+    } else {
+        (void)pluck(st, &st->tag_status); /* the batch ends with the status, whatever it is */
+        st->status_done = true;
         r = wait_status(st, err);
+    }
+    ProtobufCMessage *resp = NULL;
+    if (r == 0 && recv == NULL) {
+        r = dfc_error_set(err, -EBADMSG, "%s returned no response message", method);
+    } else if (r == 0 && dfc__rpc_unpack(recv, m->resp, &resp, err) < 0) {
+        r = dfc_error_prefix(err, "malformed response");
+    }
+    if (send != NULL) {
+        grpc_byte_buffer_destroy(send);
+    }
+    if (recv != NULL) {
+        grpc_byte_buffer_destroy(recv);
     }
     dfc_rpc_stream_free(st);
     if (r < 0) {
-        dfc_rpc_msg_free(resp);
         return r;
     }
     *ret_resp = resp;

@@ -603,6 +603,26 @@ static void test_malformed_request(void **state) {
     dfc_rpc_stream_free(st);
 }
 
+/* An answer the client cannot decode as the response type it expects: the unary call (one
+ * batch) fails with EBADMSG naming the type, and the next call works. */
+static void test_malformed_response(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_client_method wrong = rt.echo;
+    wrong.resp = &dfc__test__v1__wrong_shape__descriptor; /* seq is bytes there, a varint here */
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.seq = 7;
+    ProtobufCMessage *out = NULL;
+    int r = dfc_rpc_unary(f->client, &wrong, &in.base, 5000, &out, &err);
+    assert_int_equal(r, -EBADMSG);
+    assert_null(out);
+    assert_string_equal(err.msg, "malformed response: cannot decode dfc.test.v1.WrongShape");
+    Dfc__Test__V1__Chunk *ok = echo_call(f, &in, 5000, &r, &err);
+    assert_int_equal(r, 0);
+    assert_true(ok->seq == 8);
+    dfc_rpc_msg_free(&ok->base);
+}
+
 static void test_oversized_message(void **state) {
     struct fx *f = fx_start(1 << 20); /* a 1 MiB limit */
     struct dfc_error err;
@@ -838,6 +858,7 @@ int main(void) {
         T(test_bulk_server_stream),
         T(test_unknown_method),
         T(test_malformed_request),
+        T(test_malformed_response),
         cmocka_unit_test(test_oversized_message),
         cmocka_unit_test(test_unavailable_without_server),
         cmocka_unit_test(test_table_is_checked_against_descriptor),
