@@ -4,7 +4,11 @@
 # redis-benchmark on the same Redis for the command mix one pair costs, the ratio of the
 # scheduler's Redis command rate to redis-benchmark's (goal >= 0.5x), and the scheduler's peak
 # RSS (VmHWM, goal <= 64 MiB).
-#   hack/bench/scheduler.sh [SECONDS=10] [CLIENTS=64] [POOL_SIZE=the scheduler's default, 20]
+#   [BENCH_ROUNDS=3] hack/bench/scheduler.sh [SECONDS=10] [CLIENTS=64] [POOL_SIZE=the scheduler's default, 20]
+# Each round runs the load, stops the scheduler, runs the reference, and gives one ratio;
+# the figure is the median of the rounds' ratios, every round's printed. On this VM the
+# reference repeats within a few percent while the same scheduler build's CPU per pair moves
+# by a quarter from one 10 s load to the next (250 -> 330 us), so one round decides little.
 #   SCHEDULER_BIN=path/to/scheduler hack/bench/scheduler.sh ...   (another build, e.g. main's,
 #   to compare two builds run after run on a shared machine)
 #
@@ -24,6 +28,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-10}
 clients=${2:-64}
 pool=${3:-}
+rounds=${BENCH_ROUNDS:-3}
 
 for bin in redis-server redis-cli redis-benchmark; do
     command -v "$bin" >/dev/null || { echo "bench: $bin missing (hack/install-deps.sh)" >&2; exit 1; }
@@ -74,15 +79,18 @@ log:
 EOF
 # The metrics endpoint on, as deployed, on a free port (an environment variable: an older
 # build given as SCHEDULER_BIN ignores it).
-SCHEDULER_METRICS_SERVER_PORT=$("$client" free-port) \
-    "$sched" --config "$dir/scheduler.yaml" >"$dir/scheduler.log" 2>&1 &
-sched_pid=$!
+start_scheduler() {
+    SCHEDULER_METRICS_SERVER_PORT=$("$client" free-port) \
+        "$sched" --config "$dir/scheduler.yaml" >>"$dir/scheduler.log" 2>&1 &
+    sched_pid=$!
+    for _ in $(seq 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$sport") 2>/dev/null && return 0
+        kill -0 "$sched_pid" 2>/dev/null || { echo "bench: scheduler exited:" >&2; cat "$dir/scheduler.log" >&2; exit 1; }
+        sleep 0.05
+    done
+}
 saddr="127.0.0.1:$sport"
-for _ in $(seq 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$sport") 2>/dev/null && break
-    kill -0 "$sched_pid" 2>/dev/null || { echo "bench: scheduler exited:" >&2; cat "$dir/scheduler.log" >&2; exit 1; }
-    sleep 0.05
-done
+start_scheduler
 
 # The command mix of one pair. MONITOR also shows the commands a script runs (client "lua");
 # those are part of their EVALSHA's cost and are not replayed on their own.
@@ -98,66 +106,86 @@ for f in "$dir"/mix/cmd-*.args; do
     fi
 done
 
-# The scheduler under load.
-"${rcli[@]}" config resetstat >/dev/null
-cpu_s() { awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/$1/stat"; }
-s0=$(cpu_s "$sched_pid") r0=$(cpu_s "$redis_pid")
-line=$("$client" load "$saddr" "$seconds" "$clients")
-sched_cpu=$(awk -v a="$(cpu_s "$sched_pid")" -v b="$s0" 'BEGIN {printf "%.2f", a - b}')
-redis_cpu=$(awk -v a="$(cpu_s "$redis_pid")" -v b="$r0" 'BEGIN {printf "%.2f", a - b}')
-stats=$("${rcli[@]}" info commandstats | tr -d '\r')
-hwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$sched_pid/status")
-echo "scheduler: $line (clients=$clients, database.redis.poolSize=${pool:-default})"
-pairs=$(sed -n 's/.*pairs=\([0-9]*\) .*/\1/p' <<<"$line")
-took=$(sed -n 's/.*seconds=\([0-9.]*\) .*/\1/p' <<<"$line")
-# commandstats also counts the commands scripts run. A command name the scripts of the
-# captured pair never run is all the scheduler's own (EVALSHA, HGETALL, ...); a name seen
-# both ways is split in the captured pair's proportion. Our own INFO/CONFIG are left out.
-declare -A as_client=() as_lua=()
-for f in "$dir"/mix/cmd-*.args; do
-    mapfile -d '' args <"$f"
-    name=${args[0],,}
-    as_client[$name]=$((${as_client[$name]:-0} + 1))
-done
-while read -r name; do
-    name=${name,,}
-    as_lua[$name]=$((${as_lua[$name]:-0} + 1))
-done <"$dir/mix/lua-names"
-all=0 calls=0
-while IFS=' ' read -r name count; do
-    all=$((all + count))
-    c=${as_client[$name]:-0} l=${as_lua[$name]:-0}
-    if [ "$l" -eq 0 ]; then
-        calls=$((calls + count))
-    elif [ "$c" -gt 0 ]; then
-        calls=$((calls + count * c / (c + l)))
-    fi
-done < <(awk -F'[:=,]' '/^cmdstat_/ && $1 !~ /^cmdstat_(info|config)/ {print substr($1, 9), $3}' <<<"$stats")
-echo "Redis ran $all commands in ${took}s, $((all - calls)) of them inside scripts:" \
-    "the scheduler sent $calls ($(awk -v c="$calls" -v p="$pairs" 'BEGIN {printf "%.2f", p ? c / p : 0}') per pair; the captured pair: $k)"
-sched_rate=$(awk -v c="$calls" -v t="$took" 'BEGIN {printf "%.1f", c / t}')
-echo "CPU during the load: scheduler ${sched_cpu}s, redis-server ${redis_cpu}s of ${took}s wall on $(nproc) cores" \
-    "($(awk -v c="$sched_cpu" -v p="$pairs" 'BEGIN {printf "%.0f", p ? c * 1e6 / p : 0}') us of scheduler CPU per pair)"
+# One round: the scheduler under load, then (stopped) redis-benchmark on the same mix.
+round() {
+    "${rcli[@]}" config resetstat >/dev/null
+    cpu_s() { awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/$1/stat"; }
+    s0=$(cpu_s "$sched_pid") r0=$(cpu_s "$redis_pid")
+    line=$("$client" load "$saddr" "$seconds" "$clients")
+    sched_cpu=$(awk -v a="$(cpu_s "$sched_pid")" -v b="$s0" 'BEGIN {printf "%.2f", a - b}')
+    redis_cpu=$(awk -v a="$(cpu_s "$redis_pid")" -v b="$r0" 'BEGIN {printf "%.2f", a - b}')
+    stats=$("${rcli[@]}" info commandstats | tr -d '\r')
+    hwm_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$sched_pid/status")
+    echo "scheduler: $line (clients=$clients, database.redis.poolSize=${pool:-default})"
+    pairs=$(sed -n 's/.*pairs=\([0-9]*\) .*/\1/p' <<<"$line")
+    took=$(sed -n 's/.*seconds=\([0-9.]*\) .*/\1/p' <<<"$line")
+    # commandstats also counts the commands scripts run. A command name the scripts of the
+    # captured pair never run is all the scheduler's own (EVALSHA, HGETALL, ...); a name seen
+    # both ways is split in the captured pair's proportion. Our own INFO/CONFIG are left out.
+    declare -A as_client=() as_lua=()
+    for f in "$dir"/mix/cmd-*.args; do
+        mapfile -d '' args <"$f"
+        name=${args[0],,}
+        as_client[$name]=$((${as_client[$name]:-0} + 1))
+    done
+    while read -r name; do
+        name=${name,,}
+        as_lua[$name]=$((${as_lua[$name]:-0} + 1))
+    done <"$dir/mix/lua-names"
+    all=0 calls=0
+    while IFS=' ' read -r name count; do
+        all=$((all + count))
+        c=${as_client[$name]:-0} l=${as_lua[$name]:-0}
+        if [ "$l" -eq 0 ]; then
+            calls=$((calls + count))
+        elif [ "$c" -gt 0 ]; then
+            calls=$((calls + count * c / (c + l)))
+        fi
+    done < <(awk -F'[:=,]' '/^cmdstat_/ && $1 !~ /^cmdstat_(info|config)/ {print substr($1, 9), $3}' <<<"$stats")
+    echo "Redis ran $all commands in ${took}s, $((all - calls)) of them inside scripts:" \
+        "the scheduler sent $calls ($(awk -v c="$calls" -v p="$pairs" 'BEGIN {printf "%.2f", p ? c / p : 0}') per pair; the captured pair: $k)"
+    sched_rate=$(awk -v c="$calls" -v t="$took" 'BEGIN {printf "%.1f", c / t}')
+    cpu_per_pair=$(awk -v c="$sched_cpu" -v p="$pairs" 'BEGIN {printf "%.0f", p ? c * 1e6 / p : 0}')
+    pps_round=$(sed -n 's/.*pairs_per_s=\([0-9.]*\) .*/\1/p' <<<"$line")
+    echo "CPU during the load: scheduler ${sched_cpu}s, redis-server ${redis_cpu}s of ${took}s wall on $(nproc) cores" \
+        "($cpu_per_pair us of scheduler CPU per pair)"
 
-# redis-benchmark on the same Redis, one run per command of the mix, with the scheduler
-# stopped (its placement workers may still be draining jobs queued by the load).
-kill -TERM "$sched_pid" 2>/dev/null && wait "$sched_pid" 2>/dev/null || true
-sched_pid=""
-n=$((clients * 2000))
-inv_sum=0
-for f in "$dir"/mix/cmd-*.args; do
-    mapfile -d '' args <"$f"
-    rps=$(redis-benchmark -h 127.0.0.1 -p "$rport" -c "$clients" -n "$n" --csv "${args[@]}" |
-        tail -1 | awk -F'","' '{print $(NF - 6)}')
-    printf '  redis-benchmark %-8s %12s req/s\n' "${args[0]}" "$rps"
-    inv_sum=$(awk -v s="$inv_sum" -v r="$rps" 'BEGIN {printf "%.12f", s + 1 / r}')
-done
-bench_rate=$(awk -v k="$k" -v s="$inv_sum" 'BEGIN {printf "%.1f", k / s}')
+    # redis-benchmark on the same Redis, one run per command of the mix, with the scheduler
+    # stopped (its placement workers may still be draining jobs queued by the load).
+    kill -TERM "$sched_pid" 2>/dev/null && wait "$sched_pid" 2>/dev/null || true
+    sched_pid=""
+    n=$((clients * 2000))
+    inv_sum=0
+    for f in "$dir"/mix/cmd-*.args; do
+        mapfile -d '' args <"$f"
+        rps=$(redis-benchmark -h 127.0.0.1 -p "$rport" -c "$clients" -n "$n" --csv "${args[@]}" |
+            tail -1 | awk -F'","' '{print $(NF - 6)}')
+        printf '  redis-benchmark %-8s %12s req/s\n' "${args[0]}" "$rps"
+        inv_sum=$(awk -v s="$inv_sum" -v r="$rps" 'BEGIN {printf "%.12f", s + 1 / r}')
+    done
+    bench_rate=$(awk -v k="$k" -v s="$inv_sum" 'BEGIN {printf "%.1f", k / s}')
+}
 
+ratios=() rates=() refs=() pps=() cpp=() hwms=()
+for r in $(seq "$rounds"); do
+    echo "round $r of $rounds"
+    [ -n "$sched_pid" ] || start_scheduler
+    round
+    ratios+=("$(awk -v a="$sched_rate" -v b="$bench_rate" 'BEGIN {printf "%.2f", a / b}')")
+    rates+=("$sched_rate") refs+=("$bench_rate") pps+=("$pps_round") cpp+=("$cpu_per_pair") hwms+=("$hwm_kb")
+    echo "  round ratio ${ratios[-1]}x"
+done
+med() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }
+range() { printf '%s\n' "$@" | sort -g | sed -n '1p;$p' | paste -sd' ' | sed 's/ /-/'; }
+hwm_kb=$(printf '%s\n' "${hwms[@]}" | sort -g | tail -1)
 echo
-echo "scheduler Redis command rate   $sched_rate commands/s"
-echo "redis-benchmark, same mix      $bench_rate commands/s ($clients connections, no pipelining)"
-awk -v a="$sched_rate" -v b="$bench_rate" 'BEGIN {printf "ratio                          %.2fx (goal >= 0.5x)\n", a / b}'
+echo "over $rounds rounds (each: $seconds s of load, then the reference on the same mix):"
+echo "scheduler pairs per second     $(range "${pps[@]}") (median $(med "${pps[@]}"))"
+echo "scheduler CPU per pair         $(range "${cpp[@]}") us (median $(med "${cpp[@]}"))"
+echo "scheduler Redis command rate   $(range "${rates[@]}") commands/s"
+echo "redis-benchmark, same mix      $(range "${refs[@]}") commands/s ($clients connections, no pipelining)"
+echo "ratio per round                ${ratios[*]}"
+echo "ratio (median of the rounds)   $(med "${ratios[@]}")x (goal >= 0.5x)"
 awk -v kb="$hwm_kb" 'BEGIN {printf "scheduler peak RSS (VmHWM)     %.1f MiB (goal <= 64 MiB)\n", kb / 1024}'
 warns=$(grep -c 'level=warn' "$dir/scheduler.log" || true)
 echo "scheduler log: $warns warnings during the run"
