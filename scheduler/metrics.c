@@ -7,6 +7,7 @@
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "dfc/http.h"
 #include "dfc/rpc_server.h"
@@ -78,6 +79,35 @@ int sched_metrics_init(struct sched_metrics *m, struct dfc_error *err) {
     return 0;
 }
 
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Pings Redis now and then; ready() reads the result. */
+static void *check_main(void *arg) {
+    struct sched_metrics *m = arg;
+    do {
+        const char *argv[] = {"PING"};
+        const size_t lens[] = {4};
+        struct dfc_error err;
+        struct redisReply *rep = NULL;
+        int r = sched_redis_argv(m->redis, sched_redis_deadline(SCHED_READY_PING_MS), 1, argv, lens,
+                                 &rep, &err);
+        if (r == 0) {
+            freeReplyObject(rep);
+        }
+        pthread_mutex_lock(&m->check.mu);
+        m->redis_code = r;
+        snprintf(m->redis_why, sizeof(m->redis_why), "redis does not answer PING: %s",
+                 r < 0 ? dfc_error_msg(&err) : "");
+        m->checked_ns = mono_ns();
+        pthread_mutex_unlock(&m->check.mu);
+    } while (dfc_thread_sleep(&m->check, (int64_t)SCHED_READY_CHECK_MS * 1000000));
+    return NULL;
+}
+
 static int ready(void *arg, char *why, size_t size) {
     struct sched_metrics *m = arg;
     if (!dfc_rpc_server_serving(m->server)) {
@@ -87,18 +117,20 @@ static int ready(void *arg, char *why, size_t size) {
     if (m->redis == NULL) {
         return 0;
     }
-    const char *argv[] = {"PING"};
-    const size_t lens[] = {4};
-    struct dfc_error err;
-    struct redisReply *rep = NULL;
-    int r = sched_redis_argv(m->redis, sched_redis_deadline(SCHED_READY_PING_MS), 1, argv, lens,
-                             &rep, &err);
-    if (r < 0) {
-        snprintf(why, size, "redis does not answer PING: %s", dfc_error_msg(&err));
-        return r;
+    pthread_mutex_lock(&m->check.mu);
+    int64_t age_ms = m->checked_ns != 0 ? (mono_ns() - m->checked_ns) / 1000000 : -1;
+    int r = m->redis_code;
+    if (age_ms < 0) {
+        r = -EAGAIN;
+        snprintf(why, size, "redis has not been checked yet");
+    } else if (age_ms > SCHED_READY_STALE_MS) {
+        r = -ETIMEDOUT;
+        snprintf(why, size, "the redis check has not finished for %lld ms", (long long)age_ms);
+    } else if (r < 0) {
+        snprintf(why, size, "%s", m->redis_why);
     }
-    freeReplyObject(rep);
-    return 0;
+    pthread_mutex_unlock(&m->check.mu);
+    return r;
 }
 
 int sched_metrics_start_http(struct sched_metrics *m, const char *ip, unsigned port,
@@ -106,18 +138,32 @@ int sched_metrics_start_http(struct sched_metrics *m, const char *ip, unsigned p
                              struct dfc_error *err) {
     m->server = server;
     m->redis = redis;
+    if (redis != NULL && port != 0) {
+        if (dfc_thread_start(&m->check, check_main, m) < 0) {
+            return dfc_error_set(err, -EAGAIN, "metrics.server: cannot start the redis check");
+        }
+        m->checking = true;
+    }
     struct dfc_http_opts o = {.ip = ip,
                               .port = port,
                               .metrics = m->registry,
                               .ready = ready,
                               .ready_arg = m,
                               .name = "metrics.server"};
-    return dfc_http_start(&o, &m->http, err);
+    int r = dfc_http_start(&o, &m->http, err);
+    if (r < 0) {
+        sched_metrics_stop_http(m);
+    }
+    return r;
 }
 
 void sched_metrics_stop_http(struct sched_metrics *m) {
     dfc_http_stop(m->http);
     m->http = NULL;
+    if (m->checking) {
+        dfc_thread_stop(&m->check);
+        m->checking = false;
+    }
 }
 
 void sched_metrics_done(struct sched_metrics *m) {

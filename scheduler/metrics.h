@@ -16,8 +16,11 @@
  *   hosts                                 gauge      hosts the last host-GC pass kept (every
  *                                                    gc.hostGCInterval)
  *
- * Readiness: the RPC server is serving and, with database.redis.addrs, Redis answers a PING
- * within SCHED_READY_PING_MS; 503 with the reason otherwise.
+ * Readiness: the RPC server is serving and, with database.redis.addrs, Redis answered a PING
+ * within SCHED_READY_PING_MS at the last check; 503 with the reason otherwise. A thread of its
+ * own pings every SCHED_READY_CHECK_MS, so /readyz answers from that result at once and a slow
+ * Redis never holds the endpoint's one thread (and /healthz behind it, the liveness probe's);
+ * a result older than SCHED_READY_STALE_MS (the check itself hung) is not ready.
  *
  * Ownership: the struct owns its registry and endpoint; server and redis are borrowed by the
  * endpoint and must outlive sched_metrics_stop_http().
@@ -25,11 +28,18 @@
 #ifndef SCHED_METRICS_H
 #define SCHED_METRICS_H
 
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "dfc/error.h"
 #include "dfc/metrics.h"
+#include "dfc/thread.h"
 
 #define SCHED_METRICS_PREFIX "dragonfly_scheduler_"
 #define SCHED_READY_PING_MS  1000
+#define SCHED_READY_CHECK_MS 1000
+#define SCHED_READY_STALE_MS 5000
 
 struct dfc_rpc_server;
 struct sched_redis;
@@ -40,6 +50,12 @@ struct sched_metrics {
     struct dfc_http *http;
     struct dfc_rpc_server *server; /* for readiness; borrowed */
     struct sched_redis *redis;     /* NULL without Redis; borrowed */
+    /* The Redis check (with redis only): its thread and last result, under check.mu. */
+    struct dfc_thread check;
+    bool checking;
+    int redis_code;      /* 0, or the PING's error */
+    char redis_why[160]; /* the reason when redis_code != 0 */
+    int64_t checked_ns;  /* CLOCK_MONOTONIC of the last result; 0: none yet */
 };
 
 /* Declares the metrics in a new registry (before Redis and placement are made, which take

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,23 @@ static bool is_ready(void *arg) {
     return code == 200;
 }
 
+static bool is_not_ready(void *arg) {
+    char *body;
+    int code = ready_code(arg, &body);
+    free(body);
+    return code == 503;
+}
+
+/* How many PINGs Redis has served (INFO commandstats). */
+static long redis_pings(struct fx *f) {
+    struct redisReply *rep = redis_server_command(&f->redis, "INFO commandstats");
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    const char *at = strstr(rep->str, "cmdstat_ping:calls=");
+    long n = at != NULL ? strtol(at + strlen("cmdstat_ping:calls="), NULL, 10) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
 static void test_scheduler_endpoint(void **state) {
     REDIS_HARNESS_REQUIRE();
     struct fx *f = calloc(1, sizeof(*f));
@@ -78,7 +96,18 @@ static void test_scheduler_endpoint(void **state) {
     char *body;
     assert_int_equal(ready_code(f, &body), 200);
     free(body);
+    /* /readyz answers from the check thread's last PING: requests do not each wait for Redis
+     * (each did, and with a hung Redis held the endpoint's one thread, /healthz behind it,
+     * for up to a second: 20 requests here were 20 PINGs). */
+    long pings = redis_pings(f);
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(ready_code(f, &body), 200);
+        free(body);
+    }
+    assert_true(redis_pings(f) - pings <= 5);
     redis_server_stop(&f->redis, SIGKILL);
+    /* the check thread pings every second (SCHED_READY_CHECK_MS): its next result says so */
+    assert_true(test_wait_for(is_not_ready, f, 5000));
     assert_int_equal(ready_code(f, &body), 503);
     assert_non_null(strstr(body, "not ready: redis does not answer PING"));
     free(body);
