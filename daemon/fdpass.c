@@ -152,8 +152,29 @@ static int new_token(char out[DFC_FDPASS_TOKEN_HEX + 1], struct dfc_error *err) 
 
 /* ---- one connection ---- */
 
-/* Checks a passed descriptor: a regular file, not on procfs, opened for reading. */
-static int check_fd(int fd, struct dfc_error *err) {
+/* The checks of a passed descriptor, in two halves. Its open flags (not O_PATH, opened for
+ * reading) are the descriptor's own: fcntl never waits, so the passing thread checks them
+ * before it answers. What the file is (regular, not on procfs) takes fstat and fstatfs, which
+ * on a FUSE or hard-mounted NFS file wait for that filesystem's server, perhaps the caller's
+ * own hung one: that half runs when the token is taken, on the caller's own RPC worker, so a
+ * hung filesystem holds one call of its uid and never this thread (every pod's passing). */
+static int check_flags(int fd, struct dfc_error *err) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) {
+        return dfc_error_errno(err, -errno, "fcntl(F_GETFL) on the descriptor");
+    }
+    if ((fl & O_PATH) != 0) {
+        return dfc_error_set(err, -EACCES,
+                             "the descriptor was opened with O_PATH, not for reading");
+    }
+    int acc = fl & O_ACCMODE;
+    if (acc != O_RDONLY && acc != O_RDWR) {
+        return dfc_error_set(err, -EACCES, "the descriptor was opened write-only, not for reading");
+    }
+    return 0;
+}
+
+static int check_file(int fd, struct dfc_error *err) {
     struct stat st;
     struct statfs sf;
     if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0) {
@@ -169,18 +190,6 @@ static int check_fd(int fd, struct dfc_error *err) {
     }
     if (sf.f_type == PROC_SUPER_MAGIC) {
         return dfc_error_set(err, -EINVAL, "the descriptor is a file on procfs");
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0) {
-        return dfc_error_errno(err, -errno, "fcntl(F_GETFL) on the descriptor");
-    }
-    if ((fl & O_PATH) != 0) {
-        return dfc_error_set(err, -EACCES,
-                             "the descriptor was opened with O_PATH, not for reading");
-    }
-    int acc = fl & O_ACCMODE;
-    if (acc != O_RDONLY && acc != O_RDWR) {
-        return dfc_error_set(err, -EACCES, "the descriptor was opened write-only, not for reading");
     }
     return 0;
 }
@@ -272,7 +281,7 @@ static bool serve_conn(struct dfd_fdpass *p, const struct pending *c) {
         return false;
     }
     if (r == 0) {
-        r = check_fd(fd, &err);
+        r = check_flags(fd, &err);
     }
     if (r == 0) {
         r = new_token(token, &err);
@@ -577,6 +586,10 @@ int dfd_fdpass_take(struct dfd_fdpass *p, const char *token, pid_t pid, uid_t ui
         s->state = SLOT_USED;
     }
     pthread_mutex_unlock(&p->mu);
+    if (r == 0 && (r = check_file(*ret_fd, err)) < 0) { /* unlocked: it may wait (above) */
+        close(*ret_fd);
+        *ret_fd = -1;
+    }
     return r;
 }
 

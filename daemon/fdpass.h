@@ -7,9 +7,9 @@
  *
  * Its own accept thread (never the gRPC completion queue) reads the passer's SO_PEERCRED, lets
  * each connection wait (non-blocking, a few per uid, 2 s at most) for its message so that a
- * client that never sends holds up no other passer, checks the descriptor (a regular file, not on
- * procfs, opened for reading, not O_PATH; one descriptor only) and keeps {token, fd, uid, pid,
- * expiry} in a bounded table: at most DFD_FDPASS_PER_UID waiting descriptors per uid and
+ * client that never sends holds up no other passer, checks the descriptor's open flags (opened
+ * for reading, not O_PATH; one descriptor only) and keeps {token, fd, uid, pid, expiry} in a
+ * bounded table: at most DFD_FDPASS_PER_UID waiting descriptors per uid and
  * DFD_FDPASS_MAX in all. The thread closes expired descriptors (a timed poll), and
  * dfd_fdpass_stop() closes every one left.
  *
@@ -39,7 +39,10 @@ void dfd_fdpass_stop(struct dfd_fdpass *p);
 
 /* Takes the descriptor of token (one use) for the gRPC caller pid/uid into *ret_fd.
  * DFC_E_PERMISSION_DENIED-like -EACCES naming why: unknown, already used, expired, or passed
- * by another process; -EINVAL when token is malformed. */
+ * by another process; -EINVAL when token is malformed, or when the descriptor is not a
+ * regular file or is on procfs (checked here, on the caller's thread: fstat of a file on a
+ * hung FUSE or NFS server waits, and must not wait on the passing thread; the token is used
+ * up and the descriptor closed then). */
 int dfd_fdpass_take(struct dfd_fdpass *p, const char *token, pid_t pid, uid_t uid, int *ret_fd,
                     struct dfc_error *err);
 
