@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
@@ -412,6 +414,13 @@ static int import_file(const struct import_opts *o) {
             r = dfc_error_set(&err, -EINVAL, "`%s` is not a regular file", o->path);
         } else {
             bool passed = false;
+            struct statfs fsf;
+            if (strcmp(next, "fd") == 0 && is_auto && fstatfs(fd, &fsf) == 0 &&
+                fsf.f_type == PROC_SUPER_MAGIC) {
+                /* the daemon takes no procfs descriptor (it checks when the call takes it) */
+                debug(o, "`%s` is on procfs: trying stream", o->path);
+                next = "stream";
+            }
             if (strcmp(next, "fd") == 0) {
                 r = import_by_fd(c, o, abs, fd, &passed, &err);
                 /* No sibling socket (an older daemon, or one not published into this pod),
