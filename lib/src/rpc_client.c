@@ -436,6 +436,9 @@ int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_metho
                      const ProtobufCMessage *req, int64_t timeout_ms, const struct dfc_rpc_md *md,
                      size_t n_md, ProtobufCMessage **ret_resp, struct dfc_error *err) {
     const char *method = m->path;
+    if (n_md > MAX_MD) { /* before open_call, which may wait to reconnect */
+        return dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
+    }
     struct dfc_rpc_stream *st = NULL;
     int r = open_call(c, m, timeout_ms, &st, err);
     if (r < 0) {
@@ -455,9 +458,8 @@ int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_metho
     ops[4].op = GRPC_OP_RECV_MESSAGE;
     ops[4].data.recv_message.recv_message = &recv;
     fill_recv_status(st, &ops[5]);
-    if (send == NULL || n_md > MAX_MD) {
-        r = send == NULL ? dfc_error_set(err, -ENOMEM, "out of memory packing a message")
-                         : dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
+    if (send == NULL) {
+        r = dfc_error_set(err, -ENOMEM, "out of memory packing a message");
     } else if (!start(st, ops, DFC_RPC_N(ops), &st->tag_status)) {
         r = dfc_error_set(err, -EIO, "cannot start a call to %s", method);
     } else {

@@ -654,6 +654,58 @@ static void test_unavailable_without_server(void **state) {
     dfc_rpc_client_free(c);
 }
 
+struct md_call {
+    struct dfc_rpc_client *c;
+    atomic_int done;
+    int r;
+    char msg[sizeof(((struct dfc_error *)0)->msg)];
+};
+
+static void *too_much_md(void *arg) {
+    struct md_call *b = arg;
+    struct dfc_rpc_md md[9];
+    for (size_t i = 0; i < 9; i++) {
+        md[i] = (struct dfc_rpc_md){"x-k", "v"};
+    }
+    struct dfc_error err;
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    b->r = dfc_rpc_unary_md(b->c, &rt.echo, &in.base, 0, md, 9, &out, &err);
+    snprintf(b->msg, sizeof(b->msg), "%s", b->r < 0 ? err.msg : "");
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+static bool md_call_done(void *arg) {
+    return atomic_load(&((struct md_call *)arg)->done) == 1;
+}
+
+/* More metadata than a call takes is refused before the call is set up: not after the
+ * reconnect wait a channel in TRANSIENT_FAILURE costs (here up to 10 minutes, as the call has
+ * no deadline of its own). */
+static void test_unary_refuses_too_much_metadata_at_once(void **state) {
+    struct dfc_error err;
+    struct dfc_rpc_client_opts o = {.reconnect_wait_ms = 600000};
+    struct md_call b = {.r = 1};
+    assert_int_equal(dfc_rpc_client_new("unix:/nonexistent/dir/x.sock", &o, &b.c, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    /* a first call fails at once (UNAVAILABLE) and leaves the channel in TRANSIENT_FAILURE */
+    assert_int_equal(dfc_error_to_grpc(dfc_rpc_unary(b.c, &rt.echo, &in.base, 5000, &out, &err)),
+                     14);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, too_much_md, &b), 0);
+    bool done = test_wait_for(md_call_done, &b, 20000);
+    if (!done) {
+        pthread_detach(th); /* still in the reconnect wait: the client stays with it */
+    }
+    assert_true(done);
+    pthread_join(th, NULL);
+    assert_int_equal(b.r, -E2BIG);
+    assert_string_equal(b.msg, "at most 8 metadata entries");
+    dfc_rpc_client_free(b.c);
+}
+
 static int never_called(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
                         ProtobufCMessage *resp, struct dfc_error *err) {
     return 0;
@@ -861,6 +913,7 @@ int main(void) {
         T(test_malformed_response),
         cmocka_unit_test(test_oversized_message),
         cmocka_unit_test(test_unavailable_without_server),
+        cmocka_unit_test(test_unary_refuses_too_much_metadata_at_once),
         cmocka_unit_test(test_table_is_checked_against_descriptor),
         cmocka_unit_test(test_client_method_lookup),
         cmocka_unit_test(test_client_table_with_bad_name_fails_at_resolve),
