@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,8 +392,8 @@ static int capture(const char *addr, int redis_port, const char *dir) {
         long len =
             rep->type == REDIS_REPLY_STATUS ? decode_monitor(rep->str, buf, sizeof(buf)) : -1;
         freeReplyObject(rep);
-        if (len <= 0) {
-            continue;
+        if (len <= 0 || strcasecmp(buf, "PING") == 0) {
+            continue; /* no pair sends PING: the /readyz check thread does, every second */
         }
         char path[4200];
         snprintf(path, sizeof(path), "%s/cmd-%03d.args", dir, n);
