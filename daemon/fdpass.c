@@ -157,7 +157,10 @@ static int new_token(char out[DFC_FDPASS_TOKEN_HEX + 1], struct dfc_error *err) 
  * before it answers. What the file is (regular, not on procfs) takes fstat and fstatfs, which
  * on a FUSE or hard-mounted NFS file wait for that filesystem's server, perhaps the caller's
  * own hung one: that half runs when the token is taken, on the caller's own RPC worker, so a
- * hung filesystem holds one call of its uid and never this thread (every pod's passing). */
+ * hung filesystem holds one call of its uid, not this thread (every pod's passing). Not
+ * covered: this thread still close()s the descriptors it refuses or lets expire, and close()
+ * of a FUSE file sends FLUSH and waits for the answer (unkillably once the server has read
+ * it), so a passer that serves its own FUSE mount and never answers can still stop it. */
 static int check_flags(int fd, struct dfc_error *err) {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0) {
