@@ -188,7 +188,8 @@ static int check_file(int fd, struct dfc_error *err) {
                            : S_ISFIFO(st.st_mode) ? "a pipe"
                            : S_ISSOCK(st.st_mode) ? "a socket"
                            : S_ISCHR(st.st_mode)  ? "a character device"
-                                                  : "not a regular file";
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                                                  : "of another kind";
         return dfc_error_set(err, -EINVAL, "the descriptor is %s, not a regular file", kind);
     }
     if (sf.f_type == PROC_SUPER_MAGIC) {

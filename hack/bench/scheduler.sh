@@ -175,7 +175,8 @@ for r in $(seq "$rounds"); do
     rates+=("$sched_rate") refs+=("$bench_rate") pps+=("$pps_round") cpp+=("$cpu_per_pair") hwms+=("$hwm_kb")
     echo "  round ratio ${ratios[-1]}x"
 done
-med() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }
+# The median; of an even count, the mean of the two middle values.
+med() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 range() { printf '%s\n' "$@" | sort -g | sed -n '1p;$p' | paste -sd' ' | sed 's/ /-/'; }
 hwm_kb=$(printf '%s\n' "${hwms[@]}" | sort -g | tail -1)
 echo

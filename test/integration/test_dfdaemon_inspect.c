@@ -33,29 +33,40 @@ static const struct dfc_rpc_client_row rows[] = {
                           &inspect_m),
 };
 
-/* A 127.0.0.1 port nobody listens on (bound, read back, closed). */
+/* A 127.0.0.1 port for the daemon to bind (bound, read back, closed). */
 static int free_port(void) {
     return (int)test_free_port();
 }
 
-/* Peer to peer with one scheduler address that nothing listens on. */
+/* The scheduler port: it refuses connections while the fixture runs (test_refusing_port). */
+static int refusing_fd = -1;
+
+/* Peer to peer with one scheduler address that refuses connections. */
 static void write_unreachable(FILE *fp, const struct harness *h, void *arg) {
     fprintf(fp,
             "download:\n  server:\n    socketPath: %s\n"
             "storage:\n  dir: %s\n  server:\n    tcpPort: %d\n"
             "upload:\n  server:\n    port: %d\n"
             "host:\n  ip: 127.0.0.1\n  hostname: dfc-inspect-it\n"
-            "scheduler:\n  addrs: [127.0.0.1:%d]\n  announceInterval: 1h\n"
+            "scheduler:\n  addrs: [127.0.0.1:%u]\n  announceInterval: 1h\n"
             "gc:\n  interval: 1h\n",
-            h->socket, h->store, free_port(), free_port(), free_port());
+            h->socket, h->store, free_port(), free_port(), *(const unsigned *)arg);
 }
 
 static int setup_unreachable(void **state) {
     struct harness_fx *f = calloc(1, sizeof(*f));
-    harness_start_config(&f->h, write_unreachable, NULL);
+    unsigned port = test_refusing_port(&refusing_fd);
+    harness_start_config(&f->h, write_unreachable, &port);
     f->c = harness_client(&f->h);
     *state = f;
     return 0;
+}
+
+static int teardown_unreachable(void **state) {
+    int r = harness_fx_teardown(state);
+    close(refusing_fd);
+    refusing_fd = -1;
+    return r;
 }
 
 /* InspectPersistentCacheTask of id: 0 with *ret (free it), else the gRPC code, err set. */
@@ -204,7 +215,7 @@ int main(void) {
         return 1;
     }
 #define T(fn)  cmocka_unit_test_setup_teardown(fn, harness_fx_setup, harness_fx_teardown)
-#define TU(fn) cmocka_unit_test_setup_teardown(fn, setup_unreachable, harness_fx_teardown)
+#define TU(fn) cmocka_unit_test_setup_teardown(fn, setup_unreachable, teardown_unreachable)
     const struct CMUnitTest tests[] = {
         T(test_bad_ids_standalone),
         T(test_unknown_id_not_found_standalone),

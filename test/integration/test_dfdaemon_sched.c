@@ -57,7 +57,7 @@ static int chattr(const char *flag, const char *path) {
     return system(cmd);
 }
 
-/* A 127.0.0.1 port nobody listens on (bound, read back, closed). */
+/* A 127.0.0.1 port for the daemon to bind (bound, read back, closed). */
 static int free_port(void) {
     return (int)test_free_port();
 }
@@ -576,7 +576,8 @@ static void test_failover_to_the_next_scheduler(void **state) {
     NEED_REDIS(f);
     /* The first scheduler is not there: every task call's ring lists the live one too. */
     char addrs[128];
-    snprintf(addrs, sizeof(addrs), "[127.0.0.1:%d, %s]", free_port(), f->s.target);
+    int held;
+    snprintf(addrs, sizeof(addrs), "[127.0.0.1:%u, %s]", test_refusing_port(&held), f->s.target);
     daemon_p2p(&f->h, HOSTNAME, addrs, "1h");
     assert_true(test_wait_for(host_announced, f, WAIT_MS));
     /* Until one task's ring put the dead scheduler first (half of them, by the hash), and at
@@ -588,6 +589,7 @@ static void test_failover_to_the_next_scheduler(void **state) {
         assert_registered(f, id, peer);
     }
     assert_true(harness_log_has(&f->h, "event=scheduler.failover"));
+    close(held);
 }
 
 static void test_second_node_imports_what_the_cluster_has(void **state) {

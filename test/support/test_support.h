@@ -144,4 +144,21 @@ static inline unsigned test_free_port(void) {
     return ntohs(a.sin_port);
 }
 
+/* A 127.0.0.1 port that refuses connections for as long as *ret_fd stays open: a socket bound
+ * to it that does not listen, so a connect gets a reset and no other socket (another test's
+ * server, or a free port picked meanwhile) can have it. A port closed after the pick (as
+ * test_free_port's) may be taken by another test running at the same time, and a call meant
+ * to find nothing there then reaches that test's server. The caller closes *ret_fd. */
+static inline unsigned test_refusing_port(int *ret_fd) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        abort();
+    }
+    *ret_fd = fd;
+    return ntohs(a.sin_port);
+}
+
 #endif /* DFC_TEST_SUPPORT_H */

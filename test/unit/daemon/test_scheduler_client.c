@@ -28,11 +28,6 @@
 
 #define N_TASKS 600
 
-/* A 127.0.0.1 port nobody listens on: bound, read back, closed. */
-static int closed_port(void) {
-    return (int)test_free_port();
-}
-
 struct addrs {
     char buf[8][32];
     char *items[8];
@@ -222,7 +217,9 @@ static void test_scheduler_ip_follows_its_name(void **state) {
 /* Every scheduler refuses: a task call tries each once, in the ring's order, and returns
  * UNAVAILABLE naming the last one it tried and the method. */
 static void test_failover_tries_each_once(void **state) {
-    int ports[3] = {closed_port(), closed_port(), closed_port()};
+    int held[3];
+    int ports[3] = {(int)test_refusing_port(&held[0]), (int)test_refusing_port(&held[1]),
+                    (int)test_refusing_port(&held[2])};
     struct addrs a;
     struct dfd_config cfg = config_with(&a, 3, ports);
     struct dfd_sched *s = NULL;
@@ -248,6 +245,9 @@ static void test_failover_tries_each_once(void **state) {
     dfd_sched_delete_peer(s, id, "peer");
     dfd_sched_upload_failed(s, id, "peer", "gone");
     dfd_sched_free(s);
+    for (int i = 0; i < 3; i++) {
+        close(held[i]);
+    }
 }
 
 int main(void) {
