@@ -112,8 +112,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return answer_owned(conn, MHD_HTTP_OK, DFC_METRICS_CONTENT_TYPE, body, len);
 }
 
-/* libmicrohttpd's own errors (a failed accept, a refused connection) as debug lines. */
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+/* libmicrohttpd's own errors (a failed accept, a refused connection) as debug lines; fmt is
+ * libmicrohttpd's printf format. */
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
+                                                             va_list ap) {
     if (DFC_LOG_DEBUG < dfc_log_threshold) {
         return;
     }
