@@ -129,21 +129,6 @@ static inline bool test_closed_by_peer(int fd) {
     }
 }
 
-/* A 127.0.0.1 TCP port nothing listens on right now (bound, read back, closed; aborts on
- * error). Another process may take it meanwhile: fine where a refused connection is the point,
- * or where the server's bind failing is reported. */
-static inline unsigned test_free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        abort();
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* A 127.0.0.1 port that refuses connections for as long as *ret_fd stays open: a socket bound
  * to it that does not listen, so a connect gets a reset and no other socket (another test's
  * server, or a free port picked meanwhile) can have it. A port closed after the pick (as
@@ -159,6 +144,16 @@ static inline unsigned test_refusing_port(int *ret_fd) {
     }
     *ret_fd = fd;
     return ntohs(a.sin_port);
+}
+
+/* A 127.0.0.1 TCP port nothing listens on right now (bound, read back, closed; aborts on
+ * error), for a server to bind. Another process may take it meanwhile, and the server's bind
+ * then fails with a reported error; a port that must refuse is test_refusing_port's. */
+static inline unsigned test_free_port(void) {
+    int fd;
+    unsigned port = test_refusing_port(&fd);
+    close(fd);
+    return port;
 }
 
 #endif /* DFC_TEST_SUPPORT_H */
