@@ -128,7 +128,7 @@ live_pid() {
     [ -f "$pidfile" ] || return 1
     pid=$(cat "$pidfile")
     [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$what" || return 1
+    grep -qF -- "$what" <<<"$(tr '\0' ' ' <"/proc/$pid/cmdline")" || return 1
     # A zombie (killed, not yet reaped by our caller's shell) counts as gone.
     [ "$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null)" != Z ] || return 1
     echo "$pid"

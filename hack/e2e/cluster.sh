@@ -421,7 +421,7 @@ cmd_check() {
         echo "check: ok   no mount of $cache or of a kubernetes.io~csi volume in /proc/self/mountinfo"
     fi
     # network namespaces: none is left pinned by a bind mount, and no veth of ours is here
-    if ip -o link show 2>/dev/null | grep -q -e ' wire0[@:]' -e ' cni0:'; then
+    if grep -q -e ' wire0[@:]' -e ' cni0:' <<<"$(ip -o link show 2>/dev/null)"; then
         echo "check: FAIL a veth or bridge of the cluster is in this network namespace"
         bad=1
     else

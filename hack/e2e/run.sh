@@ -78,8 +78,10 @@ step "importing $image from $archive"
 # ctr on this side (the archive may be in a /tmp the namespace does not see); containerd unpacks
 "$cache/root/usr/bin/ctr" --address "$cache/run/containerd/containerd.sock" -n k8s.io images import \
     "$archive" >/dev/null
-kx ctr --address "$cache/run/containerd/containerd.sock" -n k8s.io images ls -q | grep -qx "$image" ||
-    die "containerd has no $image after the import"
+# Listed first, then searched: under pipefail, `ctr ... | grep -q` fails when grep exits at
+# the match before ctr has written its next line (SIGPIPE), as it did once here.
+images=$(kx ctr --address "$cache/run/containerd/containerd.sock" -n k8s.io images ls -q)
+grep -qx "$image" <<<"$images" || die "containerd has no $image after the import"
 
 if [ ! -x "$render" ]; then
     step "building the chart renderer"
@@ -162,7 +164,7 @@ node_pod=$(k -n "$ns" get pods -l app.kubernetes.io/component=dfdaemon -o jsonpa
 step "node pod $node_pod ready; waiting for kubelet to register $driver"
 wait_ok 60 bash -c "bash '$cluster' kubectl get csinode $node_name -o jsonpath='{.spec.drivers[*].name}' | grep -qw $driver" ||
     die "kubelet did not register $driver (CSINode $node_name)"
-k -n "$ns" logs "$node_pod" -c csi-plugin | grep -q 'csi.registered' ||
+grep -q 'csi.registered' <<<"$(k -n "$ns" logs "$node_pod" -c csi-plugin)" ||
     die "csi-plugin did not log kubelet's registration"
 
 # --- 1. import in a pod with a PVC and an inline volume -----------------------------------

@@ -264,7 +264,7 @@ for i in $(seq $N); do [[ " ${reps[*]} " == *" $i "* ]] || spare=$i; done
 mark=$(log_mark "$spare")
 s=$(date +%s)
 export_cmp "$spare" "$a" "$work/a.bin" --timeout 60s
-log_since "$spare" "$mark" | grep -q "event=p2p.download_done task_id=$a" ||
+grep -q "event=p2p.download_done task_id=$a" <<<"$(log_since "$spare" "$mark")" ||
     fail "step 2: node $spare exported $a without a p2p.download_done line in its log" "$a"
 [ "$(ls_state "$spare" "$a")" = false ] ||
     fail "step 2: node $spare should now hold a cached (not persistent) copy of $a" "$a"
@@ -331,9 +331,9 @@ for attempt in 1 2 3 4; do
     invert_pieces "$bad"
     mark=$(log_mark "$receiver")
     export_cmp "$receiver" "$b" "$work/b.bin" --transfer-from-dfdaemon --timeout 60s
-    if log_since "$receiver" "$mark" | grep "event=p2p.piece_failed" | grep "task_id=$b" |
-        grep "$(ip_of "$bad")" | grep -q "DATA_LOSS"; then
-        rejected=$(log_since "$receiver" "$mark" | grep "event=p2p.piece_failed" | head -n1)
+    failed=$(log_since "$receiver" "$mark" | grep "event=p2p.piece_failed" || true)
+    if grep "task_id=$b" <<<"$failed" | grep "$(ip_of "$bad")" | grep -q "DATA_LOSS"; then
+        rejected=$(head -n1 <<<"$failed")
         break
     fi
     # That parent was not asked for any piece: undo, drop the receiver's copy, try the other.
