@@ -13,9 +13,11 @@
  *   A round = one answer of the scheduler (Normal{parents}). Each parent is asked once, one
  *   after another, which of the missing pieces it has (SyncPersistentCachePieces on its
  *   DfdaemonUpload TCP port: a committed task answers in one pass and ends the stream); then
- *   concurrent_piece_count workers, each with one buffer, take the missing pieces in
- *   order (each worker's buffer is a 256 KiB chunk the bytes stream through into the replica,
- *   CRC'd on the way, or a whole piece when the caller wants the bytes). A piece goes to the
+ *   concurrent_piece_count workers take the missing pieces in order. The bytes stream in
+ *   256 KiB chunks, CRC'd on the way, into buffers of the round's piece writer, whose one
+ *   thread writes them into the replica (piece_writer.h: no two threads contend for the
+ *   spool's inode lock); when the caller wants each piece's bytes, a worker receives the whole
+ *   piece into its own buffer and writes it itself. A piece goes to the
  * parents that reported it, round-robin from piece number modulo the parent count (no weighting by
  * idle bandwidth); on a failure (connect, timeout, CRC) the next of them is tried. A piece that
  * failed on every parent that had it is reported DownloadPieceFailed{temporary} and ends the round:
@@ -52,6 +54,7 @@
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "metrics.h"
+#include "p2p/piece_writer.h"
 #include "p2p/vortex_client.h"
 #include "scheduler_client.h"
 #include "validate.h"
@@ -162,6 +165,7 @@ struct run {
     uint64_t piece_length, content_length;
     uint32_t piece_count;
     struct dfd_replica *rep;
+    struct dfd_piece_writer *writer; /* this round's, when the pieces stream into rep */
     struct dfc_rpc_stream *st;
     bool sent_started; /* DownloadPersistentCachePeerStarted */
 
@@ -409,9 +413,11 @@ static void sync_parent(struct run *rd, size_t k) {
 
 /* ---- pieces ---- */
 
-/* A worker's buffer: a whole piece when the caller wants each piece's bytes, else a chunk the
- * bytes stream through on their way into the replica. */
-#define STREAM_CHUNK ((size_t)256 * 1024)
+/* A worker's buffer: a whole piece when the caller wants each piece's bytes; else the bytes
+ * stream through the round's piece writer, in chunks of STREAM_CHUNK, WRITER_BUFS_PER_WORKER
+ * of its buffers per worker (one being received into while another waits to be written). */
+#define STREAM_CHUNK           ((size_t)256 * 1024)
+#define WRITER_BUFS_PER_WORKER 2
 
 struct worker_buf {
     void *buf;
@@ -485,19 +491,23 @@ static void set_fatal(struct run *rd, int r, const struct dfc_error *err) {
     rd->round_over = true;
 }
 
-/* The sink of a streamed piece: each chunk straight into the replica at its place. A write
- * error is ours (the storage's), not the parent's: it is remembered here. */
-struct piece_sink {
-    struct dfd_replica *rep;
-    uint32_t number;
-    bool failed;
-};
+/* The sink of a streamed piece: each chunk is received into a buffer of the round's writer
+ * and queued to it, to be written at its place in the replica (piece_writer.h). */
+static void *sink_buffer(void *arg) {
+    struct dfd_piece_job *j = arg;
+    return dfd_piece_writer_buffer(j->w);
+}
 
 static int sink_write(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
-    struct piece_sink *ps = arg;
-    int r = dfd_replica_pwrite(ps->rep, ps->number, at, data, n, err);
-    ps->failed = r < 0;
-    return r;
+    (void)err; /* a write error is the job's, seen by dfd_piece_job_wait */
+    struct dfd_piece_job *j = arg;
+    dfd_piece_writer_put(j, at, (void *)data, n);
+    return 0;
+}
+
+static void sink_release(void *arg, void *buf) {
+    struct dfd_piece_job *j = arg;
+    dfd_piece_writer_release(j->w, buf);
 }
 
 /* One attempt at piece number from pa. With a whole-piece buffer (the caller wants the bytes)
@@ -525,12 +535,21 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
         *ret_ours = true;
         return r;
     }
-    struct piece_sink ps = {.rep = rd->rep, .number = number};
-    struct dfd_vortex_sink sink = {.arg = &ps, .write = sink_write};
+    struct dfd_piece_job job;
+    dfd_piece_job_init(&job, rd->writer, number);
+    struct dfd_vortex_sink sink = {
+        .arg = &job, .write = sink_write, .buffer = sink_buffer, .release = sink_release};
     r = dfd_vortex_fetch_to(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
-                            &sink, wb->buf, wb->len, timeout, got, err);
+                            &sink, NULL, wb->len, timeout, got, err);
+    /* The writer may still be writing the piece's chunks: only once they are all written is
+     * the claim dropped or the piece marked written. A write error is ours, not the parent's. */
+    struct dfc_error werr;
+    if (dfd_piece_job_wait(&job, &werr) < 0) {
+        *err = werr;
+        r = werr.code;
+        *ret_ours = true;
+    }
     dfd_replica_finish_piece(rd->rep, number, r == 0, r == 0 ? got->crc32 : 0);
-    *ret_ours = r < 0 && ps.failed;
     return r;
 }
 
@@ -597,13 +616,17 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
     pthread_mutex_unlock(&rd->mu);
 }
 
+static bool whole_pieces(const struct run *rd) {
+    return rd->prog != NULL && rd->prog->piece_data;
+}
+
 static void *worker_main(void *arg) {
     struct run *rd = arg;
-    struct worker_buf wb = {.whole = rd->prog != NULL && rd->prog->piece_data};
+    struct worker_buf wb = {.whole = whole_pieces(rd)};
     wb.len = wb.whole ? (size_t)rd->piece_length : STREAM_CHUNK;
-    wb.buf = malloc(wb.len);
+    wb.buf = wb.whole ? malloc(wb.len) : NULL; /* streamed: the writer's buffers */
     pthread_mutex_lock(&rd->mu);
-    if (wb.buf == NULL) {
+    if (wb.whole && wb.buf == NULL) {
         struct dfc_error e;
         dfc_error_set(&e, -ENOMEM, "out of memory for a piece buffer");
         set_fatal(rd, -ENOMEM, &e);
@@ -639,6 +662,15 @@ static int run_round(struct run *rd, struct dfc_error *err) {
     if (tids == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
+    int r = 0;
+    if (n > 0 && !whole_pieces(rd)) {
+        r = dfd_piece_writer_new(rd->rep, n * WRITER_BUFS_PER_WORKER, STREAM_CHUNK, &rd->writer,
+                                 err);
+    }
+    if (r < 0) {
+        free(tids);
+        return r;
+    }
     size_t started = 0;
     for (; started < n; started++) {
         if (pthread_create(&tids[started], NULL, worker_main, rd) != 0) {
@@ -652,6 +684,8 @@ static int run_round(struct run *rd, struct dfc_error *err) {
         pthread_join(tids[i], NULL);
     }
     free(tids);
+    dfd_piece_writer_free(rd->writer); /* every job was waited for by its worker */
+    rd->writer = NULL;
     if (rd->fatal < 0) {
         *err = rd->fatal_err;
         return rd->fatal;

@@ -205,7 +205,8 @@ static int check_digest(const struct dfd_vortex_piece *p, char want[DFC_CRC32_DI
 }
 
 /* Where the piece's bytes go: all of them into buf (sink NULL), or chunk by chunk through buf
- * (buf_len bytes) to sink, each chunk CRC'd while it is still in the cache. */
+ * (buf_len bytes), or the sink's own buffers, to sink, each chunk CRC'd while it is still in
+ * the cache. */
 struct dest {
     void *buf;
     size_t buf_len;
@@ -220,9 +221,15 @@ static int recv_piece(int fd, const struct dest *d, uint64_t length, int64_t dea
     while (done < length) {
         uint64_t left = length - done;
         size_t n = left < d->buf_len ? (size_t)left : d->buf_len;
-        uint8_t *at = d->sink != NULL ? d->buf : (uint8_t *)d->buf + done;
+        bool supplied = d->sink != NULL && d->sink->buffer != NULL;
+        uint8_t *at = supplied          ? d->sink->buffer(d->sink->arg)
+                      : d->sink != NULL ? d->buf
+                                        : (uint8_t *)d->buf + done;
         int r = recv_all(fd, at, n, deadline, "the piece", err);
         if (r < 0) {
+            if (supplied) {
+                d->sink->release(d->sink->arg, at);
+            }
             return dfc_error_prefix(err, "at byte %llu of %llu", (unsigned long long)done,
                                     (unsigned long long)length);
         }
@@ -311,10 +318,14 @@ static int fetch(const char *ip, uint16_t port, const char *task_id, uint32_t nu
     if (ip == NULL || task_id == NULL || !dfd_task_id_valid(task_id)) {
         r = dfc_error_set(err, -EINVAL, "ip and a task_id of %d lowercase hex digits are needed",
                           DFD_VORTEX_TASK_ID_LEN);
-    } else if (d->buf == NULL && length > 0) {
+    } else if (d->sink != NULL && (d->buf_len == 0 || d->sink->write == NULL ||
+                                   (d->sink->buffer != NULL) == (d->buf != NULL) ||
+                                   (d->sink->buffer != NULL && d->sink->release == NULL))) {
+        r = dfc_error_set(err, -EINVAL,
+                          "a sink needs a write function and a buffer, its own (with a "
+                          "release function) or the caller's, not both");
+    } else if (d->sink == NULL && d->buf == NULL && length > 0) {
         r = dfc_error_set(err, -EINVAL, "no buffer for %llu bytes", (unsigned long long)length);
-    } else if (d->sink != NULL && (d->buf_len == 0 || d->sink->write == NULL)) {
-        r = dfc_error_set(err, -EINVAL, "a sink needs a write function and a buffer");
     } else if (timeout_ns <= 0) {
         r = dfc_error_set(err, -EINVAL, "timeout_ns must be positive");
     }

@@ -36,14 +36,22 @@ int dfd_vortex_fetch(const char *ip, uint16_t port, const char *task_id, uint32_
 /* Where dfd_vortex_fetch_to hands the bytes: write(arg, at, data, n) for each chunk in order,
  * at = its offset within the piece; a negative return ends the fetch with that error. The
  * bytes are not yet verified: only a 0 return of the fetch says the whole piece had the
- * advertised CRC, so the sink must not treat them as the piece's until then. */
+ * advertised CRC, so the sink must not treat them as the piece's until then.
+ *
+ * With buffer set, the sink supplies the buffers too: buffer(arg) gives the one the next chunk
+ * (at most buf_len bytes) is received into, and write() takes it back whatever it returns, so
+ * the sink may keep it (queue it to a writer) past the call; a buffer whose chunk failed to
+ * arrive goes back through release(arg, buf), which must then be set as well. */
 struct dfd_vortex_sink {
     void *arg;
     int (*write)(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err);
+    void *(*buffer)(void *arg);
+    void (*release)(void *arg, void *buf);
 };
 
-/* As dfd_vortex_fetch, but the bytes go through buf (buf_len bytes, any size > 0) to sink, a
- * chunk at a time, CRC'd as they pass; the same checks and errors, and the sink's errors. */
+/* As dfd_vortex_fetch, but the bytes go to sink a chunk of at most buf_len (> 0) bytes at a
+ * time, CRC'd as they pass, through buf or (sink->buffer set, buf NULL) the sink's buffers;
+ * the same checks and errors, and the sink's errors. */
 int dfd_vortex_fetch_to(const char *ip, uint16_t port, const char *task_id, uint32_t number,
                         uint64_t offset, uint64_t length, const struct dfd_vortex_sink *sink,
                         void *buf, size_t buf_len, int64_t timeout_ns,

@@ -474,6 +474,94 @@ static void test_fetch_to_a_sink_checks_the_crc(void **state) {
     }
 }
 
+/* A sink that lends its own buffers (two of 2 bytes): each chunk comes in one of them and is
+ * handed back by write(), and the one a cut connection left half-filled by release(). */
+struct lender {
+    uint8_t bufs[2][2];
+    bool lent[2];
+    unsigned taken, written, released;
+    char bytes[8];
+    size_t n;
+};
+
+static void *lend(void *arg) {
+    struct lender *l = arg;
+    int i = l->lent[0] ? 1 : 0;
+    assert_false(l->lent[i]);
+    l->lent[i] = true;
+    l->taken++;
+    return l->bufs[i];
+}
+
+static void give_back(struct lender *l, const void *buf) {
+    int i = buf == l->bufs[0] ? 0 : 1;
+    assert_ptr_equal(buf, l->bufs[i]);
+    assert_true(l->lent[i]);
+    l->lent[i] = false;
+}
+
+static int lender_write(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
+    struct lender *l = arg;
+    (void)err;
+    assert_int_equal(at, l->n);
+    assert_true(l->n + n <= sizeof(l->bytes));
+    memcpy(l->bytes + l->n, data, n);
+    l->n += n;
+    l->written++;
+    give_back(l, data);
+    return 0;
+}
+
+static void lender_release(void *arg, void *buf) {
+    struct lender *l = arg;
+    l->released++;
+    give_back(l, buf);
+}
+
+static void test_fetch_to_a_sink_with_its_own_buffers(void **state) {
+    struct dfd_vortex_piece p = piece7();
+    for (int cut = 0; cut < 2; cut++) {
+        uint8_t answer[128];
+        size_t n = content_with(&p, "hello", cut ? 3 : 5, answer, sizeof(answer));
+        struct scripted s;
+        scripted_start(&s, answer, n, false);
+        struct lender l = {.n = 0};
+        struct dfd_vortex_sink sink = {
+            .arg = &l, .write = lender_write, .buffer = lend, .release = lender_release};
+        struct dfd_vortex_fetched f = {0};
+        struct dfc_error err = {0};
+        int r = dfd_vortex_fetch_to("127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, &sink, NULL, 2,
+                                    TIMEOUT, &f, &err);
+        scripted_join(&s);
+        assert_false(l.lent[0] || l.lent[1]); /* every buffer came back */
+        assert_int_equal(l.taken, l.written + l.released);
+        if (cut) {
+            assert_int_equal(r, -EPROTO);
+            assert_int_equal(l.written, 1); /* "he"; the chunk "l" was cut short */
+            assert_int_equal(l.released, 1);
+        } else {
+            assert_int_equal(r, 0);
+            assert_int_equal(l.written, 3);
+            assert_int_equal(l.released, 0);
+            assert_memory_equal(l.bytes, "hello", 5);
+        }
+    }
+    /* Its own buffers and the caller's, or its own without a release, are refused. */
+    uint8_t chunk[2];
+    struct lender l = {.n = 0};
+    struct dfd_vortex_sink both = {
+        .arg = &l, .write = lender_write, .buffer = lend, .release = lender_release};
+    struct dfd_vortex_sink no_release = {.arg = &l, .write = lender_write, .buffer = lend};
+    struct dfc_error err = {0};
+    assert_int_equal(
+        dfd_vortex_fetch_to("127.0.0.1", 9, TASK, 7, 0, 5, &both, chunk, 2, TIMEOUT, NULL, &err),
+        -EINVAL);
+    assert_int_equal(dfd_vortex_fetch_to("127.0.0.1", 9, TASK, 7, 0, 5, &no_release, NULL, 2,
+                                         TIMEOUT, NULL, &err),
+                     -EINVAL);
+    assert_int_equal(l.taken, 0);
+}
+
 static void test_fetch_empty_digest(void **state) {
     struct dfd_vortex_piece p = piece7();
     p.digest = "";
@@ -638,6 +726,7 @@ int main(void) {
         cmocka_unit_test(test_fetch_good),
         cmocka_unit_test(test_fetch_wrong_crc),
         cmocka_unit_test(test_fetch_to_a_sink_checks_the_crc),
+        cmocka_unit_test(test_fetch_to_a_sink_with_its_own_buffers),
         cmocka_unit_test(test_fetch_empty_digest),
         cmocka_unit_test(test_fetch_malformed_digest),
         cmocka_unit_test(test_fetch_huge_length),
