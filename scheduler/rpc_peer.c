@@ -289,8 +289,14 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
     const Common__V2__Piece *piece = m->download_piece_finished_request->piece;
     int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
     struct sched_peer p = {0}, parent = {0};
-    struct sched_task t = {0}, pt = {0};
-    int r = load_peer(svc, dl, m->peer_id, &p, &t, err);
+    struct sched_task t = {0};
+    /* One round trip for the peer, its task and its host (the request names them), as
+     * StatPersistentCachePeer reads; a peer naming others is read the long way. */
+    int r =
+        sched_store_load_peer_task(svc->store, dl, m->peer_id, m->host_id, m->task_id, &p, &t, err);
+    if (r == -ENOENT) {
+        r = dfc_error_set(err, -ENOENT, "peer %s not found", m->peer_id);
+    }
     /* Ours: a piece beyond the task's pieces would grow the bitset without bound. */
     if (r == 0 && piece->number >= t.total_piece_count) {
         r = dfc_error_set(err, -EINVAL, "piece.number %u is beyond the task's %u pieces",
@@ -303,24 +309,22 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
         p.updated_at = now;
         r = sched_peer_store(svc->store, dl, &p, &t, err);
     }
+    /* The parent: as upstream, it must load (its host and task still there), and only its
+     * updated_at changes, so only that field is written (upstream stores the whole peer;
+     * the hash ends up the same, without bringing back a parent deleted meanwhile). */
     const char *parent_id = piece->opt_parent_id_case != 0 ? piece->parent_id : "";
     if (r == 0) {
         r = sched_peer_load(svc->store, dl, parent_id, &parent, err);
         if (r == 0) {
-            r = sched_task_load(svc->store, dl, parent.task_id, &pt, err);
+            r = sched_peer_touch(svc->store, dl, parent_id, now, err);
         }
         if (r == -ENOENT) {
             r = dfc_error_set(err, -ENOENT, "parent peer %s not found", parent_id);
         }
     }
-    if (r == 0) {
-        parent.updated_at = now;
-        r = sched_peer_store(svc->store, dl, &parent, &pt, err);
-    }
     sched_peer_done(&p);
     sched_peer_done(&parent);
     sched_task_done(&t);
-    sched_task_done(&pt);
     return r;
 }
 

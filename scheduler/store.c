@@ -115,6 +115,12 @@ static const char lua_store_task_peer[] =
     "  redis.call('EXPIRE', KEYS[5], ttl)\n"
     "end\n" LUA_PEER_WRITE "return {redis.call('SCARD', KEYS[2]), redis.call('SCARD', KEYS[3])}\n";
 
+/* KEYS[1] peer hash; ARGV[1] its new updated_at. Sets that one field, and only while the
+ * hash exists: a whole store would bring back a peer deleted since it was read. 1 when set. */
+static const char lua_touch_peer[] = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
+                                     "redis.call('HSET', KEYS[1], 'updated_at', ARGV[1])\n"
+                                     "return 1\n";
+
 /* KEYS[1] peer hash, KEYS[2..4] the sets named by the task_id/host_id the caller read from
  * it; ARGV[1] peer id, ARGV[2] that task_id, ARGV[3] that host_id. -1 when the hash changed
  * owner since it was read (the caller reads again), else how much it removed. */
@@ -153,6 +159,7 @@ int sched_store_new(struct sched_redis *r, uint64_t cluster_id, struct sched_sto
     script(&s->store_task, "store_task", lua_store_task);
     script(&s->store_peer, "store_peer", lua_store_peer);
     script(&s->store_task_peer, "store_task_peer", lua_store_task_peer);
+    script(&s->touch_peer, "touch_peer", lua_touch_peer);
     script(&s->delete_peer, "delete_peer", lua_delete_peer);
     script(&s->exists2, "exists2", lua_exists2);
     script(&s->scard2, "scard2", lua_scard2);

@@ -121,6 +121,10 @@ int sched_peer_load(struct sched_store *s, int64_t dl, const char *id, struct sc
                     struct dfc_error *err);
 int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer *p,
                      const struct sched_task *task, struct dfc_error *err); /* TTL from task */
+/* Sets only the peer's updated_at (its other fields, sets and expiry stay as they are), in one
+ * atomic step that does nothing when the peer hash is gone: -ENOENT "peer <id> not found". */
+int sched_peer_touch(struct sched_store *s, int64_t dl, const char *id, int64_t updated_at,
+                     struct dfc_error *err);
 int sched_peer_delete(struct sched_store *s, int64_t dl, const char *id, struct dfc_error *err);
 /* Members of the task's all-peers set / persistent set, and of a host's peer set. */
 int sched_peer_ids_by_task(struct sched_store *s, int64_t dl, const char *task_id,

@@ -25,7 +25,7 @@ struct sched_store {
     uint64_t cluster_id;
     char prefix[64]; /* "scheduler:scheduler-clusters:<id>" */
     struct sched_redis_script store_host, delete_host, store_task, store_peer, store_task_peer,
-        delete_peer, exists2, scard2;
+        touch_peer, delete_peer, exists2, scard2;
 };
 
 /* Upstream's keys (see store.h), as heap strings; NULL only when out of memory. */

@@ -247,6 +247,38 @@ int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer 
     return r < 0 ? dfc_error_prefix(err, "store peer %s", p->id) : 0;
 }
 
+int sched_peer_touch(struct sched_store *s, int64_t dl, const char *id, int64_t updated_at,
+                     struct dfc_error *err) {
+    int r = sched__check_id("peer id", id, err);
+    if (r < 0) {
+        return r;
+    }
+    char when[64];
+    if (sched_format_time(updated_at, when, sizeof(when)) < 0) {
+        return dfc_error_set(err, -EINVAL, "touch peer %s: updated_at %" PRId64 " out of range", id,
+                             updated_at);
+    }
+    _cleanup_free_ char *k = sched__peer_key(s, id);
+    if (k == NULL) {
+        return dfc_error_set(err, -ENOMEM, "touch peer: out of memory");
+    }
+    const char *keys[] = {k};
+    const char *args[] = {when};
+    const size_t lens[] = {strlen(when)};
+    redisReply *rep = NULL;
+    r = sched__eval(s, dl, &s->touch_peer, 1, keys, 1, args, lens, &rep, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "touch peer %s", id);
+    }
+    bool ok = rep->type == REDIS_REPLY_INTEGER;
+    long long set = ok ? rep->integer : 0;
+    freeReplyObject(rep);
+    if (!ok) {
+        return dfc_error_set(err, DFC_E_INTERNAL, "touch peer %s: unexpected reply", id);
+    }
+    return set == 1 ? 0 : dfc_error_set(err, -ENOENT, "peer %s not found", id);
+}
+
 /* The reply element as a string, "" when nil. */
 static const char *str_or_empty(const redisReply *e) {
     return e->type == REDIS_REPLY_STRING && memchr(e->str, '\0', e->len) == NULL ? e->str : "";

@@ -87,6 +87,10 @@ cat "$store1" "$store2" >/dev/null # the parents' copies in the page cache, as t
 now() { date +%s.%N; }
 median() { sort -g | sed -n "$(((runs + 1) / 2))p"; }
 rpid=$(cat "$CLUSTER_DIR/node$receiver/dfdaemon.pid")
+spid=$(cat "$CLUSTER_DIR/scheduler/scheduler.pid") kpid=$(cat "$CLUSTER_DIR/redis/redis.pid")
+# CPU ticks (user + system) the scheduler and Redis have used so far.
+sched_ticks() { awk '{s += $14 + $15} END {print s}' "/proc/$spid/stat" "/proc/$kpid/stat"; }
+t_sched=()
 rip=127.0.0.1$receiver pip=127.0.0.1$parent
 t_p2p=() t_tcp_auto=() t_tcp_4m=()
 warm_up() {
@@ -95,9 +99,11 @@ warm_up() {
 }
 for _ in $(seq $runs); do
     warm_up
+    k=$(sched_ticks)
     s=$(now)
     dfcache "$receiver" export -O "$work/out.bin" "$id" >/dev/null
     e=$(now)
+    t_sched+=("$(($(sched_ticks) - k))")
     t_p2p+=("$(echo "$e - $s" | bc -l)")
     cmp -s "$work/src.bin" "$work/out.bin" || { echo "bench: the export differs" >&2; exit 1; }
     rm -f "$work/out.bin"
@@ -136,5 +142,8 @@ printf '  raw TCP copy, 2 senders -> 1 receiver  %6.0f MB/s  %6.3f s  (reference
     "$(mbps "$tcp")" "$tcp" "$tcp_which" "$(printf '%s\n' "${t_tcp_auto[@]}" "${t_tcp_4m[@]}" | range)"
 printf '  dfcache export of a remote task        %6.0f MB/s  %6.3f s  %.2fx raw (goal >= 0.7x; runs %s s)\n' \
     "$(mbps "$p2p")" "$p2p" "$(echo "$tcp / $p2p" | bc -l)" "$(printf '%s\n' "${t_p2p[@]}" | range)"
+hz=$(getconf CLK_TCK)
+printf '  scheduler + Redis CPU during an export %6.2f s   (median; one DownloadPieceFinished a piece)\n' \
+    "$(printf '%s\n' "${t_sched[@]}" | median | awk -v hz="$hz" '{print $1 / hz}')"
 printf '  receiving dfdaemon peak RSS (VmHWM)    %6.1f MiB  (goal <= 96 MiB)\n' "$(echo "$hwm_kb / 1024" | bc -l)"
 printf '  pieces that failed on a parent         %6d\n' "$rx"

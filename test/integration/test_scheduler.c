@@ -977,7 +977,48 @@ static void test_fix_repeated_started_accepted_reschedule_works(void **state) {
         assert_non_null(c->host->cpu);
     }
     assert_int_equal(ps_started(&ps, &err), 0);
+    /* A piece finished touches its parent's updated_at and nothing else of the parent. */
+    char pkey[256];
+    snprintf(pkey, sizeof(pkey), P ":persistent-cache-peers-for-persistent-cache-task:%s",
+             n->candidate_cache_parents[0]->id);
+    redisReply *old =
+        redis_server_command(&f->redis, "HSET %s updated_at 2001-02-03T04:05:06Z", pkey);
+    freeReplyObject(old);
+    old = redis_server_command(&f->redis, "HGETALL %s", pkey);
     assert_int_equal(ps_piece_finished(&ps, 0, n->candidate_cache_parents[0]->id, &err), 0);
+    /* The stream answers nothing to it: wait (at most 10 s) for the parent's hash to change. */
+    redisReply *now = NULL;
+    for (int i = 0; i < 1000; i++) {
+        freeReplyObject(now);
+        now = redis_server_command(&f->redis, "HGETALL %s", pkey);
+        bool same = true;
+        for (size_t k = 0; k + 1 < now->elements; k += 2) {
+            if (strcmp(now->element[k]->str, "updated_at") == 0) {
+                same = strcmp(now->element[k + 1]->str, "2001-02-03T04:05:06Z") == 0;
+            }
+        }
+        if (!same) {
+            break;
+        }
+        usleep(10 * 1000);
+    }
+    assert_int_equal(now->elements, old->elements);
+    bool touched = false;
+    for (size_t i = 0; i + 1 < old->elements; i += 2) {
+        assert_string_equal(now->element[i]->str, old->element[i]->str);
+        if (strcmp(old->element[i]->str, "updated_at") == 0) {
+            assert_string_equal(old->element[i + 1]->str, "2001-02-03T04:05:06Z");
+            assert_string_not_equal(now->element[i + 1]->str, "2001-02-03T04:05:06Z");
+            touched = true;
+        } else {
+            assert_int_equal(now->element[i + 1]->len, old->element[i + 1]->len);
+            assert_memory_equal(now->element[i + 1]->str, old->element[i + 1]->str,
+                                old->element[i + 1]->len);
+        }
+    }
+    assert_true(touched);
+    freeReplyObject(old);
+    freeReplyObject(now);
     /* Reschedule, reporting the candidates back (as the Rust client does; they pass the full
      * PersistentCachePeer rules): both are now blocked, so keep one by reporting the other. */
     Scheduler__V2__AnnouncePersistentCachePeerResponse one = *resp;
@@ -1199,12 +1240,19 @@ static void test_announce_peer_empty_task_and_failures(void **state) {
     assert_int_equal(ps_open(f->c, &ps, b.id, task, "pm-b3"), 0);
     assert_int_equal(ps_started(&ps, &err), 0);
     assert_int_equal(ps_piece_finished(&ps, 1000000, "pm-a1", &err), 0);
+    /* So is one from a parent that does not exist, which is not made by it. */
+    assert_int_equal(ps_piece_finished(&ps, 0, "pm-nobody", &err), 0);
     assert_int_equal(ps_piece_finished(&ps, 0, "pm-a1", &err), 0);
     assert_int_equal(ps_finished(&ps, &err), 0);
     assert_int_equal(ps_recv(&ps, &resp, &err), 0);
     assert_int_equal(ps_finish(&ps, &err), 0);
     assert_string_equal(peer_state(f->c, b.id, task, "pm-b3", buf, sizeof(buf)), "Succeeded");
     assert_true(sched_harness_log_has(&f->s, "piece.number 1000000 is beyond the task's 1 pieces"));
+    assert_true(sched_harness_log_has(&f->s, "parent peer pm-nobody not found"));
+    redisReply *gone = redis_server_command(
+        &f->redis, "EXISTS " P ":persistent-cache-peers-for-persistent-cache-task:pm-nobody");
+    assert_int_equal(gone->integer, 0);
+    freeReplyObject(gone);
 }
 
 /* ---- replication and deletes reach the dfdaemons (fake DfdaemonUpload servers) ---- */
