@@ -27,9 +27,9 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "dfc/clock.h"
 #include "dfc/dragonfly.h"
 #include "dfc/fdpass.h"
 #include "dfc/log.h"
@@ -70,12 +70,6 @@ struct dfd_fdpass {
     struct pending pending[PENDING_MAX];
     uint64_t accepted;
 };
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- the table (mu held) ---- */
 
@@ -300,7 +294,7 @@ static bool serve_conn(struct dfd_fdpass *p, const struct pending *c) {
                                .fd = fd,
                                .uid = cred.uid,
                                .pid = cred.pid,
-                               .expiry_ns = now_ns() + p->ttl_ns};
+                               .expiry_ns = dfc_mono_ns() + p->ttl_ns};
             memcpy(s->token, token, sizeof(token));
             fd = -1;
         }
@@ -387,7 +381,7 @@ static void *fdpass_thread(void *arg) {
     for (;;) {
         unsigned closed;
         pthread_mutex_lock(&p->mu);
-        int64_t now = now_ns(), next = sweep_locked(p, now, &closed);
+        int64_t now = dfc_mono_ns(), next = sweep_locked(p, now, &closed);
         pthread_mutex_unlock(&p->mu);
         if (closed > 0) {
             DFC_LOG(DFC_LOG_INFO, "fdpass.expired", "closed=%u", closed);
@@ -420,7 +414,7 @@ static void *fdpass_thread(void *arg) {
         if (pf[1].revents != 0) {
             break;
         }
-        now = now_ns();
+        now = dfc_mono_ns();
         /* The connections whose message arrived (or that hung up), then the ones out of
          * time, then the new ones. */
         for (nfds_t i = 2; n > 0 && i < n_pf; i++) {
@@ -564,7 +558,7 @@ int dfd_fdpass_take(struct dfd_fdpass *p, const char *token, pid_t pid, uid_t ui
                              DFC_FDPASS_TOKEN_HEX);
     }
     int r = 0;
-    int64_t now = now_ns();
+    int64_t now = dfc_mono_ns();
     pthread_mutex_lock(&p->mu);
     struct slot *s = NULL;
     for (size_t i = 0; i < DFD_FDPASS_MAX && s == NULL; i++) {

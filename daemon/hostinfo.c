@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
+#include "dfc/clock.h"
 #include "dragonfly/common.pb-c.h"
 
 #define SAMPLE_GAP_NS (200 * 1000 * 1000LL)
@@ -53,12 +54,6 @@ struct sample {
 
 static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sample prev_sample;
-
-static int64_t mono_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static void read_proc_stat(struct sample *s) {
     _cleanup_fclose_ FILE *f = fopen("/proc/stat", "re");
@@ -160,7 +155,7 @@ static void read_net_dev(struct sample *s) {
 
 static void take_sample(struct sample *s) {
     memset(s, 0, sizeof(*s));
-    s->mono_ns = mono_now_ns();
+    s->mono_ns = dfc_mono_ns();
     read_proc_stat(s);
     read_self_stat(s);
     read_net_dev(s);

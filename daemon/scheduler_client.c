@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "dfc/clock.h"
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
 #include "dragonfly/scheduler.pb-c.h"
@@ -220,12 +221,6 @@ static int split_hostport(const char *addr, char *host, size_t hsize, const char
     return 0;
 }
 
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The IPs addr's host resolves to now, into *ret (n into *ret_n); false (nothing) when it
  * does not resolve. */
 static bool resolve_ips(const char *addr, char (**ret)[INET6_ADDRSTRLEN], size_t *ret_n) {
@@ -283,7 +278,7 @@ static void resolve_all(struct dfd_sched *s) {
         free(old);
     }
     pthread_mutex_lock(&s->ips_mu);
-    s->resolved_ms = mono_ms();
+    s->resolved_ms = dfc_mono_ms();
     pthread_mutex_unlock(&s->ips_mu);
 }
 
@@ -388,7 +383,7 @@ bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip) {
     if (ip_known(s, ip, &at)) {
         return true;
     }
-    if (mono_ms() - at < s->reresolve_ms) {
+    if (dfc_mono_ms() - at < s->reresolve_ms) {
         return false;
     }
     /* One caller re-resolves; the others wait for it and look again. */
@@ -397,7 +392,7 @@ bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip) {
         pthread_mutex_unlock(&s->resolve_mu);
         return true;
     }
-    if (mono_ms() - at >= s->reresolve_ms) {
+    if (dfc_mono_ms() - at >= s->reresolve_ms) {
         resolve_all(s);
     }
     pthread_mutex_unlock(&s->resolve_mu);

@@ -7,8 +7,8 @@
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "dfc/clock.h"
 #include "dfc/http.h"
 #include "dfc/rpc_server.h"
 #include "placement.h"
@@ -79,12 +79,6 @@ int sched_metrics_init(struct sched_metrics *m, struct dfc_error *err) {
     return 0;
 }
 
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Pings Redis now and then; ready() reads the result. */
 static void *check_main(void *arg) {
     struct sched_metrics *m = arg;
@@ -102,7 +96,7 @@ static void *check_main(void *arg) {
         m->redis_code = r;
         snprintf(m->redis_why, sizeof(m->redis_why), "redis does not answer PING: %s",
                  r < 0 ? dfc_error_msg(&err) : "");
-        m->checked_ns = mono_ns();
+        m->checked_ns = dfc_mono_ns();
         pthread_mutex_unlock(&m->check.mu);
     } while (dfc_thread_sleep(&m->check, (int64_t)SCHED_READY_CHECK_MS * 1000000));
     return NULL;
@@ -118,7 +112,7 @@ static int ready(void *arg, char *why, size_t size) {
         return 0;
     }
     pthread_mutex_lock(&m->check.mu);
-    int64_t age_ms = m->checked_ns != 0 ? (mono_ns() - m->checked_ns) / 1000000 : -1;
+    int64_t age_ms = m->checked_ns != 0 ? (dfc_mono_ns() - m->checked_ns) / 1000000 : -1;
     int r = m->redis_code;
     if (age_ms < 0) {
         r = -EAGAIN;

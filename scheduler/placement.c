@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "dfc/cleanup.h"
+#include "dfc/clock.h"
 #include "dfc/log.h"
 #include "dfc/metrics.h"
 #include "dfc/units.h"
@@ -406,12 +407,6 @@ bool sched_placement_stopping(struct sched_placement *p) {
     return s;
 }
 
-static int64_t monotonic_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void sched_placement_replicate(struct sched_placement *p, const char *task_id,
                                const char *const *block_hosts, size_t n_block) {
     pthread_mutex_lock(&p->mu);
@@ -420,7 +415,7 @@ void sched_placement_replicate(struct sched_placement *p, const char *task_id,
     uint64_t dropped = 0;
     if (r < 0 && r != -ECANCELED) {
         p->dropped++;
-        int64_t now = monotonic_ms();
+        int64_t now = dfc_mono_ms();
         if (now - p->dropped_logged_ms >= 1000) {
             dropped = p->dropped;
             p->dropped = 0;

@@ -43,6 +43,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/clock.h"
 #include "dfc/digest.h"
 #include "dfc/metrics.h"
 
@@ -98,13 +99,7 @@ struct sched_redis {
 };
 
 int64_t sched_redis_deadline(int64_t timeout_ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
-}
-
-static int64_t now_ms(void) {
-    return sched_redis_deadline(0);
+    return dfc_mono_ms() + timeout_ms;
 }
 
 static struct timeval ms_to_tv(int64_t ms) {
@@ -308,7 +303,7 @@ static int dial(const struct hostport *hp, int64_t deadline_ms, redisContext **r
                 struct dfc_error *err) {
     char a[ADDR_MAX];
     hostport_str(hp, a, sizeof(a));
-    int64_t left = deadline_ms - now_ms();
+    int64_t left = deadline_ms - dfc_mono_ms();
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed before connecting", a);
     }
@@ -317,7 +312,7 @@ static int dial(const struct hostport *hp, int64_t deadline_ms, redisContext **r
         return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", a);
     }
     if (c->err != 0) {
-        bool timed_out = now_ms() >= deadline_ms || strstr(c->errstr, "timed out") != NULL;
+        bool timed_out = dfc_mono_ms() >= deadline_ms || strstr(c->errstr, "timed out") != NULL;
         int rc = dfc_error_set(err, timed_out ? -ETIMEDOUT : -ECONNREFUSED, "redis %s: %s", a,
                                c->errstr);
         redisFree(c);
@@ -335,7 +330,7 @@ static int io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int
 static int roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
                      const char **argv, const size_t *lens, redisReply **reply,
                      struct dfc_error *err) {
-    int64_t left = deadline_ms - now_ms();
+    int64_t left = deadline_ms - dfc_mono_ms();
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
     }
@@ -360,7 +355,7 @@ static int io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int
         return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", addr);
     }
     if (c->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK || saved == ETIMEDOUT ||
-                                   now_ms() >= deadline_ms)) {
+                                   dfc_mono_ms() >= deadline_ms)) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: no reply within the deadline", addr);
     }
     return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
@@ -468,7 +463,7 @@ static int resolve_master(struct sched_redis *r, int64_t deadline_ms, struct hos
     int last = -ECONNREFUSED;
     for (size_t k = 0; k < r->n_addrs; k++) {
         size_t i = (first + k) % r->n_addrs;
-        int64_t left = deadline_ms - now_ms();
+        int64_t left = deadline_ms - dfc_mono_ms();
         if (left <= 0) {
             last = -ETIMEDOUT;
             break;
@@ -478,7 +473,7 @@ static int resolve_master(struct sched_redis *r, int64_t deadline_ms, struct hos
             share = left < SENTINEL_MIN_MS ? left : SENTINEL_MIN_MS;
         }
         struct dfc_error e = {0};
-        int rc = ask_sentinel(r, &r->addrs[i], now_ms() + share, hp, &e);
+        int rc = ask_sentinel(r, &r->addrs[i], dfc_mono_ms() + share, hp, &e);
         if (rc == 0) {
             pthread_mutex_lock(&r->mu);
             r->sentinel_first = i;
@@ -491,7 +486,7 @@ static int resolve_master(struct sched_redis *r, int64_t deadline_ms, struct hos
                                      dfc_error_msg(&e));
         }
     }
-    if (last == -ETIMEDOUT && now_ms() >= deadline_ms) {
+    if (last == -ETIMEDOUT && dfc_mono_ms() >= deadline_ms) {
         return dfc_error_set(err, -ETIMEDOUT,
                              "redis sentinel master %s: no answer before the "
                              "deadline (%s)",
@@ -513,7 +508,7 @@ static void connect_failed(struct sched_redis *r, const struct dfc_error *e) {
     if (delay > r->backoff_max_ms) {
         delay = r->backoff_max_ms;
     }
-    r->retry_at_ms = now_ms() + delay;
+    r->retry_at_ms = dfc_mono_ms() + delay;
     r->last_fail = *e;
     if (r->master_name != NULL) {
         r->master_stale = true;
@@ -524,11 +519,11 @@ static void connect_failed(struct sched_redis *r, const struct dfc_error *e) {
 /* Gives slot s a working, authenticated connection to the current master. */
 static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_ms,
                         struct dfc_error *err) {
-    if (deadline_ms <= now_ms()) {
+    if (deadline_ms <= dfc_mono_ms()) {
         return dfc_error_set(err, -ETIMEDOUT, "redis: deadline passed before connecting");
     }
     pthread_mutex_lock(&r->mu);
-    int64_t wait = r->retry_at_ms - now_ms();
+    int64_t wait = r->retry_at_ms - dfc_mono_ms();
     if (wait > 0) {
         int rc = dfc_error_set(err, -ECONNREFUSED, "%s (next attempt in %lld ms)",
                                dfc_error_msg(&r->last_fail), (long long)wait);
@@ -652,7 +647,7 @@ static int run_once(struct sched_redis *r, int64_t deadline_ms, int argc, const 
         if (is_error(rep, "READONLY")) {
             drop(s);
             mark_stale(r);
-            int64_t left = deadline_ms - now_ms();
+            int64_t left = deadline_ms - dfc_mono_ms();
             if (r->master_name != NULL && attempt < READONLY_RETRIES && left > 0) {
                 freeReplyObject(rep);
                 rep = NULL;
@@ -726,7 +721,7 @@ int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const
 static int pipeline_io(redisContext *c, const char *addr, int64_t deadline_ms, size_t n,
                        const struct sched_redis_cmd *cmds, redisReply **replies,
                        struct dfc_error *err) {
-    int64_t left = deadline_ms - now_ms();
+    int64_t left = deadline_ms - dfc_mono_ms();
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
     }

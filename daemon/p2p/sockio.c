@@ -6,24 +6,18 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 
+#include "dfc/clock.h"
 #include "dfc/units.h"
 
-int64_t dfd_mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * DFC_NS_PER_SEC + ts.tv_nsec;
-}
-
 int64_t dfd_deadline_after(int64_t ns) {
-    int64_t now = dfd_mono_ns();
+    int64_t now = dfc_mono_ns();
     return ns < INT64_MAX - now ? now + ns : INT64_MAX;
 }
 
 int dfd_wait_fd(int fd, short events, int64_t deadline) {
     for (;;) {
-        int64_t left = deadline - dfd_mono_ns();
+        int64_t left = deadline - dfc_mono_ns();
         if (left <= 0) {
             return -ETIMEDOUT;
         }

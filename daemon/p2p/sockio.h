@@ -2,7 +2,7 @@
  * sockio.h - deadline-bounded I/O on a non-blocking socket, shared by the Vortex client and
  * server: every wait is a poll() for at most what is left of a monotonic deadline.
  *
- * Deadlines are CLOCK_MONOTONIC nanoseconds (dfd_mono_ns). Returns are 0, -ETIMEDOUT, -EPROTO
+ * Deadlines are CLOCK_MONOTONIC nanoseconds (dfc_mono_ns). Returns are 0, -ETIMEDOUT, -EPROTO
  * (the peer closed before n bytes) or a negative errno; nothing is logged or allocated.
  */
 #ifndef DFD_P2P_SOCKIO_H
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int64_t dfd_mono_ns(void);
+#include "dfc/clock.h"
 
 /* now + ns, saturating at INT64_MAX. */
 int64_t dfd_deadline_after(int64_t ns);

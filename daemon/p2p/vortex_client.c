@@ -72,7 +72,7 @@ static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_
         close(fd);
         return r;
     }
-    int64_t cdl = dfd_mono_ns() + CONNECT_TIMEOUT_NS;
+    int64_t cdl = dfc_mono_ns() + CONNECT_TIMEOUT_NS;
     if (cdl > deadline) {
         cdl = deadline;
     }
@@ -248,7 +248,7 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
                     struct dfc_error *err) {
     uint8_t packet_id = 0;
     if (getrandom(&packet_id, 1, GRND_NONBLOCK) != 1) {
-        packet_id = (uint8_t)dfd_mono_ns(); /* not used for matching: any value will do */
+        packet_id = (uint8_t)dfc_mono_ns(); /* not used for matching: any value will do */
     }
     uint8_t req[DFD_VORTEX_REQUEST_PACKET_LEN];
     int r = dfd_vortex_request_encode(packet_id, task_id, number, req, err);
@@ -311,7 +311,7 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
 static int fetch(const char *ip, uint16_t port, const char *task_id, uint32_t number,
                  uint64_t offset, uint64_t length, const struct dest *d, int64_t timeout_ns,
                  struct dfd_vortex_fetched *ret, struct dfc_error *err) {
-    int64_t start = dfd_mono_ns();
+    int64_t start = dfc_mono_ns();
     const char *shown_ip = ip != NULL ? ip : "(null)";
     const char *shown_id = task_id != NULL && dfd_task_id_valid(task_id) ? task_id : "?";
     int r = 0;
@@ -346,7 +346,7 @@ static int fetch(const char *ip, uint16_t port, const char *task_id, uint32_t nu
         }
         return r;
     }
-    f.cost_ns = (uint64_t)(dfd_mono_ns() - start);
+    f.cost_ns = (uint64_t)(dfc_mono_ns() - start);
     if (ret != NULL) {
         *ret = f;
     }

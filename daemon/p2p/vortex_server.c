@@ -262,7 +262,7 @@ static struct slot *reap_and_find(struct dfd_vortex_server *v) {
 static void refuse(struct dfd_vortex_server *v, int fd) {
     close(fd);
     v->dropped++;
-    int64_t now = dfd_mono_ns();
+    int64_t now = dfc_mono_ns();
     if (v->last_warn_ns == 0 || now - v->last_warn_ns >= WARN_INTERVAL_NS) {
         DFC_LOG(DFC_LOG_WARN, "vortex.conn_limit",
                 "max_conns=%u dropped=%llu (connections closed at accept since the last warning)",

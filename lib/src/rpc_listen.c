@@ -30,24 +30,18 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
+#include "dfc/clock.h"
 #include "dfc/log.h"
 #include "rpc_server_internal.h"
 
 #define PRUNE_EVERY_MS 50
 #define LOG_EVERY_MS   10000
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Forgets the connection on fd (cred_mu held). */
 static void conn_drop(struct dfc_rpc_server *s, int fd) {
@@ -103,7 +97,7 @@ static bool conn_admit(struct dfc_rpc_server *s, int fd, const struct conn_entry
     }
     conn_drop(s, fd); /* the kernel gave us this number again: its old connection is gone */
     if (conn_over(s, peer)) {
-        int64_t now = now_ms();
+        int64_t now = dfc_mono_ms();
         if (now - s->last_prune_ms >= PRUNE_EVERY_MS) {
             if (conn_prune(s) == 0) {
                 s->last_prune_ms = now;

@@ -4,6 +4,9 @@
  *
  * A clock is a small value, copied by whoever keeps it; userdata stays owned by the clock's
  * maker and must outlive every copy.
+ *
+ * Deadlines, timeouts and latencies use the monotonic clock instead (dfc_mono_ns/ms): it
+ * ignores clock steps, and nothing there is a time of day.
  */
 #ifndef DFC_CLOCK_H
 #define DFC_CLOCK_H
@@ -22,5 +25,9 @@ extern const struct dfc_clock dfc_clock_real;
 static inline int64_t dfc_clock_now(const struct dfc_clock *c) {
     return c->now_ns(c->userdata);
 }
+
+/* CLOCK_MONOTONIC, in ns and in ms. */
+int64_t dfc_mono_ns(void);
+int64_t dfc_mono_ms(void);
 
 #endif /* DFC_CLOCK_H */
