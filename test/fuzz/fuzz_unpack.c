@@ -3,8 +3,11 @@
  * into gRPC slices at points the fuzzer chooses (the hand-written bulk path walks fields across
  * slice boundaries), then decoded as a streamed-import request and as an export response, whose
  * bytes fields take the bulk path, and as an upload request, whose string fields the NUL check
- * walks. Whatever decodes must re-encode.
+ * walks. Whatever decodes must re-encode exactly as protobuf-c's own decoding of the same bytes
+ * in one piece does, and what protobuf-c refuses must be refused (the decoder may refuse more:
+ * a string holding a NUL byte).
  */
+#include <errno.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
 #include <grpc/slice.h>
@@ -40,14 +43,35 @@ static grpc_byte_buffer *split(const uint8_t *data, size_t size) {
     return bb;
 }
 
-static void decode(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc) {
+static uint8_t *packed(const ProtobufCMessage *m, size_t *ret_len) {
+    *ret_len = protobuf_c_message_get_packed_size(m);
+    uint8_t *out = malloc(*ret_len ? *ret_len : 1);
+    protobuf_c_message_pack(m, out);
+    return out;
+}
+
+static void decode(grpc_byte_buffer *bb, const uint8_t *wire, size_t len,
+                   const ProtobufCMessageDescriptor *desc) {
     ProtobufCMessage *m = NULL;
-    if (dfc__rpc_unpack(bb, desc, &m, NULL) == 0) {
-        size_t n = protobuf_c_message_get_packed_size(m);
-        uint8_t *out = malloc(n ? n : 1);
-        protobuf_c_message_pack(m, out);
+    int r = dfc__rpc_unpack(bb, desc, &m, NULL);
+    ProtobufCMessage *want = protobuf_c_message_unpack(desc, NULL, len, wire);
+    if (r == 0) {
+        if (want == NULL) {
+            abort(); /* decoded what protobuf-c refuses */
+        }
+        size_t n, want_n;
+        uint8_t *out = packed(m, &n), *want_out = packed(want, &want_n);
+        if (n != want_n || memcmp(out, want_out, n) != 0) {
+            abort(); /* decoded differently from protobuf-c */
+        }
         free(out);
+        free(want_out);
         protobuf_c_message_free_unpacked(m, NULL);
+    } else if (r != -EINVAL && want != NULL) {
+        abort(); /* refused what protobuf-c decodes, and not for a NUL in a string */
+    }
+    if (want != NULL) {
+        protobuf_c_message_free_unpacked(want, NULL);
     }
 }
 
@@ -59,9 +83,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         inited = 1;
     }
     grpc_byte_buffer *bb = split(data, size);
-    decode(bb, &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor);
-    decode(bb, &dfdaemon__v2__download_persistent_cache_task_response__descriptor);
-    decode(bb, &dfdaemon__v2__upload_persistent_cache_task_request__descriptor); /* strings */
+    const uint8_t *wire = size > 0 ? data + 1 : data;
+    size_t len = size > 0 ? size - 1 : 0;
+    decode(bb, wire, len, &dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor);
+    decode(bb, wire, len, &dfdaemon__v2__download_persistent_cache_task_response__descriptor);
+    decode(bb, wire, len, &dfdaemon__v2__upload_persistent_cache_task_request__descriptor);
     grpc_byte_buffer_destroy(bb);
     return 0;
 }

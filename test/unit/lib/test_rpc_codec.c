@@ -1,8 +1,9 @@
 /*
  * Tests for lib/src/rpc_common.c's decoder: the hand-written bulk path must decode exactly as
  * protobuf-c does, whatever the slicing, and hand every awkward case (a oneof sibling, a
- * repeated field, truncation) to protobuf-c's own rules; a string field holding a NUL byte, at
- * any depth and on either path, is refused naming the field. Leaks fail under ASan.
+ * repeated field, truncation) to protobuf-c's own rules, whether the large bytes field is at
+ * the top or nested in message fields (an export response's piece content); a string field holding
+ * a NUL byte, at any depth and on either path, is refused naming the field. Leaks fail under ASan.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include "dfc/error.h"
 #include "dfc/import.pb-c.h"
 #include "dragonfly/common.pb-c.h"
+#include "dragonfly/dfdaemon.pb-c.h"
 #include "rpc_internal.h"
 
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest Req;
@@ -213,6 +215,122 @@ static void test_nul_finder_survives_broken_framing(void **state) {
     }
 }
 
+/* ---- a bulk field inside message fields ---- */
+
+typedef Dfdaemon__V2__DownloadPersistentCacheTaskResponse Resp;
+static const ProtobufCMessageDescriptor *const resp_desc =
+    &dfdaemon__v2__download_persistent_cache_task_response__descriptor;
+
+/* Decodes wire at every slicing in steps and checks that the message re-encodes exactly as
+ * protobuf-c's own decoding of the contiguous wire does. */
+static void same_as_protobuf_c(const ProtobufCMessageDescriptor *desc, const uint8_t *wire,
+                               size_t n) {
+    ProtobufCMessage *want = protobuf_c_message_unpack(desc, NULL, n, wire);
+    assert_non_null(want);
+    size_t want_len = protobuf_c_message_get_packed_size(want);
+    uint8_t *want_wire = malloc(want_len + 1), *got_wire = malloc(want_len + 1);
+    protobuf_c_message_pack(want, want_wire);
+    for (size_t cut = 1; cut <= n; cut = cut * 2 + 1) {
+        grpc_byte_buffer *bb = sliced(wire, n, cut);
+        ProtobufCMessage *got = NULL;
+        assert_int_equal(dfc__rpc_unpack(bb, desc, &got, NULL), 0);
+        grpc_byte_buffer_destroy(bb);
+        assert_int_equal(protobuf_c_message_get_packed_size(got), want_len);
+        protobuf_c_message_pack(got, got_wire);
+        assert_memory_equal(got_wire, want_wire, want_len);
+        protobuf_c_message_free_unpacked(got, NULL);
+    }
+    free(want_wire);
+    free(got_wire);
+    protobuf_c_message_free_unpacked(want, NULL);
+}
+
+/* Packs an export response carrying a piece of len content bytes (number, digest, cost set). */
+static size_t pack_piece_response(uint8_t *out, uint32_t number, const uint8_t *content,
+                                  size_t len) {
+    Google__Protobuf__Duration cost = GOOGLE__PROTOBUF__DURATION__INIT;
+    cost.nanos = 1500;
+    Common__V2__Piece piece = COMMON__V2__PIECE__INIT;
+    piece.number = number;
+    piece.length = len;
+    piece.digest = "crc32:8a3b2c1d";
+    piece.cost = &cost;
+    if (content != NULL) {
+        piece.opt_content_case = COMMON__V2__PIECE__OPT_CONTENT_CONTENT;
+        piece.content = (ProtobufCBinaryData){len, (uint8_t *)content};
+    }
+    Dfdaemon__V2__DownloadPieceFinishedResponse fin =
+        DFDAEMON__V2__DOWNLOAD_PIECE_FINISHED_RESPONSE__INIT;
+    fin.piece = &piece;
+    Resp r = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__INIT;
+    r.host_id = "host-1";
+    r.task_id = "task-1";
+    r.response_case =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE;
+    r.download_piece_finished_response = &fin;
+    return protobuf_c_message_pack(&r.base, out);
+}
+
+static void test_nested_bulk_matches_protobuf_c(void **state) {
+    /* 100 bytes: the piece's length varint shrinks from 2 bytes to 1 without its content;
+     * 300: that of the piece-finished message too. */
+    static const size_t lens[] = {64, 100, 300, 20000};
+    static uint8_t content[20000], wire[20200];
+    for (size_t i = 0; i < sizeof(content); i++) {
+        content[i] = (uint8_t)(i * 13 + 1);
+    }
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        size_t n = pack_piece_response(wire, 7, content, lens[k]);
+        same_as_protobuf_c(resp_desc, wire, n);
+        grpc_byte_buffer *bb = sliced(wire, n, 97);
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(dfc__rpc_unpack(bb, resp_desc, &m, NULL), 0);
+        grpc_byte_buffer_destroy(bb);
+        const Common__V2__Piece *p = ((Resp *)m)->download_piece_finished_response->piece;
+        assert_int_equal(p->number, 7);
+        assert_string_equal(p->digest, "crc32:8a3b2c1d");
+        assert_int_equal(p->opt_content_case, COMMON__V2__PIECE__OPT_CONTENT_CONTENT);
+        assert_int_equal(p->content.len, lens[k]);
+        assert_memory_equal(p->content.data, content, lens[k]);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+}
+
+static void test_nested_repeats_and_oneofs_follow_protobuf_c(void **state) {
+    static uint8_t content[500], wire[2000];
+    memset(content, 'x', sizeof(content));
+    /* The piece-finished message twice, small then holding the content: protobuf-c merges
+     * them (number from the second, content kept); and the other way round. */
+    size_t n = pack_piece_response(wire, 1, NULL, 0);
+    n += pack_piece_response(wire + n, 2, content, sizeof(content));
+    same_as_protobuf_c(resp_desc, wire, n);
+    n = pack_piece_response(wire, 2, content, sizeof(content));
+    n += pack_piece_response(wire + n, 1, NULL, 0);
+    same_as_protobuf_c(resp_desc, wire, n);
+    /* A started response (the oneof's other member) after or before the piece. */
+    static const uint8_t started[] = {0x08, 0x2a}; /* content_length: 42 */
+    n = pack_piece_response(wire, 3, content, sizeof(content));
+    n += put_len(wire + n, 4, started, sizeof(started));
+    same_as_protobuf_c(resp_desc, wire, n);
+    n = put_len(wire, 4, started, sizeof(started));
+    n += pack_piece_response(wire + n, 3, content, sizeof(content));
+    same_as_protobuf_c(resp_desc, wire, n);
+    /* The same at the top: a small content, then a large one (the large one wins). */
+    static const uint8_t small[] = {1, 2, 3};
+    n = put_len(wire, 2, small, sizeof(small));
+    n += put_len(wire + n, 2, content, sizeof(content));
+    same_as_protobuf_c(&dfc__dfdaemon__v1__import_persistent_cache_task_request__descriptor, wire,
+                       n);
+    /* Broken inside the nested message: refused, nothing leaks. */
+    n = pack_piece_response(wire, 3, content, sizeof(content));
+    grpc_byte_buffer *bb = sliced(wire, n - 200, 33); /* every enclosing length overruns */
+    ProtobufCMessage *m = NULL;
+    int r = dfc__rpc_unpack(bb, resp_desc, &m, NULL);
+    grpc_byte_buffer_destroy(bb);
+    assert_int_equal(r, -EBADMSG);
+    assert_null(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_matches_protobuf_c_at_any_slicing),
@@ -222,6 +340,8 @@ int main(void) {
         cmocka_unit_test(test_nul_in_a_string_is_refused_naming_the_field),
         cmocka_unit_test(test_nul_beside_a_bulk_field_is_refused),
         cmocka_unit_test(test_nul_finder_survives_broken_framing),
+        cmocka_unit_test(test_nested_bulk_matches_protobuf_c),
+        cmocka_unit_test(test_nested_repeats_and_oneofs_follow_protobuf_c),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
