@@ -87,12 +87,20 @@ timed() {
 # Warm the page cache so every contender reads from memory.
 cat "$work/src.bin" "$work/ro.bin" >/dev/null
 
+# Every timed step starts right after the same page warm-up: 1.1 x the size written to the
+# tmpfs and removed. A VM with free page reporting (virtio-balloon) hands freed memory back to
+# its host after a few seconds, and touching it again then costs ~1.4 s per GiB more, so
+# without this whichever step ran on freshly freed pages won (hack/bench/p2p.sh does the same).
+warm_up() {
+    dd if=/dev/zero of="$work/warm" bs=1M count=$((size_mib + size_mib / 10 + 1)) status=none
+    rm -f "$work/warm"
+}
+
 # The fd import: dfcache in a private mount namespace, the file on that namespace's own tmpfs
 # (copied in before the clock starts); prints "<task id> <seconds>". The copy takes as much
 # memory as the import then writes: a ballast file of that size, made before the copy and
-# removed after it, hands the import memory freed just before, as every other contender gets
-# from the step before it (on a VM that returns free pages to its host, memory freed seconds
-# ago is much cheaper to write than memory the host took back).
+# removed after it, hands the import memory freed just before, as warm_up does for every
+# other step.
 fd_import() {
     head -c $((size_mib << 20)) /dev/zero >"$work/ballast.bin"
     unshare -m --propagation private sh -c '
@@ -111,14 +119,18 @@ have_fd=0
 out=
 t_ssl=() t_cat=() t_link=() t_copy=() t_fd=() t_stream=() t_export=() t_dexport=()
 for i in $(seq $runs); do
+    warm_up
     timed t_ssl openssl dgst -sha256 "$work/src.bin"
+    warm_up
     timed t_cat sh -c 'cat "$1" >"$2"' sh "$work/src.bin" "$work/cat.bin"
     rm -f "$work/cat.bin"
 
+    warm_up
     timed t_link dfcache import --transfer path "$work/ro.bin"
     id=$(cut -c7- <<<"$out")
     dfcache rm "$id" >/dev/null
 
+    warm_up
     timed t_copy dfcache import --transfer path "$work/src.bin"
     dfcache rm "$id" >/dev/null
     if [ "$have_fd" = 1 ]; then
@@ -127,11 +139,14 @@ for i in $(seq $runs); do
         t_fd+=("${r##* }")
         dfcache rm "$id" >/dev/null
     fi
+    warm_up
     timed t_stream dfcache import --transfer stream "$work/src.bin"
 
+    warm_up
     timed t_export dfcache export --transfer-from-dfdaemon -O "$work/out.bin" "$id"
     cmp -s "$work/src.bin" "$work/out.bin" || { echo "streamed export differs" >&2; exit 1; }
     rm -f "$work/out.bin"
+    warm_up
     timed t_dexport dfcache export -O "$work/out.bin" "$id"
     cmp -s "$work/src.bin" "$work/out.bin" || { echo "daemon-written export differs" >&2; exit 1; }
     rm -f "$work/out.bin"
