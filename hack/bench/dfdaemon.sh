@@ -14,6 +14,8 @@
 #   daemon-written export (the daemon links or copies into the target; on the store's own
 #     filesystem, as here, a hard link, so it is bounded by neither limit: printed for scale)
 #   the daemon's peak RSS (VmHWM)                                             (goal <= 64 MiB)
+#   the share of CPU time the host stole from this VM during the timed steps (hack/bench/
+#     steal.sh; the fd row, timed inside its namespace, is left out of it)
 # There is no raw Unix-socket copy reference: a plain read/write socket copy was slower than
 # the streamed import it was meant to bound, so it bounded nothing.
 # Without root there is no private mount namespace and the fd row is left out.
@@ -70,6 +72,8 @@ if [ "$metrics" = on ]; then
     scrape_pid=$!
 fi
 
+# shellcheck source=hack/bench/steal.sh
+. hack/bench/steal.sh
 now() { date +%s.%N; }
 median() { sort -g | sed -n "$(((runs + 1) / 2))p"; }
 dfcache() { "$bin/daemon/cmd/dfcache/dfcache" "$@" -e "$sock" --no-progress; }
@@ -78,9 +82,11 @@ timed() {
     local -n arr=$1
     shift
     local s e
+    steal_begin timed
     s=$(now)
     out=$("$@")
     e=$(now)
+    steal_end timed
     arr+=("$(echo "$e - $s" | bc -l)")
 }
 
@@ -196,3 +202,5 @@ printf '  streamed export (pieces)          %6.3f s  %5.0f MB/s  %.2fx the copy 
 printf '  daemon-written export (hard link)  %5.3f s  %5.0f MB/s  %.2fx the copy throughput\n' \
     "$dexport" "$(mbps "$dexport")" "$(x "$cat_" "$dexport")"
 printf '  dfdaemon peak RSS (VmHWM)         %6.1f MiB  (goal <= 64 MiB)\n' "$(echo "$hwm_kb / 1024" | bc -l)"
+printf '  CPU time stolen by the host       %6s %%   (during the timed steps; a quiet VM: under 2%%)\n' \
+    "$(steal_pct timed)"

@@ -84,6 +84,8 @@ store1=$(compgen -G "$CLUSTER_DIR/node1/storage/content/persistent-cache-tasks/*
 store2=$(compgen -G "$CLUSTER_DIR/node$parent/storage/content/persistent-cache-tasks/*/$id")
 cat "$store1" "$store2" >/dev/null # the parents' copies in the page cache, as the reference's
 
+# shellcheck source=hack/bench/steal.sh
+. hack/bench/steal.sh
 now() { date +%s.%N; }
 median() { sort -g | sed -n "$(((runs + 1) / 2))p"; }
 rpid=$(cat "$CLUSTER_DIR/node$receiver/dfdaemon.pid")
@@ -100,9 +102,11 @@ warm_up() {
 for _ in $(seq $runs); do
     warm_up
     k=$(sched_ticks)
+    steal_begin p2p
     s=$(now)
     dfcache "$receiver" export -O "$work/out.bin" "$id" >/dev/null
     e=$(now)
+    steal_end p2p
     t_sched+=("$(($(sched_ticks) - k))")
     t_p2p+=("$(echo "$e - $s" | bc -l)")
     cmp -s "$work/src.bin" "$work/out.bin" || { echo "bench: the export differs" >&2; exit 1; }
@@ -115,8 +119,10 @@ for _ in $(seq $runs); do
     # which would give the reference two draws of the noise to P2P's one).
     for sockbuf in 0 4194304; do
         warm_up
+        steal_begin tcp
         read -r _ secs < <(build-bench/hack/bench/bench_tcp_copy -b "$sockbuf" \
             "$store1" "$work/tcp.bin" "$rip" 127.0.0.11 "$pip")
+        steal_end tcp
         cmp -s "$work/src.bin" "$work/tcp.bin" || { echo "bench: the TCP copy differs" >&2; exit 1; }
         rm -f "$work/tcp.bin"
         if [ "$sockbuf" = 0 ]; then t_tcp_auto+=("$secs"); else t_tcp_4m+=("$secs"); fi
@@ -147,3 +153,5 @@ printf '  scheduler + Redis CPU during an export %6.2f s   (median; one Download
     "$(printf '%s\n' "${t_sched[@]}" | median | awk -v hz="$hz" '{print $1 / hz}')"
 printf '  receiving dfdaemon peak RSS (VmHWM)    %6.1f MiB  (goal <= 96 MiB)\n' "$(echo "$hwm_kb / 1024" | bc -l)"
 printf '  pieces that failed on a parent         %6d\n' "$rx"
+printf '  CPU time stolen by the host            %6s %% of the P2P runs, %s %% of the raw copies (a quiet VM: under 2%%)\n' \
+    "$(steal_pct p2p)" "$(steal_pct tcp)"

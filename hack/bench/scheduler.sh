@@ -25,6 +25,8 @@
 # Everything listens on 127.0.0.1 free ports; nothing touches 6379 or a system Redis.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=hack/bench/steal.sh
+. hack/bench/steal.sh
 seconds=${1:-10}
 clients=${2:-64}
 pool=${3:-}
@@ -111,7 +113,9 @@ round() {
     "${rcli[@]}" config resetstat >/dev/null
     cpu_s() { awk '{printf "%.2f", ($14 + $15) / '"$(getconf CLK_TCK)"'}' "/proc/$1/stat"; }
     s0=$(cpu_s "$sched_pid") r0=$(cpu_s "$redis_pid")
+    steal_begin load
     line=$("$client" load "$saddr" "$seconds" "$clients")
+    steal_end load
     sched_cpu=$(awk -v a="$(cpu_s "$sched_pid")" -v b="$s0" 'BEGIN {printf "%.2f", a - b}')
     redis_cpu=$(awk -v a="$(cpu_s "$redis_pid")" -v b="$r0" 'BEGIN {printf "%.2f", a - b}')
     stats=$("${rcli[@]}" info commandstats | tr -d '\r')
@@ -156,6 +160,7 @@ round() {
     sched_pid=""
     n=$((clients * 2000))
     inv_sum=0
+    steal_begin ref
     for f in "$dir"/mix/cmd-*.args; do
         mapfile -d '' args <"$f"
         rps=$(redis-benchmark -h 127.0.0.1 -p "$rport" -c "$clients" -n "$n" --csv "${args[@]}" |
@@ -163,6 +168,7 @@ round() {
         printf '  redis-benchmark %-8s %12s req/s\n' "${args[0]}" "$rps"
         inv_sum=$(awk -v s="$inv_sum" -v r="$rps" 'BEGIN {printf "%.12f", s + 1 / r}')
     done
+    steal_end ref
     bench_rate=$(awk -v k="$k" -v s="$inv_sum" 'BEGIN {printf "%.1f", k / s}')
 }
 
@@ -189,6 +195,7 @@ echo "ratio per round                ${ratios[*]}"
 echo "ratio (median of the rounds)   $(med "${ratios[@]}")x (goal >= 0.5x)"
 awk -v kb="$hwm_kb" 'BEGIN {printf "scheduler peak RSS (VmHWM)     %.1f MiB (goal <= 64 MiB)\n", kb / 1024}'
 warns=$(grep -c 'level=warn' "$dir/scheduler.log" || true)
+echo "CPU time stolen by the host     $(steal_pct load)% of the load phases, $(steal_pct ref)% of the reference (a quiet VM: under 2%)"
 echo "scheduler log: $warns warnings during the run"
 # no warning is grep's status 1, which pipefail and set -e would make the script's
 { grep -o 'level=warn event=[^ ]*' "$dir/scheduler.log" || true; } | sort | uniq -c | sort -rn | head -5 | sed 's/^/  /'
