@@ -544,9 +544,10 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
     /* The writer may still be writing the piece's chunks: only once they are all written is
      * the claim dropped or the piece marked written. A write error is ours, not the parent's. */
     struct dfc_error werr;
-    if (dfd_piece_job_wait(&job, &werr) < 0) {
+    int wr = dfd_piece_job_wait(&job, &werr);
+    if (wr < 0) {
         *err = werr;
-        r = werr.code;
+        r = wr;
         *ret_ours = true;
     }
     dfd_replica_finish_piece(rd->rep, number, r == 0, r == 0 ? got->crc32 : 0);
