@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
+#include "dfc/fs.h"
 #include "dfc/id.h"
 
 #define COPY_CHUNK ((size_t)1 << 20)
@@ -26,21 +27,6 @@ static void temp_name(char name[TEMP_NAME_MAX]) {
 
 static void proc_fd(int fd, char buf[32]) {
     snprintf(buf, 32, "/proc/self/fd/%d", fd);
-}
-
-static int write_all(int fd, const uint8_t *buf, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return n < 0 ? -errno : -EIO;
-        }
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 /* Copies all of in_fd to out_fd in the kernel (reflinks where the filesystem can). */
@@ -72,7 +58,7 @@ static int copy_fd(int in_fd, int out_fd, uint64_t len) {
             r = n < 0 ? -errno : -EIO;
             break;
         }
-        r = write_all(out_fd, buf, (size_t)n);
+        r = dfc_write_all(out_fd, buf, (size_t)n, -1);
         in_off += n;
     }
     free(buf);

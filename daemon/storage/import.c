@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
+#include "dfc/fs.h"
 #include "import_pipe.h"
 #include "storage.h"
 #include "storage_internal.h"
@@ -55,7 +56,7 @@ struct dfd_import {
 static int crc_and_write(struct dfd_import *imp, const void *buf, size_t len) {
     int r = dfd_digester_update_crc(&imp->dg, buf, len);
     if (r == 0 && imp->write_spool) {
-        r = dfd__write_all(imp->fd, buf, len, -1);
+        r = dfc_write_all(imp->fd, buf, len, -1);
     }
     return r;
 }

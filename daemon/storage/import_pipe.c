@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "dfc/fs.h"
 #include "import_pipe.h"
 #include "storage_internal.h"
 
@@ -54,7 +55,7 @@ static int run_stage(struct dfd__pipe *p, int stage, const struct slot *s) {
     }
     int r = dfd_digester_update_crc(p->dg, s->buf, s->len);
     if (r == 0 && p->fd >= 0) {
-        r = dfd__write_all(p->fd, s->buf, s->len, -1);
+        r = dfc_write_all(p->fd, s->buf, s->len, -1);
     }
     return r;
 }

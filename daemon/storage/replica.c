@@ -22,6 +22,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "dfc/fs.h"
 #include "storage.h"
 #include "storage_internal.h"
 
@@ -226,7 +227,7 @@ int dfd_replica_pwrite(struct dfd_replica *rep, uint32_t number, uint64_t at, co
     if (!mine) {
         return dfc_error_set(err, -EINVAL, "piece %u is not claimed, or already written", number);
     }
-    int r = dfd__write_all(rep->fd, buf, n, (off_t)((uint64_t)number * t->piece_length + at));
+    int r = dfc_write_all(rep->fd, buf, n, (off_t)((uint64_t)number * t->piece_length + at));
     if (r == -ENOSPC || r == -EDQUOT) {
         return dfc_error_set(err, r, "no space left in `%s` while writing piece %u", rep->s->dir,
                              number);

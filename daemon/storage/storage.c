@@ -85,23 +85,6 @@ int dfd__fsync_dir(const char *path) {
     return 0;
 }
 
-int dfd__write_all(int fd, const void *buf, size_t len, off_t off) {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, off);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-        off = off < 0 ? off : off + n;
-    }
-    return 0;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st;
     (void)ftw;

@@ -33,9 +33,6 @@ struct dfd_storage {
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
 int dfd__pathf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* write(2) (off < 0) or pwrite(2) at off until done; negative errno. */
-int dfd__write_all(int fd, const void *buf, size_t len, off_t off);
-
 /* fsync(2) a directory; negative errno. */
 int dfd__fsync_dir(const char *path);
 
