@@ -343,8 +343,10 @@ int dfc_rpc_stream_close_send(struct dfc_rpc_stream *st, struct dfc_error *err) 
     return 0;
 }
 
-int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
-                        ProtobufCMessage **ret_msg, struct dfc_error *err) {
+/* Receives one message into *ret_msg (and, with ret_in, its bytes left in gRPC's slices). */
+static int stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
+                       ProtobufCMessage **ret_msg, struct dfc_rpc_bulk_in **ret_in,
+                       struct dfc_error *err) {
     if (st->got_eos) {
         return wait_status(st, err);
     }
@@ -365,13 +367,30 @@ int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescrip
         st->got_eos = true;
         return wait_status(st, err);
     }
-    int r = dfc__rpc_unpack(bb, desc, ret_msg, err);
-    grpc_byte_buffer_destroy(bb);
+    int r;
+    if (ret_in != NULL) {
+        r = dfc__rpc_unpack_in(bb, desc, ret_msg, ret_in, err); /* takes bb over */
+    } else {
+        r = dfc__rpc_unpack(bb, desc, ret_msg, err);
+        grpc_byte_buffer_destroy(bb);
+    }
     if (r < 0) {
         dfc_rpc_stream_cancel(st);
         return dfc_error_prefix(err, "malformed response");
     }
     return 1;
+}
+
+int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
+                        ProtobufCMessage **ret_msg, struct dfc_error *err) {
+    return stream_recv(st, desc, ret_msg, NULL, err);
+}
+
+int dfc_rpc_stream_recv_bulk(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
+                             ProtobufCMessage **ret_msg, struct dfc_rpc_bulk_in **ret_in,
+                             struct dfc_error *err) {
+    *ret_in = NULL;
+    return stream_recv(st, desc, ret_msg, ret_in, err);
 }
 
 int dfc_rpc_stream_finish(struct dfc_rpc_stream *st, struct dfc_error *err) {

@@ -34,6 +34,15 @@ struct dfc_error;
 int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                     ProtobufCMessage **ret_msg, struct dfc_error *err);
 
+struct dfc_rpc_bulk_in;
+
+/* As dfc__rpc_unpack(), but the large bytes field of a large message may stay in bb's slices:
+ * then *ret_in holds its bytes and bb (rpc_bulk.h), else *ret_in is NULL. Takes bb over
+ * either way, also on failure. */
+int dfc__rpc_unpack_in(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                       ProtobufCMessage **ret_msg, struct dfc_rpc_bulk_in **ret_in,
+                       struct dfc_error *err);
+
 /* Looks for a string field holding a NUL byte in the wire bytes of a desc message. Returns 1
  * with its dotted field path in path, else 0 (also for broken framing, left to the decoder). */
 int dfc__rpc_find_nul(const uint8_t *data, size_t len, const ProtobufCMessageDescriptor *desc,

@@ -765,7 +765,8 @@ int dfc_rpc_call_send_bulk(struct dfc_rpc_call *c, const ProtobufCMessage *msg,
     return send_bb(c, dfc__rpc_pack_bulk(msg, bulk), err);
 }
 
-int dfc_rpc_call_recv(struct dfc_rpc_call *c, ProtobufCMessage **ret_msg, struct dfc_error *err) {
+static int call_recv(struct dfc_rpc_call *c, ProtobufCMessage **ret_msg,
+                     struct dfc_rpc_bulk_in **ret_in, struct dfc_error *err) {
     if (c->recv_eos) {
         return c->idled ? idle_error(c, err, IDLE_RECV) : 0;
     }
@@ -792,12 +793,27 @@ int dfc_rpc_call_recv(struct dfc_rpc_call *c, ProtobufCMessage **ret_msg, struct
         }
         return 0;
     }
-    int r = dfc__rpc_unpack(bb, c->method->row.req, ret_msg, err);
-    grpc_byte_buffer_destroy(bb);
+    int r;
+    if (ret_in != NULL) {
+        r = dfc__rpc_unpack_in(bb, c->method->row.req, ret_msg, ret_in, err); /* takes bb */
+    } else {
+        r = dfc__rpc_unpack(bb, c->method->row.req, ret_msg, err);
+        grpc_byte_buffer_destroy(bb);
+    }
     if (r == -EBADMSG) {
         dfc_error_prefix(err, "malformed message");
     }
     return r < 0 ? r : 1;
+}
+
+int dfc_rpc_call_recv(struct dfc_rpc_call *c, ProtobufCMessage **ret_msg, struct dfc_error *err) {
+    return call_recv(c, ret_msg, NULL, err);
+}
+
+int dfc_rpc_call_recv_bulk(struct dfc_rpc_call *c, ProtobufCMessage **ret_msg,
+                           struct dfc_rpc_bulk_in **ret_in, struct dfc_error *err) {
+    *ret_in = NULL;
+    return call_recv(c, ret_msg, ret_in, err);
 }
 
 bool dfc_rpc_call_cancelled(struct dfc_rpc_call *c) {

@@ -26,7 +26,9 @@
  * malloc'd buffer that the message will own. Everything else (a few bytes) is gathered, with
  * the length of each enclosing message rewritten to what is left of it, and decoded by
  * protobuf-c as usual. The result is the same message, freed the same way (the default
- * allocator is malloc/free).
+ * allocator is malloc/free). With dfc__rpc_unpack_in() that one copy is not made either: the
+ * field's bytes are described as iovecs over the slices, and the byte buffer lives on in the
+ * dfc_rpc_bulk_in that holds them (rpc_bulk.h).
  */
 
 size_t dfc__rpc_bulk_min = (size_t)256 << 10;
@@ -61,6 +63,29 @@ static bool cur_copy(struct cursor *c, uint8_t *dst, size_t len) {
         if (dst != NULL) {
             memcpy(dst, GRPC_SLICE_START_PTR(c->slices[c->i]) + c->off, k);
             dst += k;
+        }
+        len -= k;
+        c->off += k;
+        c->pos += k;
+        if (c->off == GRPC_SLICE_LENGTH(c->slices[c->i])) {
+            c->i++;
+            c->off = 0;
+        }
+    }
+    return true;
+}
+
+/* Skips len bytes, recording them as iovecs at iov[*n...] (at most one per slice). */
+static bool cur_iov(struct cursor *c, size_t len, struct iovec *iov, int *n) {
+    while (len > 0) {
+        if (c->i >= c->n) {
+            return false;
+        }
+        size_t avail = GRPC_SLICE_LENGTH(c->slices[c->i]) - c->off;
+        size_t k = avail < len ? avail : len;
+        if (k > 0) { /* iovecs are not const; these are only ever read */
+            iov[(*n)++] =
+                (struct iovec){(void *)(GRPC_SLICE_START_PTR(c->slices[c->i]) + c->off), k};
         }
         len -= k;
         c->off += k;
@@ -327,9 +352,18 @@ static size_t put_varint(uint8_t *p, uint64_t v) {
     return n;
 }
 
-/* Returns 1 when decoded, 0 to fall back to the plain path, or a negative code. */
+struct dfc_rpc_bulk_in {
+    grpc_byte_buffer *bb;             /* owned: the slices the iovecs point into */
+    const ProtobufCBinaryData *field; /* the field whose bytes these are (identity only) */
+    int n;
+    struct iovec iov[]; /* n of them, at most one per slice */
+};
+
+/* Returns 1 when decoded, 0 to fall back to the plain path, or a negative code. With ret_in,
+ * the bulk field's bytes stay in bb's slices: *ret_in holds them and takes bb over. */
 static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessageDescriptor *desc,
-                       ProtobufCMessage **ret_msg, struct dfc_error *err) {
+                       ProtobufCMessage **ret_msg, struct dfc_rpc_bulk_in **ret_in,
+                       struct dfc_error *err) {
     struct cursor c = {bb->data.raw.slice_buffer.slices, bb->data.raw.slice_buffer.count, 0, 0, 0};
     struct bulk_span span;
     int r = find_bulk(c, total, desc, 0, &span);
@@ -347,11 +381,21 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
     size_t data_len = span.data_end - span.data_at;
     size_t rest_len = total - removed;
     uint8_t *rest = malloc(rest_len ? rest_len : 1);
-    uint8_t *data = malloc(data_len);
-    if (rest == NULL || data == NULL) {
+    uint8_t *data = NULL;
+    struct dfc_rpc_bulk_in *in = NULL;
+    if (ret_in != NULL) {
+        in = malloc(sizeof(*in) + (c.n + 1) * sizeof(struct iovec));
+    } else {
+        data = malloc(data_len);
+    }
+    if (rest == NULL || (data == NULL && in == NULL)) {
         free(rest);
         free(data);
+        free(in);
         return dfc_error_set(err, -ENOMEM, "out of memory decoding %s", desc->name);
+    }
+    if (in != NULL) {
+        in->n = 0;
     }
     uint8_t *w = rest;
     bool ok = true;
@@ -363,7 +407,7 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
     }
     size_t n = span.key_at - c.pos;
     ok = ok && cur_copy(&c, w, n) && cur_copy(&c, NULL, span.data_at - span.key_at) &&
-         cur_copy(&c, data, data_len);
+         (in != NULL ? cur_iov(&c, data_len, in->iov, &in->n) : cur_copy(&c, data, data_len));
     w += ok ? n : 0;
     n = total - span.data_end;
     ok = ok && cur_copy(&c, w, n);
@@ -372,8 +416,9 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
     /* The bulk field is bytes: every string field is in the rest. */
     r = m != NULL ? check_strings(rest, rest_len, desc, m, err) : 0;
     free(rest);
-    if (m == NULL || r < 0) {
+    if (m == NULL || r < 0) { /* check_strings freed m */
         free(data);
+        free(in);
         return m == NULL ? dfc_error_set(err, -EBADMSG, "cannot decode %s", desc->name) : r;
     }
     /* Down to the message holding the bulk field: protobuf-c made each enclosing one (an empty
@@ -385,12 +430,18 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
     if (holder == NULL) {
         protobuf_c_message_free_unpacked(m, NULL);
         free(data);
+        free(in);
         return dfc_error_set(err, -EBADMSG, "cannot decode %s", desc->name);
     }
     const ProtobufCFieldDescriptor *f = span.field;
     ProtobufCBinaryData *bd = (ProtobufCBinaryData *)((char *)holder + f->offset);
-    bd->data = data;
+    bd->data = data; /* NULL with in: the bytes are in's */
     bd->len = data_len;
+    if (in != NULL) {
+        in->bb = bb;
+        in->field = bd;
+        *ret_in = in;
+    }
     if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
         *(uint32_t *)((char *)holder + f->quantifier_offset) = f->id;
     } else if (f->label == PROTOBUF_C_LABEL_OPTIONAL) {
@@ -400,12 +451,13 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
     return 1;
 }
 
-int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
-                    ProtobufCMessage **ret_msg, struct dfc_error *err) {
+static int unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                  ProtobufCMessage **ret_msg, struct dfc_rpc_bulk_in **ret_in,
+                  struct dfc_error *err) {
     size_t total = grpc_byte_buffer_length(bb);
     if (total >= dfc__rpc_bulk_min && bb->type == GRPC_BB_RAW &&
         bb->data.raw.compression == GRPC_COMPRESS_NONE) {
-        int r = unpack_bulk(bb, total, desc, ret_msg, err);
+        int r = unpack_bulk(bb, total, desc, ret_msg, ret_in, err);
         if (r != 0) {
             return r < 0 ? r : 0;
         }
@@ -426,4 +478,38 @@ int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc
     }
     *ret_msg = m;
     return 0;
+}
+
+int dfc__rpc_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                    ProtobufCMessage **ret_msg, struct dfc_error *err) {
+    return unpack(bb, desc, ret_msg, NULL, err);
+}
+
+int dfc__rpc_unpack_in(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                       ProtobufCMessage **ret_msg, struct dfc_rpc_bulk_in **ret_in,
+                       struct dfc_error *err) {
+    *ret_in = NULL;
+    int r = unpack(bb, desc, ret_msg, ret_in, err);
+    if (*ret_in == NULL) { /* decoded with copies, or not at all: bb is still the caller's */
+        grpc_byte_buffer_destroy(bb);
+    }
+    return r;
+}
+
+int dfc_rpc_bulk_in_iov(const struct dfc_rpc_bulk_in *in, const ProtobufCBinaryData *field,
+                        struct iovec *one, const struct iovec **ret_iov) {
+    if (in != NULL && in->field == field) {
+        *ret_iov = in->iov;
+        return in->n;
+    }
+    *one = (struct iovec){field->data, field->len};
+    *ret_iov = one;
+    return field->len > 0 ? 1 : 0;
+}
+
+void dfc_rpc_bulk_in_free(struct dfc_rpc_bulk_in *in) {
+    if (in != NULL) {
+        grpc_byte_buffer_destroy(in->bb);
+        free(in);
+    }
 }

@@ -5,7 +5,8 @@
  * bytes fields take the bulk path, and as an upload request, whose string fields the NUL check
  * walks. Whatever decodes must re-encode exactly as protobuf-c's own decoding of the same bytes
  * in one piece does, and what protobuf-c refuses must be refused (the decoder may refuse more:
- * a string holding a NUL byte).
+ * a string holding a NUL byte). Decoded again with the bytes left in the slices (a
+ * dfc_rpc_bulk_in), the verdict must be the same and, the bytes gathered, so must the message.
  */
 #include <errno.h>
 #include <grpc/byte_buffer.h>
@@ -18,6 +19,7 @@
 #include "dfc/import.pb-c.h"
 #include "dfc/rpc_server.h"
 #include "dragonfly/dfdaemon.pb-c.h"
+#include "bulk_in.h"
 #include "rpc_internal.h"
 
 static grpc_byte_buffer *split(const uint8_t *data, size_t size) {
@@ -50,6 +52,17 @@ static uint8_t *packed(const ProtobufCMessage *m, size_t *ret_len) {
     return out;
 }
 
+/* Aborts unless m re-encodes exactly as want does. */
+static void same_as(const ProtobufCMessage *m, const ProtobufCMessage *want) {
+    size_t n, want_n;
+    uint8_t *out = packed(m, &n), *want_out = packed(want, &want_n);
+    if (n != want_n || memcmp(out, want_out, n) != 0) {
+        abort(); /* decoded differently from protobuf-c */
+    }
+    free(out);
+    free(want_out);
+}
+
 static void decode(grpc_byte_buffer *bb, const uint8_t *wire, size_t len,
                    const ProtobufCMessageDescriptor *desc) {
     ProtobufCMessage *m = NULL;
@@ -59,17 +72,27 @@ static void decode(grpc_byte_buffer *bb, const uint8_t *wire, size_t len,
         if (want == NULL) {
             abort(); /* decoded what protobuf-c refuses */
         }
-        size_t n, want_n;
-        uint8_t *out = packed(m, &n), *want_out = packed(want, &want_n);
-        if (n != want_n || memcmp(out, want_out, n) != 0) {
-            abort(); /* decoded differently from protobuf-c */
-        }
-        free(out);
-        free(want_out);
+        same_as(m, want);
         protobuf_c_message_free_unpacked(m, NULL);
     } else if (r != -EINVAL && want != NULL) {
         abort(); /* refused what protobuf-c decodes, and not for a NUL in a string */
     }
+    /* Without the copy: the same verdict, and once the bytes left in the slices are gathered
+     * into their field, the same message. */
+    struct dfc_rpc_bulk_in *in = NULL;
+    if (dfc__rpc_unpack_in(grpc_byte_buffer_copy(bb), desc, &m, &in, NULL) != r) {
+        abort();
+    }
+    if (r == 0) {
+        if (in != NULL && bulk_in_fill(m, in) < 0) {
+            abort(); /* the bulk_in does not describe the field it left empty */
+        }
+        same_as(m, want);
+        protobuf_c_message_free_unpacked(m, NULL);
+    } else if (in != NULL) {
+        abort();
+    }
+    dfc_rpc_bulk_in_free(in);
     if (want != NULL) {
         protobuf_c_message_free_unpacked(want, NULL);
     }

@@ -31,6 +31,7 @@
 #include "dfc/error.h"
 
 struct dfc_rpc_bulk;
+struct dfc_rpc_bulk_in;
 struct dfc_rpc_client;
 struct dfc_rpc_stream;
 
@@ -132,6 +133,13 @@ int dfc_rpc_stream_close_send(struct dfc_rpc_stream *st, struct dfc_error *err);
  * or the negative code of the server's status (or of a local failure). */
 int dfc_rpc_stream_recv(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
                         ProtobufCMessage **ret_msg, struct dfc_error *err);
+
+/* Like dfc_rpc_stream_recv(), but the large bytes field of a large message may stay in gRPC's
+ * slices: then *ret_in (the caller's, free it with dfc_rpc_bulk_in_free) holds its bytes, else
+ * *ret_in is NULL (rpc_bulk.h). */
+int dfc_rpc_stream_recv_bulk(struct dfc_rpc_stream *st, const ProtobufCMessageDescriptor *desc,
+                             ProtobufCMessage **ret_msg, struct dfc_rpc_bulk_in **ret_in,
+                             struct dfc_error *err);
 
 /* Half-closes if needed and waits for the call's status; returns 0 or its negative code.
  * Messages the server still had in flight are discarded. */

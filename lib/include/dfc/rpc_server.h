@@ -57,6 +57,7 @@ enum dfc_rpc_kind {
 };
 
 struct dfc_rpc_bulk;
+struct dfc_rpc_bulk_in;
 struct dfc_rpc_call;
 struct dfc_rpc_server;
 
@@ -192,6 +193,12 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s);
  * completion proof (a length or digest in the first message, or a final message) and commit
  * only when it matches. */
 int dfc_rpc_call_recv(struct dfc_rpc_call *call, ProtobufCMessage **ret_msg, struct dfc_error *err);
+
+/* Like dfc_rpc_call_recv(), but the large bytes field of a large message may stay in gRPC's
+ * slices: then *ret_in (the handler's, free it with dfc_rpc_bulk_in_free) holds its bytes,
+ * else *ret_in is NULL (rpc_bulk.h). */
+int dfc_rpc_call_recv_bulk(struct dfc_rpc_call *call, ProtobufCMessage **ret_msg,
+                           struct dfc_rpc_bulk_in **ret_in, struct dfc_error *err);
 
 /* Sends one message of a server or bidi stream. The message is packed before this returns,
  * and the send is pipelined one deep: it returns once the previous message has gone, so the

@@ -20,6 +20,7 @@
 #include "dfc/import.pb-c.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
+#include "bulk_in.h"
 #include "rpc_internal.h"
 
 typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest Req;
@@ -239,6 +240,18 @@ static void same_as_protobuf_c(const ProtobufCMessageDescriptor *desc, const uin
         protobuf_c_message_pack(got, got_wire);
         assert_memory_equal(got_wire, want_wire, want_len);
         protobuf_c_message_free_unpacked(got, NULL);
+
+        /* The same without the copy: the bytes left in the slices, then gathered. */
+        struct dfc_rpc_bulk_in *in = NULL;
+        assert_int_equal(dfc__rpc_unpack_in(sliced(wire, n, cut), desc, &got, &in, NULL), 0);
+        if (in != NULL) {
+            assert_int_equal(bulk_in_fill(got, in), 0);
+            dfc_rpc_bulk_in_free(in);
+        }
+        assert_int_equal(protobuf_c_message_get_packed_size(got), want_len);
+        protobuf_c_message_pack(got, got_wire);
+        assert_memory_equal(got_wire, want_wire, want_len);
+        protobuf_c_message_free_unpacked(got, NULL);
     }
     free(want_wire);
     free(got_wire);
@@ -331,6 +344,65 @@ static void test_nested_repeats_and_oneofs_follow_protobuf_c(void **state) {
     assert_null(m);
 }
 
+/* A piece's content received with a bulk_in stays in the slices: the field keeps its length
+ * and presence, the iovecs cover exactly its bytes (one per slice it spans), and the message
+ * holds nothing else of it. Below the bulk threshold there is no bulk_in, and the field's own
+ * memory is what dfc_rpc_bulk_in_iov gives. */
+static void test_bulk_in_leaves_the_bytes_in_the_slices(void **state) {
+    static uint8_t content[20000], wire[20200];
+    for (size_t i = 0; i < sizeof(content); i++) {
+        content[i] = (uint8_t)(i * 7 + 3);
+    }
+    size_t n = pack_piece_response(wire, 9, content, sizeof(content));
+    ProtobufCMessage *m = NULL;
+    struct dfc_rpc_bulk_in *in = NULL;
+    assert_int_equal(dfc__rpc_unpack_in(sliced(wire, n, 97), resp_desc, &m, &in, NULL), 0);
+    assert_non_null(in);
+    Common__V2__Piece *p = ((Resp *)m)->download_piece_finished_response->piece;
+    assert_int_equal(p->number, 9);
+    assert_string_equal(p->digest, "crc32:8a3b2c1d");
+    assert_int_equal(p->opt_content_case, COMMON__V2__PIECE__OPT_CONTENT_CONTENT);
+    assert_int_equal(p->content.len, sizeof(content));
+    assert_null(p->content.data);
+    struct iovec one;
+    const struct iovec *iov;
+    int k = dfc_rpc_bulk_in_iov(in, &p->content, &one, &iov);
+    assert_ptr_not_equal(iov, &one);
+    assert_in_range(k, sizeof(content) / 97, sizeof(content) / 97 + 2);
+    size_t at = 0;
+    for (int i = 0; i < k; i++) {
+        assert_in_range(iov[i].iov_len, 1, 97);
+        assert_memory_equal(iov[i].iov_base, content + at, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    assert_int_equal(at, sizeof(content));
+    /* Another field is not in's: its own memory comes back. */
+    ProtobufCBinaryData other = {3, (uint8_t *)"abc"};
+    assert_int_equal(dfc_rpc_bulk_in_iov(in, &other, &one, &iov), 1);
+    assert_ptr_equal(iov, &one);
+    assert_ptr_equal(one.iov_base, other.data);
+    dfc_rpc_bulk_in_free(in); /* before the message: either order is fine */
+    protobuf_c_message_free_unpacked(m, NULL);
+
+    n = pack_piece_response(wire, 9, content, 40); /* a message below dfc__rpc_bulk_min */
+    assert_int_equal(dfc__rpc_unpack_in(sliced(wire, n, 7), resp_desc, &m, &in, NULL), 0);
+    assert_null(in);
+    p = ((Resp *)m)->download_piece_finished_response->piece;
+    assert_int_equal(dfc_rpc_bulk_in_iov(in, &p->content, &one, &iov), 1);
+    assert_int_equal(one.iov_len, 40);
+    assert_memory_equal(one.iov_base, content, 40);
+    protobuf_c_message_free_unpacked(m, NULL);
+
+    /* Refused input: nothing is returned and the byte buffer is not leaked (ASan). */
+    assert_int_equal(dfc__rpc_unpack_in(sliced(wire, n - 1, 7), resp_desc, &m, &in, NULL),
+                     -EBADMSG);
+    assert_null(in);
+    n = pack_piece_response(wire, 9, content, sizeof(content));
+    assert_int_equal(dfc__rpc_unpack_in(sliced(wire, n - 1, 97), resp_desc, &m, &in, NULL),
+                     -EBADMSG);
+    assert_null(in);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bulk_matches_protobuf_c_at_any_slicing),
@@ -342,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_nul_finder_survives_broken_framing),
         cmocka_unit_test(test_nested_bulk_matches_protobuf_c),
         cmocka_unit_test(test_nested_repeats_and_oneofs_follow_protobuf_c),
+        cmocka_unit_test(test_bulk_in_leaves_the_bytes_in_the_slices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
