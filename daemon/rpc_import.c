@@ -2,7 +2,8 @@
  * rpc_import.c - dfc.dfdaemon.v1.DfdaemonImport: importing bytes streamed over the socket.
  *
  * The stream is start, content..., finish. Bytes are spooled, hashed and CRC'd as they
- * arrive (each content message is handed to the import's pipeline, which frees it); the task is
+ * arrive (each content message's bytes are handed, in the slices gRPC received them in, to the
+ * import's pipeline, which frees them); the task is
  * committed only after finish, when its byte count matches what arrived. Anything else (a client
  * that vanishes, a cancel, a deadline, a malformed sequence, more bytes than start announced, any
  * message after finish, a full disk) aborts the import and leaves nothing behind. The task records
@@ -14,6 +15,7 @@
 
 #include "dfc/import.pb-c.h"
 #include "dfc/log.h"
+#include "dfc/rpc_bulk.h"
 #include "dragonfly/common.pb-c.h"
 #include "metrics.h"
 #include "registration.h"
@@ -25,6 +27,10 @@ typedef Dfc__Dfdaemon__V1__ImportPersistentCacheTaskRequest ImportRequest;
 
 static void release_msg(void *m) {
     dfc_rpc_msg_free(m);
+}
+
+static void release_in(void *in) {
+    dfc_rpc_bulk_in_free(in);
 }
 
 static int begin(struct dfd_service *svc, struct dfc_rpc_call *call,
@@ -62,9 +68,10 @@ static int import_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
     struct dfd_import *imp = NULL;
     struct dfd_registration reg = {0}; /* the commit hook points at it: it outlives imp */
     ProtobufCMessage *m = NULL;
+    struct dfc_rpc_bulk_in *in = NULL; /* a content message's bytes, left in gRPC's slices */
     int r;
     for (;;) {
-        r = dfc_rpc_call_recv(call, &m, err);
+        r = dfc_rpc_call_recv_bulk(call, &m, &in, err);
         if (r <= 0) {
             if (r == 0) {
                 r = dfc_error_set(err, -EINVAL,
@@ -84,10 +91,21 @@ static int import_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
                 r = dfc_error_set(err, -EINVAL, "content arrived before start");
                 break;
             }
-            /* The message itself goes down the import's pipeline (no copy of its bytes):
-             * the next one is received while this one is hashed and written. */
-            r = dfd_import_write_owned(imp, q->content.data, q->content.len, release_msg, m, err);
-            m = NULL;
+            /* The bytes go down the import's pipeline where gRPC received them (no copy),
+             * with whatever holds them: the next message is received while this one is
+             * hashed and written. */
+            struct iovec one;
+            const struct iovec *iov;
+            int n = dfc_rpc_bulk_in_iov(in, &q->content, &one, &iov);
+            if (iov != &one) {
+                dfc_rpc_msg_free(m);
+                m = NULL;
+                r = dfd_import_writev_owned(imp, iov, n, release_in, in, err);
+                in = NULL;
+            } else {
+                r = dfd_import_writev_owned(imp, &one, n, release_msg, m, err);
+                m = NULL;
+            }
             break;
         case DFC__DFDAEMON__V1__IMPORT_PERSISTENT_CACHE_TASK_REQUEST__REQUEST_FINISH:
             if (imp == NULL) {
@@ -104,6 +122,8 @@ static int import_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
         default:
             r = dfc_error_set(err, -EINVAL, "a message with no request set");
         }
+        dfc_rpc_bulk_in_free(in);
+        in = NULL;
         dfc_rpc_msg_free(m);
         if (r != 0) {
             break;

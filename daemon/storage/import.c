@@ -52,35 +52,38 @@ struct dfd_import {
     bool inline_only;       /* no thread could be started: feed in the caller's thread */
 };
 
-/* CRC plus spool write: the writer stage's half of a feed. */
-static int crc_and_write(struct dfd_import *imp, const void *buf, size_t len) {
-    int r = dfd_digester_update_crc(&imp->dg, buf, len);
-    if (r == 0 && imp->write_spool) {
-        r = dfc_write_all(imp->fd, buf, len, -1);
+/* The digests and spool write of n buffers, inline: both stages' work in the caller's thread. */
+static int feed_inline(struct dfd_import *imp, const struct iovec *iov, int n) {
+    for (int i = 0; i < n; i++) {
+        dfd_digester_update_sha(&imp->dg, iov[i].iov_base, iov[i].iov_len);
+        int r = dfd_digester_update_crc(&imp->dg, iov[i].iov_base, iov[i].iov_len);
+        if (r < 0) {
+            return r;
+        }
     }
-    return r;
+    return imp->write_spool ? dfc_writev_all(imp->fd, iov, n, -1) : 0;
 }
 
-/* Hands buf to the digests and the spool, which own it until release(arg) (NULL: none) is
- * called: through the pipeline (started by the first large buffer) or, before it runs or
- * when no thread can be made, inline. *seq is the slice to dfd__pipe_wait() for, -1 when it
- * is already done. 0 or the (earlier or inline) stage error. */
-static int feed(struct dfd_import *imp, const void *buf, size_t len, void (*release)(void *),
-                void *arg, int64_t *seq) {
+/* Hands the n buffers of iov (len bytes) to the digests and the spool, which own them (and
+ * iov, when n > 1) until release(arg) (NULL: none) is called: through the pipeline (started
+ * by the first large slice) or, before it runs or when no thread can be made, inline. *seq is
+ * the slice to dfd__pipe_wait() for, -1 when it is already done. 0 or the (earlier or inline)
+ * stage error. */
+static int feed(struct dfd_import *imp, const struct iovec *iov, int n, size_t len,
+                void (*release)(void *), void *arg, int64_t *seq) {
     *seq = -1;
     if (imp->pipe == NULL && !imp->inline_only && len >= PIPE_MIN &&
         dfd__pipe_start(&imp->dg, imp->write_spool ? imp->fd : -1, &imp->pipe) < 0) {
         imp->inline_only = true;
     }
     if (imp->pipe == NULL) {
-        dfd_digester_update_sha(&imp->dg, buf, len);
-        int r = crc_and_write(imp, buf, len);
+        int r = feed_inline(imp, iov, n);
         if (release != NULL) {
             release(arg);
         }
         return r;
     }
-    int64_t q = dfd__pipe_push(imp->pipe, buf, len, release, arg);
+    int64_t q = dfd__pipe_push(imp->pipe, iov, n, len, release, arg);
     if (q < 0) {
         return (int)q;
     }
@@ -213,15 +216,20 @@ int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct
         return r;
     }
     int64_t seq;
-    if ((r = feed(imp, buf, len, NULL, NULL, &seq)) < 0 || (r = feed_wait(imp, seq)) < 0) {
+    struct iovec one = {(void *)buf, len};
+    if ((r = feed(imp, &one, 1, len, NULL, NULL, &seq)) < 0 || (r = feed_wait(imp, seq)) < 0) {
         return feed_error(imp, r, err);
     }
     imp->written += len;
     return 0;
 }
 
-int dfd_import_write_owned(struct dfd_import *imp, const void *buf, size_t len,
-                           void (*release)(void *arg), void *arg, struct dfc_error *err) {
+int dfd_import_writev_owned(struct dfd_import *imp, const struct iovec *iov, int n,
+                            void (*release)(void *arg), void *arg, struct dfc_error *err) {
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        len += iov[i].iov_len;
+    }
     int r = write_check(imp, len, err);
     if (r < 0) {
         if (release != NULL) {
@@ -230,7 +238,7 @@ int dfd_import_write_owned(struct dfd_import *imp, const void *buf, size_t len,
         return r;
     }
     int64_t seq;
-    if ((r = feed(imp, buf, len, release, arg, &seq)) < 0) {
+    if ((r = feed(imp, iov, n, len, release, arg, &seq)) < 0) {
         return feed_error(imp, r, err);
     }
     imp->written += len;
@@ -456,7 +464,8 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
             r = dfc_error_set(err, -EAGAIN, "the source grew while it was being imported");
             break;
         }
-        if ((r = feed(imp, bufs[b], (size_t)n, NULL, NULL, &seqs[b])) < 0) {
+        struct iovec one = {bufs[b], (size_t)n};
+        if ((r = feed(imp, &one, 1, (size_t)n, NULL, NULL, &seqs[b])) < 0) {
             feed_error(imp, r, err);
             break;
         }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "piece.h"
 
@@ -24,13 +25,14 @@ struct dfd__pipe;
  * spool already holds the bytes). -ENOMEM or -EAGAIN (no thread: nothing was started). */
 int dfd__pipe_start(struct dfd_digester *dg, int fd, struct dfd__pipe **ret);
 
-/* Queues buf[0..len) and returns its sequence number (>= 0), waiting while the queue is full
- * (at most DFD__PIPE_SLOTS slices or DFD__PIPE_BYTES bytes queued, at least one slice). On a
- * stage's earlier error returns that error (negative errno) and queues nothing. Either way
- * buf is the pipe's from the call on: release(arg) (NULL: nothing to call) runs once both
- * stages are done with it, or at once when it was not queued. */
-int64_t dfd__pipe_push(struct dfd__pipe *p, const void *buf, size_t len, void (*release)(void *arg),
-                       void *arg);
+/* Queues the slice of n buffers iov (len bytes in all) and returns its sequence number (>= 0),
+ * waiting while the queue is full (at most DFD__PIPE_SLOTS slices or DFD__PIPE_BYTES bytes
+ * queued, at least one slice). On a stage's earlier error returns that error (negative errno)
+ * and queues nothing. Either way the buffers are the pipe's from the call on, and so is the
+ * array iov when n > 1 (one iovec is copied): release(arg) (NULL: nothing to call) runs once
+ * both stages are done with them, or at once when they were not queued. */
+int64_t dfd__pipe_push(struct dfd__pipe *p, const struct iovec *iov, int n, size_t len,
+                       void (*release)(void *arg), void *arg);
 
 /* Waits until both stages are done with slice seq (and every one before it), or one failed.
  * 0 or the first stage error. */

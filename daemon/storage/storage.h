@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "dfc/error.h"
 #include "task.h"
@@ -116,17 +117,18 @@ int dfd_import_begin(struct dfd_storage *s, const struct dfd_import_params *p,
  * threads, and this waits for both). */
 int dfd_import_write(struct dfd_import *imp, const void *buf, size_t len, struct dfc_error *err);
 
-/* Appends bytes without waiting for them: ownership of buf passes to the import, which calls
- * release(arg) (NULL: none) exactly once when it is done with them: once hashed, CRC'd and
- * written, or at once when they are refused, or at commit or abort. The caller may go on
- * receiving the next bytes while these are processed (a bounded queue: this blocks while
- * 12 MiB or 8 buffers are queued). A failure of the spool write or the digests surfaces on a
- * later write or at commit (with the same codes as dfd_import_write()); the import is then to
- * be aborted. release may run on another thread. */
-int dfd_import_write_owned(struct dfd_import *imp, const void *buf, size_t len,
-                           void (*release)(void *arg), void *arg, struct dfc_error *err);
+/* Appends the bytes of n buffers (e.g. a received message's, left in gRPC's slices) without
+ * waiting for them: ownership of the buffers, and of the array iov when n > 1, passes to the
+ * import, which calls release(arg) (NULL: none) exactly once when it is done with them: once
+ * hashed, CRC'd and written, or at once when they are refused, or at commit or abort. The
+ * caller may go on receiving the next bytes while these are processed (a bounded queue: this
+ * blocks while 12 MiB or 8 slices are queued). A failure of the spool write or the digests
+ * surfaces on a later write or at commit (with the same codes as dfd_import_write()); the
+ * import is then to be aborted. release may run on another thread. */
+int dfd_import_writev_owned(struct dfd_import *imp, const struct iovec *iov, int n,
+                            void (*release)(void *arg), void *arg, struct dfc_error *err);
 
-/* Bytes accepted so far (queued by dfd_import_write_owned() or written). */
+/* Bytes accepted so far (queued by dfd_import_writev_owned() or written). */
 uint64_t dfd_import_written(const struct dfd_import *imp);
 
 /* Makes the task durable and visible, then frees imp (also on failure, leaving nothing).

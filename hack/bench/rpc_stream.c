@@ -9,13 +9,14 @@
  *   put     client-streaming RPC: the client sends, the handler receives and discards
  *   get     server-streaming RPC: the handler sends, the client receives and discards
  * Both RPC directions send with the zero-copy bulk path (rpc_bulk.h), as the daemon does for
- * piece content; the receiver decodes each message into its own buffer (one copy).
+ * piece content, and receive with it (*_recv_bulk: the bytes stay in gRPC's slices), as the
+ * daemon's streamed import and dfcache's streamed export do.
  *
  * file to file (what a streamed import does; files in /dev/shm so the disk does not decide):
  *   raw     read(2) the source file into a buffer, write(2) it to the socket; the other side
  *           read(2)s the socket and write(2)s the destination file (the reference)
  *   put     pread(2) the source into a bulk buffer per message, send it zero-copy; the
- *           handler write(2)s each message's bytes to the destination file
+ *           handler writev(2)s each message's bytes, from gRPC's slices, to the destination
  *
  *   usage: bench_rpc_stream [total_MiB [chunk_KiB]]
  */
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dfc/fs.h"
 #include "dfc/rpc_bulk.h"
 #include "dfc/rpc_client.h"
 #include "dfc/rpc_server.h"
@@ -148,8 +150,9 @@ static int put(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req
     /* A first message with bulk set asks for the bytes to be written to the destination. */
     Dfc__Test__V1__Summary *out = (Dfc__Test__V1__Summary *)resp;
     ProtobufCMessage *m;
+    struct dfc_rpc_bulk_in *in; /* the chunk's bytes, left in gRPC's slices (as an import) */
     int r, fd = -1;
-    while ((r = dfc_rpc_call_recv(call, &m, err)) > 0) {
+    while ((r = dfc_rpc_call_recv_bulk(call, &m, &in, err)) > 0) {
         Dfc__Test__V1__Chunk *c = (Dfc__Test__V1__Chunk *)m;
         if (out->count == 0 && c->bulk) {
             fd = open(dst_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -157,11 +160,15 @@ static int put(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req
                 die("open destination");
             }
         }
-        if (fd >= 0 && write(fd, c->data.data, c->data.len) != (ssize_t)c->data.len) {
+        struct iovec one;
+        const struct iovec *iov;
+        int n = dfc_rpc_bulk_in_iov(in, &c->data, &one, &iov);
+        if (fd >= 0 && dfc_writev_all(fd, iov, n, -1) < 0) {
             die("write destination");
         }
         out->bytes += c->data.len;
         out->count++;
+        dfc_rpc_bulk_in_free(in);
         dfc_rpc_msg_free(m);
     }
     if (fd >= 0) {
@@ -268,8 +275,10 @@ static double run_get(struct dfc_rpc_client *c) {
     size_t got = 0;
     ProtobufCMessage *m;
     int r;
-    while ((r = dfc_rpc_stream_recv(st, get_m.resp, &m, &err)) > 0) {
+    struct dfc_rpc_bulk_in *in;
+    while ((r = dfc_rpc_stream_recv_bulk(st, get_m.resp, &m, &in, &err)) > 0) {
         got += ((Dfc__Test__V1__Chunk *)m)->data.len;
+        dfc_rpc_bulk_in_free(in);
         dfc_rpc_msg_free(m);
     }
     check(r, &err, "recv");

@@ -25,8 +25,10 @@
 
 #include "dfc/id.h"
 #include "dfc/dragonfly.h"
+#include "dfc/fs.h"
 #include "dfc/options.h"
 #include "dfc/pbtime.h"
+#include "dfc/rpc_bulk.h"
 #include "dfc/thread.h"
 #include "dfc/units.h"
 #include "dragonfly/dfdaemon.pb-c.h"
@@ -131,28 +133,11 @@ static int resolve_output(const struct export_opts *o, char *abs, size_t size,
     return 0;
 }
 
-/* ---- the writer thread: pieces are written while the next ones arrive ---- */
+/* ---- a received piece: its message, and its bytes where gRPC received them ---- */
 
-#define QUEUE_DEPTH 4
-
-struct writer {
-    struct dfc_thread thread; /* its mu guards the fields below; stop = no more pieces */
-    ProtobufCMessage *queue[QUEUE_DEPTH]; /* owned until written */
-    size_t head, n;
-    int fd;
-    int error; /* the first write error, as a negative errno */
-};
-
-static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off);
-
-/* ---- standard output: pieces written in order, a bounded number held back ---- */
-
-#define REORDER_MAX ((uint64_t)256 << 20)
-
-struct reorder {
-    ProtobufCMessage **held; /* owned; pieces whose offset lies ahead of next */
-    size_t n, cap;
-    uint64_t next, held_bytes;
+struct piece_in {
+    ProtobufCMessage *m;        /* a DownloadPieceFinished response */
+    struct dfc_rpc_bulk_in *in; /* its content, when left in gRPC's slices; or NULL */
 };
 
 static Common__V2__Piece *piece_of(ProtobufCMessage *m) {
@@ -160,41 +145,61 @@ static Common__V2__Piece *piece_of(ProtobufCMessage *m) {
         ->download_piece_finished_response->piece;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -errno;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
+/* Writes pc's content at off (< 0: at the file position). */
+static int piece_write(int fd, const struct piece_in *pc, off_t off) {
+    struct iovec one;
+    const struct iovec *iov;
+    int n = dfc_rpc_bulk_in_iov(pc->in, &piece_of(pc->m)->content, &one, &iov);
+    return dfc_writev_all(fd, iov, n, off);
 }
 
-static int reorder_write(struct reorder *ro, ProtobufCMessage *m, struct dfc_error *err) {
-    Common__V2__Piece *p = piece_of(m);
-    int r = write_all(STDOUT_FILENO, p->content.data, p->content.len);
-    ro->next += p->length;
-    dfc_rpc_msg_free(m);
+static void piece_free(struct piece_in *pc) {
+    dfc_rpc_bulk_in_free(pc->in);
+    dfc_rpc_msg_free(pc->m);
+}
+
+/* ---- the writer thread: pieces are written while the next ones arrive ---- */
+
+#define QUEUE_DEPTH 4
+
+struct writer {
+    struct dfc_thread thread;           /* its mu guards the fields below; stop = no more pieces */
+    struct piece_in queue[QUEUE_DEPTH]; /* owned until written */
+    size_t head, n;
+    int fd;
+    int error; /* the first write error, as a negative errno */
+};
+
+/* ---- standard output: pieces written in order, a bounded number held back ---- */
+
+#define REORDER_MAX ((uint64_t)256 << 20)
+
+struct reorder {
+    struct piece_in *held; /* owned; pieces whose offset lies ahead of next */
+    size_t n, cap;
+    uint64_t next, held_bytes;
+};
+
+static int reorder_write(struct reorder *ro, struct piece_in *pc, struct dfc_error *err) {
+    int r = piece_write(STDOUT_FILENO, pc, -1);
+    ro->next += piece_of(pc->m)->length;
+    piece_free(pc);
     return r < 0 ? dfc_error_errno(err, r, "write standard output") : 0;
 }
 
-/* Takes m over: writes it when it is next, then every held piece it makes next; else holds
+/* Takes pc over: writes it when it is next, then every held piece it makes next; else holds
  * it. */
-static int reorder_put(struct reorder *ro, ProtobufCMessage *m, struct dfc_error *err) {
-    Common__V2__Piece *p = piece_of(m);
+static int reorder_put(struct reorder *ro, struct piece_in pc, struct dfc_error *err) {
+    Common__V2__Piece *p = piece_of(pc.m);
     if (p->offset < ro->next) {
-        dfc_rpc_msg_free(m);
-        return dfc_error_set(err, -EBADMSG, "piece %u overlaps bytes already written", p->number);
+        unsigned number = p->number;
+        piece_free(&pc);
+        return dfc_error_set(err, -EBADMSG, "piece %u overlaps bytes already written", number);
     }
     if (p->offset > ro->next) {
         if (ro->held_bytes + p->length > REORDER_MAX) {
             unsigned number = p->number;
-            dfc_rpc_msg_free(m);
+            piece_free(&pc);
             return dfc_error_set(err, -ENOBUFS,
                                  "piece %u arrived more than %llu MiB ahead of the next one to "
                                  "write; export to a file instead of standard output",
@@ -202,29 +207,29 @@ static int reorder_put(struct reorder *ro, ProtobufCMessage *m, struct dfc_error
         }
         if (ro->n == ro->cap) {
             size_t cap = ro->cap ? ro->cap * 2 : 8;
-            ProtobufCMessage **h = realloc(ro->held, cap * sizeof(ProtobufCMessage *));
+            struct piece_in *h = realloc(ro->held, cap * sizeof(*h));
             if (h == NULL) {
-                dfc_rpc_msg_free(m);
+                piece_free(&pc);
                 return dfc_error_set(err, -ENOMEM, "out of memory");
             }
             ro->held = h;
             ro->cap = cap;
         }
-        ro->held[ro->n++] = m;
+        ro->held[ro->n++] = pc;
         ro->held_bytes += p->length;
         return 0;
     }
-    int r = reorder_write(ro, m, err);
+    int r = reorder_write(ro, &pc, err);
     for (size_t i = 0; r == 0 && i < ro->n;) {
-        Common__V2__Piece *h = piece_of(ro->held[i]);
+        Common__V2__Piece *h = piece_of(ro->held[i].m);
         if (h->offset != ro->next) {
             i++;
             continue;
         }
-        ProtobufCMessage *hm = ro->held[i];
+        struct piece_in held = ro->held[i];
         ro->held[i] = ro->held[--ro->n];
         ro->held_bytes -= h->length;
-        r = reorder_write(ro, hm, err);
+        r = reorder_write(ro, &held, err);
         i = 0; /* the next one may lie anywhere */
     }
     return r;
@@ -232,7 +237,7 @@ static int reorder_put(struct reorder *ro, ProtobufCMessage *m, struct dfc_error
 
 static void reorder_free(struct reorder *ro) {
     for (size_t i = 0; i < ro->n; i++) {
-        dfc_rpc_msg_free(ro->held[i]);
+        piece_free(&ro->held[i]);
     }
     free(ro->held);
 }
@@ -249,12 +254,10 @@ static void *writer_main(void *arg) {
         if (w->n == 0) {
             break; /* stopped, and everything queued is written */
         }
-        ProtobufCMessage *m = w->queue[w->head];
+        struct piece_in pc = w->queue[w->head];
         pthread_mutex_unlock(&w->thread.mu);
-        Common__V2__Piece *p = ((Dfdaemon__V2__DownloadPersistentCacheTaskResponse *)m)
-                                   ->download_piece_finished_response->piece;
-        int r = w->error == 0 ? write_at(w->fd, p->content.data, p->content.len, p->offset) : 0;
-        dfc_rpc_msg_free(m);
+        int r = w->error == 0 ? piece_write(w->fd, &pc, (off_t)piece_of(pc.m)->offset) : 0;
+        piece_free(&pc);
         pthread_mutex_lock(&w->thread.mu);
         if (r < 0 && w->error == 0) {
             w->error = r;
@@ -267,13 +270,13 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-/* Queues m for writing (taking it over); waits while the queue is full. */
-static int writer_push(struct writer *w, ProtobufCMessage *m) {
+/* Queues pc for writing (taking it over); waits while the queue is full. */
+static int writer_push(struct writer *w, struct piece_in pc) {
     pthread_mutex_lock(&w->thread.mu);
     while (w->n == QUEUE_DEPTH) {
         dfc_thread_wait_locked(&w->thread, NULL);
     }
-    w->queue[(w->head + w->n) % QUEUE_DEPTH] = m;
+    w->queue[(w->head + w->n) % QUEUE_DEPTH] = pc;
     w->n++;
     int r = w->error;
     dfc_thread_wake_locked(&w->thread);
@@ -285,22 +288,6 @@ static int writer_push(struct writer *w, ProtobufCMessage *m) {
 static int writer_finish(struct writer *w) {
     dfc_thread_stop(&w->thread); /* the thread drains the queue before it returns */
     return w->error;
-}
-
-static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off) {
-    while (n > 0) {
-        ssize_t k = pwrite(fd, p, n, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -errno;
-        }
-        p += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
 }
 
 static int export_task(const struct export_opts *o);
@@ -406,7 +393,9 @@ static int export_task(const struct export_opts *o) {
         r = dfc_rpc_stream_close_send(s, &err);
     }
     ProtobufCMessage *m;
-    while (r == 0 && (r = dfc_rpc_stream_recv(s, dfcache_m.download.resp, &m, &err)) > 0) {
+    struct dfc_rpc_bulk_in *in; /* a piece's content, left in gRPC's slices */
+    while (r == 0 &&
+           (r = dfc_rpc_stream_recv_bulk(s, dfcache_m.download.resp, &m, &in, &err)) > 0) {
         Dfdaemon__V2__DownloadPersistentCacheTaskResponse *resp = (void *)m;
         r = 0;
         if (resp->response_case ==
@@ -429,16 +418,16 @@ static int export_task(const struct export_opts *o) {
                 } else if (to_stdout) {
                     got += p->length;
                     dfcache_progress_add(&prog, p->length);
-                    r = reorder_put(&ro, m, &err);
-                    continue; /* reorder_put frees m */
+                    r = reorder_put(&ro, (struct piece_in){m, in}, &err);
+                    continue; /* reorder_put frees m and in */
                 } else if (writing) {
                     got += p->length;
                     dfcache_progress_add(&prog, p->length);
-                    if ((r = writer_push(&w, m)) < 0) {
+                    if ((r = writer_push(&w, (struct piece_in){m, in})) < 0) {
                         dfc_error_errno(&err, r, "write `%s`", tmp);
                     }
-                    continue; /* the writer frees m */
-                } else if ((r = write_at(fd, p->content.data, p->content.len, p->offset)) < 0) {
+                    continue; /* the writer frees m and in */
+                } else if ((r = piece_write(fd, &(struct piece_in){m, in}, (off_t)p->offset)) < 0) {
                     dfc_error_errno(&err, r, "write `%s`", tmp);
                 }
             }
@@ -447,6 +436,7 @@ static int export_task(const struct export_opts *o) {
                 dfcache_progress_add(&prog, p->length);
             }
         }
+        dfc_rpc_bulk_in_free(in);
         dfc_rpc_msg_free(m);
     }
     if (writing) {

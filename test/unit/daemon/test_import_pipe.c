@@ -1,7 +1,7 @@
 /*
  * Tests for daemon/storage/import_pipe.c through the import facade (storage.h): the pipelined
  * import, whose SHA-256 stage and CRC + spool-write stage run on their own threads over a
- * bounded queue of buffers the caller hands over (dfd_import_write_owned) or lends
+ * bounded queue of buffers the caller hands over (dfd_import_writev_owned) or lends
  * (dfd_import_write, dfd_storage_import_fd). On a real store in a temp dir: the bytes and
  * digests match a one-pass digest, a failing spool write (RLIMIT_FSIZE: write(2) -> EFBIG)
  * fails the import with that error and leaves nothing, a commit while slices are still
@@ -58,6 +58,8 @@ struct buf {
     struct owned *o;
     int index;
     char *bytes;
+    struct iovec iov[40]; /* the bytes as the import sees them: many pieces of memory */
+    int n;
 };
 
 static void release(void *arg) {
@@ -91,7 +93,9 @@ static void *open_gate_later(void *arg) {
     return NULL;
 }
 
-/* Hands content[index * len ..][0..len) over as a fresh heap buffer. */
+/* Hands content[index * len ..][0..len) over as a fresh heap buffer, cut into iovecs as a
+ * received message's bytes are (uneven ones, an empty one among them; every other buffer is
+ * one iovec, as a message decoded with a copy is). */
 static int write_owned(struct dfd_import *imp, struct owned *o, const char *content, int index,
                        size_t len, struct dfc_error *err) {
     struct buf *b = malloc(sizeof(*b));
@@ -99,7 +103,18 @@ static int write_owned(struct dfd_import *imp, struct owned *o, const char *cont
     b->index = index;
     b->bytes = malloc(len);
     memcpy(b->bytes, content + (size_t)index * len, len);
-    return dfd_import_write_owned(imp, b->bytes, len, release, b, err);
+    b->n = 0;
+    size_t at = 0;
+    while (at < len && b->n < 39 && index % 2 == 1) {
+        size_t k = b->n == 3 ? 0 : len / 37 + (size_t)b->n * 101;
+        k = k < len - at ? k : len - at;
+        b->iov[b->n++] = (struct iovec){b->bytes + at, k};
+        at += k;
+    }
+    if (at < len || b->n == 0) {
+        b->iov[b->n++] = (struct iovec){b->bytes + at, len - at};
+    }
+    return dfd_import_writev_owned(imp, b->iov, b->n, release, b, err);
 }
 
 static void assert_released_once(struct owned *o, int n) {
