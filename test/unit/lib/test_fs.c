@@ -55,11 +55,11 @@ static void test_mkdir_p(void **state) {
 #define N_IOV 3000
 
 /* n iovecs over data, of lengths 0..299 (every 50th empty); returns the bytes they cover. */
-static size_t make_iov(uint8_t *data, struct iovec *iov, int n) {
+static size_t make_iov(const uint8_t *data, struct iovec *iov, int n) {
     size_t at = 0;
     for (int i = 0; i < n; i++) {
         size_t len = i % 50 == 0 ? 0 : (size_t)(i * 37) % 300;
-        iov[i] = (struct iovec){data + at, len};
+        iov[i] = (struct iovec){(void *)(data + at), len}; /* only read */
         at += len;
     }
     return at;
@@ -181,7 +181,7 @@ static void test_writev_all_reports_a_full_file(void **state) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        signal(SIGXFSZ, SIG_IGN);
+        (void)signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {10007, 10007};
         setrlimit(RLIMIT_FSIZE, &rl);
         int fd = open(path, O_WRONLY | O_CREAT, 0600);
