@@ -412,7 +412,8 @@ static int export_task(const struct export_opts *o) {
             } else if (fd >= 0 || to_stdout) {
                 if (p->opt_content_case == 0 || p->content.len != p->length) {
                     r = dfc_error_set(&err, -EBADMSG, "piece %u came without its bytes", p->number);
-                } else if (p->offset + p->length > content_length) {
+                } else if (p->length > content_length ||
+                           p->offset > content_length - p->length) { /* no wrap-around */
                     r = dfc_error_set(&err, -EBADMSG, "piece %u lies past the content length",
                                       p->number);
                 } else if (to_stdout) {
