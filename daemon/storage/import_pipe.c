@@ -172,7 +172,7 @@ int64_t dfd__pipe_push(struct dfd__pipe *p, const struct iovec *iov, int n, size
     }
     int64_t seq = p->head;
     p->slots[seq % DFD__PIPE_SLOTS] = (struct slot){.one = n == 1 ? iov[0] : (struct iovec){0},
-                                                    .iov = n == 1 ? NULL : iov,
+                                                    .iov = n <= 1 ? NULL : iov,
                                                     .n = n,
                                                     .len = len,
                                                     .release = release,

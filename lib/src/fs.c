@@ -54,6 +54,9 @@ int dfc_write_all(int fd, const void *buf, size_t len, off_t off) {
 #define WRITEV_BATCH 64
 
 int dfc_writev_all(int fd, const struct iovec *iov, int n, off_t off) {
+    if (n < 0) {
+        return -EINVAL;
+    }
     int i = 0;
     size_t skip = 0; /* bytes of iov[i] already written */
     for (;;) {

@@ -52,17 +52,21 @@ static bool cur_byte(struct cursor *c, uint8_t *ret) {
     return true;
 }
 
-/* Copies len bytes to dst (or skips them when dst is NULL). */
-static bool cur_copy(struct cursor *c, uint8_t *dst, size_t len) {
+/* Takes the next len bytes: copies them to dst, or records them as iovecs at iov[*n...] (at
+ * most one per slice), or (both NULL) skips them. */
+static bool cur_take(struct cursor *c, size_t len, uint8_t *dst, struct iovec *iov, int *n) {
     while (len > 0) {
         if (c->i >= c->n) {
             return false;
         }
+        const uint8_t *at = GRPC_SLICE_START_PTR(c->slices[c->i]) + c->off;
         size_t avail = GRPC_SLICE_LENGTH(c->slices[c->i]) - c->off;
         size_t k = avail < len ? avail : len;
         if (dst != NULL) {
-            memcpy(dst, GRPC_SLICE_START_PTR(c->slices[c->i]) + c->off, k);
+            memcpy(dst, at, k);
             dst += k;
+        } else if (iov != NULL && k > 0) {
+            iov[(*n)++] = (struct iovec){(void *)at, k}; /* not const in libc; only ever read */
         }
         len -= k;
         c->off += k;
@@ -75,27 +79,9 @@ static bool cur_copy(struct cursor *c, uint8_t *dst, size_t len) {
     return true;
 }
 
-/* Skips len bytes, recording them as iovecs at iov[*n...] (at most one per slice). */
-static bool cur_iov(struct cursor *c, size_t len, struct iovec *iov, int *n) {
-    while (len > 0) {
-        if (c->i >= c->n) {
-            return false;
-        }
-        size_t avail = GRPC_SLICE_LENGTH(c->slices[c->i]) - c->off;
-        size_t k = avail < len ? avail : len;
-        if (k > 0) { /* iovecs are not const; these are only ever read */
-            iov[(*n)++] =
-                (struct iovec){(void *)(GRPC_SLICE_START_PTR(c->slices[c->i]) + c->off), k};
-        }
-        len -= k;
-        c->off += k;
-        c->pos += k;
-        if (c->off == GRPC_SLICE_LENGTH(c->slices[c->i])) {
-            c->i++;
-            c->off = 0;
-        }
-    }
-    return true;
+/* Copies len bytes to dst (or skips them when dst is NULL). */
+static bool cur_copy(struct cursor *c, uint8_t *dst, size_t len) {
+    return cur_take(c, len, dst, NULL, NULL);
 }
 
 static bool cur_varint(struct cursor *c, uint64_t *ret) {
@@ -406,8 +392,9 @@ static int unpack_bulk(grpc_byte_buffer *bb, size_t total, const ProtobufCMessag
         w += ok ? put_varint(w, new_len[i]) : 0;
     }
     size_t n = span.key_at - c.pos;
-    ok = ok && cur_copy(&c, w, n) && cur_copy(&c, NULL, span.data_at - span.key_at) &&
-         (in != NULL ? cur_iov(&c, data_len, in->iov, &in->n) : cur_copy(&c, data, data_len));
+    ok =
+        ok && cur_copy(&c, w, n) && cur_copy(&c, NULL, span.data_at - span.key_at) &&
+        (in != NULL ? cur_take(&c, data_len, NULL, in->iov, &in->n) : cur_copy(&c, data, data_len));
     w += ok ? n : 0;
     n = total - span.data_end;
     ok = ok && cur_copy(&c, w, n);

@@ -19,8 +19,8 @@ int dfc_mkdir_parent(const char *path, mode_t mode);
  * writes and EINTR. 0 or negative errno (-EIO when the file takes no more bytes). */
 int dfc_write_all(int fd, const void *buf, size_t len, off_t off);
 
-/* dfc_write_all() of the n buffers of iov (any n: they are written in batches of at most
- * IOV_MAX). iov is only read. */
+/* dfc_write_all() of the n buffers of iov (any n >= 0: they are written in batches of 64,
+ * well under IOV_MAX). iov is only read. -EINVAL for n < 0. */
 int dfc_writev_all(int fd, const struct iovec *iov, int n, off_t off);
 
 #endif /* DFC_FS_H */

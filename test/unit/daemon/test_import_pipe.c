@@ -93,16 +93,16 @@ static void *open_gate_later(void *arg) {
     return NULL;
 }
 
-/* Hands content[index * len ..][0..len) over as a fresh heap buffer, cut into iovecs as a
- * received message's bytes are (uneven ones, an empty one among them; every other buffer is
- * one iovec, as a message decoded with a copy is). */
-static int write_owned(struct dfd_import *imp, struct owned *o, const char *content, int index,
-                       size_t len, struct dfc_error *err) {
+/* Hands bytes[0..len) over as a fresh heap buffer, cut into iovecs as a received message's
+ * bytes are (uneven ones, an empty one among them; every other buffer is one iovec, as a
+ * message decoded with a copy is); index counts its release. */
+static int write_owned_at(struct dfd_import *imp, struct owned *o, const char *bytes, int index,
+                          size_t len, struct dfc_error *err) {
     struct buf *b = malloc(sizeof(*b));
     b->o = o;
     b->index = index;
-    b->bytes = malloc(len);
-    memcpy(b->bytes, content + (size_t)index * len, len);
+    b->bytes = malloc(len ? len : 1);
+    memcpy(b->bytes, bytes, len);
     b->n = 0;
     size_t at = 0;
     while (at < len && b->n < 39 && index % 2 == 1) {
@@ -115,6 +115,12 @@ static int write_owned(struct dfd_import *imp, struct owned *o, const char *cont
         b->iov[b->n++] = (struct iovec){b->bytes + at, len - at};
     }
     return dfd_import_writev_owned(imp, b->iov, b->n, release, b, err);
+}
+
+/* write_owned_at() of content[index * len ..][0..len). */
+static int write_owned(struct dfd_import *imp, struct owned *o, const char *content, int index,
+                       size_t len, struct dfc_error *err) {
+    return write_owned_at(imp, o, content + (size_t)index * len, index, len, err);
 }
 
 static void assert_released_once(struct owned *o, int n) {
@@ -166,8 +172,8 @@ static void assert_nothing_left(struct fx *f) {
     dfd_task_meta_list_free(list, n);
 }
 
-/* Owned slices of several sizes (some below the inline threshold, the rest through the
- * pipeline) and lent ones give the one-pass digest and the same bytes. */
+/* Owned slices (many iovecs or one; below the inline threshold before the pipeline starts,
+ * then through it) and lent ones give the one-pass digest and the same bytes. */
 static void test_owned_and_lent_writes_round_trip(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
@@ -178,7 +184,16 @@ static void test_owned_and_lent_writes_round_trip(void **state) {
     struct dfd_import *imp;
     struct dfd_import_params p = params();
     assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
-    for (int i = 0; i < (int)n; i++) {
+    /* The first slice in four small ones (8 KiB to 40 KiB: hashed and written inline, the odd
+     * ones as many iovecs), then the rest whole. */
+    static const size_t small[] = {8192, 20000, 40000, 3 * MiB + 7 - 68192};
+    size_t at = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(write_owned_at(imp, &o, content + at, 12 + i, small[i], &err), 0);
+        at += small[i];
+    }
+    assert_int_equal(at, slice);
+    for (int i = 1; i < (int)n; i++) {
         assert_int_equal(write_owned(imp, &o, content, i, slice, &err), 0);
     }
     assert_int_equal(dfd_import_written(imp), slice * n);
@@ -186,7 +201,9 @@ static void test_owned_and_lent_writes_round_trip(void **state) {
     bool existed;
     assert_int_equal(dfd_import_commit(imp, T0, &t, &existed, &err), 0);
     assert_false(existed);
-    assert_released_once(&o, (int)n);
+    assert_int_equal(o.released[0], 0); /* slice 0 went as indexes 12..15 */
+    o.released[0] = 1;
+    assert_released_once(&o, (int)n + 4);
     assert_task_is(f, &t, content, slice * n);
     assert_int_equal(dfd_storage_delete(f->s, t.id, &err), 0);
     dfd_task_meta_done(&t);
