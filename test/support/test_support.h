@@ -146,14 +146,40 @@ static inline unsigned test_refusing_port(int *ret_fd) {
     return ntohs(a.sin_port);
 }
 
-/* A 127.0.0.1 TCP port nothing listens on right now (bound, read back, closed; aborts on
- * error), for a server to bind. Another process may take it meanwhile, and the server's bind
- * then fails with a reported error; a port that must refuse is test_refusing_port's. */
+/* A 127.0.0.1 TCP port nothing is bound to right now, for a server to bind (checked by a
+ * bind, then closed; aborts when none is found). It is drawn at random from below the kernel's
+ * ephemeral range (net.ipv4.ip_local_port_range), because every outgoing connection of every
+ * test (gRPC, Redis clients) takes an ephemeral port: a port bind(0) handed out and released
+ * was found taken by such a connection before the daemon it was meant for could bind it. Two
+ * tests can still draw the same port at once (about 1 in 10000 per pair of draws); a port
+ * that must refuse is test_refusing_port's. */
 static inline unsigned test_free_port(void) {
-    int fd;
-    unsigned port = test_refusing_port(&fd);
-    close(fd);
-    return port;
+    unsigned lo = 32768; /* the kernel's default start of the ephemeral range */
+    FILE *fp = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (fp != NULL) {
+        if (fscanf(fp, "%u", &lo) != 1) {
+            lo = 32768;
+        }
+        fclose(fp);
+    }
+    unsigned first = lo > 11024 ? lo - 10000 : 1024, span = lo > first ? lo - first : 1;
+    static unsigned seq;
+    unsigned seed = (unsigned)getpid() * 2654435761U ^ (unsigned)time(NULL) ^ ++seq * 40503U;
+    for (int tries = 0; tries < 1000; tries++) {
+        unsigned port = first + (unsigned)rand_r(&seed) % span;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        if (fd >= 0) {
+            close(fd);
+        }
+        if (ok) {
+            return port;
+        }
+    }
+    abort();
 }
 
 #endif /* DFC_TEST_SUPPORT_H */
