@@ -35,18 +35,23 @@ enum { EARLY = 'a', NO_BYTES = 'b', WRAPS = 'c', PAST_END = 'd', SHORT = 'e', GO
 
 static uint8_t content[LEN];
 
+/* Sends r with the ids every answer carries. */
+static int send_resp(struct dfc_rpc_call *call, Resp *r, struct dfc_error *err) {
+    r->host_id = "fake-host";
+    r->task_id = "fake-task";
+    r->peer_id = "fake-peer";
+    return dfc_rpc_call_send(call, &r->base, err);
+}
+
 static int send_started(struct dfc_rpc_call *call, uint64_t length, struct dfc_error *err) {
     Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse st =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
     st.content_length = length;
     Resp r = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__INIT;
-    r.host_id = "fake-host";
-    r.task_id = "fake-task";
-    r.peer_id = "fake-peer";
     r.response_case =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE;
     r.download_persistent_cache_task_started_response = &st;
-    return dfc_rpc_call_send(call, &r.base, err);
+    return send_resp(call, &r, err);
 }
 
 /* A piece of length bytes at offset; with_bytes false leaves its content out. */
@@ -65,13 +70,10 @@ static int send_piece(struct dfc_rpc_call *call, uint32_t number, uint64_t offse
         DFDAEMON__V2__DOWNLOAD_PIECE_FINISHED_RESPONSE__INIT;
     fin.piece = &p;
     Resp r = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__INIT;
-    r.host_id = "fake-host";
-    r.task_id = "fake-task";
-    r.peer_id = "fake-peer";
     r.response_case =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE;
     r.download_piece_finished_response = &fin;
-    return dfc_rpc_call_send(call, &r.base, err);
+    return send_resp(call, &r, err);
 }
 
 static int download(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
