@@ -3,9 +3,10 @@
  * a real Unix socket (lib's RPC server) whose DownloadPersistentCacheTask plays a script chosen
  * by the task id, and the real dfcache binary. The pieces a daemon streams are untrusted input
  * to dfcache as much as to the daemon: a piece before the task started, one without its bytes,
- * one whose offset wraps past 2^64 or lies past the length, a stream that ends short. Each must
- * fail the export with a message naming the fault, and leave no output file and no temporary
- * file beside it; to standard output, nothing beyond the bytes in order before the fault.
+ * one whose offset wraps past 2^64 or lies past the length, a length past what an off_t holds,
+ * a stream that ends short. Each must fail the export with a message naming the fault, and
+ * leave no output file and no temporary file beside it; to standard output, nothing beyond the
+ * bytes in order before the fault.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,7 +32,15 @@ typedef Dfdaemon__V2__DownloadPersistentCacheTaskResponse Resp;
 #define LEN 100 /* the task's content length in every script */
 
 /* Scripts, by the first character of the task id. */
-enum { EARLY = 'a', NO_BYTES = 'b', WRAPS = 'c', PAST_END = 'd', SHORT = 'e', GOOD = 'f' };
+enum {
+    EARLY = 'a',
+    NO_BYTES = 'b',
+    WRAPS = 'c',
+    PAST_END = 'd',
+    SHORT = 'e',
+    HUGE = '1',
+    GOOD = 'f'
+};
 
 static uint8_t content[LEN];
 
@@ -95,6 +104,10 @@ static int download(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage
         break;
     case PAST_END:
         (void)((r = send_started(call, LEN, err)) || (r = send_piece(call, 0, 1, LEN, true, err)));
+        break;
+    case HUGE: /* a length past what an off_t holds, and a piece inside it */
+        (void)((r = send_started(call, UINT64_MAX, err)) ||
+               (r = send_piece(call, 0, (uint64_t)INT64_MAX + 1, LEN, true, err)));
         break;
     case SHORT: /* two pieces of 50 announced, one sent */
         (void)((r = send_started(call, LEN, err)) || (r = send_piece(call, 0, 0, 50, true, err)));
@@ -232,6 +245,7 @@ static void test_a_lying_daemon_is_refused(void **state) {
     refused(f, WRAPS, "piece 0 lies past the content length", 0);
     refused(f, PAST_END, "piece 0 lies past the content length", 0);
     refused(f, SHORT, "received 50 of 100 bytes", 50);
+    refused(f, HUGE, "the task's content length 18446744073709551615 is too large", 0);
 }
 
 /* The control: the same fake telling the truth (pieces out of order) is exported exactly. */

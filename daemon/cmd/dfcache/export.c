@@ -401,8 +401,13 @@ static int export_task(const struct export_opts *o) {
         if (resp->response_case ==
             DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE) {
             content_length = resp->download_persistent_cache_task_started_response->content_length;
-            started = true;
-            dfcache_progress_init(&prog, "export", content_length, !o->c.no_progress);
+            if (content_length > (uint64_t)INT64_MAX) { /* every offset must fit an off_t */
+                r = dfc_error_set(&err, -EBADMSG, "the task's content length %llu is too large",
+                                  (unsigned long long)content_length);
+            } else {
+                started = true;
+                dfcache_progress_init(&prog, "export", content_length, !o->c.no_progress);
+            }
         } else if (
             resp->response_case ==
             DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_RESPONSE__RESPONSE_DOWNLOAD_PIECE_FINISHED_RESPONSE) {
