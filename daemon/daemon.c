@@ -160,6 +160,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .port = (uint16_t)cfg->vortex_port,
         .max_conns = (unsigned)cfg->vortex_max_connections,
         .request_timeout_ns = cfg->vortex_request_timeout,
+        /* A client of ours gives one piece from one parent this long, connect to last byte. */
+        .answer_timeout_ns = cfg->piece_timeout,
         .parent_id = svc->host_id,
         .served_pieces = dfd_metrics_served_pieces(m),
         .served_bytes = dfd_metrics_served_bytes(m),

@@ -13,7 +13,8 @@
  * length other than 68 is answered with Error InvalidArgument before anything else is read
  * (length is never allocated); then the 68 bytes under the same deadline, the piece row and
  * the content through the storage facade, the content packet, and the bytes with sendfile,
- * each write waiting at most request_timeout.
+ * each write waiting at most request_timeout and the whole answer done within answer_timeout
+ * (else the connection is reset: a peer that drips its reads cannot keep a slot).
  */
 #include "p2p/vortex_server.h"
 
@@ -60,6 +61,7 @@ struct dfd_vortex_server {
     struct dfd_storage *storage;
     const char *parent_id;
     int64_t request_timeout_ns;
+    int64_t answer_timeout_ns;
     int lfd;
     int stop_fd; /* eventfd: readable once stop began */
     uint16_t port;
@@ -74,9 +76,12 @@ struct dfd_vortex_server {
     int64_t last_warn_ns;
 };
 
-/* Sends length bytes of content_fd from offset with sendfile, each wait at most timeout_ns.
- * -EPROTO when the file ends first (the client then sees the answer cut short). */
-static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, int64_t timeout_ns) {
+/* Sends length bytes of content_fd from offset with sendfile, each wait at most timeout_ns and
+ * the whole of it done by deadline (-ETIMEDOUT otherwise: a peer that reads a little now and
+ * then must not hold a connection slot for good). -EPROTO when the file ends first (the client
+ * then sees the answer cut short). */
+static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, int64_t timeout_ns,
+                     int64_t deadline) {
     off_t off = (off_t)offset;
     uint64_t left = length;
     while (left > 0) {
@@ -92,12 +97,20 @@ static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, i
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             return -errno;
         }
-        int r = dfd_wait_fd(fd, POLLOUT, dfd_deadline_after(timeout_ns));
+        int64_t wait = dfd_deadline_after(timeout_ns);
+        int r = dfd_wait_fd(fd, POLLOUT, wait < deadline ? wait : deadline);
         if (r < 0) {
             return r;
         }
     }
     return 0;
+}
+
+/* Ends a connection whose answer ran out of time with a reset: a graceful close would leave the
+ * kernel trickling the rest of the send buffer to the same slow peer. */
+static void reset_on_close(int fd) {
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
 /* Sends an Error packet, then stops writing and drains what the client may still send (at
@@ -219,10 +232,21 @@ static void serve(struct dfd_vortex_server *v, int fd) {
     if (r < 0) {
         snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number, err.msg);
         send_error(v, fd, DFD_VORTEX_ERR_INTERNAL, msg);
-    } else if (dfd_send_all(fd, out, len, dfd_deadline_after(v->request_timeout_ns)) == 0) {
-        if (send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns) == 0) {
+    } else {
+        int64_t answer = dfd_deadline_after(v->answer_timeout_ns);
+        int64_t first = dfd_deadline_after(v->request_timeout_ns);
+        r = dfd_send_all(fd, out, len, first < answer ? first : answer);
+        if (r == 0) {
+            r = send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer);
+        }
+        if (r == 0) {
             dfc_metric_inc(v->served_pieces, 0, 1);
             dfc_metric_inc(v->served_bytes, 0, pm.length);
+        } else if (r == -ETIMEDOUT) {
+            DFC_LOG(DFC_LOG_WARN, "vortex.answer_timeout",
+                    "task=%s piece=%u the peer did not take the piece in time, resetting", id,
+                    number);
+            reset_on_close(fd);
         }
     }
     close(content_fd);
@@ -389,8 +413,9 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
     if (o->max_conns == 0) {
         return dfc_error_set(err, -EINVAL, "vortex server: max_conns must be at least 1");
     }
-    if (o->request_timeout_ns <= 0) {
-        return dfc_error_set(err, -EINVAL, "vortex server: request_timeout must be positive");
+    if (o->request_timeout_ns <= 0 || o->answer_timeout_ns <= 0) {
+        return dfc_error_set(err, -EINVAL,
+                             "vortex server: request_timeout and answer_timeout must be positive");
     }
     const char *parent_id = o->parent_id != NULL ? o->parent_id : "";
     if (strlen(parent_id) > 1024) {
@@ -408,6 +433,7 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
     v->served_pieces = o->served_pieces;
     v->served_bytes = o->served_bytes;
     v->request_timeout_ns = o->request_timeout_ns;
+    v->answer_timeout_ns = o->answer_timeout_ns;
     v->nslots = o->max_conns;
     v->slots = slots;
     v->lfd = -1;

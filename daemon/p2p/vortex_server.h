@@ -2,8 +2,9 @@
  * vortex_server.h - the Vortex TCP piece server (storage.server.tcpPort): one request per
  * connection, as upstream. Beyond upstream: a request must be exactly 68 bytes (checked from
  * the header, before anything is allocated), malformed or unknown packets get an Error frame,
- * the request read is bounded by request_timeout, and at most max_conns connections are served
- * at once (more are closed at accept, with a rate-limited warning).
+ * the request read is bounded by request_timeout, the whole answer by answer_timeout (a peer
+ * that reads slowly is reset then, so it cannot hold a slot), and at most max_conns connections
+ * are served at once (more are closed at accept, with a rate-limited warning).
  *
  * It serves only committed tasks, through the storage facade (dfd_storage_pieces,
  * dfd_storage_open_content): the piece row's offset, length and stored digest go in the
@@ -28,6 +29,7 @@ struct dfd_vortex_server_opts {
     uint16_t port;              /* 0: an ephemeral port (tests), see dfd_vortex_server_port() */
     unsigned max_conns;         /* concurrent connections */
     int64_t request_timeout_ns; /* reading the request, and each write of the answer */
+    int64_t answer_timeout_ns;  /* the whole answer of one piece, header to last byte */
     const char *parent_id;      /* the host id sent as parent_id (borrowed, outlives) */
     /* Counted once a piece's bytes were all sent: one per piece, and its length (NULL: not
      * counted; borrowed, outlive the server). */

@@ -3,8 +3,8 @@
  * dfd_storage_import_fd) and a real server on 127.0.0.1:0, read with the real client
  * (vortex_client.c) and with raw sockets that send what a hostile peer could: every piece
  * byte-identical, NotFound, hostile headers answered with an Error frame, a stalled request
- * closed after request_timeout, connections over max_conns closed at once, stop with
- * connections open, parallel clients.
+ * closed after request_timeout, a peer that reads too slowly reset after answer_timeout,
+ * connections over max_conns closed at once, stop with connections open, parallel clients.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,15 +94,21 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void start(struct fx *f, unsigned max_conns, int64_t request_timeout) {
+static void start_answer(struct fx *f, unsigned max_conns, int64_t request_timeout,
+                         int64_t answer_timeout) {
     struct dfd_vortex_server_opts o = {.ip = "127.0.0.1",
                                        .port = 0,
                                        .max_conns = max_conns,
                                        .request_timeout_ns = request_timeout,
+                                       .answer_timeout_ns = answer_timeout,
                                        .parent_id = "host-1"};
     struct dfc_error err = {0};
     assert_int_equal(dfd_vortex_server_start(f->s, &o, &f->v, &err), 0);
     assert_true(dfd_vortex_server_port(f->v) != 0);
+}
+
+static void start(struct fx *f, unsigned max_conns, int64_t request_timeout) {
+    start_answer(f, max_conns, request_timeout, TIMEOUT);
 }
 
 /* A raw connection to the server, with a receive timeout for the tests' own safety. */
@@ -416,6 +422,70 @@ static void test_stalled_request(void **state) {
     close(fd);
 }
 
+/* A peer that takes a piece a few KiB at a time keeps every single write within
+ * request_timeout, but not the whole answer within answer_timeout: the server resets the
+ * connection then, instead of holding a slot for as long as the peer likes. The piece is
+ * larger than the server's send buffer (4 MiB, doubled by the kernel), so the server really
+ * waits on the peer. Without the bound this loop would read all 16 MiB (tens of seconds), and
+ * the assertion on the byte count fails. */
+#define BIG_PIECE (16 * MiB)
+
+static void test_slow_reader_reset(void **state) {
+    struct fx *f = *state;
+    char src[400];
+    snprintf(src, sizeof(src), "%s/big", f->dir);
+    int fd = open(src, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)BIG_PIECE), 0);
+    struct dfd_import_params p = {.piece_length = BIG_PIECE,
+                                  .replica_count = 1,
+                                  .ttl_ns = 3600 * SEC,
+                                  .persistent = true,
+                                  .expected_length = -1};
+    struct dfd_task_meta big;
+    bool existed = false;
+    struct dfc_error err;
+    assert_int_equal(dfd_storage_import_fd(f->s, &p, fd, INT64_C(1700000000) * SEC, NULL, NULL,
+                                           &big, &existed, NULL, &err),
+                     0);
+    close(fd);
+    start_answer(f, 4, 10 * SEC, SEC / 2);
+
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(c >= 0);
+    int small = 4096;
+    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(dfd_vortex_server_port(f->v)),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = {.tv_sec = 30};
+    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    uint8_t req[DFD_VORTEX_REQUEST_PACKET_LEN];
+    assert_int_equal(dfd_vortex_request_encode(0, big.id, 0, req, &err), 0);
+    send_bytes(c, req, sizeof(req));
+
+    /* 4 KiB every 10 ms: ~400 KiB/s, 40 s for the piece; stops at the reset (or EOF). */
+    uint8_t b[4096];
+    uint64_t got = 0;
+    ssize_t k;
+    int last_errno = 0;
+    for (int i = 0; i < 4000; i++) {
+        k = recv(c, b, sizeof(b), 0);
+        if (k <= 0) {
+            last_errno = k < 0 ? errno : 0;
+            break;
+        }
+        got += (uint64_t)k;
+        usleep(10 * 1000);
+    }
+    assert_true(k <= 0);
+    assert_true(k == 0 || last_errno == ECONNRESET);
+    assert_true(got < BIG_PIECE);
+    close(c);
+    dfd_task_meta_done(&big);
+}
+
 static void test_max_conns(void **state) {
     struct fx *f = *state;
     enum { N = 3 };
@@ -489,14 +559,21 @@ static void test_start_errors(void **state) {
     struct fx *f = *state;
     struct dfc_error err = {0};
     struct dfd_vortex_server *v = NULL;
-    struct dfd_vortex_server_opts o = {
-        .ip = "127.0.0.1", .max_conns = 0, .request_timeout_ns = SEC, .parent_id = "h"};
+    struct dfd_vortex_server_opts o = {.ip = "127.0.0.1",
+                                       .max_conns = 0,
+                                       .request_timeout_ns = SEC,
+                                       .answer_timeout_ns = SEC,
+                                       .parent_id = "h"};
     assert_int_equal(dfd_vortex_server_start(f->s, &o, &v, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "max_conns"));
     o.max_conns = 1;
     o.request_timeout_ns = 0;
     assert_int_equal(dfd_vortex_server_start(f->s, &o, &v, &err), -EINVAL);
     o.request_timeout_ns = SEC;
+    o.answer_timeout_ns = 0;
+    assert_int_equal(dfd_vortex_server_start(f->s, &o, &v, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "answer_timeout"));
+    o.answer_timeout_ns = SEC;
     o.ip = "not-an-ip";
     assert_int_equal(dfd_vortex_server_start(f->s, &o, &v, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "not-an-ip"));
@@ -520,6 +597,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_reader_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_conns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_with_connections_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_errors, setup, teardown),
