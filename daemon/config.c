@@ -94,6 +94,13 @@ static const struct dfc_config_row rows[] = {
      .type = DFC_CFG_BOOL,
      .offset = F(unsafe_shared_inode_imports),
      .def = "false"},
+    /* Ours: the ceiling keeps ListLocalPersistentCacheTasks (one message) within what dfcache
+     * reads (daemon/cmd/dfcache/main.c) even with every tag and application at their limit. */
+    {.key = "storage.maxTasks",
+     .type = DFC_CFG_UINT,
+     .offset = F(max_tasks),
+     .def = "65536",
+     DFC_OPT_RANGE(1, 65536)},
     {.key = "storage.server.ip",
      .type = DFC_CFG_STRING,
      .offset = F(vortex_ip),

@@ -238,7 +238,8 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     struct dfd_storage_opts so = {.dir = cfg->storage_dir,
                                   .keep = cfg->storage_keep,
                                   .discard_broken = cfg->discard_broken,
-                                  .unsafe_shared_inode_imports = cfg->unsafe_shared_inode_imports};
+                                  .unsafe_shared_inode_imports = cfg->unsafe_shared_inode_imports,
+                                  .max_tasks = cfg->max_tasks};
     if ((r = dfd_storage_open(&so, &storage, &rec, err)) < 0) {
         return r;
     }

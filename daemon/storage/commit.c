@@ -47,6 +47,22 @@ int dfd__check_space(struct dfd_storage *s, uint64_t need, struct dfc_error *err
     return 0;
 }
 
+/* Whether the store may hold one task more (storage.maxTasks): 0, or -EDQUOT with err set. */
+static int check_room(struct dfd_storage *s, struct dfc_error *err) {
+    uint64_t n = 0;
+    int r = dfd_metadata_count(s->md, &n, err);
+    if (r < 0) {
+        return r;
+    }
+    if (n >= s->max_tasks) {
+        return dfc_error_set(err, -EDQUOT,
+                             "the store in `%s` holds %llu tasks, storage.maxTasks is %llu: "
+                             "remove some, or raise it",
+                             s->dir, (unsigned long long)n, (unsigned long long)s->max_tasks);
+    }
+    return 0;
+}
+
 struct dfd_piece_meta *dfd__pieces_new(const struct dfd_task_meta *t, const uint32_t *crcs) {
     struct dfd_piece_meta *pieces = calloc(t->piece_count ? t->piece_count : 1, sizeof(*pieces));
     for (uint32_t i = 0; pieces != NULL && i < t->piece_count; i++) {
@@ -152,6 +168,11 @@ int dfd__spool_commit(struct dfd_storage *s, struct dfd__spool *sp, struct dfd_t
     if ((r = find_existing(s, sp, task, err)) != 0) {
         goto existing;
     }
+    /* A full store refuses before the scheduler hears of the task; checked again below, under
+     * commit_mu, where no other commit can take the last place meanwhile. */
+    if ((r = check_room(s, err)) < 0) {
+        goto fail;
+    }
     if (sp->before_commit != NULL) {
         if ((r = sp->before_commit(sp->before_commit_arg, task, err)) < 0) {
             goto fail;
@@ -164,6 +185,9 @@ int dfd__spool_commit(struct dfd_storage *s, struct dfd__spool *sp, struct dfd_t
     if ((r = find_existing(s, sp, task, err)) != 0) {
         pthread_mutex_unlock(&s->commit_mu);
         goto existing;
+    }
+    if ((r = check_room(s, err)) < 0) {
+        goto fail_locked;
     }
     (void)dfd__pathf(shard, sizeof(shard), "%s/%.3s", s->content_dir, task->id);
     dfd__task_path(s, task->id, final, sizeof(final));

@@ -408,6 +408,23 @@ out:
     return 0;
 }
 
+int dfd_metadata_count(struct dfd_metadata *md, uint64_t *ret, struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    int r = 0;
+    *ret = 0;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db, "SELECT COUNT(*) FROM tasks", -1, &st, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+    } else if (sqlite3_step(st) == SQLITE_ROW) {
+        *ret = (uint64_t)sqlite3_column_int64(st, 0);
+    } else {
+        r = db_error(md, err, "count tasks");
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    return r;
+}
+
 int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t ret_bytes[2],
                         struct dfc_error *err) {
     sqlite3_stmt *st = NULL;

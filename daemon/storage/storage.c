@@ -401,6 +401,7 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
     pthread_mutex_init(&s->commit_mu, NULL);
     pthread_mutex_init(&s->reserve_mu, NULL);
     s->unsafe_shared_inode_imports = opts->unsafe_shared_inode_imports;
+    s->max_tasks = opts->max_tasks != 0 ? opts->max_tasks : DFD_STORAGE_MAX_TASKS_DEFAULT;
     (void)dfd__pathf(s->content_dir, sizeof(s->content_dir), "%s/" CONTENT_SUBDIR, s->dir);
     (void)dfd__pathf(s->tmp_dir, sizeof(s->tmp_dir), "%s/tmp", s->dir);
     (void)dfd__pathf(s->meta_dir, sizeof(s->meta_dir), "%s/metadata", s->dir);

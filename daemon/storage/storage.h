@@ -54,7 +54,12 @@ struct dfd_storage_opts {
      * a file its owner (or anyone) can still write, which then changes the cache under every
      * later reader. Off: see dfd_storage_import_fd(). */
     bool unsafe_shared_inode_imports;
+    /* storage.maxTasks: the most tasks the store holds; a commit that would make one more is
+     * refused with -EDQUOT (RESOURCE_EXHAUSTED) and leaves nothing. 0 = the default. */
+    uint64_t max_tasks;
 };
+
+#define DFD_STORAGE_MAX_TASKS_DEFAULT 65536
 
 struct dfd_recovery {
     unsigned temp_files;   /* removed from tmp/ */

@@ -28,6 +28,7 @@ struct dfd_storage {
     pthread_mutex_t commit_mu;
     pthread_mutex_t reserve_mu; /* creating or releasing the reserve */
     bool unsafe_shared_inode_imports;
+    uint64_t max_tasks; /* storage.maxTasks */
 };
 
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */

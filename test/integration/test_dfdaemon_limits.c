@@ -369,6 +369,34 @@ static void test_nul_in_a_path_is_invalid_argument(void **state) {
     assert_null(strchr(strchr(f->out, '\n') + 1, '\n')); /* nothing was imported */
 }
 
+/* storage.maxTasks: once the store holds that many tasks, an import (streamed or by path) is
+ * RESOURCE_EXHAUSTED naming the setting, and keeps nothing; `dfcache rm` makes room. */
+static void test_a_full_store_refuses_imports(void **state) {
+    struct fx *f = *state;
+    harness_stop(&f->h, SIGTERM);
+    harness_restart_with(&f->h, "--set=storage.maxTasks=1");
+    char a[400], b[400];
+    snprintf(a, sizeof(a), "%s/a", f->h.dir);
+    snprintf(b, sizeof(b), "%s/b", f->h.dir);
+    harness_write_file(a, 1000, 1);
+    harness_write_file(b, 1000, 2);
+    assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", a), 0);
+    char id[80];
+    assert_int_equal(sscanf(f->out, "Done: %79s", id), 1);
+    const char *transfers[] = {"stream", "path"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(
+            DFCACHE_AS(f, -1, "import", "--no-progress", "--transfer", transfers[i], b), 1);
+        assert_non_null(strstr(f->err, "storage.maxTasks is 1"));
+        assert_non_null(strstr(f->err, "(RESOURCE_EXHAUSTED)"));
+    }
+    char tmp[400];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->h.store);
+    assert_int_equal(harness_count(tmp), 0);
+    assert_int_equal(DFCACHE_AS(f, -1, "rm", id), 0);
+    assert_int_equal(DFCACHE_AS(f, -1, "import", "--no-progress", b), 0);
+}
+
 /* ---- the keys ---- */
 
 static void test_limit_keys_are_validated(void **state) {
@@ -385,6 +413,7 @@ static void test_limit_keys_are_validated(void **state) {
          "download.server.idleTimeout must be between 1ms and 24h"},
         {"download.server.maxCallsPerUser=0",
          "download.server.maxCallsPerUser must be between 1 and 1000000"},
+        {"storage.maxTasks=65537", "storage.maxTasks must be between 1 and 65536"},
         {"download.server.maxConnections=0",
          "download.server.maxConnections must be between 1 and 1000000"},
         {"download.server.maxConnectionsPerUser=2000",
@@ -421,6 +450,7 @@ int main(void) {
         T(test_connection_flood_is_capped,
           "    maxConnections: 16\n    maxConnectionsPerUser: 16\n"),
         T(test_nul_in_a_path_is_invalid_argument, NULL),
+        T(test_a_full_store_refuses_imports, NULL),
         cmocka_unit_test(test_limit_keys_are_validated),
     };
     if (harness_resolve_methods(NULL, 0) < 0) {

@@ -99,7 +99,11 @@ int dfcache_connect(const char *endpoint, struct dfc_rpc_client **ret, struct df
                              "no dfdaemon socket at `%s` (is dfdaemon running? set it with -e)",
                              endpoint);
     }
-    return dfc_rpc_client_new(target, NULL, ret, err);
+    /* The largest answer is `ls`'s, one message: at most 65536 tasks (storage.maxTasks'
+     * ceiling), each at most ~2.3 KiB (a 64-byte id, a 1 KiB tag, a 1 KiB application and
+     * their numbers and times), ~150 MiB; an export piece is at most 64 MiB. */
+    struct dfc_rpc_client_opts o = {.max_recv_msg = (size_t)192 << 20};
+    return dfc_rpc_client_new(target, &o, ret, err);
 }
 
 int dfcache_fail(const char *cmd, const struct dfc_error *err) {

@@ -392,6 +392,45 @@ static void test_delete(void **state) {
     dfd_task_meta_done(&t);
 }
 
+/* storage.maxTasks: a commit that would make one task more is refused with -EDQUOT
+ * (RESOURCE_EXHAUSTED) naming the setting, and leaves no spool and no content; the same content
+ * again still answers with the task it already is; a delete makes room. */
+static void test_max_tasks(void **state) {
+    struct fx *f = *state;
+    dfd_storage_close(f->s);
+    struct dfd_storage_opts o = {.dir = f->store, .keep = true, .max_tasks = 2};
+    struct dfc_error err;
+    assert_int_equal(dfd_storage_open(&o, &f->s, NULL, &err), 0);
+    struct dfd_task_meta a, b, c;
+    bool existed;
+    stream_import(f, "first", 5, params(), &a, &existed);
+    stream_import(f, "second", 6, params(), &b, &existed);
+
+    struct dfd_import *imp;
+    struct dfd_import_params p = params();
+    assert_int_equal(dfd_import_begin(f->s, &p, &imp, &err), 0);
+    assert_int_equal(dfd_import_write(imp, "third", 5, &err), 0);
+    assert_int_equal(dfd_import_commit(imp, T0, &c, &existed, &err), -EDQUOT);
+    assert_non_null(strstr(err.msg, "storage.maxTasks is 2"));
+    char tmp[PATH_MAX], content[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s/tmp", f->store);
+    snprintf(content, sizeof(content), "%s/content", f->store);
+    assert_int_equal(count_entries(tmp), 0);
+    assert_int_equal(count_found(content, "-type f"), 2);
+
+    stream_import(f, "first", 5, params(), &c, &existed); /* already there: no new task */
+    assert_true(existed);
+    assert_string_equal(c.id, a.id);
+    dfd_task_meta_done(&c);
+
+    assert_int_equal(dfd_storage_delete(f->s, b.id, &err), 0);
+    stream_import(f, "third", 5, params(), &c, &existed);
+    assert_false(existed);
+    dfd_task_meta_done(&a);
+    dfd_task_meta_done(&b);
+    dfd_task_meta_done(&c);
+}
+
 /* ---- reading content back ---- */
 
 /* Every piece reads back as imported; a flipped byte or a cut file is DATA_LOSS naming the
@@ -1146,6 +1185,7 @@ int main(void) {
         T(test_disk_full_leaves_nothing),
         T(test_concurrent_imports_of_the_same_content),
         T(test_delete),
+        T(test_max_tasks),
         T(test_delete_task_spares_a_newer_import),
         T(test_read_piece_checks_its_crc),
         T(test_verify_digest),
