@@ -11,6 +11,12 @@
  * file is reported as such instead of reading as "no such row". A DELETE in WAL mode appends
  * frames to the WAL, so it needs free space; dfd_metadata_checkpoint() folds the WAL back and
  * truncates it, which frees that space for the next write (storage.c uses it on a full disk).
+ *
+ * Two connections. Every row read and write goes through db under mu. The whole-table reads
+ * (the list, the task count before each commit, the metrics' totals) go through rdb, a
+ * read-only connection under its own rmu: in WAL mode a reader sees every transaction committed
+ * before its own began and never blocks the writer, so a scan of tens of thousands of rows
+ * does not hold up the imports, exports and deletes waiting for mu.
  */
 #include "metadata.h"
 
@@ -24,6 +30,8 @@
 struct dfd_metadata {
     sqlite3 *db;
     pthread_mutex_t mu;
+    sqlite3 *rdb;        /* read-only: the whole-table reads */
+    pthread_mutex_t rmu; /* guards rdb */
 };
 
 static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
@@ -85,10 +93,14 @@ static enum dfd_id_origin origin_parse(const unsigned char *s) {
     return DFD_ID_ORIGIN_UNKNOWN;
 }
 
-static int db_error(struct dfd_metadata *md, struct dfc_error *err, const char *what) {
-    int rc = sqlite3_errcode(md->db);
+static int conn_error(sqlite3 *db, struct dfc_error *err, const char *what) {
+    int rc = sqlite3_errcode(db);
     int code = rc == SQLITE_FULL ? -ENOSPC : rc == SQLITE_CONSTRAINT ? -EEXIST : -EIO;
-    return dfc_error_set(err, code, "metadata %s: %s", what, sqlite3_errmsg(md->db));
+    return dfc_error_set(err, code, "metadata %s: %s", what, sqlite3_errmsg(db));
+}
+
+static int db_error(struct dfd_metadata *md, struct dfc_error *err, const char *what) {
+    return conn_error(md->db, err, what);
 }
 
 /* Applies the migrations the store has not seen, each in one transaction with its version. */
@@ -133,6 +145,7 @@ int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_err
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     pthread_mutex_init(&md->mu, NULL);
+    pthread_mutex_init(&md->rmu, NULL);
     int rc = sqlite3_open_v2(
         path, &md->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
@@ -152,6 +165,14 @@ int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_err
         dfd_metadata_close(md);
         return r;
     }
+    rc = sqlite3_open_v2(path, &md->rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        r = dfc_error_set(err, -EIO, "open metadata `%s` for reading: %s", path,
+                          md->rdb ? sqlite3_errmsg(md->rdb) : sqlite3_errstr(rc));
+        dfd_metadata_close(md);
+        return r;
+    }
+    sqlite3_busy_timeout(md->rdb, 5000);
     *ret = md;
     return 0;
 }
@@ -228,7 +249,9 @@ void dfd_metadata_close(struct dfd_metadata *md) {
     if (md == NULL) {
         return;
     }
+    sqlite3_close(md->rdb);
     sqlite3_close(md->db);
+    pthread_mutex_destroy(&md->rmu);
     pthread_mutex_destroy(&md->mu);
     free(md);
 }
@@ -412,16 +435,16 @@ int dfd_metadata_count(struct dfd_metadata *md, uint64_t *ret, struct dfc_error 
     sqlite3_stmt *st = NULL;
     int r = 0;
     *ret = 0;
-    pthread_mutex_lock(&md->mu);
-    if (sqlite3_prepare_v2(md->db, "SELECT COUNT(*) FROM tasks", -1, &st, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+    pthread_mutex_lock(&md->rmu);
+    if (sqlite3_prepare_v2(md->rdb, "SELECT COUNT(*) FROM tasks", -1, &st, NULL) != SQLITE_OK) {
+        r = conn_error(md->rdb, err, "prepare");
     } else if (sqlite3_step(st) == SQLITE_ROW) {
         *ret = (uint64_t)sqlite3_column_int64(st, 0);
     } else {
-        r = db_error(md, err, "count tasks");
+        r = conn_error(md->rdb, err, "count tasks");
     }
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&md->mu);
+    pthread_mutex_unlock(&md->rmu);
     return r;
 }
 
@@ -430,12 +453,12 @@ int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t
     sqlite3_stmt *st = NULL;
     int r = 0, rc;
     ret_tasks[0] = ret_tasks[1] = ret_bytes[0] = ret_bytes[1] = 0;
-    pthread_mutex_lock(&md->mu);
-    if (sqlite3_prepare_v2(md->db,
+    pthread_mutex_lock(&md->rmu);
+    if (sqlite3_prepare_v2(md->rdb,
                            "SELECT persistent != 0, COUNT(*), COALESCE(SUM(content_length), 0)"
                            " FROM tasks GROUP BY persistent != 0",
                            -1, &st, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = conn_error(md->rdb, err, "prepare");
         goto out;
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -444,11 +467,11 @@ int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t
         ret_bytes[k] = (uint64_t)sqlite3_column_int64(st, 2);
     }
     if (rc != SQLITE_DONE) {
-        r = db_error(md, err, "count tasks");
+        r = conn_error(md->rdb, err, "count tasks");
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&md->mu);
+    pthread_mutex_unlock(&md->rmu);
     return r;
 }
 
@@ -458,10 +481,10 @@ int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_
     struct dfd_task_meta *v = NULL;
     size_t n = 0, cap = 0;
     int r = 0, rc;
-    pthread_mutex_lock(&md->mu);
-    if (sqlite3_prepare_v2(md->db, "SELECT " TASK_COLUMNS " FROM tasks ORDER BY updated_at_ns", -1,
+    pthread_mutex_lock(&md->rmu);
+    if (sqlite3_prepare_v2(md->rdb, "SELECT " TASK_COLUMNS " FROM tasks ORDER BY updated_at_ns", -1,
                            &st, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = conn_error(md->rdb, err, "prepare");
         goto out;
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -477,11 +500,11 @@ int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_
         read_task(st, &v[n++]);
     }
     if (rc != SQLITE_DONE) {
-        r = db_error(md, err, "select tasks");
+        r = conn_error(md->rdb, err, "select tasks");
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&md->mu);
+    pthread_mutex_unlock(&md->rmu);
     if (r < 0) {
         dfd_task_meta_list_free(v, n);
         return r;
