@@ -111,10 +111,14 @@ static void start(struct fx *f, unsigned max_conns, int64_t request_timeout) {
     start_answer(f, max_conns, request_timeout, TIMEOUT);
 }
 
-/* A raw connection to the server, with a receive timeout for the tests' own safety. */
-static int dial(struct fx *f) {
+/* A raw connection to the server, with a receive timeout for the tests' own safety and, when
+ * rcvbuf > 0, that SO_RCVBUF (set before connect, so the advertised window is small). */
+static int dial_rcvbuf(struct fx *f, int rcvbuf) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
+    if (rcvbuf > 0) {
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+    }
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons(dfd_vortex_server_port(f->v)),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -122,6 +126,10 @@ static int dial(struct fx *f) {
     struct timeval tv = {.tv_sec = 30};
     assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
     return fd;
+}
+
+static int dial(struct fx *f) {
+    return dial_rcvbuf(f, 0);
 }
 
 static void send_bytes(int fd, const void *b, size_t n) {
@@ -451,16 +459,7 @@ static void test_slow_reader_reset(void **state) {
     close(fd);
     start_answer(f, 4, 10 * SEC, SEC / 2);
 
-    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(c >= 0);
-    int small = 4096;
-    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons(dfd_vortex_server_port(f->v)),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
-    struct timeval tv = {.tv_sec = 30};
-    assert_int_equal(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    int c = dial_rcvbuf(f, 4096);
     uint8_t req[DFD_VORTEX_REQUEST_PACKET_LEN];
     assert_int_equal(dfd_vortex_request_encode(0, big.id, 0, req, &err), 0);
     send_bytes(c, req, sizeof(req));
