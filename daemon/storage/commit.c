@@ -49,11 +49,12 @@ int dfd__check_space(struct dfd_storage *s, uint64_t need, struct dfc_error *err
 
 /* Whether the store may hold one task more (storage.maxTasks): 0, or -EDQUOT with err set. */
 static int check_room(struct dfd_storage *s, struct dfc_error *err) {
-    uint64_t n = 0;
-    int r = dfd_metadata_count(s->md, &n, err);
+    uint64_t tasks[2], bytes[2];
+    int r = dfd_metadata_totals(s->md, tasks, bytes, err);
     if (r < 0) {
         return r;
     }
+    uint64_t n = tasks[0] + tasks[1];
     if (n >= s->max_tasks) {
         return dfc_error_set(err, -EDQUOT,
                              "the store in `%s` holds %llu tasks, storage.maxTasks is %llu: "

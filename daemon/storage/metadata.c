@@ -431,23 +431,6 @@ out:
     return 0;
 }
 
-int dfd_metadata_count(struct dfd_metadata *md, uint64_t *ret, struct dfc_error *err) {
-    sqlite3_stmt *st = NULL;
-    int r = 0;
-    *ret = 0;
-    pthread_mutex_lock(&md->rmu);
-    if (sqlite3_prepare_v2(md->rdb, "SELECT COUNT(*) FROM tasks", -1, &st, NULL) != SQLITE_OK) {
-        r = conn_error(md->rdb, err, "prepare");
-    } else if (sqlite3_step(st) == SQLITE_ROW) {
-        *ret = (uint64_t)sqlite3_column_int64(st, 0);
-    } else {
-        r = conn_error(md->rdb, err, "count tasks");
-    }
-    sqlite3_finalize(st);
-    pthread_mutex_unlock(&md->rmu);
-    return r;
-}
-
 int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t ret_bytes[2],
                         struct dfc_error *err) {
     sqlite3_stmt *st = NULL;

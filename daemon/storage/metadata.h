@@ -56,9 +56,6 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
 int dfd_metadata_list(struct dfd_metadata *md, struct dfd_task_meta **ret, size_t *ret_n,
                       struct dfc_error *err);
 
-/* How many tasks there are. */
-int dfd_metadata_count(struct dfd_metadata *md, uint64_t *ret, struct dfc_error *err);
-
 /* Task counts and content bytes, [0] not persistent, [1] persistent (one aggregate query). */
 int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t ret_bytes[2],
                         struct dfc_error *err);
