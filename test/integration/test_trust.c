@@ -81,18 +81,23 @@ static void fill(char *buf, size_t len, unsigned seed) {
 
 /* Writes len bytes of pattern seed into path as nobody, in place (same inode) when it exists:
  * O_TRUNC keeps the inode, as an editor writing in place or a training job does. */
+/* The bytes are made before the fork: this process has gRPC's threads, and a child that calls
+ * malloc() may find the allocator's lock held by one of them forever (it hung a CI run under
+ * ASan). The child makes only async-signal-safe calls. */
 static void nobody_writes(const char *path, size_t len, unsigned seed) {
+    char *buf = malloc(len ? len : 1);
+    assert_non_null(buf);
+    fill(buf, len, seed);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0) {
             _exit(126);
         }
-        char *buf = malloc(len ? len : 1);
-        fill(buf, len, seed);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         _exit(fd >= 0 && write(fd, buf, len) == (ssize_t)len && close(fd) == 0 ? 0 : 1);
     }
+    free(buf);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
