@@ -126,8 +126,15 @@ static bool socket_ready(const char *path) {
     return ok;
 }
 
-/* Starts dfdaemon on h's config with one optional extra argument, its output in h->log. */
+/* Starts dfdaemon on h's config with one optional extra argument, its output in h->log.
+ * argv and the environment are made before the fork: this process may have gRPC's threads,
+ * so the child calls only async-signal-safe functions. */
 static pid_t exec_daemon(struct harness *h, const char *extra_arg) {
+    char metrics[48], health[48];
+    snprintf(metrics, sizeof(metrics), "DFDAEMON_METRICS_PORT=%u", h->metrics_port);
+    snprintf(health, sizeof(health), "DFDAEMON_HEALTH_PORT=%u", h->health_port);
+    char **envp = test_environ_with((const char *const[]){metrics, health, NULL});
+    const char *argv[] = {"dfdaemon", "--config", h->config, extra_arg, NULL};
     pid_t pid = fork();
     if (pid < 0) {
         die("fork");
@@ -136,14 +143,10 @@ static pid_t exec_daemon(struct harness *h, const char *extra_arg) {
         int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
         dup2(fd, 1);
-        char port[16];
-        snprintf(port, sizeof(port), "%u", h->metrics_port);
-        setenv("DFDAEMON_METRICS_PORT", port, 1);
-        snprintf(port, sizeof(port), "%u", h->health_port);
-        setenv("DFDAEMON_HEALTH_PORT", port, 1);
-        execl(DFDAEMON_BIN, "dfdaemon", "--config", h->config, extra_arg, (char *)NULL);
+        execve(DFDAEMON_BIN, (char *const *)argv, envp);
         _exit(127);
     }
+    free(envp);
     return pid;
 }
 

@@ -67,6 +67,15 @@ static void spawn(struct sched_harness *h, int port) {
         log_start = end > 0 ? (size_t)end : 0;
         fclose(lf);
     }
+    /* argv and the environment are made before the fork: this process may have gRPC's
+     * threads, so the child calls only async-signal-safe functions. */
+    char mport[64];
+    snprintf(mport, sizeof(mport), "SCHEDULER_METRICS_SERVER_PORT=%u", h->metrics_port);
+    char **envp = test_environ_with((const char *const[]){mport, NULL});
+    const char *argv[] = {"scheduler", "--config", h->config, "--port", port_arg, NULL};
+    if (port <= 0) {
+        argv[3] = NULL; /* no --port */
+    }
     pid_t pid = fork();
     if (pid < 0) {
         die("fork");
@@ -76,17 +85,10 @@ static void spawn(struct sched_harness *h, int port) {
         dup2(fd, 1);
         dup2(fd, 2);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        char mport[16];
-        snprintf(mport, sizeof(mport), "%u", h->metrics_port);
-        setenv("SCHEDULER_METRICS_SERVER_PORT", mport, 1);
-        if (port > 0) {
-            execl(SCHEDULER_BIN, "scheduler", "--config", h->config, "--port", port_arg,
-                  (char *)NULL);
-        } else {
-            execl(SCHEDULER_BIN, "scheduler", "--config", h->config, (char *)NULL);
-        }
+        execve(SCHEDULER_BIN, (char *const *)argv, envp);
         _exit(127);
     }
+    free(envp);
     h->pid = pid;
     double until = test_now_ms() + 20000;
     while (test_now_ms() < until) {
@@ -182,6 +184,8 @@ int sched_harness_run(const char *const *argv, char *out, size_t out_size, char 
         args[n++] = argv[i];
     }
     args[n] = NULL;
+    /* never compete for 8000; made before the fork, as in spawn() */
+    char **envp = test_environ_with((const char *const[]){"SCHEDULER_METRICS_SERVER_PORT=0", NULL});
     pid_t pid = fork();
     if (pid < 0) {
         die("fork");
@@ -192,10 +196,10 @@ int sched_harness_run(const char *const *argv, char *out, size_t out_size, char 
         dup2(o, 1);
         dup2(e, 2);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        setenv("SCHEDULER_METRICS_SERVER_PORT", "0", 1); /* never compete for 8000 */
-        execv(SCHEDULER_BIN, (char *const *)args);
+        execve(SCHEDULER_BIN, (char *const *)args, envp);
         _exit(127);
     }
+    free(envp);
     int status;
     if (waitpid(pid, &status, 0) != pid) {
         die("waitpid");

@@ -65,13 +65,16 @@ struct fx {
     struct dfc_rpc_client *c;
 };
 
+/* The endpoint is made before the fork: this process has gRPC's threads, so the child calls
+ * only async-signal-safe functions. */
 static void start_csi(struct fx *f, const char *extra_flag) {
+    char ep[420];
+    snprintf(ep, sizeof(ep), "unix://%s", f->csi_sock);
     pid_t pid = fork();
+    assert_true(pid >= 0);
     if (pid == 0) {
         int fd = open(f->csi_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
-        char ep[420];
-        snprintf(ep, sizeof(ep), "unix://%s", f->csi_sock);
         execl(CSI_PLUGIN_BIN, "csi-plugin", "--endpoint", ep, "--socket-dir", f->run,
               "--kubelet-dir", f->kubelet, "--state-dir", f->state, "--node-id", "node-a",
               extra_flag, (char *)NULL);

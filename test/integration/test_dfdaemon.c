@@ -961,22 +961,24 @@ static void test_an_acl_lets_the_caller_import_by_path(void **state) {
 
 static char self_exe[PATH_MAX];
 
-/* Runs this binary as uid (and gid uid) with args; captures its stdout. Returns its exit code. */
+/* Runs this binary as uid (and gid uid) with args; captures its stdout. Returns its exit code.
+ * argv is made before the fork: this process has gRPC's threads, so the child calls only
+ * async-signal-safe functions. */
 static int run_caller(struct harness_fx *f, int uid, char *out, size_t size,
                       const char *const *args) {
+    char uid_s[16];
+    snprintf(uid_s, sizeof(uid_s), "%d", uid);
+    const char *argv[16] = {self_exe, "--caller", uid_s, f->h.socket};
+    int n = 4;
+    for (int i = 0; args[i] != NULL && n < 15; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
     int p[2];
     assert_int_equal(pipe(p), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        char uid_s[16];
-        snprintf(uid_s, sizeof(uid_s), "%d", uid);
-        const char *argv[16] = {self_exe, "--caller", uid_s, f->h.socket};
-        int n = 4;
-        for (int i = 0; args[i] != NULL && n < 15; i++) {
-            argv[n++] = args[i];
-        }
-        argv[n] = NULL;
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);

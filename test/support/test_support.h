@@ -79,6 +79,39 @@ static inline void test_rmtree(const char *dir) {
     }
 }
 
+/* For execve() in a child of a process that may have threads (gRPC's), where the child may
+ * call only async-signal-safe functions (no setenv): this process's environment with the
+ * "NAME=value" entries of set (NULL-terminated) added, or replacing the same names. Made
+ * before the fork; the array is malloc'd (free it after), its strings are environ's and set's. */
+static inline char **test_environ_with(const char *const *set) {
+    size_t n = 0, k = 0;
+    while (environ[n] != NULL) {
+        n++;
+    }
+    while (set[k] != NULL) {
+        k++;
+    }
+    char **env = malloc((n + k + 1) * sizeof(*env));
+    if (env == NULL) {
+        abort();
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool replaced = false;
+        for (size_t j = 0; j < k && !replaced; j++) {
+            replaced = strncmp(environ[i], set[j], strcspn(set[j], "=") + 1) == 0;
+        }
+        if (!replaced) {
+            env[m++] = environ[i];
+        }
+    }
+    for (size_t j = 0; j < k; j++) {
+        env[m++] = (char *)set[j];
+    }
+    env[m] = NULL;
+    return env;
+}
+
 static inline double test_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
