@@ -4,8 +4,11 @@
  *
  * As upstream (docs/dragonfly-compat.md, "Scheduler on Redis"), except on purpose: a failed
  * upload marks the task Failed (upstream fires Succeeded, so the task could neither be exported
- * nor uploaded again until its TTL), and a task delete removes every peer record of the task,
- * also those whose host hash is already gone.
+ * nor uploaded again until its TTL); a Succeeded task with no copy left (every peer deleted:
+ * its hosts stopped, were collected or removed their copies) may be uploaded again, as a Failed
+ * one (upstream answers ALREADY_EXISTS until the TTL, so content still on a node's disk could
+ * never be offered again); and a task delete removes every peer record of the task, also
+ * those whose host hash is already gone.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +28,23 @@ static void log_ids(struct dfc_rpc_call *call, const char *host_id, const char *
     if (peer_id != NULL) {
         dfc_rpc_call_log_field(call, "peer_id", peer_id);
     }
+}
+
+/* Whether task id has a peer that holds or is fetching its content (Succeeded or Running);
+ * errors count as yes, so a task is never taken over on a failed read. */
+static bool has_copy(struct sched_service *svc, int64_t dl, const char *id) {
+    struct sched_peer *peers = NULL;
+    size_t n = 0;
+    struct dfc_error e;
+    if (sched_peer_load_by_task(svc->store, dl, id, &peers, &n, &e) < 0) {
+        return true;
+    }
+    bool any = false;
+    for (size_t i = 0; i < n && !any; i++) {
+        any = peers[i].state == SCHED_PEER_SUCCEEDED || peers[i].state == SCHED_PEER_RUNNING;
+    }
+    sched_peer_list_free(peers, n);
+    return any;
 }
 
 /* An FSM refusal is INTERNAL with the FSM's text, as upstream answers it. */
@@ -68,9 +88,14 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
         /* A task that exists and cannot take Upload (Uploading, Succeeded) is taken. */
         enum sched_task_state s = old.state;
         struct dfc_error ignored;
-        if (sched_task_fire(&s, SCHED_TASK_EV_UPLOAD, &ignored) < 0) {
+        if (sched_task_fire(&s, SCHED_TASK_EV_UPLOAD, &ignored) < 0 &&
+            (old.state != SCHED_TASK_SUCCEEDED || has_copy(svc, dl, req->task_id))) {
             r = dfc_error_set(err, -EEXIST, "persistent cache task %s is %s cannot upload",
                               req->task_id, sched_task_state_name(old.state));
+        } else if (old.state == SCHED_TASK_SUCCEEDED) {
+            DFC_LOG(DFC_LOG_INFO, "task.upload_again",
+                    "task_id=%s host_id=%s: Succeeded with no copy left, uploaded again",
+                    req->task_id, req->host_id);
         }
     } else if (rs[1] != -ENOENT) {
         *err = errs[1];

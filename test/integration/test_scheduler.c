@@ -886,6 +886,34 @@ static void test_fix_failed_upload_marks_task_failed(void **state) {
     dfc_rpc_msg_free(&t->base);
 }
 
+/* Upstream keeps a Succeeded task whose every copy is gone (its peers deleted: the hosts
+ * stopped, were collected or dropped their copies) at ALREADY_EXISTS until the TTL, so a node
+ * that still holds the bytes can never offer them again. Here Started takes it then. */
+static void test_fix_task_with_no_copy_left_uploads_again(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    struct dfc_error err;
+    struct host_msg a;
+    char task[65];
+    task_id(task, 310);
+    host_init(&a, "node-g", "127.0.0.1");
+    assert_int_equal(announce(f->c, &a, &err), 0);
+    assert_int_equal(started(f->c, a.id, task, "pg1", 4 * MiB, &err), 0);
+    assert_int_equal(finished(f->c, a.id, task, "pg1", NULL, &err), 0);
+    /* With a copy: taken. */
+    assert_int_equal(started(f->c, a.id, task, "pg2", 4 * MiB, &err), -EEXIST);
+    assert_int_equal(delete_peer(f->c, a.id, task, "pg1", &err), 0);
+    assert_int_equal(started(f->c, a.id, task, "pg2", 4 * MiB, &err), 0);
+    Common__V2__PersistentCacheTask *t = NULL;
+    assert_int_equal(stat_task(f->c, a.id, task, &t, &err), 0);
+    assert_string_equal(t->state, "Uploading");
+    dfc_rpc_msg_free(&t->base);
+    assert_int_equal(finished(f->c, a.id, task, "pg2", &t, &err), 0);
+    assert_string_equal(t->state, "Succeeded");
+    assert_true(t->persistent_replica_count > 0);
+    dfc_rpc_msg_free(&t->base);
+}
+
 /* Upstream ends a failed register with NOT_FOUND "peer <id> not found" (its failure handler
  * cannot load the peer it never stored), hiding the cause. */
 static void test_fix_register_failure_returns_real_cause(void **state) {
@@ -1558,6 +1586,7 @@ int main(void) {
         R(test_rpc_error_codes),
         R(test_list_hosts),
         R(test_fix_failed_upload_marks_task_failed),
+        R(test_fix_task_with_no_copy_left_uploads_again),
         R(test_fix_register_failure_returns_real_cause),
         R(test_fix_repeated_started_accepted_reschedule_works),
         R(test_fix_delete_host_on_any_instance),
