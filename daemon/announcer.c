@@ -17,6 +17,7 @@
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "hostinfo.h"
+#include "rejoin.h"
 #include "scheduler_client.h"
 
 #define BACKOFF_MIN_NS DFC_NS_PER_SEC
@@ -26,6 +27,7 @@ struct dfd_announcer {
     struct dfd_sched *sched;
     const struct dfd_config *cfg;
     char *host_id;
+    struct dfd_rejoin *rejoin; /* ours; NULL: none */
 };
 
 /* One announce; true when a scheduler took it. err holds the failure. */
@@ -49,6 +51,7 @@ static void *announcer_main(void *arg) {
             if (away || !ever) {
                 DFC_LOG(DFC_LOG_INFO, "scheduler.announced", "host_id=%s%s", a->host_id,
                         away ? " after an outage" : "");
+                dfd_rejoin_kick(a->rejoin); /* it may have dropped this host's peers */
             }
             away = false;
             ever = true;
@@ -70,16 +73,20 @@ static void *announcer_main(void *arg) {
 }
 
 int dfd_announcer_start(struct dfd_sched *sched, const struct dfd_config *cfg, const char *host_id,
-                        struct dfd_announcer **ret, struct dfc_error *err) {
+                        struct dfd_rejoin *rejoin, struct dfd_announcer **ret,
+                        struct dfc_error *err) {
     struct dfd_announcer *a = calloc(1, sizeof(*a));
     if (a == NULL || (a->host_id = strdup(host_id)) == NULL) {
         free(a);
+        dfd_rejoin_stop(rejoin);
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     a->sched = sched;
     a->cfg = cfg;
+    a->rejoin = rejoin;
     int r = dfc_thread_start(&a->thread, announcer_main, a);
     if (r < 0) {
+        dfd_rejoin_stop(rejoin);
         free(a->host_id);
         free(a);
         return dfc_error_errno(err, r, "start the scheduler announcer");
@@ -93,6 +100,7 @@ void dfd_announcer_stop(struct dfd_announcer *a) {
         return;
     }
     dfc_thread_stop(&a->thread);
+    dfd_rejoin_stop(a->rejoin); /* before DeleteHost: no peer is registered after it */
     dfd_sched_delete_host(a->sched);
     free(a->host_id);
     free(a);

@@ -1,17 +1,18 @@
 /*
  * daemon.c - dfdaemon wiring.
  *
- * Start: storage (with crash recovery) -> with scheduler.addrs, the scheduler client and the
- * announcer thread (its first AnnounceHost runs on the thread: an absent scheduler never holds
- * start-up) -> GC thread -> with scheduler.addrs, the Vortex piece server, the P2P download
- * engine and DfdaemonUpload on TCP -> RPC server (services registered, socket bound with its
- * mode and group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on the main thread, never
- * in a handler): the TCP and Unix RPC servers (drain calls for up to 10 s each, then cancel)
+ * Start: storage (with crash recovery) -> with scheduler.addrs, the scheduler client, the
+ * rejoin thread and the announcer thread (its first AnnounceHost runs on the thread: an absent
+ * scheduler never holds start-up) -> GC thread -> with scheduler.addrs, the Vortex piece server,
+ * the P2P download engine and DfdaemonUpload on TCP -> RPC server (services registered, socket
+ * bound with its mode and group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on the main
+ * thread, never in a handler): the TCP and Unix RPC servers (drain calls for up to 10 s each, then
+ * cancel)
  * -> the engine (downloads still in progress are cancelled) -> Vortex -> GC -> announcer
- * (DeleteHost) and scheduler client -> storage. The socket file is removed by the RPC layer on
- * the way out. The sibling socket `<socketPath>.fd` (fdpass.h) is bound right after the main
- * one, with its mode and group, and stopped (descriptors closed, file removed) once the Unix
- * server's calls are done, before the main socket goes.
+ * (then the rejoin thread, then DeleteHost) and scheduler client -> storage. The socket file is
+ * removed by the RPC layer on the way out. The sibling socket `<socketPath>.fd` (fdpass.h) is bound
+ * right after the main one, with its mode and group, and stopped (descriptors closed, file removed)
+ * once the Unix server's calls are done, before the main socket goes.
  */
 #include "daemon.h"
 
@@ -38,6 +39,7 @@
 #include "p2p/download.h"
 #include "p2p/vortex_server.h"
 #include "registration.h"
+#include "rejoin.h"
 #include "scheduler_client.h"
 #include "service.h"
 #include "storage/storage.h"
@@ -102,8 +104,8 @@ struct sched_parts {
 };
 
 /* With scheduler.addrs: the client and the announcer; standalone: nothing. */
-static int sched_start(const struct dfd_config *cfg, struct sched_parts *ret,
-                       struct dfc_error *err) {
+static int sched_start(const struct dfd_config *cfg, struct dfd_storage *storage,
+                       struct sched_parts *ret, struct dfc_error *err) {
     memset(ret, 0, sizeof(*ret));
     if (!dfd_config_p2p(cfg)) {
         return 0;
@@ -116,7 +118,9 @@ static int sched_start(const struct dfd_config *cfg, struct sched_parts *ret,
     if ((r = dfd_sched_new(cfg, host_id, &ret->sched, err)) < 0) {
         return r;
     }
-    if ((r = dfd_announcer_start(ret->sched, cfg, host_id, &ret->announcer, err)) < 0) {
+    struct dfd_rejoin *rejoin = NULL;
+    if ((r = dfd_rejoin_start(ret->sched, storage, cfg, &rejoin, err)) < 0 ||
+        (r = dfd_announcer_start(ret->sched, cfg, host_id, rejoin, &ret->announcer, err)) < 0) {
         dfd_sched_free(ret->sched);
         ret->sched = NULL;
         return r;
@@ -253,7 +257,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
             "dir=%s tasks=%u removed_temp=%u removed_orphans=%u removed_broken=%u",
             cfg->storage_dir, rec.tasks, rec.temp_files, rec.orphan_files, rec.broken_rows);
 
-    if ((r = sched_start(cfg, &sp, err)) < 0) {
+    if ((r = sched_start(cfg, storage, &sp, err)) < 0) {
         goto out;
     }
     struct dfd_gc_policy policy = {

@@ -196,6 +196,7 @@ static int resolve_methods(struct dfd_sched_methods *m, struct dfc_error *err) {
         DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "UploadPersistentCacheTaskFailed",
                               &m->upload_failed),
         DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "StatPersistentCacheTask", &m->stat_task),
+        DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "StatPersistentCachePeer", &m->stat_peer),
     };
     return dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), err);
 }
@@ -556,6 +557,24 @@ int dfd_sched_stat_task(struct dfd_sched *s, const char *task_id,
     return r;
 }
 
+int dfd_sched_stat_peer(struct dfd_sched *s, const char *task_id, const char *peer_id,
+                        Common__V2__PersistentCachePeer **ret, struct dfc_error *err) {
+    Scheduler__V2__StatPersistentCachePeerRequest req =
+        SCHEDULER__V2__STAT_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    req.host_id = s->host_id;
+    req.task_id = (char *)task_id;
+    req.peer_id = (char *)peer_id;
+    ProtobufCMessage *resp = NULL;
+    int r =
+        task_call(s, task_id, &s->m.stat_peer, "StatPersistentCachePeer", &req.base, &resp, err);
+    if (r == 0 && ret != NULL) {
+        *ret = (Common__V2__PersistentCachePeer *)resp;
+    } else {
+        dfc_rpc_msg_free(resp);
+    }
+    return r;
+}
+
 void dfd_sched_delete_peer(struct dfd_sched *s, const char *task_id, const char *peer_id) {
     Scheduler__V2__DeletePersistentCachePeerRequest req =
         SCHEDULER__V2__DELETE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
@@ -595,4 +614,126 @@ int dfd_sched_announce_peer_open(struct dfd_sched *s, const char *task_id, int64
             return r;
         }
     }
+}
+
+/* ---- AnnouncePersistentCachePeer messages ---- */
+
+static int peer_send(struct dfd_sched *s, struct dfc_rpc_stream *st,
+                     Scheduler__V2__AnnouncePersistentCachePeerRequest *m, const char *task_id,
+                     const char *peer_id, struct dfc_error *err) {
+    m->host_id = s->host_id;
+    m->task_id = (char *)task_id;
+    m->peer_id = (char *)peer_id;
+    int r = dfc_rpc_stream_send(st, &m->base, err);
+    return r < 0 ? dfc_error_prefix(err, "scheduler AnnouncePersistentCachePeer") : 0;
+}
+
+#define REQ(name) SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_##name
+
+int dfd_sched_peer_register(struct dfd_sched *s, struct dfc_rpc_stream *st,
+                            const struct dfd_sched_register *g, struct dfc_error *err) {
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m =
+        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    Scheduler__V2__RegisterPersistentCachePeerRequest reg =
+        SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    reg.persistent = g->persistent;
+    if (g->tag != NULL) {
+        reg.opt_tag_case = SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_TAG_TAG;
+        reg.tag = (char *)g->tag;
+    }
+    if (g->application != NULL) {
+        reg.opt_application_case =
+            SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_APPLICATION_APPLICATION;
+        reg.application = (char *)g->application;
+    }
+    reg.piece_length = g->piece_length;
+    reg.opt_concurrent_piece_count_case =
+        SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_CONCURRENT_PIECE_COUNT_CONCURRENT_PIECE_COUNT;
+    reg.concurrent_piece_count = g->concurrent_piece_count;
+    reg.piece_count = g->piece_count;
+    m.request_case = REQ(REGISTER_PERSISTENT_CACHE_PEER_REQUEST);
+    m.register_persistent_cache_peer_request = &reg;
+    return peer_send(s, st, &m, g->task_id, g->peer_id, err);
+}
+
+int dfd_sched_peer_event(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
+                         const char *peer_id, enum dfd_sched_peer_event ev, const char *description,
+                         struct dfc_error *err) {
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m =
+        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    Scheduler__V2__DownloadPersistentCachePeerStartedRequest started =
+        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST__INIT;
+    Scheduler__V2__DownloadPersistentCachePeerFinishedRequest finished =
+        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST__INIT;
+    Scheduler__V2__DownloadPersistentCachePeerFailedRequest failed =
+        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST__INIT;
+    switch (ev) {
+    case DFD_SCHED_PEER_STARTED:
+        m.request_case = REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST);
+        m.download_persistent_cache_peer_started_request = &started;
+        break;
+    case DFD_SCHED_PEER_FINISHED:
+        m.request_case = REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST);
+        m.download_persistent_cache_peer_finished_request = &finished;
+        break;
+    case DFD_SCHED_PEER_FAILED:
+        m.request_case = REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST);
+        if (description != NULL) {
+            failed.opt_description_case =
+                SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST__OPT_DESCRIPTION_DESCRIPTION;
+            failed.description = (char *)description;
+        }
+        m.download_persistent_cache_peer_failed_request = &failed;
+        break;
+    }
+    return peer_send(s, st, &m, task_id, peer_id, err);
+}
+
+int dfd_sched_peer_reschedule(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
+                              const char *peer_id, Common__V2__PersistentCachePeer *const *parents,
+                              size_t n, const char *description, struct dfc_error *err) {
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m =
+        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    Scheduler__V2__ReschedulePersistentCachePeerRequest rs =
+        SCHEDULER__V2__RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    rs.candidate_parents = (Common__V2__PersistentCachePeer **)parents;
+    rs.n_candidate_parents = n;
+    if (description != NULL) {
+        rs.opt_description_case =
+            SCHEDULER__V2__RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST__OPT_DESCRIPTION_DESCRIPTION;
+        rs.description = (char *)description;
+    }
+    m.request_case = REQ(RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST);
+    m.reschedule_persistent_cache_peer_request = &rs;
+    return peer_send(s, st, &m, task_id, peer_id, err);
+}
+
+int dfd_sched_peer_piece_finished(struct dfd_sched *s, struct dfc_rpc_stream *st,
+                                  const char *task_id, const char *peer_id,
+                                  const Common__V2__Piece *piece, struct dfc_error *err) {
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m =
+        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    Scheduler__V2__DownloadPieceFinishedRequest fin =
+        SCHEDULER__V2__DOWNLOAD_PIECE_FINISHED_REQUEST__INIT;
+    fin.piece = (Common__V2__Piece *)piece;
+    m.request_case = REQ(DOWNLOAD_PIECE_FINISHED_REQUEST);
+    m.download_piece_finished_request = &fin;
+    return peer_send(s, st, &m, task_id, peer_id, err);
+}
+
+int dfd_sched_peer_piece_failed(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
+                                const char *peer_id, uint32_t number, const char *parent_id,
+                                struct dfc_error *err) {
+    Scheduler__V2__AnnouncePersistentCachePeerRequest m =
+        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
+    Scheduler__V2__DownloadPieceFailedRequest f =
+        SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__INIT;
+    f.opt_piece_number_case =
+        SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__OPT_PIECE_NUMBER_PIECE_NUMBER;
+    f.piece_number = number;
+    f.parent_id = (char *)parent_id;
+    f.temporary = true;
+    m.request_case = REQ(DOWNLOAD_PIECE_FAILED_REQUEST);
+    m.download_piece_failed_request = &f;
+    return peer_send(s, st, &m, task_id, peer_id, err);
 }

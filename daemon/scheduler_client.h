@@ -32,11 +32,13 @@ struct dfd_sched;
 struct dfd_task_meta;
 typedef struct Common__V2__PersistentCacheTask Common__V2__PersistentCacheTask;
 typedef struct Common__V2__Host Common__V2__Host;
+typedef struct Common__V2__PersistentCachePeer Common__V2__PersistentCachePeer;
+typedef struct Common__V2__Piece Common__V2__Piece;
 
 /* The methods dfdaemon calls, resolved once by dfd_sched_new(). */
 struct dfd_sched_methods {
     struct dfc_rpc_client_method announce_host, delete_host, announce_peer, delete_peer,
-        upload_started, upload_finished, upload_failed, stat_task;
+        upload_started, upload_finished, upload_failed, stat_task, stat_peer;
 };
 
 /* A client for cfg->scheduler_addrs (must not be empty); host_id is copied. Also resolves
@@ -88,6 +90,11 @@ void dfd_sched_upload_failed(struct dfd_sched *s, const char *task_id, const cha
 int dfd_sched_stat_task(struct dfd_sched *s, const char *task_id,
                         Common__V2__PersistentCacheTask **ret, struct dfc_error *err);
 
+/* StatPersistentCachePeer of this host's peer_id of task_id: 0 with *ret (may be NULL) the
+ * scheduler's peer, -ENOENT when it does not know it. */
+int dfd_sched_stat_peer(struct dfd_sched *s, const char *task_id, const char *peer_id,
+                        Common__V2__PersistentCachePeer **ret, struct dfc_error *err);
+
 /* DeletePersistentCachePeer for this host's copy (GC expiry, disk eviction, dfcache rm), so
  * the scheduler never offers a parent that lost the data; errors are only logged. */
 void dfd_sched_delete_peer(struct dfd_sched *s, const char *task_id, const char *peer_id);
@@ -98,5 +105,46 @@ void dfd_sched_delete_peer(struct dfd_sched *s, const char *task_id, const char 
  * uses dfd_sched_pick() with the next attempt. Free with dfc_rpc_stream_free(). */
 int dfd_sched_announce_peer_open(struct dfd_sched *s, const char *task_id, int64_t timeout_ms,
                                  struct dfc_rpc_stream **ret, struct dfc_error *err);
+
+/* ---- messages on an AnnouncePersistentCachePeer stream (this host's id in each) ---- */
+
+struct dfd_sched_register {
+    const char *task_id, *peer_id;
+    const char *tag, *application; /* NULL: absent */
+    bool persistent;
+    uint64_t piece_length;
+    uint32_t piece_count, concurrent_piece_count;
+};
+
+/* RegisterPersistentCachePeerRequest. */
+int dfd_sched_peer_register(struct dfd_sched *s, struct dfc_rpc_stream *st,
+                            const struct dfd_sched_register *g, struct dfc_error *err);
+
+enum dfd_sched_peer_event {
+    DFD_SCHED_PEER_STARTED,  /* DownloadPersistentCachePeerStartedRequest */
+    DFD_SCHED_PEER_FINISHED, /* DownloadPersistentCachePeerFinishedRequest */
+    DFD_SCHED_PEER_FAILED,   /* DownloadPersistentCachePeerFailedRequest (description) */
+};
+
+/* One of the events above; description (may be NULL) only for FAILED. Errors are prefixed
+ * "scheduler AnnouncePersistentCachePeer". */
+int dfd_sched_peer_event(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
+                         const char *peer_id, enum dfd_sched_peer_event ev, const char *description,
+                         struct dfc_error *err);
+
+/* ReschedulePersistentCachePeerRequest naming the parents that failed (borrowed). */
+int dfd_sched_peer_reschedule(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
+                              const char *peer_id, Common__V2__PersistentCachePeer *const *parents,
+                              size_t n, const char *description, struct dfc_error *err);
+
+/* DownloadPieceFinishedRequest with piece (borrowed). */
+int dfd_sched_peer_piece_finished(struct dfd_sched *s, struct dfc_rpc_stream *st,
+                                  const char *task_id, const char *peer_id,
+                                  const Common__V2__Piece *piece, struct dfc_error *err);
+
+/* DownloadPieceFailedRequest, temporary: piece number failed on parent_id. */
+int dfd_sched_peer_piece_failed(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
+                                const char *peer_id, uint32_t number, const char *parent_id,
+                                struct dfc_error *err);
 
 #endif /* DFD_SCHEDULER_CLIENT_H */

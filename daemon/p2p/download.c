@@ -195,73 +195,27 @@ static bool stopped(struct run *rd) {
     return s;
 }
 
-static void init_announce(struct run *rd, Scheduler__V2__AnnouncePersistentCachePeerRequest *m) {
-    scheduler__v2__announce_persistent_cache_peer_request__init(m);
-    m->host_id = rd->p->host_id;
-    m->task_id = (char *)rd->req->task_id;
-    m->peer_id = rd->peer_id;
+/* The senders below put one message on the scheduler stream; rd->mu must be held when workers
+ * run (one sender at a time). */
+static int send_simple(struct run *rd, enum dfd_sched_peer_event ev, const char *description,
+                       struct dfc_error *err) {
+    return dfd_sched_peer_event(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id, ev,
+                                description, err);
 }
-
-/* Sends one message on the scheduler stream; rd->mu must be held when workers run. */
-static int announce_send(struct run *rd, Scheduler__V2__AnnouncePersistentCachePeerRequest *m,
-                         struct dfc_error *err) {
-    int r = dfc_rpc_stream_send(rd->st, &m->base, err);
-    return r < 0 ? dfc_error_prefix(err, "scheduler AnnouncePersistentCachePeer") : 0;
-}
-
-static int send_simple(struct run *rd, int which, const char *description, struct dfc_error *err) {
-    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
-    init_announce(rd, &m);
-    Scheduler__V2__DownloadPersistentCachePeerStartedRequest started =
-        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST__INIT;
-    Scheduler__V2__DownloadPersistentCachePeerFinishedRequest finished =
-        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST__INIT;
-    Scheduler__V2__DownloadPersistentCachePeerFailedRequest failed =
-        SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST__INIT;
-    m.request_case = which;
-    switch (which) {
-    case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST:
-        m.download_persistent_cache_peer_started_request = &started;
-        break;
-    case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST:
-        m.download_persistent_cache_peer_finished_request = &finished;
-        break;
-    default:
-        failed.opt_description_case =
-            SCHEDULER__V2__DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST__OPT_DESCRIPTION_DESCRIPTION;
-        failed.description = (char *)description;
-        m.download_persistent_cache_peer_failed_request = &failed;
-        break;
-    }
-    return announce_send(rd, &m, err);
-}
-
-#define REQ(name) SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_##name
 
 static int send_register(struct run *rd, const char *tag, const char *application,
                          struct dfc_error *err) {
-    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
-    init_announce(rd, &m);
-    Scheduler__V2__RegisterPersistentCachePeerRequest g =
-        SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__INIT;
-    g.persistent = rd->req->persistent;
-    if (tag != NULL) {
-        g.opt_tag_case = SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_TAG_TAG;
-        g.tag = (char *)tag;
-    }
-    if (application != NULL) {
-        g.opt_application_case =
-            SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_APPLICATION_APPLICATION;
-        g.application = (char *)application;
-    }
-    g.piece_length = rd->piece_length;
-    g.opt_concurrent_piece_count_case =
-        SCHEDULER__V2__REGISTER_PERSISTENT_CACHE_PEER_REQUEST__OPT_CONCURRENT_PIECE_COUNT_CONCURRENT_PIECE_COUNT;
-    g.concurrent_piece_count = (uint32_t)rd->p->cfg->concurrent_piece_count;
-    g.piece_count = rd->piece_count;
-    m.request_case = REQ(REGISTER_PERSISTENT_CACHE_PEER_REQUEST);
-    m.register_persistent_cache_peer_request = &g;
-    return announce_send(rd, &m, err);
+    struct dfd_sched_register g = {
+        .task_id = rd->req->task_id,
+        .peer_id = rd->peer_id,
+        .tag = tag,
+        .application = application,
+        .persistent = rd->req->persistent,
+        .piece_length = rd->piece_length,
+        .piece_count = rd->piece_count,
+        .concurrent_piece_count = (uint32_t)rd->p->cfg->concurrent_piece_count,
+    };
+    return dfd_sched_peer_register(rd->p->sched, rd->st, &g, err);
 }
 
 /* Reschedule with the parents that failed or lacked pieces this round (all of them when none
@@ -280,18 +234,8 @@ static int send_reschedule(struct run *rd, const char *description, struct dfc_e
             n = rd->n_parents;
         }
     }
-    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
-    init_announce(rd, &m);
-    Scheduler__V2__ReschedulePersistentCachePeerRequest rs =
-        SCHEDULER__V2__RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
-    rs.candidate_parents = list;
-    rs.n_candidate_parents = n;
-    rs.opt_description_case =
-        SCHEDULER__V2__RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST__OPT_DESCRIPTION_DESCRIPTION;
-    rs.description = (char *)description;
-    m.request_case = REQ(RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST);
-    m.reschedule_persistent_cache_peer_request = &rs;
-    return announce_send(rd, &m, err);
+    return dfd_sched_peer_reschedule(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id, list, n,
+                                     description, err);
 }
 
 /* ---- parents ---- */
@@ -455,30 +399,14 @@ static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32
     piece.traffic_type = COMMON__V2__TRAFFIC_TYPE__REMOTE_PEER;
     piece.cost = &cost;
     piece.created_at = &created;
-    Scheduler__V2__DownloadPieceFinishedRequest fin =
-        SCHEDULER__V2__DOWNLOAD_PIECE_FINISHED_REQUEST__INIT;
-    fin.piece = &piece;
-    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
-    init_announce(rd, &m);
-    m.request_case = REQ(DOWNLOAD_PIECE_FINISHED_REQUEST);
-    m.download_piece_finished_request = &fin;
-    return announce_send(rd, &m, err);
+    return dfd_sched_peer_piece_finished(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id,
+                                         &piece, err);
 }
 
 static int report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
                                struct dfc_error *err) {
-    Scheduler__V2__DownloadPieceFailedRequest f =
-        SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__INIT;
-    f.opt_piece_number_case =
-        SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__OPT_PIECE_NUMBER_PIECE_NUMBER;
-    f.piece_number = number;
-    f.parent_id = (char *)parent_id;
-    f.temporary = true;
-    Scheduler__V2__AnnouncePersistentCachePeerRequest m;
-    init_announce(rd, &m);
-    m.request_case = REQ(DOWNLOAD_PIECE_FAILED_REQUEST);
-    m.download_piece_failed_request = &f;
-    return announce_send(rd, &m, err);
+    return dfd_sched_peer_piece_failed(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id, number,
+                                       parent_id, err);
 }
 
 /* rd->mu held: records a fatal error (the first one wins) and ends the round. */
@@ -733,7 +661,7 @@ static int rounds(struct run *rd, struct dfc_error *err) {
         }
         int r;
         if (!rd->sent_started) {
-            r = send_simple(rd, REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST), NULL, err);
+            r = send_simple(rd, DFD_SCHED_PEER_STARTED, NULL, err);
             if (r < 0) {
                 return r;
             }
@@ -855,15 +783,13 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
         }
         struct dfc_error e;
         if (r == 0) {
-            if (send_simple(rd, REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST), NULL, &e) <
-                    0 ||
+            if (send_simple(rd, DFD_SCHED_PEER_FINISHED, NULL, &e) < 0 ||
                 dfc_rpc_stream_finish(rd->st, &e) < 0) {
                 DFC_LOG(DFC_LOG_WARN, "p2p.finished_not_told",
                         "task_id=%s error=\"%s\", ignoring (the copy is committed)", req->task_id,
                         dfc_error_msg(&e));
             }
-        } else if (send_simple(rd, REQ(DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST),
-                               dfc_error_msg(err), &e) == 0) {
+        } else if (send_simple(rd, DFD_SCHED_PEER_FAILED, dfc_error_msg(err), &e) == 0) {
             (void)dfc_rpc_stream_finish(rd->st, &e);
         }
         pthread_mutex_lock(&p->mu);

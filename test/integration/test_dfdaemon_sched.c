@@ -9,7 +9,8 @@
  * registering nothing; a commit that fails after Started leaving no live peer; an absent
  * scheduler not holding local imports and exports (kept unregistered), logged once, and the
  * host announced again once it is back; dfcache rm and GC expiry withdrawing the peer;
- * fail-over to a second scheduler; a second node importing content the cluster already has.
+ * fail-over to a second scheduler; a second node importing content the cluster already has;
+ * a restart with the store kept registering the copy again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -622,6 +623,55 @@ static void test_second_node_imports_what_the_cluster_has(void **state) {
     assert_int_equal(harness_destroy(&other), 0);
 }
 
+static bool rejoined_as(struct fx *f, const char *what) {
+    bool yes = harness_log_has(&f->h, what);
+    if (!yes) {
+        usleep(50000);
+    }
+    return yes;
+}
+
+static bool uploaded_again(void *arg) {
+    return rejoined_as(arg, "event=scheduler.rejoined present=0 joined=0 uploaded=1");
+}
+
+static bool found_present(void *arg) {
+    return rejoined_as(arg, "event=scheduler.rejoined present=1 joined=0 uploaded=0");
+}
+
+/* The only node restarts with its store: DeleteHost at the stop left the task Succeeded with
+ * no copy, so once announced again the node uploads it again under the same peer id, with
+ * the TTL it has left (both copies of the record expire together). Killed instead (no
+ * DeleteHost), the next start finds the peer still there and changes nothing. */
+static void test_restart_registers_the_copy_again(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    assert_true(test_wait_for(host_announced, f, WAIT_MS));
+    char id[65], peer[400], again[400], key[600];
+    import_file(f, "path", 2 * 4 * MiB + 3, 9, "2h", id);
+    assert_registered(f, id, peer);
+    task_key(id, key, sizeof(key));
+
+    assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
+    char peers[4][400];
+    assert_int_equal(task_peers(f, id, peers, 4), 0); /* DeleteHost took the peer */
+    char buf[64];
+    assert_string_equal(hget(f, key, "state", buf, sizeof(buf)), "Succeeded");
+    harness_restart(&f->h);
+    assert_true(test_wait_for(uploaded_again, f, WAIT_MS));
+    assert_registered(f, id, again);
+    assert_string_equal(again, peer);
+    long long ttl = hget_ll(f, key, "ttl");
+    assert_true(ttl <= 7200LL * 1000000000LL && ttl > 7080LL * 1000000000LL);
+    assert_true(harness_log_has(&f->h, "how=uploaded"));
+
+    assert_int_equal(harness_stop(&f->h, SIGKILL), 128 + SIGKILL);
+    harness_restart(&f->h);
+    assert_true(test_wait_for(found_present, f, WAIT_MS));
+    assert_registered(f, id, again);
+    assert_string_equal(again, peer);
+}
+
 int main(void) {
     if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
@@ -638,6 +688,7 @@ int main(void) {
         T(test_gc_expiry_withdraws_the_peer),
         T(test_failover_to_the_next_scheduler),
         T(test_second_node_imports_what_the_cluster_has),
+        T(test_restart_registers_the_copy_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

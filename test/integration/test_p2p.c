@@ -8,7 +8,8 @@
  * persistent replicas placed by the scheduler (the first pull never racing the importer's
  * commit), dfcache stat answered from the scheduler on a node without a copy, a parent with
  * corrupted content, the TCP DfdaemonUpload's refusals (a destructive call from an address that is
- * not the scheduler's, pieces of an absent task), and a parent killed in the middle of a download.
+ * not the scheduler's, pieces of an absent task), a node restarted with its store joining its
+ * copy to the task again, and a parent killed in the middle of a download.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -408,6 +410,69 @@ static void test_persistent_replica_placed(void **state) {
     assert_true(harness_same_file(src, out));
 }
 
+/* Whether the scheduler lists a peer of n's host in task id's persistent set, Succeeded. */
+static bool persistent_peer_of(const struct p2p_node *n, const char *id) {
+    redisReply *r = redis_server_command(&cl.redis,
+                                         "SMEMBERS scheduler:scheduler-clusters:1:persistent-cache-"
+                                         "tasks:%s:persistent-peers-for-persistent-cache-task",
+                                         id);
+    bool found = false;
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements && !found; i++) {
+        if (strncmp(r->element[i]->str, n->host_id, strlen(n->host_id)) != 0) {
+            continue;
+        }
+        redisReply *st = redis_server_command(
+            &cl.redis,
+            "HGET "
+            "scheduler:scheduler-clusters:1:persistent-cache-peers-for-persistent-cache-task:%s "
+            "state",
+            r->element[i]->str);
+        found = st->type == REDIS_REPLY_STRING && strcmp(st->str, "Succeeded") == 0;
+        freeReplyObject(st);
+    }
+    freeReplyObject(r);
+    return found;
+}
+
+struct rejoin_probe {
+    struct p2p_node *n;
+    const char *id;
+};
+
+static bool rejoined(void *arg) {
+    struct rejoin_probe *p = arg;
+    char text[160];
+    snprintf(text, sizeof(text), "event=scheduler.rejoined_task task_id=%s", p->id);
+    bool yes = harness_log_has(&p->n->h, text) && persistent_peer_of(p->n, p->id);
+    if (!yes) {
+        usleep(50000);
+    }
+    return yes;
+}
+
+/* A node restarted with its store: DeleteHost at its stop took its peers, and once it has
+ * announced again its copy joins the task again under the same peer id (the scheduler has
+ * the uploader's copy, so through the download stream, no piece moved). */
+static void test_restarted_node_joins_its_copy_again(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65];
+    import_on(A, 3 * MiB, 505, 2, src, sizeof(src), id);
+    struct replica_probe p = {id, -1};
+    assert_true(test_wait_for(persistent_copy_placed, &p, REPLICA_BOUND_MS));
+    struct p2p_node *n = &cl.node[p.holder];
+    assert_true(test_wait_for(replica_logged, n, REPLICA_BOUND_MS));
+    assert_true(persistent_peer_of(n, id));
+    assert_int_equal(harness_stop(&n->h, SIGTERM), 0);
+    assert_false(persistent_peer_of(n, id)); /* DeleteHost removed it */
+    harness_restart(&n->h);
+    struct rejoin_probe rp = {n, id};
+    assert_true(test_wait_for(rejoined, &rp, REPLICA_BOUND_MS));
+    assert_true(harness_log_has(&n->h, "how=joined"));
+    char path[600];
+    p2p_content_path(n, id, path, sizeof(path));
+    assert_true(harness_same_file(src, path)); /* the copy it had, still in place */
+}
+
 /* Whether a failure event naming task id appears in a node's or the scheduler's log. */
 static bool pull_failure_logged(const char *id) {
     char text[200];
@@ -670,6 +735,7 @@ int main(void) {
         cmocka_unit_test(test_export_of_a_remote_task),
         cmocka_unit_test(test_streamed_export_of_a_remote_task),
         cmocka_unit_test(test_persistent_replica_placed),
+        cmocka_unit_test(test_restarted_node_joins_its_copy_again),
         cmocka_unit_test(test_replication_waits_for_the_commit),
         cmocka_unit_test(test_stat_answers_from_the_scheduler),
         cmocka_unit_test(test_corrupt_parent_is_routed_around),
