@@ -51,7 +51,11 @@ static void *announcer_main(void *arg) {
             if (away || !ever) {
                 DFC_LOG(DFC_LOG_INFO, "scheduler.announced", "host_id=%s%s", a->host_id,
                         away ? " after an outage" : "");
-                dfd_rejoin_kick(a->rejoin); /* it may have dropped this host's peers */
+            }
+            /* After a start or an outage it may have dropped this host's peers; an import kept
+             * without a peer meanwhile wants registering. */
+            if (dfd_sched_take_unregistered(a->sched) || away || !ever) {
+                dfd_rejoin_kick(a->rejoin);
             }
             away = false;
             ever = true;

@@ -46,10 +46,14 @@ static bool exists_elsewhere(struct dfd_registration *g, const struct dfd_task_m
     return same;
 }
 
-/* The content is kept locally without a peer id: 1 tells the storage engine so. */
-static int unregister(struct dfd_registration *g) {
+/* The content is kept locally without a peer id: 1 tells the storage engine so, 2 also marks
+ * it register_later (no scheduler took it; the next rejoin pass registers it, rejoin.h). */
+static int unregister(struct dfd_registration *g, bool later) {
     g->peer_id[0] = '\0';
-    return 1;
+    if (later) {
+        dfd_sched_note_unregistered(g->sched);
+    }
+    return later ? 2 : 1;
 }
 
 static int before_commit(void *arg, const struct dfd_task_meta *pending, struct dfc_error *err) {
@@ -68,13 +72,13 @@ static int before_commit(void *arg, const struct dfd_task_meta *pending, struct 
                 dfd_sched_upload_failed(g->sched, pending->id, g->peer_id,
                                         "the upload's registration timed out");
             }
-            return unregister(g);
+            return unregister(g, true);
         }
         if (code == DFC_GRPC_ALREADY_EXISTS && exists_elsewhere(g, pending)) {
             DFC_LOG(DFC_LOG_INFO, "import.exists_in_cluster",
                     "task_id=%s: the scheduler already has it; kept locally without a peer",
                     pending->id);
-            return unregister(g);
+            return unregister(g, false);
         }
         return r;
     }
@@ -115,6 +119,7 @@ static int finished_failed(struct dfd_registration *g, struct dfd_storage *s,
                 "without a scheduler peer",
                 t->id, dfc_error_msg(err));
         dfd_sched_delete_peer(g->sched, t->id, g->peer_id);
+        dfd_sched_note_unregistered(g->sched); /* uploaded again by the next rejoin pass */
         return 0;
     }
     struct dfc_error e;

@@ -19,7 +19,8 @@
  * copy is kept and its peer deleted at the scheduler (DeletePersistentCachePeer), with a warning.
  * Started answering UNAVAILABLE (every scheduler away), DEADLINE_EXCEEDED, or NOT_FOUND (the
  * scheduler does not know this host yet, before the announcer's next round): the import is
- * kept local and unregistered (committed without a peer id), with a warning. Started answering
+ * kept local and unregistered (committed without a peer id, marked register_later), with a
+ * warning; the rejoin pass after the next announce registers it (rejoin.h). Started answering
  * ALREADY_EXISTS: see registration.c.
  *
  * Ownership: the struct is the caller's and must outlive the import (the hook points at it);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
 #include "dfc/thread.h"
@@ -86,62 +87,115 @@ static int join(struct dfd_sched *sched, const struct dfd_config *cfg,
     return r;
 }
 
-/* Started then Finished, with the TTL that is left: 1 when too little is left to upload. */
-static int upload_again(struct dfd_sched *sched, const struct dfd_task_meta *t, int64_t now_ns,
-                        struct dfc_error *err) {
+/* Started then Finished under peer_id, with the TTL that is left: 1 when too little is left. */
+static int upload_again(struct dfd_sched *sched, const struct dfd_task_meta *t, const char *peer_id,
+                        int64_t now_ns, struct dfc_error *err) {
     int64_t left = t->created_at_ns + t->ttl_ns - now_ns;
     if (t->ttl_ns <= 0 || left < MIN_TTL_NS) {
         return 1;
     }
     struct dfd_task_meta m = *t; /* a shallow copy: its strings stay t's */
     m.ttl_ns = left / DFC_NS_PER_SEC * DFC_NS_PER_SEC;
-    int r = dfd_sched_upload_started(sched, &m, t->peer_id, err);
-    if (r == 0 && (r = dfd_sched_upload_finished(sched, t->id, t->peer_id, NULL, err)) < 0) {
-        dfd_sched_upload_failed(sched, t->id, t->peer_id, dfc_error_msg(err));
+    int r = dfd_sched_upload_started(sched, &m, peer_id, err);
+    if (r == 0 && (r = dfd_sched_upload_finished(sched, t->id, peer_id, NULL, err)) < 0) {
+        dfd_sched_upload_failed(sched, t->id, peer_id, dfc_error_msg(err));
     }
     return r;
 }
 
-/* The outcome for t, or a negative error (err set). */
-static int rejoin_one(struct dfd_sched *sched, const struct dfd_config *cfg,
-                      const struct dfd_task_meta *t, int64_t now_ns, struct dfc_error *err) {
-    Common__V2__PersistentCachePeer *peer = NULL;
-    int r = dfd_sched_stat_peer(sched, t->id, t->peer_id, &peer, err);
-    if (r == 0) {
-        bool done = strcmp(peer->state, "Succeeded") == 0;
-        dfc_rpc_msg_free(&peer->base);
-        if (done) {
-            return PRESENT;
-        }
-        /* A join that broke off (or a failed pull under this id): start it over. */
-        dfd_sched_delete_peer(sched, t->id, t->peer_id);
-    } else if (r != -ENOENT) {
-        return r;
-    }
-    Common__V2__PersistentCacheTask *st = NULL;
-    r = dfd_sched_stat_task(sched, t->id, &st, err);
-    if (r == -ENOENT) {
-        return ABSENT;
-    }
-    if (r < 0) {
-        return r;
-    }
-    bool same = strcmp(st->state, "Succeeded") == 0 && st->content_length == t->content_length &&
-                st->piece_length == t->piece_length && st->piece_count == t->piece_count;
-    dfc_rpc_msg_free(&st->base);
-    if (!same) {
+/* A register_later copy uploaded under peer_id: the row records it, unless the copy went or
+ * changed meanwhile (then the peer is withdrawn). */
+static int uploaded_unregistered(struct dfd_sched *sched, struct dfd_storage *storage,
+                                 const struct dfd_task_meta *t, const char *peer_id) {
+    struct dfc_error e;
+    if (dfd_storage_registered(storage, t->id, peer_id, &e) != 1) {
+        dfd_sched_delete_peer(sched, t->id, peer_id);
         return SKIPPED;
     }
-    r = join(sched, cfg, t, err);
-    if (r == 0) {
-        return JOINED;
+    return UPLOADED;
+}
+
+/* Logs a copy registered again (JOINED or UPLOADED) and returns o. */
+static int logged(const struct dfd_task_meta *t, const char *peer_id, int o) {
+    DFC_LOG(DFC_LOG_INFO, "scheduler.rejoined_task", "task_id=%s peer_id=%s how=%s%s", t->id,
+            peer_id, o == JOINED ? "joined" : "uploaded",
+            t->peer_id[0] == '\0' ? " (kept local at its import: no scheduler took it)" : "");
+    return o;
+}
+
+/* The outcome for t, or a negative error (err set). */
+static int rejoin_one(struct dfd_sched *sched, struct dfd_storage *storage,
+                      const struct dfd_config *cfg, const struct dfd_task_meta *t, int64_t now_ns,
+                      struct dfc_error *err) {
+    bool registered = t->peer_id[0] != '\0';
+    char fresh[DFD_PEER_ID_MAX];
+    const char *peer_id = t->peer_id;
+    if (registered) {
+        Common__V2__PersistentCachePeer *peer = NULL;
+        int r = dfd_sched_stat_peer(sched, t->id, t->peer_id, &peer, err);
+        if (r == 0) {
+            bool done = strcmp(peer->state, "Succeeded") == 0;
+            dfc_rpc_msg_free(&peer->base);
+            if (done) {
+                return PRESENT;
+            }
+            /* A join that broke off (or a failed pull under this id): start it over. */
+            dfd_sched_delete_peer(sched, t->id, t->peer_id);
+        } else if (r != -ENOENT) {
+            return r;
+        }
+    } else {
+        int r = dfc_peer_id(cfg->host_ip, cfg->hostname, fresh, sizeof(fresh));
+        if (r < 0) {
+            return dfc_error_set(err, r,
+                                 "host.ip and host.hostname make a peer id that is too long");
+        }
+        peer_id = fresh;
     }
-    if (dfc_error_to_grpc(r) != DFC_GRPC_FAILED_PRECONDITION) {
+    Common__V2__PersistentCacheTask *st = NULL;
+    int r = dfd_sched_stat_task(sched, t->id, &st, err);
+    bool upload = false, succeeded = false;
+    if (r == -ENOENT) {
+        /* Deleted or expired there since this copy was registered; never registered: new. */
+        if (registered) {
+            return ABSENT;
+        }
+        upload = true;
+    } else if (r < 0) {
         return r;
+    } else {
+        succeeded = strcmp(st->state, "Succeeded") == 0 &&
+                    st->content_length == t->content_length &&
+                    st->piece_length == t->piece_length && st->piece_count == t->piece_count;
+        upload = strcmp(st->state, "Failed") == 0;
+        dfc_rpc_msg_free(&st->base);
     }
-    /* "no candidate parents found": this is the only copy left. */
-    r = upload_again(sched, t, now_ns, err);
-    return r < 0 ? r : r == 1 ? SKIPPED : UPLOADED;
+    if (succeeded && registered) {
+        r = join(sched, cfg, t, err);
+        if (r == 0) {
+            return logged(t, peer_id, JOINED);
+        }
+        if (dfc_error_to_grpc(r) != DFC_GRPC_FAILED_PRECONDITION) {
+            return r;
+        }
+        upload = true; /* "no candidate parents found": this is the only copy left */
+    }
+    if (succeeded && !registered) {
+        /* Someone registered these bytes meanwhile: kept local, as an import does when the
+         * cluster already has them (registration.c); no need to look again. */
+        struct dfc_error e;
+        (void)dfd_storage_registered(storage, t->id, "", &e);
+        return SKIPPED;
+    }
+    if (!upload) {
+        return SKIPPED;
+    }
+    if ((r = upload_again(sched, t, peer_id, now_ns, err)) != 0) {
+        /* 1: too little TTL left; ALREADY_EXISTS: another upload of it is under way */
+        return r > 0 || dfc_error_to_grpc(r) == DFC_GRPC_ALREADY_EXISTS ? SKIPPED : r;
+    }
+    int o = registered ? UPLOADED : uploaded_unregistered(sched, storage, t, peer_id);
+    return o == UPLOADED ? logged(t, peer_id, o) : o;
 }
 
 /* A copy deleted here while it was being registered: withdraw the peer again. */
@@ -176,21 +230,22 @@ int dfd_rejoin_pass(struct dfd_sched *sched, struct dfd_storage *storage,
         if (should_stop != NULL && should_stop(arg)) {
             break;
         }
-        if (t->peer_id[0] == '\0' || (t->ttl_ns > 0 && t->created_at_ns + t->ttl_ns <= now_ns)) {
-            continue; /* never registered, or GC's to remove */
+        if ((t->peer_id[0] == '\0' && !t->register_later) ||
+            (t->ttl_ns > 0 && t->created_at_ns + t->ttl_ns <= now_ns)) {
+            continue; /* local only by design (standalone, or the cluster had it), or GC's */
         }
         struct dfc_error e;
-        int o = rejoin_one(sched, cfg, t, now_ns, &e);
+        int o = rejoin_one(sched, storage, cfg, t, now_ns, &e);
         switch (o) {
         case PRESENT:
             ret->present++;
             break;
         case JOINED:
         case UPLOADED:
-            DFC_LOG(DFC_LOG_INFO, "scheduler.rejoined_task", "task_id=%s peer_id=%s how=%s", t->id,
-                    t->peer_id, o == JOINED ? "joined" : "uploaded");
             *(o == JOINED ? &ret->joined : &ret->uploaded) += 1;
-            recheck(sched, storage, t);
+            if (t->peer_id[0] != '\0') {
+                recheck(sched, storage, t);
+            }
             break;
         case ABSENT:
             ret->absent++;

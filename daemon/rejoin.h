@@ -7,9 +7,10 @@
  * outage the node's copies serve only local exports, the repair loop copies them elsewhere,
  * and a task whose every node restarted has no parent left though its bytes are on disk.
  *
- * After the first announce a scheduler takes, and after each one that ends an outage (the
- * announcer kicks this thread), one pass goes over the local tasks that carry a peer id and
- * are not expired:
+ * After the first announce a scheduler takes, after each one that ends an outage, and after
+ * the next one when an import was kept local because no scheduler took its Started (the
+ * announcer kicks this thread), one pass goes over the local tasks that are not expired and
+ * carry a peer id:
  *   StatPersistentCachePeer finds the peer      nothing to do (present)
  *   StatPersistentCacheTask: task not found    left alone: it was deleted or expired at the
  *                                               scheduler (absent); GC keeps the local TTL
@@ -21,7 +22,13 @@
  *                                               so both expire together) then Finished; our
  *                                               scheduler accepts Started for a Succeeded task
  *                                               with no copy (uploaded)
- * anything else (another state, another geometry, less than 5 minutes of TTL left, an error)
+ * Tasks marked register_later (an import no scheduler took: storage/task.h) are registered
+ * under a fresh peer id: uploaded (Started, Finished, the TTL left) when the scheduler has no
+ * such task or a Failed one, and the row then records the peer id; when the task is Succeeded
+ * there (someone registered the bytes meanwhile), the copy stays local, as an import of bytes
+ * the cluster has does, and the mark goes. Tasks with neither (standalone imports, copies of
+ * bytes the cluster had) are not looked at.
+ * Anything else (another state, another geometry, less than 5 minutes of TTL left, an error)
  * is logged and left for the next pass. A copy deleted here while it was being registered is
  * withdrawn again (DeletePersistentCachePeer). UNAVAILABLE or DEADLINE_EXCEEDED ends the pass:
  * the scheduler is away, and the announcer kicks again when it is back. One summary line per

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -70,6 +71,7 @@ struct dfd_sched {
     pthread_mutex_t resolve_mu; /* one re-resolve at a time, without holding ips_mu */
     int64_t resolved_ms;        /* CLOCK_MONOTONIC of the last resolve */
     int64_t reresolve_ms;       /* RERESOLVE_MS; tests shorten it */
+    atomic_bool unregistered;   /* an import was kept without a peer since the last take */
 };
 
 /* ---- the ring ---- */
@@ -360,6 +362,14 @@ void dfd_sched_free(struct dfd_sched *s) {
 
 const struct dfd_sched_methods *dfd_sched_methods(const struct dfd_sched *s) {
     return &s->m;
+}
+
+void dfd_sched_note_unregistered(struct dfd_sched *s) {
+    atomic_store(&s->unregistered, true);
+}
+
+bool dfd_sched_take_unregistered(struct dfd_sched *s) {
+    return atomic_exchange(&s->unregistered, false);
 }
 
 void dfd_sched_set_reresolve_ms(struct dfd_sched *s, int64_t ms) {

@@ -59,6 +59,12 @@ struct dfc_rpc_client *dfd_sched_pick(struct dfd_sched *s, const char *task_id, 
  * a worker, never the completion-queue thread). Thread-safe. */
 bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip);
 
+/* An import was kept locally without a peer (no scheduler answered Started, or none knew this
+ * host yet): noted here, taken by the announcer after its next announce to start a rejoin
+ * pass (rejoin.h), which registers it. Thread-safe. */
+void dfd_sched_note_unregistered(struct dfd_sched *s);
+bool dfd_sched_take_unregistered(struct dfd_sched *s);
+
 /* How often a miss may re-resolve (default 10 s); for tests. Call before sharing s. */
 void dfd_sched_set_reresolve_ms(struct dfd_sched *s, int64_t ms);
 

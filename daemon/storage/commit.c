@@ -180,6 +180,7 @@ int dfd__spool_commit(struct dfd_storage *s, struct dfd__spool *sp, struct dfd_t
         }
         if (r > 0) {
             task->peer_id[0] = '\0'; /* kept unregistered: no peer to withdraw later */
+            task->register_later = r == 2;
         }
     }
     pthread_mutex_lock(&s->commit_mu);

@@ -65,11 +65,14 @@ static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
  * is schema_sql above (every store starts there, so new and old stores take the same path).
  * Version 1 records the importing uid and the id's origin; rows from before get uid 0 and
  * origin 'unknown', which the import dedup treats as not content-derived. Version 2 records the
- * peer id the copy is registered under at the scheduler; rows from before get "". */
+ * peer id the copy is registered under at the scheduler; rows from before get "". Version 3
+ * marks a copy kept local because no scheduler took its registration (register_later); rows
+ * from before get 0. */
 static const char *const migrations[] = {
     "ALTER TABLE tasks ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tasks ADD COLUMN id_origin TEXT NOT NULL DEFAULT 'unknown';",
     "ALTER TABLE tasks ADD COLUMN peer_id TEXT NOT NULL DEFAULT '';",
+    "ALTER TABLE tasks ADD COLUMN register_later INTEGER NOT NULL DEFAULT 0;",
 };
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
@@ -265,7 +268,8 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     static const char task_sql[] =
         "INSERT INTO tasks (id, persistent, replica_count, tag, application, piece_length,"
         " content_length, piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns,"
-        " hard_linked, owner_uid, id_origin, peer_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        " hard_linked, owner_uid, id_origin, peer_id, register_later)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     static const char piece_sql[] =
         "INSERT INTO pieces (task_id, number, offset, length, digest) VALUES (?,?,?,?,?)";
     sqlite3_stmt *ts = NULL, *ps = NULL;
@@ -296,6 +300,7 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     sqlite3_bind_int64(ts, 14, t->owner_uid);
     sqlite3_bind_text(ts, 15, origin_text(t->id_origin), -1, SQLITE_STATIC);
     sqlite3_bind_text(ts, 16, t->peer_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(ts, 17, t->register_later);
     if (sqlite3_step(ts) != SQLITE_DONE) {
         r = sqlite3_extended_errcode(md->db) == SQLITE_CONSTRAINT_PRIMARYKEY
                 ? dfc_error_set(err, -EEXIST, "task %s already exists", t->id)
@@ -352,12 +357,13 @@ static void read_task(sqlite3_stmt *st, struct dfd_task_meta *t) {
     t->id_origin = origin_parse(sqlite3_column_text(st, 14));
     const unsigned char *peer = sqlite3_column_text(st, 15);
     snprintf(t->peer_id, sizeof(t->peer_id), "%s", peer != NULL ? (const char *)peer : "");
+    t->register_later = sqlite3_column_int(st, 16) != 0;
 }
 
 #define TASK_COLUMNS                                                                               \
     "id, persistent, replica_count, tag, application, piece_length, content_length,"               \
     " piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns, hard_linked,"             \
-    " owner_uid, id_origin, peer_id"
+    " owner_uid, id_origin, peer_id, register_later"
 
 int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_meta *ret,
                      struct dfc_error *err) {
@@ -545,6 +551,27 @@ int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool pe
         return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", id);
     }
     return r < 0 ? r : 0;
+}
+
+int dfd_metadata_registered(struct dfd_metadata *md, const char *id, const char *peer_id,
+                            struct dfc_error *err) {
+    sqlite3_stmt *st = NULL;
+    int r;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db,
+                           "UPDATE tasks SET peer_id = ?2, register_later = 0"
+                           " WHERE id = ?1 AND register_later = 1 AND peer_id = ''",
+                           -1, &st, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, peer_id, -1, SQLITE_STATIC);
+    r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(md->db) : db_error(md, err, "update");
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    return r;
 }
 
 int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,

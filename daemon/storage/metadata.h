@@ -76,6 +76,11 @@ int dfd_metadata_checkpoint(struct dfd_metadata *md, struct dfc_error *err);
 int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool persistent,
                                 int64_t now_ns, struct dfc_error *err);
 
+/* A register_later row registered (peer_id, may be "": the cluster has it, kept local): sets
+ * the peer id and clears the mark. 1 when it did, 0 when the row is gone or not marked. */
+int dfd_metadata_registered(struct dfd_metadata *md, const char *id, const char *peer_id,
+                            struct dfc_error *err);
+
 /* Bumps updated_at (an export uses the task). */
 int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,
                        struct dfc_error *err);

@@ -491,6 +491,11 @@ int dfd_storage_set_persistent(struct dfd_storage *s, const char *id, bool persi
     return dfd_metadata_set_persistent(s->md, id, persistent, now_ns, err);
 }
 
+int dfd_storage_registered(struct dfd_storage *s, const char *id, const char *peer_id,
+                           struct dfc_error *err) {
+    return dfd_metadata_registered(s->md, id, peer_id, err);
+}
+
 int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
                              struct dfc_error *err) {
     char path[PATH_MAX];

@@ -97,8 +97,9 @@ struct dfd_import_params {
      * pending is the row about to be committed (borrowed for the call). Not called when an
      * identical task already exists (the existing one is returned). A negative return aborts
      * the import, leaving nothing, and is returned by the import with err as set by it; 1
-     * commits the task without its peer id (the hook kept it unregistered: local only); 0
-     * commits it as it is. NULL: no hook. */
+     * commits the task without its peer id (the hook kept it unregistered: local only); 2
+     * does the same and marks it register_later (no scheduler took it; task.h); 0 commits it
+     * as it is. NULL: no hook. */
     int (*before_commit)(void *arg, const struct dfd_task_meta *pending, struct dfc_error *err);
     void *before_commit_arg;
 };
@@ -240,6 +241,13 @@ int dfd_storage_touch(struct dfd_storage *s, const char *id, int64_t now_ns, str
 /* Sets a task's persistent flag and marks it used now. -ENOENT when absent. */
 int dfd_storage_set_persistent(struct dfd_storage *s, const char *id, bool persistent,
                                int64_t now_ns, struct dfc_error *err);
+
+/* A copy committed with register_later was registered at last under peer_id ("" when it stays
+ * local: the cluster has the task): records it and clears the mark, only while the row is
+ * still marked (a copy deleted or imported again meanwhile is left alone). 1 when it did, 0
+ * when not. Nothing else of the row changes (not updated_at: no use). */
+int dfd_storage_registered(struct dfd_storage *s, const char *id, const char *peer_id,
+                           struct dfc_error *err);
 
 /* Opens a task's content read-only (the fd stays valid if the task is deleted meanwhile).
  * The caller owns *ret_fd and closes it. */

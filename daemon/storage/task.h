@@ -48,6 +48,9 @@ struct dfd_task_meta {
      * made before it was recorded): DeletePersistentCachePeer names it when GC or `dfcache rm`
      * drops the copy. */
     char peer_id[DFD_PEER_ID_MAX];
+    /* Kept local because no scheduler took its registration (away, or this host not yet
+     * announced): the rejoin pass (daemon/rejoin.h) registers it and clears the mark. */
+    bool register_later;
 };
 
 struct dfd_piece_meta {

@@ -7,10 +7,10 @@
  * The host announced (real figures) and deleted on SIGTERM; imports registered as Succeeded
  * peers of this host, the local row carrying the same peer id; a cancelled streamed import
  * registering nothing; a commit that fails after Started leaving no live peer; an absent
- * scheduler not holding local imports and exports (kept unregistered), logged once, and the
- * host announced again once it is back; dfcache rm and GC expiry withdrawing the peer;
- * fail-over to a second scheduler; a second node importing content the cluster already has;
- * a restart with the store kept registering the copy again.
+ * scheduler not holding local imports and exports (kept unregistered), logged once, the host
+ * announced again once it is back and those imports registered then; dfcache rm and GC expiry
+ * withdrawing the peer; fail-over to a second scheduler; a second node importing content the
+ * cluster already has; a restart with the store kept registering the copy again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -449,6 +449,15 @@ static bool recovery_logged(void *arg) {
     return harness_log_has(&f->h, "after an outage");
 }
 
+static bool two_uploaded(void *arg) {
+    struct fx *f = arg;
+    bool yes = harness_log_has(&f->h, "present=0 joined=0 uploaded=2 ");
+    if (!yes) {
+        usleep(50000);
+    }
+    return yes;
+}
+
 static void test_scheduler_away_then_back(void **state) {
     struct fx *f = *state;
     NEED_REDIS(f);
@@ -488,6 +497,12 @@ static void test_scheduler_away_then_back(void **state) {
     sched_harness_restart(&f->s);
     assert_true(test_wait_for(host_announced, f, WAIT_MS));
     assert_true(test_wait_for(recovery_logged, f, WAIT_MS));
+    /* The two imports kept local meanwhile are uploaded now, each under a fresh peer id that
+     * its row records. */
+    assert_true(test_wait_for(two_uploaded, f, WAIT_MS));
+    char late[400];
+    assert_registered(f, id, late);
+    assert_registered(f, sid, late);
     /* And imports register again. */
     char nid[65], peer[400];
     import_file(f, "path", 2000, 5, "1h", nid);

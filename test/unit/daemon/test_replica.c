@@ -656,7 +656,7 @@ static int hook_fn(void *arg, const struct dfd_task_meta *pending, struct dfc_er
     if (h->result < 0) {
         return dfc_error_set(err, h->result, "the scheduler refused %s", pending->id);
     }
-    return 0;
+    return h->result; /* 0, or 1 / 2: commit without the peer id (2: register_later) */
 }
 
 static void test_before_commit_sees_the_id_and_can_abort(void **state) {
@@ -732,6 +732,51 @@ static void test_before_commit_in_the_path_import(void **state) {
     dfd_task_meta_done(&t);
     close(fd);
     free(buf);
+}
+
+/* A hook answering 1 commits the task without its peer id; 2 also marks it register_later,
+ * which survives a reopen until dfd_storage_registered() records the peer id it got. */
+static void test_before_commit_keeps_it_local_or_for_later(void **state) {
+    struct fx *f = *state;
+    const uint64_t len = PL + 9;
+    char *one = pattern(len, 14), *two = pattern(len, 15);
+    struct hook h = {.result = 1, .f = f};
+    struct dfd_import_params ip = {.ttl_ns = 3600 * SEC,
+                                   .expected_length = (int64_t)len,
+                                   .peer_id = PEER,
+                                   .before_commit = hook_fn,
+                                   .before_commit_arg = &h};
+    struct dfc_error err;
+    struct dfd_task_meta t, local, later;
+    bool existed;
+    assert_int_equal(import_buf(f, &ip, one, len, &local, &existed, &err), 0);
+    assert_string_equal(local.peer_id, "");
+    assert_false(local.register_later);
+    h = (struct hook){.result = 2, .f = f};
+    assert_int_equal(import_buf(f, &ip, two, len, &later, &existed, &err), 0);
+    assert_string_equal(later.peer_id, "");
+    assert_true(later.register_later);
+    struct dfd_recovery rec;
+    reopen(f, &rec);
+    assert_int_equal(dfd_storage_get(f->s, later.id, &t, &err), 0);
+    assert_true(t.register_later);
+    dfd_task_meta_done(&t);
+    /* Only a marked row takes a peer id, once. */
+    assert_int_equal(dfd_storage_registered(f->s, local.id, "p-new", &err), 0);
+    assert_int_equal(dfd_storage_registered(f->s, later.id, "p-new", &err), 1);
+    assert_int_equal(dfd_storage_registered(f->s, later.id, "p-other", &err), 0);
+    reopen(f, &rec);
+    assert_int_equal(dfd_storage_get(f->s, later.id, &t, &err), 0);
+    assert_string_equal(t.peer_id, "p-new");
+    assert_false(t.register_later);
+    dfd_task_meta_done(&t);
+    assert_int_equal(dfd_storage_get(f->s, local.id, &t, &err), 0);
+    assert_string_equal(t.peer_id, "");
+    dfd_task_meta_done(&t);
+    dfd_task_meta_done(&local);
+    dfd_task_meta_done(&later);
+    free(one);
+    free(two);
 }
 
 /* ---- the spool on tmpfs ---- */
@@ -843,6 +888,7 @@ int main(void) {
         T(test_a_version_1_store_is_migrated),
         T(test_before_commit_sees_the_id_and_can_abort),
         T(test_before_commit_in_the_path_import),
+        T(test_before_commit_keeps_it_local_or_for_later),
         T(test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
