@@ -50,9 +50,6 @@ static bool exists_elsewhere(struct dfd_registration *g, const struct dfd_task_m
  * it register_later (no scheduler took it; the next rejoin pass registers it, rejoin.h). */
 static int unregister(struct dfd_registration *g, bool later) {
     g->peer_id[0] = '\0';
-    if (later) {
-        dfd_sched_note_unregistered(g->sched);
-    }
     return later ? 2 : 1;
 }
 
@@ -134,6 +131,9 @@ static int finished_failed(struct dfd_registration *g, struct dfd_storage *s,
 
 int dfd_registration_end(struct dfd_registration *g, struct dfd_storage *s, int r,
                          struct dfd_task_meta *t, bool existed, struct dfc_error *err) {
+    if (g->sched != NULL && r >= 0 && !existed && t->register_later) {
+        dfd_sched_note_unregistered(g->sched); /* committed: the next pass will see its row */
+    }
     if (g->sched == NULL || !g->started) {
         return r;
     }

@@ -26,6 +26,8 @@
 
 #define STREAM_TIMEOUT_MS 10000
 #define MIN_TTL_NS        (300 * DFC_NS_PER_SEC) /* Started's ttl must be at least 5m */
+#define RECENT_NS         (60 * DFC_NS_PER_SEC)  /* a registration of it may be in flight */
+#define RETRY_MIN_NS      (5 * DFC_NS_PER_SEC)   /* a pass with tasks waiting: again after */
 
 struct dfd_rejoin {
     struct dfc_thread thread;
@@ -35,17 +37,24 @@ struct dfd_rejoin {
     const struct dfd_config *cfg;
 };
 
-enum outcome { PRESENT, JOINED, UPLOADED, ABSENT, SKIPPED };
+enum outcome { PRESENT, JOINED, UPLOADED, ABSENT, SKIPPED, WAITING };
 
-/* The scheduler is away: the pass ends, the announcer kicks again once it is back. */
+static int64_t wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return dfc_timespec_to_ns(&ts);
+}
+
+/* The scheduler is away: the pass ends (and is tried again later). */
 static bool away(int r) {
     int code = dfc_error_to_grpc(r);
     return code == DFC_GRPC_UNAVAILABLE || code == DFC_GRPC_DEADLINE_EXCEEDED;
 }
 
-/* Register, Started, Finished on one stream: the copy becomes a Succeeded peer of the task. */
+/* Register, Started, Finished on one stream under peer_id: the copy becomes a Succeeded peer
+ * of the task. A stream that breaks after the register withdraws the half-made peer. */
 static int join(struct dfd_sched *sched, const struct dfd_config *cfg,
-                const struct dfd_task_meta *t, struct dfc_error *err) {
+                const struct dfd_task_meta *t, const char *peer_id, struct dfc_error *err) {
     struct dfc_rpc_stream *st = NULL;
     int r = dfd_sched_announce_peer_open(sched, t->id, STREAM_TIMEOUT_MS, &st, err);
     if (r < 0) {
@@ -53,7 +62,7 @@ static int join(struct dfd_sched *sched, const struct dfd_config *cfg,
     }
     const struct dfd_sched_register g = {
         .task_id = t->id,
-        .peer_id = t->peer_id,
+        .peer_id = peer_id,
         .tag = t->tag,
         .application = t->application,
         .persistent = t->persistent,
@@ -61,6 +70,7 @@ static int join(struct dfd_sched *sched, const struct dfd_config *cfg,
         .piece_count = t->piece_count,
         .concurrent_piece_count = (uint32_t)cfg->concurrent_piece_count,
     };
+    bool answered = false;
     r = dfd_sched_peer_register(sched, st, &g, err);
     if (r == 0) {
         ProtobufCMessage *msg = NULL;
@@ -72,11 +82,11 @@ static int join(struct dfd_sched *sched, const struct dfd_config *cfg,
         } else if (r < 0) {
             dfc_error_prefix(err, "scheduler AnnouncePersistentCachePeer");
         } else {
-            r = dfd_sched_peer_event(sched, st, t->id, t->peer_id, DFD_SCHED_PEER_STARTED, NULL,
-                                     err);
+            answered = true; /* the scheduler stored the peer */
+            r = dfd_sched_peer_event(sched, st, t->id, peer_id, DFD_SCHED_PEER_STARTED, NULL, err);
             if (r == 0) {
-                r = dfd_sched_peer_event(sched, st, t->id, t->peer_id, DFD_SCHED_PEER_FINISHED,
-                                         NULL, err);
+                r = dfd_sched_peer_event(sched, st, t->id, peer_id, DFD_SCHED_PEER_FINISHED, NULL,
+                                         err);
             }
             if (r == 0 && (r = dfc_rpc_stream_finish(st, err)) < 0) {
                 dfc_error_prefix(err, "scheduler AnnouncePersistentCachePeer");
@@ -84,131 +94,142 @@ static int join(struct dfd_sched *sched, const struct dfd_config *cfg,
         }
     }
     dfc_rpc_stream_free(st);
+    if (r < 0 && answered) {
+        dfd_sched_delete_peer(sched, t->id, peer_id);
+    }
     return r;
 }
 
-/* Started then Finished under peer_id, with the TTL that is left: 1 when too little is left. */
+/* Started then Finished under peer_id, with the TTL that is left: 1 when too little is left.
+ * A failure once Started may have been stored sends Failed, so the task never stays
+ * Uploading. */
 static int upload_again(struct dfd_sched *sched, const struct dfd_task_meta *t, const char *peer_id,
-                        int64_t now_ns, struct dfc_error *err) {
-    int64_t left = t->created_at_ns + t->ttl_ns - now_ns;
+                        struct dfc_error *err) {
+    int64_t left = t->created_at_ns + t->ttl_ns - wall_ns();
     if (t->ttl_ns <= 0 || left < MIN_TTL_NS) {
         return 1;
     }
     struct dfd_task_meta m = *t; /* a shallow copy: its strings stay t's */
     m.ttl_ns = left / DFC_NS_PER_SEC * DFC_NS_PER_SEC;
     int r = dfd_sched_upload_started(sched, &m, peer_id, err);
-    if (r == 0 && (r = dfd_sched_upload_finished(sched, t->id, peer_id, NULL, err)) < 0) {
+    if (r == 0) {
+        r = dfd_sched_upload_finished(sched, t->id, peer_id, NULL, err);
+    }
+    int code = dfc_error_to_grpc(r);
+    if (r < 0 && code != DFC_GRPC_ALREADY_EXISTS && code != DFC_GRPC_NOT_FOUND) {
         dfd_sched_upload_failed(sched, t->id, peer_id, dfc_error_msg(err));
     }
     return r;
-}
-
-/* A register_later copy uploaded under peer_id: the row records it, unless the copy went or
- * changed meanwhile (then the peer is withdrawn). */
-static int uploaded_unregistered(struct dfd_sched *sched, struct dfd_storage *storage,
-                                 const struct dfd_task_meta *t, const char *peer_id) {
-    struct dfc_error e;
-    if (dfd_storage_registered(storage, t->id, peer_id, &e) != 1) {
-        dfd_sched_delete_peer(sched, t->id, peer_id);
-        return SKIPPED;
-    }
-    return UPLOADED;
 }
 
 /* Logs a copy registered again (JOINED or UPLOADED) and returns o. */
 static int logged(const struct dfd_task_meta *t, const char *peer_id, int o) {
     DFC_LOG(DFC_LOG_INFO, "scheduler.rejoined_task", "task_id=%s peer_id=%s how=%s%s", t->id,
             peer_id, o == JOINED ? "joined" : "uploaded",
-            t->peer_id[0] == '\0' ? " (kept local at its import: no scheduler took it)" : "");
+            t->register_later ? " (kept local at its import: no scheduler took it)" : "");
     return o;
 }
 
-/* The outcome for t, or a negative error (err set). */
-static int rejoin_one(struct dfd_sched *sched, struct dfd_storage *storage,
-                      const struct dfd_config *cfg, const struct dfd_task_meta *t, int64_t now_ns,
-                      struct dfc_error *err) {
-    bool registered = t->peer_id[0] != '\0';
-    char fresh[DFD_PEER_ID_MAX];
-    const char *peer_id = t->peer_id;
-    if (registered) {
-        Common__V2__PersistentCachePeer *peer = NULL;
-        int r = dfd_sched_stat_peer(sched, t->id, t->peer_id, &peer, err);
-        if (r == 0) {
-            bool done = strcmp(peer->state, "Succeeded") == 0;
-            dfc_rpc_msg_free(&peer->base);
-            if (done) {
-                return PRESENT;
-            }
-            /* A join that broke off (or a failed pull under this id): start it over. */
-            dfd_sched_delete_peer(sched, t->id, t->peer_id);
-        } else if (r != -ENOENT) {
-            return r;
-        }
-    } else {
-        int r = dfc_peer_id(cfg->host_ip, cfg->hostname, fresh, sizeof(fresh));
-        if (r < 0) {
-            return dfc_error_set(err, r,
-                                 "host.ip and host.hostname make a peer id that is too long");
-        }
-        peer_id = fresh;
+/* This host's peer_id of t at the scheduler: PRESENT when Succeeded, WAITING when a
+ * registration of it may be under way, else -ENOENT once no stale record is left. */
+static int own_peer(struct dfd_sched *sched, const struct dfd_task_meta *t, const char *peer_id,
+                    int64_t now_ns, struct dfc_error *err) {
+    Common__V2__PersistentCachePeer *peer = NULL;
+    int r = dfd_sched_stat_peer(sched, t->id, peer_id, &peer, err);
+    if (r < 0) {
+        return r;
+    }
+    bool done = strcmp(peer->state, "Succeeded") == 0;
+    bool uploading = strcmp(peer->state, "Uploading") == 0;
+    dfc_rpc_msg_free(&peer->base);
+    if (done) {
+        return PRESENT;
+    }
+    if (now_ns - t->finished_at_ns < RECENT_NS) {
+        return WAITING; /* an import's Finished, or a pull's, may still be on its way */
+    }
+    /* A registration that broke off: an upload whose Finished never came is failed first (a
+     * task left Uploading with no uploader could never be uploaded again), then redone. */
+    if (uploading) {
+        dfd_sched_upload_failed(sched, t->id, peer_id, "the uploader's Finished never came");
+    }
+    dfd_sched_delete_peer(sched, t->id, peer_id);
+    return -ENOENT;
+}
+
+/* The outcome for t (peer_id: its row's, chosen before the first call for a register_later
+ * copy), or a negative error (err set). */
+static int rejoin_one(struct dfd_sched *sched, const struct dfd_config *cfg,
+                      const struct dfd_task_meta *t, const char *peer_id, struct dfc_error *err) {
+    int r = own_peer(sched, t, peer_id, wall_ns(), err);
+    if (r != -ENOENT) {
+        return r;
     }
     Common__V2__PersistentCacheTask *st = NULL;
-    int r = dfd_sched_stat_task(sched, t->id, &st, err);
-    bool upload = false, succeeded = false;
+    r = dfd_sched_stat_task(sched, t->id, &st, err);
+    bool upload;
     if (r == -ENOENT) {
-        /* Deleted or expired there since this copy was registered; never registered: new. */
-        if (registered) {
+        /* Deleted there (or expired) since this copy was registered: left alone. Never
+         * registered: new there. */
+        if (!t->register_later) {
             return ABSENT;
         }
         upload = true;
     } else if (r < 0) {
         return r;
     } else {
-        succeeded = strcmp(st->state, "Succeeded") == 0 &&
-                    st->content_length == t->content_length &&
+        bool same = st->content_length == t->content_length &&
                     st->piece_length == t->piece_length && st->piece_count == t->piece_count;
+        bool succeeded = same && strcmp(st->state, "Succeeded") == 0;
         upload = strcmp(st->state, "Failed") == 0;
+        bool uploading = strcmp(st->state, "Uploading") == 0;
         dfc_rpc_msg_free(&st->base);
-    }
-    if (succeeded && registered) {
-        r = join(sched, cfg, t, err);
-        if (r == 0) {
-            return logged(t, peer_id, JOINED);
+        if (uploading) {
+            return WAITING; /* another upload of it is under way */
         }
-        if (dfc_error_to_grpc(r) != DFC_GRPC_FAILED_PRECONDITION) {
-            return r;
+        if (succeeded) {
+            r = join(sched, cfg, t, peer_id, err);
+            if (r == 0) {
+                return logged(t, peer_id, JOINED);
+            }
+            if (dfc_error_to_grpc(r) != DFC_GRPC_FAILED_PRECONDITION) {
+                return r;
+            }
+            upload = true; /* "no candidate parents found": this is the only copy left */
         }
-        upload = true; /* "no candidate parents found": this is the only copy left */
-    }
-    if (succeeded && !registered) {
-        /* Someone registered these bytes meanwhile: kept local, as an import does when the
-         * cluster already has them (registration.c); no need to look again. */
-        struct dfc_error e;
-        (void)dfd_storage_registered(storage, t->id, "", &e);
-        return SKIPPED;
     }
     if (!upload) {
-        return SKIPPED;
+        return SKIPPED; /* another geometry under this id */
     }
-    if ((r = upload_again(sched, t, peer_id, now_ns, err)) != 0) {
-        /* 1: too little TTL left; ALREADY_EXISTS: another upload of it is under way */
-        return r > 0 || dfc_error_to_grpc(r) == DFC_GRPC_ALREADY_EXISTS ? SKIPPED : r;
+    r = upload_again(sched, t, peer_id, err);
+    if (r == 1) {
+        return SKIPPED; /* too little TTL left */
     }
-    int o = registered ? UPLOADED : uploaded_unregistered(sched, storage, t, peer_id);
-    return o == UPLOADED ? logged(t, peer_id, o) : o;
+    if (r < 0) {
+        return dfc_error_to_grpc(r) == DFC_GRPC_ALREADY_EXISTS ? WAITING : r;
+    }
+    return logged(t, peer_id, UPLOADED);
 }
 
-/* A copy deleted here while it was being registered: withdraw the peer again. */
-static void recheck(struct dfd_sched *sched, struct dfd_storage *storage,
-                    const struct dfd_task_meta *t) {
-    struct dfd_task_meta now = {0};
+/* After a join or an upload: the row keeps the peer (a register_later row's mark goes, and a
+ * copy that was not persistent becomes so: the scheduler counts an uploader's copy as
+ * persistent); a copy deleted or imported again meanwhile gets the peer withdrawn. */
+static void settle(struct dfd_sched *sched, struct dfd_storage *storage,
+                   const struct dfd_task_meta *t, const char *peer_id, int o) {
     struct dfc_error e;
-    int r = dfd_storage_get(storage, t->id, &now, &e);
-    if (r < 0 || strcmp(now.peer_id, t->peer_id) != 0) {
-        dfd_sched_delete_peer(sched, t->id, t->peer_id);
-    }
-    if (r == 0) {
+    bool kept;
+    if (t->register_later) {
+        kept = dfd_storage_set_registration(storage, t, peer_id, peer_id, false, &e) == 1;
+    } else {
+        struct dfd_task_meta now = {0};
+        kept = dfd_storage_get(storage, t->id, &now, &e) == 0 &&
+               now.created_at_ns == t->created_at_ns && strcmp(now.peer_id, peer_id) == 0;
         dfd_task_meta_done(&now);
+    }
+    if (!kept) {
+        dfd_sched_delete_peer(sched, t->id, peer_id);
+    } else if (o == UPLOADED && !t->persistent) {
+        (void)dfd_storage_set_persistent(storage, t->id, true, wall_ns(), &e);
     }
 }
 
@@ -222,30 +243,39 @@ int dfd_rejoin_pass(struct dfd_sched *sched, struct dfd_storage *storage,
     if (r < 0) {
         return r;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now_ns = dfc_timespec_to_ns(&ts);
     for (size_t i = 0; i < n && r == 0; i++) {
         const struct dfd_task_meta *t = &list[i];
         if (should_stop != NULL && should_stop(arg)) {
             break;
         }
         if ((t->peer_id[0] == '\0' && !t->register_later) ||
-            (t->ttl_ns > 0 && t->created_at_ns + t->ttl_ns <= now_ns)) {
+            (t->ttl_ns > 0 && t->created_at_ns + t->ttl_ns <= wall_ns())) {
             continue; /* local only by design (standalone, or the cluster had it), or GC's */
         }
         struct dfc_error e;
-        int o = rejoin_one(sched, storage, cfg, t, now_ns, &e);
+        char fresh[DFD_PEER_ID_MAX];
+        const char *peer_id = t->peer_id;
+        if (peer_id[0] == '\0') {
+            /* A register_later copy: its peer id is recorded before any call, so a delete
+             * meanwhile withdraws it, and a crash leaves nothing the next pass cannot redo. */
+            if (dfc_peer_id(cfg->host_ip, cfg->hostname, fresh, sizeof(fresh)) < 0 ||
+                dfd_storage_set_registration(storage, t, "", fresh, true, &e) != 1) {
+                continue; /* deleted or imported again since the list was read */
+            }
+            peer_id = fresh;
+        }
+        int o = rejoin_one(sched, cfg, t, peer_id, &e);
         switch (o) {
         case PRESENT:
             ret->present++;
+            if (t->register_later) { /* registered before a crash: only the mark was left */
+                (void)dfd_storage_set_registration(storage, t, peer_id, peer_id, false, &e);
+            }
             break;
         case JOINED:
         case UPLOADED:
             *(o == JOINED ? &ret->joined : &ret->uploaded) += 1;
-            if (t->peer_id[0] != '\0') {
-                recheck(sched, storage, t);
-            }
+            settle(sched, storage, t, peer_id, o);
             break;
         case ABSENT:
             ret->absent++;
@@ -255,9 +285,14 @@ int dfd_rejoin_pass(struct dfd_sched *sched, struct dfd_storage *storage,
         case SKIPPED:
             ret->skipped++;
             DFC_LOG(DFC_LOG_DEBUG, "scheduler.rejoin_skipped",
-                    "task_id=%s: not Succeeded with this geometry at the scheduler, or too "
-                    "little TTL left to upload again",
+                    "task_id=%s: another geometry at the scheduler, or too little TTL left to "
+                    "upload again",
                     t->id);
+            break;
+        case WAITING:
+            ret->waiting++;
+            DFC_LOG(DFC_LOG_DEBUG, "scheduler.rejoin_waiting",
+                    "task_id=%s: a registration of it is under way, looked at again later", t->id);
             break;
         default:
             if (away(o)) {
@@ -285,12 +320,18 @@ static bool stopping(void *arg) {
     return s;
 }
 
+/* A pass runs when kicked, and again after a back-off (5 s doubling up to the announce
+ * interval) while one ended early or left tasks waiting or failed. */
 static void *rejoin_main(void *arg) {
     struct dfd_rejoin *j = arg;
+    int64_t retry = 0; /* 0: no pass wanted until a kick */
     pthread_mutex_lock(&j->thread.mu);
     for (;;) {
+        struct timespec at = dfc_deadline_after(retry);
         while (!j->thread.stop && !j->kicked) {
-            dfc_thread_wait_locked(&j->thread, NULL);
+            if (dfc_thread_wait_locked(&j->thread, retry > 0 ? &at : NULL) == -ETIMEDOUT) {
+                break;
+            }
         }
         if (j->thread.stop) {
             break;
@@ -300,17 +341,21 @@ static void *rejoin_main(void *arg) {
         struct dfd_rejoin_counts c;
         struct dfc_error err;
         int r = dfd_rejoin_pass(j->sched, j->storage, j->cfg, stopping, j, &c, &err);
+        bool again = r < 0 || c.waiting > 0 || c.failed > 0;
         DFC_LOG(r < 0 ? DFC_LOG_WARN : DFC_LOG_INFO, "scheduler.rejoined",
-                "present=%zu joined=%zu uploaded=%zu absent=%zu skipped=%zu failed=%zu%s%s%s",
-                c.present, c.joined, c.uploaded, c.absent, c.skipped, c.failed,
+                "present=%zu joined=%zu uploaded=%zu absent=%zu skipped=%zu waiting=%zu "
+                "failed=%zu%s%s%s",
+                c.present, c.joined, c.uploaded, c.absent, c.skipped, c.waiting, c.failed,
                 r < 0 ? " error=\"" : "", r < 0 ? dfc_error_msg(&err) : "",
-                r < 0 ? "\": the pass ends, the next announce starts another" : "");
+                r < 0 ? "\": the pass ended early" : "");
+        int64_t cap =
+            j->cfg->announce_interval > RETRY_MIN_NS ? j->cfg->announce_interval : RETRY_MIN_NS;
+        retry = !again ? 0 : retry == 0 ? RETRY_MIN_NS : retry > cap / 2 ? cap : retry * 2;
         pthread_mutex_lock(&j->thread.mu);
     }
     pthread_mutex_unlock(&j->thread.mu);
     return NULL;
 }
-
 int dfd_rejoin_start(struct dfd_sched *sched, struct dfd_storage *storage,
                      const struct dfd_config *cfg, struct dfd_rejoin **ret, struct dfc_error *err) {
     struct dfd_rejoin *j = calloc(1, sizeof(*j));

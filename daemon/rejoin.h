@@ -8,31 +8,40 @@
  * and a task whose every node restarted has no parent left though its bytes are on disk.
  *
  * After the first announce a scheduler takes, after each one that ends an outage, and after
- * the next one when an import was kept local because no scheduler took its Started (the
+ * the next one once an import was kept local because no scheduler took its Started (the
  * announcer kicks this thread), one pass goes over the local tasks that are not expired and
- * carry a peer id:
- *   StatPersistentCachePeer finds the peer      nothing to do (present)
- *   StatPersistentCacheTask: task not found    left alone: it was deleted or expired at the
- *                                               scheduler (absent); GC keeps the local TTL
- *   the task Succeeded with the same geometry  AnnouncePersistentCachePeer under the same peer
- *                                               id and persistent flag: register, Started,
- *                                               Finished, with no piece moved (joined)
- *   register: "no candidate parents found"     no copy is left anywhere: the upload again,
- *                                               Started (TTL = what is left of the local one,
- *                                               so both expire together) then Finished; our
- *                                               scheduler accepts Started for a Succeeded task
- *                                               with no copy (uploaded)
- * Tasks marked register_later (an import no scheduler took: storage/task.h) are registered
- * under a fresh peer id: uploaded (Started, Finished, the TTL left) when the scheduler has no
- * such task or a Failed one, and the row then records the peer id; when the task is Succeeded
- * there (someone registered the bytes meanwhile), the copy stays local, as an import of bytes
- * the cluster has does, and the mark goes. Tasks with neither (standalone imports, copies of
- * bytes the cluster had) are not looked at.
- * Anything else (another state, another geometry, less than 5 minutes of TTL left, an error)
- * is logged and left for the next pass. A copy deleted here while it was being registered is
- * withdrawn again (DeletePersistentCachePeer). UNAVAILABLE or DEADLINE_EXCEEDED ends the pass:
- * the scheduler is away, and the announcer kicks again when it is back. One summary line per
- * pass: event=scheduler.rejoined.
+ * carry a peer id or the register_later mark (an import no scheduler took: storage/task.h;
+ * such a row first gets a fresh peer id recorded, mark kept, so a delete meanwhile withdraws
+ * it and a crash leaves a state the next pass redoes). Rows with neither (standalone imports,
+ * copies of bytes the cluster had) are not looked at. For each:
+ *   StatPersistentCachePeer: Succeeded         nothing to do (present; a mark goes)
+ *     found in another state                   a registration may be under way when the row
+ *                                               is under a minute old (waiting); else it broke
+ *                                               off: an Uploading peer is failed first (so its
+ *                                               task can be uploaded again), then deleted, and
+ *                                               the steps below redo it
+ *   StatPersistentCacheTask: not found         a registered copy: deleted or expired at the
+ *                                               scheduler, left alone (absent); a marked one:
+ *                                               uploaded
+ *     Uploading                                another upload of it is under way (waiting)
+ *     Succeeded with the same geometry         AnnouncePersistentCachePeer under the peer id
+ *                                               and persistent flag: register, Started,
+ *                                               Finished, no piece moved (joined); a stream
+ *                                               that breaks after the register withdraws it
+ *       register: "no candidate parents found" no copy is left anywhere: uploaded
+ *     Failed                                   uploaded
+ *   uploaded = Started (TTL = what is left of the local one, so both expire together) then
+ *   Finished; Failed after a failure once Started may have been stored; our scheduler takes
+ *   Started for a Succeeded task with no peer left. An uploaded copy that was not persistent
+ *   becomes persistent here too (the scheduler counts an uploader's copy as one).
+ * Then the row keeps the peer (a mark goes), or, deleted or imported again meanwhile, the peer
+ * is withdrawn (DeletePersistentCachePeer); a delete that raced the registration withdraws
+ * the peer id the row had when it went (dfd_storage_delete_task). Another geometry or less
+ * than 5 minutes of TTL left: skipped. UNAVAILABLE or DEADLINE_EXCEEDED ends the pass. A pass
+ * that ended early or left tasks waiting or failed runs again after 5 s, doubling up to the
+ * announce interval, until one leaves none. One summary line per pass:
+ * event=scheduler.rejoined. A task in flight when the daemon stops finishes first (a few
+ * request timeouts at most).
  *
  * Ownership: sched, storage and cfg are borrowed and must outlive the rejoiner.
  */
@@ -50,7 +59,7 @@ struct dfd_sched;
 struct dfd_rejoin;
 
 struct dfd_rejoin_counts {
-    size_t present, joined, uploaded, absent, skipped, failed;
+    size_t present, joined, uploaded, absent, skipped, waiting, failed;
 };
 
 /* Starts the thread (idle until kicked). -EAGAIN / -ENOMEM. */

@@ -30,21 +30,16 @@ static void log_ids(struct dfc_rpc_call *call, const char *host_id, const char *
     }
 }
 
-/* Whether task id has a peer that holds or is fetching its content (Succeeded or Running);
- * errors count as yes, so a task is never taken over on a failed read. */
+/* Whether task id still has a peer record in its all-peers set (Failed peers leave it, so
+ * these hold or are fetching the content, or were registered by a host not yet collected);
+ * one SCARD. Errors count as yes, so a task is never taken over on a failed read. */
 static bool has_copy(struct sched_service *svc, int64_t dl, const char *id) {
-    struct sched_peer *peers = NULL;
-    size_t n = 0;
+    uint64_t all = 1, persistent = 0;
     struct dfc_error e;
-    if (sched_peer_load_by_task(svc->store, dl, id, &peers, &n, &e) < 0) {
+    if (sched_task_replica_counts(svc->store, dl, id, &all, &persistent, &e) < 0) {
         return true;
     }
-    bool any = false;
-    for (size_t i = 0; i < n && !any; i++) {
-        any = peers[i].state == SCHED_PEER_SUCCEEDED || peers[i].state == SCHED_PEER_RUNNING;
-    }
-    sched_peer_list_free(peers, n);
-    return any;
+    return all > 0;
 }
 
 /* An FSM refusal is INTERNAL with the FSM's text, as upstream answers it. */

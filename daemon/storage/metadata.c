@@ -533,14 +533,38 @@ int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_erro
 }
 
 int dfd_metadata_delete_if(struct dfd_metadata *md, const char *id, int64_t created_at_ns,
-                           int64_t updated_at_ns, struct dfc_error *err) {
-    if (updated_at_ns < 0) {
-        return exec_id(md, "DELETE FROM tasks WHERE id = ?1 AND created_at_ns = ?2", id,
-                       created_at_ns, 0, 1, err);
+                           int64_t updated_at_ns, char *ret_peer_id, size_t peer_size,
+                           struct dfc_error *err) {
+    const char *sql =
+        updated_at_ns < 0
+            ? "DELETE FROM tasks WHERE id = ?1 AND created_at_ns = ?2 RETURNING peer_id"
+            : "DELETE FROM tasks WHERE id = ?1 AND created_at_ns = ?2 AND updated_at_ns = ?3"
+              " RETURNING peer_id";
+    sqlite3_stmt *st = NULL;
+    int r = 0;
+    pthread_mutex_lock(&md->mu);
+    if (sqlite3_prepare_v2(md->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        r = db_error(md, err, "prepare");
+        goto out;
     }
-    return exec_id(md,
-                   "DELETE FROM tasks WHERE id = ?1 AND created_at_ns = ?2 AND updated_at_ns = ?3",
-                   id, created_at_ns, updated_at_ns, 2, err);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, created_at_ns);
+    if (updated_at_ns >= 0) {
+        sqlite3_bind_int64(st, 3, updated_at_ns);
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const unsigned char *peer = sqlite3_column_text(st, 0);
+        snprintf(ret_peer_id, peer_size, "%s", peer != NULL ? (const char *)peer : "");
+        r = 1;
+    }
+    if (rc != SQLITE_DONE) {
+        r = db_error(md, err, "delete");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&md->mu);
+    return r;
 }
 
 int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool persistent,
@@ -553,20 +577,24 @@ int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool pe
     return r < 0 ? r : 0;
 }
 
-int dfd_metadata_registered(struct dfd_metadata *md, const char *id, const char *peer_id,
-                            struct dfc_error *err) {
+int dfd_metadata_set_registration(struct dfd_metadata *md, const char *id, int64_t created_at_ns,
+                                  const char *expect, const char *peer_id, bool later,
+                                  struct dfc_error *err) {
     sqlite3_stmt *st = NULL;
     int r;
     pthread_mutex_lock(&md->mu);
     if (sqlite3_prepare_v2(md->db,
-                           "UPDATE tasks SET peer_id = ?2, register_later = 0"
-                           " WHERE id = ?1 AND register_later = 1 AND peer_id = ''",
+                           "UPDATE tasks SET peer_id = ?3, register_later = ?4 WHERE id = ?1"
+                           " AND created_at_ns = ?2 AND register_later = 1 AND peer_id = ?5",
                            -1, &st, NULL) != SQLITE_OK) {
         r = db_error(md, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, peer_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, created_at_ns);
+    sqlite3_bind_text(st, 3, peer_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, later);
+    sqlite3_bind_text(st, 5, expect, -1, SQLITE_STATIC);
     r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(md->db) : db_error(md, err, "update");
 out:
     sqlite3_finalize(st);

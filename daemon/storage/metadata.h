@@ -64,10 +64,12 @@ int dfd_metadata_totals(struct dfd_metadata *md, uint64_t ret_tasks[2], uint64_t
 int dfd_metadata_delete(struct dfd_metadata *md, const char *id, struct dfc_error *err);
 
 /* Deletes the task only while its row is the one read earlier: the same import (created_at_ns)
- * and, when updated_at_ns >= 0, not used or changed since. Returns 1 when it deleted, 0 when
+ * and, when updated_at_ns >= 0, not used or changed since. Returns 1 when it deleted (the
+ * deleted row's peer id, which may have been set since the read, into ret_peer_id), 0 when
  * the row is gone or is another one now. One statement, so nothing slips in between. */
 int dfd_metadata_delete_if(struct dfd_metadata *md, const char *id, int64_t created_at_ns,
-                           int64_t updated_at_ns, struct dfc_error *err);
+                           int64_t updated_at_ns, char *ret_peer_id, size_t peer_size,
+                           struct dfc_error *err);
 
 /* Checkpoints the WAL into the database and truncates it (frees the WAL's disk space). */
 int dfd_metadata_checkpoint(struct dfd_metadata *md, struct dfc_error *err);
@@ -76,10 +78,11 @@ int dfd_metadata_checkpoint(struct dfd_metadata *md, struct dfc_error *err);
 int dfd_metadata_set_persistent(struct dfd_metadata *md, const char *id, bool persistent,
                                 int64_t now_ns, struct dfc_error *err);
 
-/* A register_later row registered (peer_id, may be "": the cluster has it, kept local): sets
- * the peer id and clears the mark. 1 when it did, 0 when the row is gone or not marked. */
-int dfd_metadata_registered(struct dfd_metadata *md, const char *id, const char *peer_id,
-                            struct dfc_error *err);
+/* On a register_later row of this import (created_at_ns) whose peer id is expect: sets the
+ * peer id and the mark. 1 when it did, 0 when the row is gone, another one, or not so. */
+int dfd_metadata_set_registration(struct dfd_metadata *md, const char *id, int64_t created_at_ns,
+                                  const char *expect, const char *peer_id, bool later,
+                                  struct dfc_error *err);
 
 /* Bumps updated_at (an export uses the task). */
 int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,

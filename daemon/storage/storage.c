@@ -491,9 +491,11 @@ int dfd_storage_set_persistent(struct dfd_storage *s, const char *id, bool persi
     return dfd_metadata_set_persistent(s->md, id, persistent, now_ns, err);
 }
 
-int dfd_storage_registered(struct dfd_storage *s, const char *id, const char *peer_id,
-                           struct dfc_error *err) {
-    return dfd_metadata_registered(s->md, id, peer_id, err);
+int dfd_storage_set_registration(struct dfd_storage *s, const struct dfd_task_meta *t,
+                                 const char *expect, const char *peer_id, bool later,
+                                 struct dfc_error *err) {
+    return dfd_metadata_set_registration(s->md, t->id, t->created_at_ns, expect, peer_id, later,
+                                         err);
 }
 
 int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
@@ -510,13 +512,14 @@ int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
 
 /* The row (all of it, or only while it is still *expect), then the content; under commit_mu,
  * which every import commit holds from its existence check to its insert. */
-static int delete_locked(struct dfd_storage *s, const char *id, const struct dfd_task_meta *expect,
+static int delete_locked(struct dfd_storage *s, const char *id, struct dfd_task_meta *expect,
                          bool same_use, bool *ret_deleted, struct dfc_error *err) {
     int64_t created = expect != NULL ? expect->created_at_ns : 0;
     int64_t updated = expect != NULL && same_use ? expect->updated_at_ns : -1;
     int r = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
-        r = expect != NULL ? dfd_metadata_delete_if(s->md, id, created, updated, err)
+        r = expect != NULL ? dfd_metadata_delete_if(s->md, id, created, updated, expect->peer_id,
+                                                    sizeof(expect->peer_id), err)
                            : dfd_metadata_delete(s->md, id, err);
         if (r != -ENOSPC) {
             break;
@@ -555,7 +558,7 @@ int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *
     return r;
 }
 
-int dfd_storage_delete_task(struct dfd_storage *s, const struct dfd_task_meta *t, bool same_use,
+int dfd_storage_delete_task(struct dfd_storage *s, struct dfd_task_meta *t, bool same_use,
                             bool *ret_deleted, struct dfc_error *err) {
     pthread_mutex_lock(&s->commit_mu);
     int r = delete_locked(s, t->id, t, same_use, ret_deleted, err);

@@ -242,12 +242,14 @@ int dfd_storage_touch(struct dfd_storage *s, const char *id, int64_t now_ns, str
 int dfd_storage_set_persistent(struct dfd_storage *s, const char *id, bool persistent,
                                int64_t now_ns, struct dfc_error *err);
 
-/* A copy committed with register_later was registered at last under peer_id ("" when it stays
- * local: the cluster has the task): records it and clears the mark, only while the row is
- * still marked (a copy deleted or imported again meanwhile is left alone). 1 when it did, 0
- * when not. Nothing else of the row changes (not updated_at: no use). */
-int dfd_storage_registered(struct dfd_storage *s, const char *id, const char *peer_id,
-                           struct dfc_error *err);
+/* The registration of a copy committed with register_later (task.h), in steps: the peer id
+ * it will register under recorded with the mark kept (expect ""), then the mark cleared once
+ * the scheduler has it (expect = peer_id). Only while the row is still t's import, marked,
+ * with the peer id expect (a copy deleted or imported again meanwhile is left alone): 1 when
+ * it did, 0 when not. Nothing else of the row changes (not updated_at: no use). */
+int dfd_storage_set_registration(struct dfd_storage *s, const struct dfd_task_meta *t,
+                                 const char *expect, const char *peer_id, bool later,
+                                 struct dfc_error *err);
 
 /* Opens a task's content read-only (the fd stays valid if the task is deleted meanwhile).
  * The caller owns *ret_fd and closes it. */
@@ -274,8 +276,10 @@ int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *
 
 /* Deletes t only while the stored task is still the one t was read from: the same import and,
  * with same_use, not used or changed since (GC decides from a list that may have gone stale).
- * *ret_deleted tells whether it deleted; a task that is gone or was imported again is left. */
-int dfd_storage_delete_task(struct dfd_storage *s, const struct dfd_task_meta *t, bool same_use,
+ * *ret_deleted tells whether it deleted; a task that is gone or was imported again is left.
+ * On a delete t->peer_id becomes the deleted row's: the rejoin pass (daemon/rejoin.h) may have
+ * registered the copy since t was read, and that is the peer to withdraw. */
+int dfd_storage_delete_task(struct dfd_storage *s, struct dfd_task_meta *t, bool same_use,
                             bool *ret_deleted, struct dfc_error *err);
 
 /* Re-creates metadata/reserve when it is missing and twice its size is free (GC calls this on

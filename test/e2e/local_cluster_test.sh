@@ -17,7 +17,8 @@
 #      node (90 s)
 #   4. dfcache rm on a replica node: its peer leaves Redis at once (15 s) and the count is
 #      restored (60 s)
-#   5. the killed node starts again and announces (30 s)
+#   5. the killed node starts again and announces (30 s); its kept copy joins the task again
+#      (30 s)
 #   6. every piece corrupted on one parent (bytes of its content file inverted): the receiving
 #      daemon logs the CRC rejection naming that parent, fetches the pieces from the other,
 #      and the export is byte-identical (60 s per attempt; the other parent is corrupted
@@ -301,10 +302,23 @@ wait_for 60 count_is "$a" 3 ||
     fail "step 4: 60 s after dfcache rm on node $rmnode the persistent copies of $a are not back to 3: $(why "$a")" "$a"
 ok "dfcache rm $a on node $rmnode: its peer left Redis, count restored in ${took}s (bound 60 s)"
 
-# ---- 5. the killed node comes back ----
+# ---- 5. the killed node comes back, and its kept copy of a with it ----
 CLUSTER_UP_TIMEOUT=30 cluster start "$victim" >/dev/null || fail "step 5: node $victim did not start and announce again"
 alive[$victim]=1
-ok "node $victim started again and announced"
+# Host GC took its peers; its store kept the copy, which joins the task again (rejoin).
+victim_rejoined() {
+    local p
+    for p in $(task_peers "$a" persistent); do
+        if [ "$(rc HGET "$(peer_key "$p")" host_id)" = "$(host_of "$victim")" ] &&
+            [ "$(rc HGET "$(peer_key "$p")" state)" = Succeeded ]; then
+            return 0
+        fi
+    done
+    return 1
+}
+wait_for 30 victim_rejoined ||
+    fail "step 5: 30 s after node $victim started again, its kept copy of $a is not a persistent peer in Redis: $(why "$a")" "$a"
+ok "node $victim started again and announced; its kept copy of $a joined the task again in ${took}s (bound 30 s)"
 
 # ---- 6. a corrupted parent ----
 import b 1 "$work/b.bin" --persistent-replica-count 2

@@ -735,7 +735,7 @@ static void test_before_commit_in_the_path_import(void **state) {
 }
 
 /* A hook answering 1 commits the task without its peer id; 2 also marks it register_later,
- * which survives a reopen until dfd_storage_registered() records the peer id it got. */
+ * which survives a reopen until dfd_storage_set_registration() records its registration. */
 static void test_before_commit_keeps_it_local_or_for_later(void **state) {
     struct fx *f = *state;
     const uint64_t len = PL + 9;
@@ -761,10 +761,20 @@ static void test_before_commit_keeps_it_local_or_for_later(void **state) {
     assert_int_equal(dfd_storage_get(f->s, later.id, &t, &err), 0);
     assert_true(t.register_later);
     dfd_task_meta_done(&t);
-    /* Only a marked row takes a peer id, once. */
-    assert_int_equal(dfd_storage_registered(f->s, local.id, "p-new", &err), 0);
-    assert_int_equal(dfd_storage_registered(f->s, later.id, "p-new", &err), 1);
-    assert_int_equal(dfd_storage_registered(f->s, later.id, "p-other", &err), 0);
+    /* Only a marked row of this import takes a peer id: recorded (marked still), then
+     * confirmed (the mark goes); each step only from the state it expects. */
+    assert_int_equal(dfd_storage_set_registration(f->s, &local, "", "p-new", true, &err), 0);
+    struct dfd_task_meta other = later;
+    other.created_at_ns++; /* another import of the same id */
+    assert_int_equal(dfd_storage_set_registration(f->s, &other, "", "p-new", true, &err), 0);
+    assert_int_equal(dfd_storage_set_registration(f->s, &later, "", "p-new", true, &err), 1);
+    assert_int_equal(dfd_storage_set_registration(f->s, &later, "", "p-other", true, &err), 0);
+    assert_int_equal(dfd_storage_get(f->s, later.id, &t, &err), 0);
+    assert_string_equal(t.peer_id, "p-new");
+    assert_true(t.register_later);
+    dfd_task_meta_done(&t);
+    assert_int_equal(dfd_storage_set_registration(f->s, &later, "p-new", "p-new", false, &err), 1);
+    assert_int_equal(dfd_storage_set_registration(f->s, &later, "p-new", "p-new", false, &err), 0);
     reopen(f, &rec);
     assert_int_equal(dfd_storage_get(f->s, later.id, &t, &err), 0);
     assert_string_equal(t.peer_id, "p-new");
@@ -773,6 +783,13 @@ static void test_before_commit_keeps_it_local_or_for_later(void **state) {
     assert_int_equal(dfd_storage_get(f->s, local.id, &t, &err), 0);
     assert_string_equal(t.peer_id, "");
     dfd_task_meta_done(&t);
+    /* A delete from a read made before the registration (GC's list, rm's load) hands back
+     * the peer id the row had when it went: that is the peer to withdraw. */
+    bool deleted = false;
+    assert_string_equal(later.peer_id, "");
+    assert_int_equal(dfd_storage_delete_task(f->s, &later, false, &deleted, &err), 0);
+    assert_true(deleted);
+    assert_string_equal(later.peer_id, "p-new");
     dfd_task_meta_done(&local);
     dfd_task_meta_done(&later);
     free(one);
