@@ -40,8 +40,7 @@ static bool exists_elsewhere(struct dfd_registration *g, const struct dfd_task_m
     }
     bool state = strcmp(st->state, "Succeeded") == 0 ||
                  (strcmp(st->state, "Uploading") == 0 && t->id_origin == DFD_ID_ORIGIN_CONTENT);
-    bool same = state && st->content_length == t->content_length &&
-                st->piece_length == t->piece_length && st->piece_count == t->piece_count;
+    bool same = state && dfd_sched_same_geometry(st, t);
     dfc_rpc_msg_free(&st->base);
     return same;
 }

@@ -14,11 +14,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "dfc/clock.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
-#include "dfc/pbtime.h"
 #include "dfc/thread.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
@@ -38,12 +37,6 @@ struct dfd_rejoin {
 };
 
 enum outcome { PRESENT, JOINED, UPLOADED, ABSENT, SKIPPED, WAITING };
-
-static int64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return dfc_timespec_to_ns(&ts);
-}
 
 /* The scheduler is away: the pass ends (and is tried again later). */
 static bool away(int r) {
@@ -105,7 +98,7 @@ static int join(struct dfd_sched *sched, const struct dfd_config *cfg,
  * Uploading. */
 static int upload_again(struct dfd_sched *sched, const struct dfd_task_meta *t, const char *peer_id,
                         struct dfc_error *err) {
-    int64_t left = t->created_at_ns + t->ttl_ns - wall_ns();
+    int64_t left = t->created_at_ns + t->ttl_ns - dfc_clock_now(&dfc_clock_real);
     if (t->ttl_ns <= 0 || left < MIN_TTL_NS) {
         return 1;
     }
@@ -161,7 +154,7 @@ static int own_peer(struct dfd_sched *sched, const struct dfd_task_meta *t, cons
  * copy), or a negative error (err set). */
 static int rejoin_one(struct dfd_sched *sched, const struct dfd_config *cfg,
                       const struct dfd_task_meta *t, const char *peer_id, struct dfc_error *err) {
-    int r = own_peer(sched, t, peer_id, wall_ns(), err);
+    int r = own_peer(sched, t, peer_id, dfc_clock_now(&dfc_clock_real), err);
     if (r != -ENOENT) {
         return r;
     }
@@ -178,9 +171,7 @@ static int rejoin_one(struct dfd_sched *sched, const struct dfd_config *cfg,
     } else if (r < 0) {
         return r;
     } else {
-        bool same = st->content_length == t->content_length &&
-                    st->piece_length == t->piece_length && st->piece_count == t->piece_count;
-        bool succeeded = same && strcmp(st->state, "Succeeded") == 0;
+        bool succeeded = strcmp(st->state, "Succeeded") == 0 && dfd_sched_same_geometry(st, t);
         upload = strcmp(st->state, "Failed") == 0;
         bool uploading = strcmp(st->state, "Uploading") == 0;
         dfc_rpc_msg_free(&st->base);
@@ -229,7 +220,7 @@ static void settle(struct dfd_sched *sched, struct dfd_storage *storage,
     if (!kept) {
         dfd_sched_delete_peer(sched, t->id, peer_id);
     } else if (o == UPLOADED && !t->persistent) {
-        (void)dfd_storage_set_persistent(storage, t->id, true, wall_ns(), &e);
+        (void)dfd_storage_set_persistent(storage, t->id, true, dfc_clock_now(&dfc_clock_real), &e);
     }
 }
 
@@ -249,7 +240,7 @@ int dfd_rejoin_pass(struct dfd_sched *sched, struct dfd_storage *storage,
             break;
         }
         if ((t->peer_id[0] == '\0' && !t->register_later) ||
-            (t->ttl_ns > 0 && t->created_at_ns + t->ttl_ns <= wall_ns())) {
+            (t->ttl_ns > 0 && t->created_at_ns + t->ttl_ns <= dfc_clock_now(&dfc_clock_real))) {
             continue; /* local only by design (standalone, or the cluster had it), or GC's */
         }
         struct dfc_error e;

@@ -550,6 +550,12 @@ void dfd_sched_upload_failed(struct dfd_sched *s, const char *task_id, const cha
     }
 }
 
+bool dfd_sched_same_geometry(const Common__V2__PersistentCacheTask *st,
+                             const struct dfd_task_meta *t) {
+    return st->content_length == t->content_length && st->piece_length == t->piece_length &&
+           st->piece_count == t->piece_count;
+}
+
 int dfd_sched_stat_task(struct dfd_sched *s, const char *task_id,
                         Common__V2__PersistentCacheTask **ret, struct dfc_error *err) {
     Scheduler__V2__StatPersistentCacheTaskRequest req =

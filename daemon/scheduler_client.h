@@ -92,6 +92,10 @@ int dfd_sched_upload_finished(struct dfd_sched *s, const char *task_id, const ch
 void dfd_sched_upload_failed(struct dfd_sched *s, const char *task_id, const char *peer_id,
                              const char *description);
 
+/* Whether the scheduler's task st has t's content length, piece length and piece count. */
+bool dfd_sched_same_geometry(const Common__V2__PersistentCacheTask *st,
+                             const struct dfd_task_meta *t);
+
 /* StatPersistentCacheTask: -ENOENT when the scheduler does not know the task. */
 int dfd_sched_stat_task(struct dfd_sched *s, const char *task_id,
                         Common__V2__PersistentCacheTask **ret, struct dfc_error *err);
