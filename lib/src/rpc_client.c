@@ -1,5 +1,6 @@
 /*
- * rpc_client.c - the client half of the RPC layer: blocking calls of all four kinds.
+ * rpc_client.c - the client half of the RPC layer: blocking calls of all four kinds, and unary
+ * calls many of which one thread drives at once (dfc_rpc_async).
  *
  * DESIGN: each call gets its own pluck completion queue, so the thread that waits for an
  * operation also drives that call's I/O and no client-side thread is needed. Operations are
@@ -188,16 +189,12 @@ int dfc_rpc_stream_open(struct dfc_rpc_client *c, const struct dfc_rpc_client_me
 
 #define MAX_MD 8
 
-/* Creates st with its queue and call; no operation is started. */
-static int open_call(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
-                     int64_t timeout_ms, struct dfc_rpc_stream **ret, struct dfc_error *err) {
-    struct dfc_rpc_stream *st = calloc(1, sizeof(*st));
-    if (st == NULL) {
-        return dfc_error_set(err, -ENOMEM, "out of memory");
-    }
-    gpr_timespec deadline = dfc__rpc_deadline(timeout_ms);
-    reconnect(c, deadline);
-    st->cq = grpc_completion_queue_create_for_pluck(NULL);
+/* Fills st (zeroed by the caller) with a call of m on cq; no operation is started. Every
+ * member release_call() frees is valid afterwards, whatever the result. */
+static int init_call(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                     gpr_timespec deadline, grpc_completion_queue *cq, struct dfc_rpc_stream *st,
+                     struct dfc_error *err) {
+    st->cq = cq;
     grpc_metadata_array_init(&st->md);
     grpc_metadata_array_init(&st->trailing);
     st->details = grpc_empty_slice();
@@ -206,8 +203,24 @@ static int open_call(struct dfc_rpc_client *c, const struct dfc_rpc_client_metho
                                         NULL, deadline, NULL);
     grpc_slice_unref(path);
     if (st->call == NULL) {
-        dfc_rpc_stream_free(st);
         return dfc_error_set(err, -ENOMEM, "cannot create a call to %s", m->path);
+    }
+    return 0;
+}
+
+/* Creates st with its own pluck queue and call; no operation is started. */
+static int open_call(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                     int64_t timeout_ms, struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    struct dfc_rpc_stream *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    gpr_timespec deadline = dfc__rpc_deadline(timeout_ms);
+    reconnect(c, deadline);
+    int r = init_call(c, m, deadline, grpc_completion_queue_create_for_pluck(NULL), st, err);
+    if (r < 0) {
+        dfc_rpc_stream_free(st);
+        return r;
     }
     *ret = st;
     return 0;
@@ -405,6 +418,8 @@ void dfc_rpc_stream_cancel(struct dfc_rpc_stream *st) {
     grpc_call_cancel(st->call, NULL);
 }
 
+static void release_call(struct dfc_rpc_stream *st);
+
 void dfc_rpc_stream_free(struct dfc_rpc_stream *st) {
     if (st == NULL) {
         return;
@@ -425,6 +440,17 @@ void dfc_rpc_stream_free(struct dfc_rpc_stream *st) {
         if (st->status_pending) {
             (void)pluck(st, &st->tag_status);
         }
+    }
+    release_call(st);
+    grpc_completion_queue_shutdown(st->cq);
+    grpc_completion_queue_pluck(st->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_completion_queue_destroy(st->cq);
+    free(st);
+}
+
+/* Frees what init_call() made, the queue aside; every posted operation has completed. */
+static void release_call(struct dfc_rpc_stream *st) {
+    if (st->call != NULL) {
         grpc_call_unref(st->call);
     }
     if (st->send_bb != NULL) {
@@ -436,10 +462,6 @@ void dfc_rpc_stream_free(struct dfc_rpc_stream *st) {
     if (st->error_string != NULL) {
         gpr_free((void *)st->error_string);
     }
-    grpc_completion_queue_shutdown(st->cq);
-    grpc_completion_queue_pluck(st->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    grpc_completion_queue_destroy(st->cq);
-    free(st);
 }
 
 int dfc_rpc_unary(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
@@ -448,47 +470,48 @@ int dfc_rpc_unary(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *
     return dfc_rpc_unary_md(c, m, req, timeout_ms, NULL, 0, ret_resp, err);
 }
 
-/* A unary call is one batch of all six operations and one pluck (as gRPC's own sync unary
- * does): the request, its half-close and END_STREAM go out in one write, and the caller's
- * thread wakes once, when the status is in. */
-int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
-                     const ProtobufCMessage *req, int64_t timeout_ms, const struct dfc_rpc_md *md,
-                     size_t n_md, ProtobufCMessage **ret_resp, struct dfc_error *err) {
-    const char *method = m->path;
-    if (n_md > MAX_MD) { /* before open_call, which may wait to reconnect */
-        return dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
+/* The six operations of a unary call in one batch, tagged tag: the request, its half-close and
+ * END_STREAM go out in one write, and the batch ends with the status. On success *send and
+ * *recv belong to the batch until it completes (then to the caller, to destroy). */
+static int unary_start(struct dfc_rpc_client *c, struct dfc_rpc_stream *st,
+                       const struct dfc_rpc_client_method *m, const ProtobufCMessage *req,
+                       const struct dfc_rpc_md *md, size_t n_md, void *tag, grpc_byte_buffer **send,
+                       grpc_byte_buffer **recv, struct dfc_error *err) {
+    *send = dfc__rpc_pack(req);
+    *recv = NULL;
+    if (*send == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory packing a message");
     }
-    struct dfc_rpc_stream *st = NULL;
-    int r = open_call(c, m, timeout_ms, &st, err);
-    if (r < 0) {
-        return r;
-    }
-    grpc_byte_buffer *send = dfc__rpc_pack(req);
-    grpc_byte_buffer *recv = NULL;
     grpc_metadata mds[MAX_MD];
     grpc_op ops[6];
     memset(ops, 0, sizeof(ops));
     fill_send_md(c, ops, mds, md, n_md);
     ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
+    ops[1].data.send_message.send_message = *send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &st->md;
     ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv;
+    ops[4].data.recv_message.recv_message = recv;
     fill_recv_status(st, &ops[5]);
-    if (send == NULL) {
-        r = dfc_error_set(err, -ENOMEM, "out of memory packing a message");
-    } else if (!start(st, ops, DFC_RPC_N(ops), &st->tag_status)) {
-        r = dfc_error_set(err, -EIO, "cannot start a call to %s", method);
-    } else {
-        (void)pluck(st, &st->tag_status); /* the batch ends with the status, whatever it is */
-        st->status_done = true;
-        r = wait_status(st, err);
+    if (grpc_call_start_batch(st->call, ops, DFC_RPC_N(ops), tag, NULL) != GRPC_CALL_OK) {
+        grpc_byte_buffer_destroy(*send);
+        *send = NULL;
+        return dfc_error_set(err, -EIO, "cannot start a call to %s", m->path);
     }
+    return 0;
+}
+
+/* A finished unary batch: its status, then its response decoded as m->resp into *ret_resp.
+ * Destroys send and recv. */
+static int unary_result(struct dfc_rpc_stream *st, const struct dfc_rpc_client_method *m,
+                        grpc_byte_buffer *send, grpc_byte_buffer *recv, ProtobufCMessage **ret_resp,
+                        struct dfc_error *err) {
+    st->status_done = true;
+    int r = wait_status(st, err);
     ProtobufCMessage *resp = NULL;
     if (r == 0 && recv == NULL) {
-        r = dfc_error_set(err, -EBADMSG, "%s returned no response message", method);
+        r = dfc_error_set(err, -EBADMSG, "%s returned no response message", m->path);
     } else if (r == 0 && dfc__rpc_unpack(recv, m->resp, &resp, err) < 0) {
         r = dfc_error_prefix(err, "malformed response");
     }
@@ -498,10 +521,138 @@ int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_metho
     if (recv != NULL) {
         grpc_byte_buffer_destroy(recv);
     }
-    dfc_rpc_stream_free(st);
+    if (r == 0) {
+        *ret_resp = resp;
+    }
+    return r;
+}
+
+/* A unary call is one batch and one pluck (as gRPC's own sync unary does): the caller's thread
+ * wakes once, when the status is in. */
+int dfc_rpc_unary_md(struct dfc_rpc_client *c, const struct dfc_rpc_client_method *m,
+                     const ProtobufCMessage *req, int64_t timeout_ms, const struct dfc_rpc_md *md,
+                     size_t n_md, ProtobufCMessage **ret_resp, struct dfc_error *err) {
+    if (n_md > MAX_MD) { /* before open_call, which may wait to reconnect */
+        return dfc_error_set(err, -E2BIG, "at most %d metadata entries", MAX_MD);
+    }
+    struct dfc_rpc_stream *st = NULL;
+    int r = open_call(c, m, timeout_ms, &st, err);
     if (r < 0) {
         return r;
     }
-    *ret_resp = resp;
+    grpc_byte_buffer *send = NULL, *recv = NULL;
+    r = unary_start(c, st, m, req, md, n_md, &st->tag_status, &send, &recv, err);
+    if (r == 0) {
+        (void)pluck(st, &st->tag_status); /* the batch ends with the status, whatever it is */
+        r = unary_result(st, m, send, recv, ret_resp, err);
+    }
+    dfc_rpc_stream_free(st);
+    return r;
+}
+
+/* ---- unary calls driven by one thread ----
+ *
+ * Every call of a dfc_rpc_async shares its next-queue; a call is a dfc_rpc_stream (its
+ * metadata, status and details) whose one batch is tagged with the call itself. The calls in
+ * flight are linked so dfc_rpc_async_free() can cancel and reap them. */
+
+struct async_call {
+    struct dfc_rpc_stream st;
+    const struct dfc_rpc_client_method *m;
+    grpc_byte_buffer *send, *recv;
+    void *tag;
+    struct async_call *prev, *next;
+};
+
+struct dfc_rpc_async {
+    grpc_completion_queue *cq;
+    struct async_call *head;
+};
+
+int dfc_rpc_async_new(struct dfc_rpc_async **ret, struct dfc_error *err) {
+    struct dfc_rpc_async *q = calloc(1, sizeof(*q));
+    if (q == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    dfc__rpc_init();
+    q->cq = grpc_completion_queue_create_for_next(NULL);
+    *ret = q;
     return 0;
+}
+
+static void async_unlink(struct dfc_rpc_async *q, struct async_call *a) {
+    *(a->prev != NULL ? &a->prev->next : &q->head) = a->next;
+    if (a->next != NULL) {
+        a->next->prev = a->prev;
+    }
+}
+
+int dfc_rpc_async_unary(struct dfc_rpc_async *q, struct dfc_rpc_client *c,
+                        const struct dfc_rpc_client_method *m, const ProtobufCMessage *req,
+                        int64_t timeout_ms, void *tag, struct dfc_error *err) {
+    struct async_call *a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    a->m = m;
+    a->tag = tag;
+    int r = init_call(c, m, dfc__rpc_deadline(timeout_ms), q->cq, &a->st, err);
+    if (r == 0) {
+        r = unary_start(c, &a->st, m, req, NULL, 0, a, &a->send, &a->recv, err);
+    }
+    if (r < 0) {
+        release_call(&a->st);
+        free(a);
+        return r;
+    }
+    a->next = q->head;
+    if (q->head != NULL) {
+        q->head->prev = a;
+    }
+    q->head = a;
+    return 0;
+}
+
+int dfc_rpc_async_next(struct dfc_rpc_async *q, int64_t timeout_ms,
+                       struct dfc_rpc_async_done *ret) {
+    if (q->head == NULL) {
+        return 0;
+    }
+    gpr_timespec deadline = timeout_ms < 0 ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
+                                           : dfc__rpc_deadline(timeout_ms ? timeout_ms : 1);
+    grpc_event ev = grpc_completion_queue_next(q->cq, deadline, NULL);
+    if (ev.type != GRPC_OP_COMPLETE) {
+        return 0; /* GRPC_QUEUE_TIMEOUT: the queue is shut down only by dfc_rpc_async_free */
+    }
+    struct async_call *a = ev.tag;
+    async_unlink(q, a);
+    ret->tag = a->tag;
+    ret->resp = NULL;
+    dfc_error_clear(&ret->err);
+    /* A batch that failed as a whole (ok false) still set the status it could. */
+    ret->code = unary_result(&a->st, a->m, a->send, a->recv, &ret->resp, &ret->err);
+    a->send = a->recv = NULL;
+    release_call(&a->st);
+    free(a);
+    return 1;
+}
+
+void dfc_rpc_async_free(struct dfc_rpc_async *q) {
+    if (q == NULL) {
+        return;
+    }
+    for (struct async_call *a = q->head; a != NULL; a = a->next) {
+        grpc_call_cancel(a->st.call, NULL);
+    }
+    struct dfc_rpc_async_done done;
+    while (dfc_rpc_async_next(q, -1, &done) == 1) {
+        dfc_rpc_msg_free(done.resp);
+    }
+    grpc_completion_queue_shutdown(q->cq);
+    while (grpc_completion_queue_next(q->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(q->cq);
+    free(q);
+    grpc_shutdown();
 }

@@ -1,5 +1,6 @@
 /*
- * rpc_client.h - blocking gRPC client calls of all four kinds, with deadlines.
+ * rpc_client.h - gRPC client calls of all four kinds, with deadlines: blocking, and unary
+ * calls driven from one thread.
  *
  * A client holds one channel to a target ("unix:/path", "unix:///path", "host:port"). Calls are
  * blocking and thread-safe: each call has its own completion queue, driven by the thread that
@@ -15,6 +16,11 @@
  * typed by hand. A binary lists the methods it calls in a table of DFC_RPC_CLIENT_METHOD rows
  * and resolves it at start-up with dfc_rpc_client_resolve(): a name that is not in the .proto
  * fails there, not at call time.
+ *
+ * Unary calls can also be driven from one thread without blocking on each: a dfc_rpc_async is
+ * one completion queue; dfc_rpc_async_unary() starts a call on it and returns at once, and
+ * dfc_rpc_async_next() hands back the next call to end. A load generator keeps many calls in
+ * flight that way without a thread, and its wake-ups, per call (hack/bench/sched_upload.c).
  *
  * Errors are negative codes mapped back from the gRPC status through DFC_ERRNO_MAP (NOT_FOUND
  * -> -ENOENT, ...), with the server's status message in err->msg.
@@ -153,5 +159,35 @@ void dfc_rpc_stream_cancel(struct dfc_rpc_stream *st);
 
 /* Cancels the call if it is still running and frees it. NULL is fine. */
 void dfc_rpc_stream_free(struct dfc_rpc_stream *st);
+
+/* ---- unary calls driven by one thread ---- */
+
+struct dfc_rpc_async;
+
+/* A call that ended, from dfc_rpc_async_next(). */
+struct dfc_rpc_async_done {
+    void *tag;              /* as given to dfc_rpc_async_unary() */
+    int code;               /* 0, or the negative code of the status (or a local failure) */
+    ProtobufCMessage *resp; /* when code is 0: the response, the caller's (dfc_rpc_msg_free) */
+    struct dfc_error err;   /* when code < 0: what failed */
+};
+
+/* Creates a queue for asynchronous unary calls. Free with dfc_rpc_async_free(). */
+int dfc_rpc_async_new(struct dfc_rpc_async **ret, struct dfc_error *err);
+
+/* Starts a unary call of m on c and returns at once; it ends in dfc_rpc_async_next(). req is
+ * packed before this returns (borrowed for this call only); m and c must outlive the call.
+ * timeout_ms <= 0: none. Unlike dfc_rpc_unary() it never waits for a channel to reconnect. */
+int dfc_rpc_async_unary(struct dfc_rpc_async *q, struct dfc_rpc_client *c,
+                        const struct dfc_rpc_client_method *m, const ProtobufCMessage *req,
+                        int64_t timeout_ms, void *tag, struct dfc_error *err);
+
+/* Waits up to timeout_ms (< 0: as long as it takes) for one of q's calls to end: 1 with *ret
+ * filled, 0 when none ended in time or none is in flight. */
+int dfc_rpc_async_next(struct dfc_rpc_async *q, int64_t timeout_ms, struct dfc_rpc_async_done *ret);
+
+/* Cancels the calls still in flight, waits for them to end and frees q. NULL is fine. A queue
+ * is driven by one thread at a time: no call on q may run concurrently with another. */
+void dfc_rpc_async_free(struct dfc_rpc_async *q);
 
 #endif /* DFC_RPC_CLIENT_H */

@@ -1,8 +1,8 @@
 /*
  * Tests for lib/src/rpc_server.c and rpc_client.c: a real server on a temp Unix socket and a
- * real client, covering the four call kinds, deadlines, client cancellation, an unknown method,
- * an oversized and a malformed message, table validation (server rows and client method
- * lookup) and graceful shutdown.
+ * real client, covering the four call kinds, unary calls driven by one thread (dfc_rpc_async),
+ * deadlines, client cancellation, an unknown method, an oversized and a malformed message,
+ * table validation (server rows and client method lookup) and graceful shutdown.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -894,6 +894,84 @@ static void test_concurrent_unary_calls(void **state) {
     assert_int_equal(atomic_load(&obs.handlers_done), N);
 }
 
+/* ---- unary calls driven by one thread (dfc_rpc_async) ---- */
+
+/* Many calls in flight from one thread, answered out of order (the first sleeps longest):
+ * each ends once under its own tag with its own answer; a handler's error, an unknown method
+ * and a deadline end as their own codes without disturbing the others. */
+static void test_async_unary_calls(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    enum { N = 24, FAIL = N, UNKNOWN, LATE, ALL };
+    struct dfc_rpc_async *q = NULL;
+    assert_int_equal(dfc_rpc_async_new(&q, &err), 0);
+    ProtobufCServiceDescriptor newer = dfc__test__v1__rpc_test__descriptor;
+    newer.n_methods = 1;
+    newer.methods = newer_methods;
+    newer.method_indices_by_name = NULL;
+    struct dfc_rpc_client_method nope;
+    assert_int_equal(dfc_rpc_method_lookup(&newer, "Nope", &nope, &err), 0);
+    int tags[ALL], seen[ALL] = {0};
+    for (int i = 0; i < ALL; i++) {
+        tags[i] = i;
+        Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+        in.seq = (uint64_t)i;
+        in.sleep_ms = i < N ? (uint32_t)(N - i) * 10 : 0;
+        in.fail_code = i == FAIL ? 5 : 0; /* NOT_FOUND */
+        in.sleep_ms = i == LATE ? 5000 : in.sleep_ms;
+        assert_int_equal(dfc_rpc_async_unary(q, f->client, i == UNKNOWN ? &nope : &rt.echo,
+                                             &in.base, i == LATE ? 100 : 10000, &tags[i], &err),
+                         0);
+    }
+    struct dfc_rpc_async_done d;
+    int last_echo = -1;
+    for (int k = 0; k < ALL; k++) {
+        assert_int_equal(dfc_rpc_async_next(q, 10000, &d), 1);
+        int i = *(int *)d.tag;
+        assert_int_equal(seen[i]++, 0);
+        if (i < N) {
+            assert_int_equal(d.code, 0);
+            assert_int_equal(((Dfc__Test__V1__Chunk *)d.resp)->seq, (uint64_t)i + 1);
+            last_echo = i;
+        } else {
+            assert_null(d.resp);
+        }
+        if (i == FAIL) {
+            assert_int_equal(d.code, -ENOENT);
+            assert_string_equal(d.err.msg, "failing as asked (5)");
+        } else if (i == UNKNOWN) {
+            assert_int_equal(dfc_error_to_grpc(d.code), 12);
+        } else if (i == LATE) {
+            assert_int_equal(d.code, -ETIMEDOUT);
+        }
+        dfc_rpc_msg_free(d.resp);
+    }
+    assert_int_equal(last_echo, 0); /* the longest sleeper came last of the echoes */
+    assert_int_equal(dfc_rpc_async_next(q, 0, &d), 0); /* none in flight: at once */
+    dfc_rpc_async_free(q);
+}
+
+/* A wait that runs out returns 0 with the call still in flight; freeing the queue cancels
+ * it, the handler sees the cancel, and nothing is left to reap. */
+static void test_async_free_cancels_calls_in_flight(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_async *q = NULL;
+    assert_int_equal(dfc_rpc_async_new(&q, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.sleep_ms = 20000;
+    int tag = 7;
+    assert_int_equal(dfc_rpc_async_unary(q, f->client, &rt.echo, &in.base, 30000, &tag, &err), 0);
+    assert_true(test_wait_for(echo_started, NULL, 10000));
+    struct dfc_rpc_async_done d;
+    double t0 = test_now_ms();
+    assert_int_equal(dfc_rpc_async_next(q, 50, &d), 0);
+    assert_true(test_now_ms() - t0 >= 40);
+    dfc_rpc_async_free(q);
+    assert_true(test_now_ms() - t0 < 5000);
+    assert_true(test_wait_for(echo_cancel_seen, NULL, 4000));
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -924,6 +1002,8 @@ int main(void) {
         T(test_shutdown_drains_in_flight_calls),
         T(test_shutdown_cancels_after_grace),
         T(test_concurrent_unary_calls),
+        T(test_async_unary_calls),
+        T(test_async_free_cancels_calls_in_flight),
     };
     if (rpc_test_resolve() < 0) {
         return 1;
