@@ -41,6 +41,7 @@ static const struct dfc_server_main server_main = {
     .log_level_offset = offsetof(struct sched_config, log_level),
     .run = run,
     .failed_event = "scheduler.failed",
+    .small_messages = true,
 };
 
 int main(int argc, char **argv) {

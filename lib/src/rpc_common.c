@@ -5,6 +5,7 @@
  */
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "rpc_internal.h"
 
 static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
+static enum dfc_rpc_traffic tune_traffic; /* set before the once: main() runs it unthreaded */
 
 /* Why these thresholds: docs/dragonfly-compat.md, "gRPC core". */
 static void tune_malloc(void) {
@@ -27,16 +29,26 @@ static void tune_malloc(void) {
     /* One arena: MiB-sized buffers are freed on other threads than the ones that allocated
      * them, which with per-thread arenas both strands memory and slows frees. Measured with
      * dfdaemon streaming 3 GiB in and out: peak RSS 103 -> 62 MB, import 5.8 -> 4.2 s, export
-     * 8.0 -> 4.4 s. */
-    mallopt(M_ARENA_MAX, 1);
+     * 8.0 -> 4.4 s. The scheduler's messages are small and its 20 handler threads allocate
+     * all the time: with one arena they queue on its lock (glibc's lll_lock_wait and its wake
+     * were 6% of its samples under load, before the thread switches they cause), and with
+     * per-thread arenas it served 7-9% more pairs in hack/bench/scheduler.sh (faster in 6 of 7
+     * alternating runs) at the same peak RSS (24 MiB). */
+    if (tune_traffic == DFC_RPC_TRAFFIC_BULK) {
+        mallopt(M_ARENA_MAX, 1);
+    }
 }
 
-void dfc_rpc_tune_process(void) {
+void dfc_rpc_tune_process(enum dfc_rpc_traffic traffic) {
+    static atomic_bool chosen;
+    if (!atomic_exchange(&chosen, true)) {
+        tune_traffic = traffic;
+    }
     pthread_once(&tune_once, tune_malloc);
 }
 
 void dfc__rpc_init(void) {
-    dfc_rpc_tune_process();
+    dfc_rpc_tune_process(DFC_RPC_TRAFFIC_BULK);
     grpc_init();
 }
 

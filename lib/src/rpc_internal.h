@@ -9,8 +9,8 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stdint.h>
 
-/* grpc_init(), preceded once per process by dfc_rpc_tune_process(). Pair with
- * grpc_shutdown(). */
+/* grpc_init(), preceded once per process by dfc_rpc_tune_process(DFC_RPC_TRAFFIC_BULK) unless
+ * main() chose first. Pair with grpc_shutdown(). */
 void dfc__rpc_init(void);
 
 /* Packs msg into a new byte buffer (one copy). NULL when out of memory. */

@@ -9,7 +9,7 @@
 
 int dfc_server_main(const struct dfc_server_main *m, void *cfg, int argc, char **argv) {
     sigset_t signals;
-    dfc_rpc_tune_process();
+    dfc_rpc_tune_process(m->small_messages ? DFC_RPC_TRAFFIC_SMALL : DFC_RPC_TRAFFIC_BULK);
     dfc_signals_block(&signals);
 
     struct dfc_cli_args args;

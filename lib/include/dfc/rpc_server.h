@@ -41,13 +41,20 @@
 #define DFC_RPC_DEFAULT_MAX_MSG ((size_t)(64 + 1) << 20)
 #define DFC_RPC_DEFAULT_WINDOW  ((size_t)4 << 20)
 
-/* Tunes glibc malloc for streaming MiB-sized messages between threads; idempotent. Call it
- * first in main(), before threads start; servers and clients also call it on creation.
+/* What a process's calls carry, for dfc_rpc_tune_process(). */
+enum dfc_rpc_traffic {
+    DFC_RPC_TRAFFIC_BULK,  /* MiB-sized messages between threads (dfdaemon, dfcache) */
+    DFC_RPC_TRAFFIC_SMALL, /* small messages only, many threads at once (the scheduler) */
+};
+
+/* Tunes glibc malloc for the process's traffic; the first call wins. Call it first in main(),
+ * before threads start; servers and clients also call it (BULK) on creation.
  * glibc's default mmap threshold makes every MiB-sized slice an mmap/munmap pair (~100k page
  * faults per GiB streamed); raised mmap and trim thresholds keep them in the heap (+15-30%,
- * measured on this project's VM), and one arena stops freed buffers from piling up in
- * per-thread arenas (see rpc_common.c for the figures). */
-void dfc_rpc_tune_process(void);
+ * measured on this project's VM). BULK also keeps one arena, which stops freed buffers from
+ * piling up in per-thread arenas (see rpc_common.c for the figures); SMALL keeps glibc's
+ * per-thread arenas, so many handler threads allocating at once do not queue on one lock. */
+void dfc_rpc_tune_process(enum dfc_rpc_traffic traffic);
 
 enum dfc_rpc_kind {
     DFC_RPC_UNARY,

@@ -18,6 +18,7 @@
 #define DFC_SERVER_MAIN_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "dfc/error.h"
@@ -32,6 +33,9 @@ struct dfc_server_main {
      * as failed_event, exit 1), else the exit status. */
     int (*run)(void *cfg, const sigset_t *signals, struct dfc_error *err);
     const char *failed_event; /* "dfdaemon.failed" */
+    /* The binary's calls carry small messages only (the scheduler): malloc keeps its
+     * per-thread arenas (dfc_rpc_tune_process, DFC_RPC_TRAFFIC_SMALL). */
+    bool small_messages;
 };
 
 /* Steps 1 to 4 above; returns main()'s exit status. */
