@@ -2,15 +2,16 @@
  * rpc_client.c - the client half of the RPC layer: blocking calls of all four kinds, and unary
  * calls many of which one thread drives at once (dfc_rpc_async).
  *
- * DESIGN: each call gets its own pluck completion queue, so the thread that waits for an
- * operation also drives that call's I/O and no client-side thread is needed. Operations are
- * posted as separate batches with their own tags so a send and a receive can be outstanding at
- * once (on different threads): initial metadata is received in a batch of its own, apart from
- * RECV_MESSAGE (with both in one batch, neither completed after a cancel on 1.51), and
- * RECV_STATUS_ON_CLIENT is posted when the call opens so a server abort is always seen.
- * Every posted tag is plucked before the queue is destroyed. A unary call is the exception:
- * all its operations go in one batch, so it costs one wake-up and one write. (The gRPC core
- * pitfalls behind this: docs/dragonfly-compat.md, "gRPC core".)
+ * DESIGN: each blocking call gets its own pluck completion queue, so the thread that waits
+ * for an operation also drives that call's I/O and no client-side thread is needed. Operations
+ * are posted as separate batches with their own tags so a send and a receive can be
+ * outstanding at once (on different threads): initial metadata is received in a batch of its
+ * own, apart from RECV_MESSAGE (with both in one batch, neither completed after a cancel on
+ * 1.51), and RECV_STATUS_ON_CLIENT is posted when the call opens so a server abort is always
+ * seen. Every posted tag is plucked before the queue is destroyed. A unary call is the
+ * exception: all its operations go in one batch, so it costs one wake-up and one write. The
+ * calls of a dfc_rpc_async share one next-queue instead, reaped by the thread that drives it
+ * (below). (The gRPC core pitfalls behind this: docs/dragonfly-compat.md, "gRPC core".)
  */
 #include "dfc/rpc_client.h"
 
@@ -618,8 +619,9 @@ int dfc_rpc_async_next(struct dfc_rpc_async *q, int64_t timeout_ms,
     if (q->head == NULL) {
         return 0;
     }
-    gpr_timespec deadline = timeout_ms < 0 ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
-                                           : dfc__rpc_deadline(timeout_ms ? timeout_ms : 1);
+    gpr_timespec deadline = timeout_ms < 0    ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
+                            : timeout_ms == 0 ? gpr_inf_past(GPR_CLOCK_MONOTONIC) /* a poll */
+                                              : dfc__rpc_deadline(timeout_ms);
     grpc_event ev = grpc_completion_queue_next(q->cq, deadline, NULL);
     if (ev.type != GRPC_OP_COMPLETE) {
         return 0; /* GRPC_QUEUE_TIMEOUT: the queue is shut down only by dfc_rpc_async_free */

@@ -20,7 +20,7 @@
 #include "rpc_internal.h"
 
 static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
-static enum dfc_rpc_traffic tune_traffic; /* set before the once: main() runs it unthreaded */
+static atomic_int tune_traffic = -1; /* the first caller's enum dfc_rpc_traffic */
 
 /* Why these thresholds: docs/dragonfly-compat.md, "gRPC core". */
 static void tune_malloc(void) {
@@ -34,16 +34,15 @@ static void tune_malloc(void) {
      * were 6% of its samples under load, before the thread switches they cause), and with
      * per-thread arenas it served 7-9% more pairs in hack/bench/scheduler.sh (faster in 6 of 7
      * alternating runs) at the same peak RSS (24 MiB). */
-    if (tune_traffic == DFC_RPC_TRAFFIC_BULK) {
+    if (atomic_load(&tune_traffic) == DFC_RPC_TRAFFIC_BULK) {
         mallopt(M_ARENA_MAX, 1);
     }
 }
 
 void dfc_rpc_tune_process(enum dfc_rpc_traffic traffic) {
-    static atomic_bool chosen;
-    if (!atomic_exchange(&chosen, true)) {
-        tune_traffic = traffic;
-    }
+    /* The choice is made before the once, so whoever runs tune_malloc sees the winner's. */
+    int unset = -1;
+    atomic_compare_exchange_strong(&tune_traffic, &unset, (int)traffic);
     pthread_once(&tune_once, tune_malloc);
 }
 

@@ -2,8 +2,8 @@
  * rpc_client.h - gRPC client calls of all four kinds, with deadlines: blocking, and unary
  * calls driven from one thread.
  *
- * A client holds one channel to a target ("unix:/path", "unix:///path", "host:port"). Calls are
- * blocking and thread-safe: each call has its own completion queue, driven by the thread that
+ * A client holds one channel to a target ("unix:/path", "unix:///path", "host:port"). The
+ * blocking calls are thread-safe: each has its own completion queue, driven by the thread that
  * waits on it. A stream may be sent on by one thread while another receives.
  *
  *   unary             dfc_rpc_unary()
@@ -177,13 +177,16 @@ int dfc_rpc_async_new(struct dfc_rpc_async **ret, struct dfc_error *err);
 
 /* Starts a unary call of m on c and returns at once; it ends in dfc_rpc_async_next(). req is
  * packed before this returns (borrowed for this call only); m and c must outlive the call.
- * timeout_ms <= 0: none. Unlike dfc_rpc_unary() it never waits for a channel to reconnect. */
+ * timeout_ms <= 0: none. It never blocks the caller: unlike dfc_rpc_unary() it does not reset
+ * a failed channel's connect back-off (such calls fail fast with UNAVAILABLE), while a
+ * client's wait_for_ready still holds the call itself until the channel is ready (with no
+ * deadline, for as long as that takes). */
 int dfc_rpc_async_unary(struct dfc_rpc_async *q, struct dfc_rpc_client *c,
                         const struct dfc_rpc_client_method *m, const ProtobufCMessage *req,
                         int64_t timeout_ms, void *tag, struct dfc_error *err);
 
-/* Waits up to timeout_ms (< 0: as long as it takes) for one of q's calls to end: 1 with *ret
- * filled, 0 when none ended in time or none is in flight. */
+/* Waits up to timeout_ms (< 0: as long as it takes; 0: only looks) for one of q's calls to
+ * end: 1 with *ret filled, 0 when none ended in time or none is in flight. */
 int dfc_rpc_async_next(struct dfc_rpc_async *q, int64_t timeout_ms, struct dfc_rpc_async_done *ret);
 
 /* Cancels the calls still in flight, waits for them to end and frees q. NULL is fine. A queue
