@@ -73,7 +73,10 @@ static int send_piece(struct dfc_rpc_call *call, uint32_t number, uint64_t offse
     p.digest = "crc32:00000000";
     if (with_bytes) {
         p.opt_content_case = COMMON__V2__PIECE__OPT_CONTENT_CONTENT;
-        p.content = (ProtobufCBinaryData){length, content + (offset + length <= LEN ? offset : 0)};
+        /* Bytes from the right place when the piece lies inside the content (checked without
+         * wrapping), else from the start: the lie is in the header, not in the bytes. */
+        size_t from = offset <= LEN && length <= LEN - offset ? (size_t)offset : 0;
+        p.content = (ProtobufCBinaryData){length, content + from};
     }
     Dfdaemon__V2__DownloadPieceFinishedResponse fin =
         DFDAEMON__V2__DOWNLOAD_PIECE_FINISHED_RESPONSE__INIT;
