@@ -495,7 +495,7 @@ static int unary_start(struct dfc_rpc_client *c, struct dfc_rpc_stream *st,
     ops[4].op = GRPC_OP_RECV_MESSAGE;
     ops[4].data.recv_message.recv_message = recv;
     fill_recv_status(st, &ops[5]);
-    if (grpc_call_start_batch(st->call, ops, DFC_RPC_N(ops), tag, NULL) != GRPC_CALL_OK) {
+    if (!start(st, ops, DFC_RPC_N(ops), tag)) {
         grpc_byte_buffer_destroy(*send);
         *send = NULL;
         return dfc_error_set(err, -EIO, "cannot start a call to %s", m->path);
