@@ -36,11 +36,15 @@ bin=build-bench
 work=$(mktemp -d /dev/shm/dfc-bench-XXXXXX)
 daemon_pid=
 cleanup() {
+    pages_restore
     [ -n "${scrape_pid:-}" ] && kill "$scrape_pid" 2>/dev/null && wait "$scrape_pid" 2>/dev/null
     [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
+# shellcheck source=hack/bench/pages.sh
+. hack/bench/pages.sh
+pages_hold
 
 sock=$work/run/dfdaemon.sock
 head -c $((size_mib << 20)) /dev/urandom >"$work/src.bin"
@@ -97,6 +101,8 @@ cat "$work/src.bin" "$work/ro.bin" >/dev/null
 # tmpfs and removed. A VM with free page reporting (virtio-balloon) hands freed memory back to
 # its host after a few seconds, and touching it again then costs ~1.4 s per GiB more, so
 # without this whichever step ran on freshly freed pages won (hack/bench/p2p.sh does the same).
+# Where the guest kernel lets it, pages_hold (hack/bench/pages.sh) also keeps freed memory in
+# this VM for the run, so the warm-up's pages are still there when the timed step writes.
 warm_up() {
     dd if=/dev/zero of="$work/warm" bs=1M count=$((size_mib + size_mib / 10 + 1)) status=none
     rm -f "$work/warm"
@@ -204,3 +210,4 @@ printf '  daemon-written export (hard link)  %5.3f s  %5.0f MB/s  %.2fx the copy
 printf '  dfdaemon peak RSS (VmHWM)         %6.1f MiB  (goal <= 64 MiB)\n' "$(echo "$hwm_kb / 1024" | bc -l)"
 printf '  CPU time stolen by the host       %6s %%   (during the timed steps; a quiet VM: under 2%%)\n' \
     "$(steal_pct timed)"
+printf '  %s\n' "$pages_note"

@@ -17,7 +17,8 @@
 # 1 GiB write to /dev/shm: 0.63 s right after another one was removed, 2.0 s after 5 s idle).
 # Whichever side ran on freshly freed pages won by that much, so every timed run, P2P and
 # reference alike, starts right after the same warm-up: 1.1 x the size written to this tmpfs
-# and removed.
+# and removed; and where the guest kernel lets it (hack/bench/pages.sh, root) freed memory
+# stays with this VM for the run instead of going back a moment after it was freed.
 #   usage: hack/bench/p2p.sh [size_MiB]    (default 1024; BENCH_KEEP=1 keeps the cluster and logs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +36,7 @@ export CLUSTER_DIR=$work/cluster BUILD_DIR=build-bench CLUSTER_LOG_LEVEL=warn
 # GC scans rarely here: the benchmark measures the fetch, not the collector.
 export CLUSTER_GC_INTERVAL=10m
 cleanup() {
+    pages_restore
     if [ "${BENCH_KEEP:-0}" = 1 ]; then
         echo "bench: kept $work (CLUSTER_DIR=$CLUSTER_DIR hack/local-cluster.sh down)" >&2
         return
@@ -43,6 +45,9 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# shellcheck source=hack/bench/pages.sh
+. hack/bench/pages.sh
+pages_hold
 
 bash hack/local-cluster.sh up 3 >/dev/null
 # shellcheck disable=SC1091
@@ -155,3 +160,4 @@ printf '  receiving dfdaemon peak RSS (VmHWM)    %6.1f MiB  (goal <= 96 MiB)\n' 
 printf '  pieces that failed on a parent         %6d\n' "$rx"
 printf '  CPU time stolen by the host            %6s %% of the P2P runs, %s %% of the raw copies (a quiet VM: under 2%%)\n' \
     "$(steal_pct p2p)" "$(steal_pct tcp)"
+printf '  %s\n' "$pages_note"
