@@ -264,13 +264,14 @@ static void on_done(struct load_state *ls, struct client *cl, struct dfc_rpc_asy
         if (ls->n == ls->cap) {
             size_t cap = ls->cap ? ls->cap * 2 : 4096;
             double *p = realloc(ls->lat, cap * sizeof(*p));
-            if (p == NULL) {
-                return;
+            if (p != NULL) {
+                ls->lat = p;
+                ls->cap = cap;
             }
-            ls->lat = p;
-            ls->cap = cap;
         }
-        ls->lat[ls->n++] = now_ms() - cl->t0;
+        if (ls->n < ls->cap) { /* else the latency is not kept, and the client goes on */
+            ls->lat[ls->n++] = now_ms() - cl->t0;
+        }
     }
     send_next(ls, cl);
 }
