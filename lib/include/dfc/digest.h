@@ -1,5 +1,6 @@
 /*
- * digest.h - SHA-256 (OpenSSL EVP) and CRC-32/IEEE (crc32.c: PCLMULQDQ or zlib) helpers.
+ * digest.h - SHA-256 (OpenSSL EVP) and CRC-32/IEEE (crc32.c: PCLMULQDQ, VPCLMULQDQ or zlib)
+ * helpers.
  *
  * The CRC is the IEEE polynomial (zlib's crc32, the same as Rust's crc32fast), not Castagnoli;
  * Dragonfly formats piece digests as "crc32:<unsigned decimal>".
@@ -46,12 +47,17 @@ void dfc_evp_update(struct dfc_evp *h, const void *data, size_t len);
 void dfc_evp_final_hex(struct dfc_evp *h, char out[DFC_EVP_HEX_MAX]);
 void dfc_evp_done(struct dfc_evp *h);
 
-/* Extends crc (start with 0) over data; any length. PCLMULQDQ where the CPU has it (crc32.c). */
+/* Extends crc (start with 0) over data; any length. Carry-less multiplies where the CPU has them
+ * (crc32.c). */
 uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len);
 /* The same value through zlib's crc32_z alone (the reference the tests compare with). */
 uint32_t dfc_crc32_update_portable(uint32_t crc, const void *data, size_t len);
-/* Whether dfc_crc32_update uses the carry-less multiply path on this CPU. */
-bool dfc_crc32_simd(void);
+/* The same value through the 128-bit carry-less multiply path even where the 512-bit one
+ * exists (zlib alone where neither does): so the tests check both paths on any CPU. */
+uint32_t dfc_crc32_update_narrow(uint32_t crc, const void *data, size_t len);
+/* The carry-less multiply path dfc_crc32_update takes on this CPU ("PCLMULQDQ" or
+ * "VPCLMULQDQ (AVX-512)"), NULL when it uses zlib alone. */
+const char *dfc_crc32_simd(void);
 
 /* Formats "crc32:<decimal>". */
 void dfc_crc32_format(uint32_t crc, char out[DFC_CRC32_DIGEST_MAX]);
