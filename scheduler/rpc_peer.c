@@ -288,7 +288,7 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
                              const announce_req *m, struct dfc_error *err) {
     const Common__V2__Piece *piece = m->download_piece_finished_request->piece;
     int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
-    struct sched_peer p = {0}, parent = {0};
+    struct sched_peer p = {0};
     struct sched_task t = {0};
     /* One round trip for the peer, its task and its host (the request names them), as
      * StatPersistentCachePeer reads; a peer naming others is read the long way. */
@@ -310,20 +310,14 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
         r = sched_peer_store(svc->store, dl, &p, &t, err);
     }
     /* The parent: as upstream, it must load (its host and task still there), and only its
-     * updated_at changes, so only that field is written (upstream stores the whole peer;
-     * the hash ends up the same, without bringing back a parent deleted meanwhile). */
+     * updated_at changes, so only that field is written, the check and the write in one
+     * round trip (upstream loads and stores the whole peer; the hash ends up the same,
+     * without bringing back a parent deleted meanwhile). */
     const char *parent_id = piece->opt_parent_id_case != 0 ? piece->parent_id : "";
-    if (r == 0) {
-        r = sched_peer_load(svc->store, dl, parent_id, &parent, err);
-        if (r == 0) {
-            r = sched_peer_touch(svc->store, dl, parent_id, now, err);
-        }
-        if (r == -ENOENT) {
-            r = dfc_error_set(err, -ENOENT, "parent peer %s not found", parent_id);
-        }
+    if (r == 0 && (r = sched_peer_touch(svc->store, dl, parent_id, now, err)) == -ENOENT) {
+        r = dfc_error_set(err, -ENOENT, "parent peer %s not found", parent_id);
     }
     sched_peer_done(&p);
-    sched_peer_done(&parent);
     sched_task_done(&t);
     return r;
 }

@@ -115,11 +115,18 @@ static const char lua_store_task_peer[] =
     "  redis.call('EXPIRE', KEYS[5], ttl)\n"
     "end\n" LUA_PEER_WRITE "return {redis.call('SCARD', KEYS[2]), redis.call('SCARD', KEYS[3])}\n";
 
-/* KEYS[1] peer hash; ARGV[1] its new updated_at. Sets that one field, and only while the
- * hash exists: a whole store would bring back a peer deleted since it was read. 1 when set. */
-static const char lua_touch_peer[] = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-                                     "redis.call('HSET', KEYS[1], 'updated_at', ARGV[1])\n"
-                                     "return 1\n";
+/* KEYS[1] peer hash; ARGV[1] its new updated_at, ARGV[2] and ARGV[3] the key prefixes of a
+ * host and of a task. Sets that one field, and only while the peer loads: its hash exists and
+ * the host and task it names do (a whole store would bring back a peer deleted since it was
+ * read). 1 when set. The host and task keys come from the hash, so they are not in KEYS: the
+ * scheduler runs on one Redis (Sentinel for failover), never on Redis Cluster. */
+static const char lua_touch_peer[] =
+    "local f = redis.call('HMGET', KEYS[1], 'host_id', 'task_id')\n"
+    "if not f[1] or not f[2] then return 0 end\n"
+    "if redis.call('EXISTS', ARGV[2] .. f[1]) == 0 then return 0 end\n"
+    "if redis.call('EXISTS', ARGV[3] .. f[2]) == 0 then return 0 end\n"
+    "redis.call('HSET', KEYS[1], 'updated_at', ARGV[1])\n"
+    "return 1\n";
 
 /* KEYS[1] peer hash, KEYS[2..4] the sets named by the task_id/host_id the caller read from
  * it; ARGV[1] peer id, ARGV[2] that task_id, ARGV[3] that host_id. -1 when the hash changed

@@ -122,7 +122,8 @@ int sched_peer_load(struct sched_store *s, int64_t dl, const char *id, struct sc
 int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer *p,
                      const struct sched_task *task, struct dfc_error *err); /* TTL from task */
 /* Sets only the peer's updated_at (its other fields, sets and expiry stay as they are), in one
- * atomic step that does nothing when the peer hash is gone: -ENOENT "peer <id> not found". */
+ * atomic step (one round trip) that does nothing unless the peer would load: its hash, and
+ * the host and task it names, all there; else -ENOENT "peer <id> not found". */
 int sched_peer_touch(struct sched_store *s, int64_t dl, const char *id, int64_t updated_at,
                      struct dfc_error *err);
 int sched_peer_delete(struct sched_store *s, int64_t dl, const char *id, struct dfc_error *err);

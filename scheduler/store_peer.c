@@ -259,14 +259,16 @@ int sched_peer_touch(struct sched_store *s, int64_t dl, const char *id, int64_t 
                              updated_at);
     }
     _cleanup_free_ char *k = sched__peer_key(s, id);
-    if (k == NULL) {
+    _cleanup_free_ char *hosts = sched__host_key(s, "");
+    _cleanup_free_ char *tasks = sched__task_key(s, "");
+    if (k == NULL || hosts == NULL || tasks == NULL) {
         return dfc_error_set(err, -ENOMEM, "touch peer: out of memory");
     }
     const char *keys[] = {k};
-    const char *args[] = {when};
-    const size_t lens[] = {strlen(when)};
+    const char *args[] = {when, hosts, tasks};
+    const size_t lens[] = {strlen(when), strlen(hosts), strlen(tasks)};
     redisReply *rep = NULL;
-    r = sched__eval(s, dl, &s->touch_peer, 1, keys, 1, args, lens, &rep, err);
+    r = sched__eval(s, dl, &s->touch_peer, 1, keys, 3, args, lens, &rep, err);
     if (r < 0) {
         return dfc_error_prefix(err, "touch peer %s", id);
     }

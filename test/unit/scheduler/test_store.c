@@ -905,6 +905,54 @@ static void test_peer_with_missing_host_is_not_found(void **state) {
     sched_host_done(&h);
 }
 
+/* A peer's updated_at as stored (HGET with a plain client), "" when the field is missing. */
+static void peer_updated_at(char *out, size_t size) {
+    redisReply *rep = redis_server_command(
+        &srv, "HGET %s updated_at", P ":persistent-cache-peers-for-persistent-cache-task:" PEER_ID);
+    assert_true(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL);
+    snprintf(out, size, "%s", rep->type == REDIS_REPLY_STRING ? rep->str : "");
+    freeReplyObject(rep);
+}
+
+/* Touch (a parent's DownloadPieceFinished): updated_at only, and only while the peer would
+ * load: with its host gone, its task gone, or its hash gone it writes nothing. */
+static void test_touch_only_a_peer_that_loads(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct fixture *fx = *state;
+    struct dfc_error err = {0};
+    char before[64], after[64];
+    int64_t later = now_s() + 60;
+
+    store_all(fx, false); /* no host */
+    peer_updated_at(before, sizeof(before));
+    assert_int_equal(sched_peer_touch(fx->s, dl(), PEER_ID, later, &err), -ENOENT);
+    assert_string_equal(err.msg, "peer " PEER_ID " not found");
+    peer_updated_at(after, sizeof(after));
+    assert_string_equal(after, before);
+
+    struct sched_host h;
+    make_host(&h, HOST_ID);
+    assert_int_equal(sched_host_store(fx->s, dl(), &h, &err), 0);
+    sched_host_done(&h);
+    assert_int_equal(sched_peer_touch(fx->s, dl(), PEER_ID, later, &err), 0);
+    peer_updated_at(after, sizeof(after));
+    assert_string_not_equal(after, before);
+    struct sched_peer pb;
+    assert_int_equal(sched_peer_load(fx->s, dl(), PEER_ID, &pb, &err), 0);
+    assert_int_equal(pb.updated_at, later);
+    sched_peer_done(&pb);
+
+    assert_int_equal(sched_task_delete(fx->s, dl(), TASK_ID, &err), 0);
+    peer_updated_at(before, sizeof(before));
+    assert_int_equal(sched_peer_touch(fx->s, dl(), PEER_ID, later + 60, &err), -ENOENT);
+    peer_updated_at(after, sizeof(after));
+    assert_string_equal(after, before);
+
+    assert_int_equal(sched_peer_touch(fx->s, dl(), "nobody", later, &err), -ENOENT);
+    assert_int_equal(
+        integer("EXISTS %s", P ":persistent-cache-peers-for-persistent-cache-task:nobody"), 0);
+}
+
 /* Upstream's LoadAll: the segment after the prefix up to the next ':', de-duplicated. */
 static void test_task_ids_scan(void **state) {
     REDIS_HARNESS_REQUIRE();
@@ -1223,6 +1271,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_fix_peer_delete_when_host_is_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fix_failed_peer_not_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_with_missing_host_is_not_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_touch_only_a_peer_that_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_ids_scan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hosts_listing_and_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_hashes_written_by_others, setup, teardown),
