@@ -259,6 +259,8 @@ int sched_peer_touch(struct sched_store *s, int64_t dl, const char *id, int64_t 
                              updated_at);
     }
     _cleanup_free_ char *k = sched__peer_key(s, id);
+    /* The keys of host "" and task "": the prefixes the script completes with the ids the
+     * peer hash names. */
     _cleanup_free_ char *hosts = sched__host_key(s, "");
     _cleanup_free_ char *tasks = sched__task_key(s, "");
     if (k == NULL || hosts == NULL || tasks == NULL) {

@@ -10,10 +10,9 @@
  * 4x faster. CPUs with VPCLMULQDQ on 512-bit registers (AVX-512) fold four times as many
  * lanes per step, another 4x from cache (2x from memory); buffers of 256 bytes or more take
  * that path. The tail of fewer than 16 bytes, short buffers, and CPUs without the
- * instruction go through zlib. Both give the same value (test_digest compares them on random
- * buffers of every length and alignment up to a few KiB).
+ * instruction go through zlib. All give the same value (test_digest compares both loops with
+ * zlib on random buffers of every length and alignment up to a few KiB).
  */
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <zlib.h>
@@ -180,15 +179,12 @@ static int simd_level(void) {
     return c;
 }
 
-static bool have_clmul(void) {
-    return simd_level() != SIMD_NONE;
-}
-
-static uint32_t update(uint32_t crc, const unsigned char *p, size_t len, bool wide) {
-    if (len >= CRC_SIMD_MIN && have_clmul()) {
+/* The bulk of the buffer through the widest loop level allows, the tail through zlib. */
+static uint32_t update(uint32_t crc, const unsigned char *p, size_t len, int level) {
+    if (len >= CRC_SIMD_MIN && level != SIMD_NONE) {
         size_t bulk = len & ~(size_t)15;
-        crc = ~(wide && bulk >= CRC_WIDE_MIN ? crc_fold_wide(p, bulk, ~crc)
-                                             : crc_fold(p, bulk, ~crc));
+        crc = ~(level == SIMD_WIDE && bulk >= CRC_WIDE_MIN ? crc_fold_wide(p, bulk, ~crc)
+                                                           : crc_fold(p, bulk, ~crc));
         p += bulk;
         len -= bulk;
     }
@@ -196,11 +192,12 @@ static uint32_t update(uint32_t crc, const unsigned char *p, size_t len, bool wi
 }
 
 uint32_t dfc_crc32_update(uint32_t crc, const void *data, size_t len) {
-    return update(crc, data, len, simd_level() == SIMD_WIDE);
+    return update(crc, data, len, simd_level());
 }
 
 uint32_t dfc_crc32_update_narrow(uint32_t crc, const void *data, size_t len) {
-    return update(crc, data, len, false);
+    int level = simd_level();
+    return update(crc, data, len, level == SIMD_WIDE ? SIMD_CLMUL : level);
 }
 
 uint32_t dfc_crc32_update_portable(uint32_t crc, const void *data, size_t len) {
