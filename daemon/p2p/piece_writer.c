@@ -2,8 +2,10 @@
  * piece_writer.c - one writer thread per download round over a pool of chunk buffers (see
  * piece_writer.h).
  *
- * DESIGN: the dfc_thread's mutex guards everything below. The pool is one allocation cut
- * into n_bufs buffers, with a stack of the free ones; the queue is a ring of n_bufs chunks
+ * DESIGN: the dfc_thread's mutex guards everything below. The pool is one anonymous mapping
+ * (unmapped when the writer is freed, so an idle daemon gives it back: from malloc, a
+ * multi-MiB pool freed once raises glibc's mmap threshold and stays on the heap) cut into
+ * n_bufs buffers, with a stack of the free ones; the queue is a ring of n_bufs chunks
  * (a queued chunk holds a buffer, so it never overflows). Three condition variables, so a
  * change wakes only who waits for it: the thread's own (a chunk was queued, or stop), `freed`
  * (a buffer came back: one waiter), `done` (a job's last chunk was written: its waiter).
@@ -14,6 +16,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -32,7 +35,7 @@ struct dfd_piece_writer {
     pthread_cond_t done;
     struct dfd_replica *rep;
     size_t buf_len, n_bufs;
-    uint8_t *mem;
+    uint8_t *mem; /* the pool: n_bufs * buf_len bytes mapped, or NULL */
     void **free_bufs;
     size_t n_free;
     struct chunk *ring;
@@ -81,7 +84,9 @@ static void *writer_main(void *arg) {
 }
 
 static void free_parts(struct dfd_piece_writer *w) {
-    free(w->mem);
+    if (w->mem != NULL) {
+        munmap(w->mem, w->n_bufs * w->buf_len);
+    }
     free(w->free_bufs);
     free(w->ring);
     free(w);
@@ -99,7 +104,9 @@ int dfd_piece_writer_new(struct dfd_replica *rep, size_t n_bufs, size_t buf_len,
     w->rep = rep;
     w->n_bufs = n_bufs;
     w->buf_len = buf_len;
-    w->mem = malloc(n_bufs * buf_len);
+    void *mem =
+        mmap(NULL, n_bufs * buf_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    w->mem = mem != MAP_FAILED ? mem : NULL;
     w->free_bufs = calloc(n_bufs, sizeof(*w->free_bufs));
     w->ring = calloc(n_bufs, sizeof(*w->ring));
     if (w->mem == NULL || w->free_bufs == NULL || w->ring == NULL) {
