@@ -8,9 +8,10 @@
  *   -> AnnouncePersistentCachePeer: Register{persistent, tag, application, piece_length,
  *      concurrent_piece_count, piece_count}
  *   -> Empty: Started, Finished.  Normal{parents}: Started (once), then per parent
- *      SyncPersistentCachePieces (at host.ip:host.port) for the missing pieces, giving each
- *      piece's Vortex ip/tcp_port; concurrent_piece_count pieces in flight; each piece fetched
- *      (vortex_client.h), CRC-checked as it streams into the replica in 256 KiB chunks
+ *      SyncPersistentCachePieces (at host.ip:host.port, all parents at once) for the missing
+ *      pieces, giving each piece's Vortex ip/tcp_port; concurrent_piece_count pieces in
+ *      flight, from the first answers on; each piece fetched
+ *      (vortex_client.h), CRC-checked as it streams into the replica in 1 MiB chunks
  *      (dfd_replica_claim_piece/pwrite/finish_piece; whole, with dfd_replica_write_piece,
  *      when the caller wants each piece's bytes), reported to the
  *      caller (progress) and to the scheduler (DownloadPieceFinished); a piece that failed on
@@ -22,8 +23,9 @@
  * Any failure aborts the replica (nothing remains) and tells the scheduler (PeerFailed).
  *
  * Concurrent fetches of one task share one download: the later callers wait for it and get the
- * committed task (their progress sees no pieces). Memory: concurrent_piece_count buffers per
- * download, of 256 KiB each, or of a piece each when the caller wants the bytes.
+ * committed task (their progress sees no pieces). Memory: 2 x concurrent_piece_count buffers per
+ * download, of 1 MiB each (mapped for the round only), or one of a piece per worker when the
+ * caller wants the bytes.
  *
  * Ownership: storage, sched and cfg are borrowed and outlive the engine.
  */
