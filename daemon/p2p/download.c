@@ -14,17 +14,18 @@
  *   of the missing pieces it has (SyncPersistentCachePieces on its DfdaemonUpload TCP port: a
  *   committed task answers in one pass and ends the stream), all parents at once, each on a
  *   thread of its own; meanwhile concurrent_piece_count workers take the missing pieces in
- *   order, each waiting until some parent reported its piece or every sync ended (a parent
- *   streams a few hundred answers in ~10 ms: one after another, that was most of a 1 GiB
- *   fetch's start). The bytes stream in 1 MiB chunks, CRC'd on the way, into buffers of the round's
- * piece writer, whose one thread writes them into the replica (piece_writer.h: no two threads
- * contend for the spool's inode lock); when the caller wants each piece's bytes, a worker receives
- * the whole piece into its own buffer and writes it itself. A piece goes to the parents that
- * reported it, round-robin from piece number modulo the parent count (no weighting by idle
- * bandwidth); on a failure (connect, timeout, CRC) the next of them is tried. A piece that failed
- * on every parent that had it is reported DownloadPieceFailed{temporary} and ends the round: the
- * workers take no new piece. Missing pieces then mean Reschedule{candidate_parents = the parents
- * that failed or lacked a piece}, at most scheduler.maxScheduleCount rounds in all.
+ *   order, each waiting only until the parent its piece goes to has reported it (a parent
+ *   streams a few hundred answers in ~10 ms: asked one after another, they were most of a
+ *   1 GiB fetch's start). The bytes stream in 1 MiB chunks, CRC'd on the way, into buffers of
+ *   the round's piece writer, whose one thread writes them into the replica (piece_writer.h:
+ *   no two threads contend for the spool's inode lock); when the caller wants each piece's
+ *   bytes, a worker receives the whole piece into its own buffer and writes it itself. A
+ *   piece goes to the parents that reported it, round-robin from piece number modulo the
+ *   parent count (no weighting by idle bandwidth); on a failure (connect, timeout, CRC) the
+ *   next of them is tried. A piece that failed on every parent that had it is reported
+ *   DownloadPieceFailed{temporary} and ends the round: the workers take no new piece. Missing
+ *   pieces then mean Reschedule{candidate_parents = the parents that failed or lacked a
+ *   piece}, at most scheduler.maxScheduleCount rounds in all.
  *
  *   Everything a remote peer sends is bounded here: at most DFD_P2P_MAX_PARENTS parents, each
  *   with a valid IP and port; a reported piece number must be one we asked for, its offset and
@@ -153,6 +154,7 @@ struct parent {
     uint16_t host_port;
     char vortex_ip[IP_MAX]; /* from its SyncPersistentCachePieces answers */
     uint16_t vortex_port;
+    bool syncing;     /* its SyncPersistentCachePieces still runs (rd->mu) */
     bool failed;      /* a sync or a piece failed on it this round */
     bool lacked;      /* it did not report every missing piece */
     unsigned fetched; /* pieces taken from it this round */
@@ -178,7 +180,6 @@ struct run {
     uint32_t *missing; /* the pieces this round asks for, ascending */
     uint64_t *have;    /* per missing piece: a bit per parent that reported it */
     size_t n_missing, next;
-    size_t syncing;        /* parents whose SyncPersistentCachePieces is still running */
     pthread_cond_t synced; /* broadcast when a parent reports a piece, and when a sync ends */
     bool round_over;       /* a piece failed everywhere, or a fatal error: take no new piece */
     int fatal;             /* a fatal error (storage, caller gone), with fatal_err */
@@ -300,7 +301,7 @@ static uint64_t piece_len(const struct run *rd, uint32_t number) {
 
 /* Asks parent k which missing pieces it has; marks them in rd->have as they come, under
  * rd->mu (with pa->vortex_*, which are set before the first bit and never change after).
- * Errors mark it failed. Ends by taking itself off rd->syncing. */
+ * Errors mark it failed. Ends with pa->syncing false. */
 static void sync_parent(struct run *rd, size_t k) {
     struct parent *pa = &rd->parents[k];
     char target[IP_MAX + 16];
@@ -368,7 +369,7 @@ static void sync_parent(struct run *rd, size_t k) {
         pa->failed = true;
     }
     pa->lacked = reported < rd->n_missing;
-    rd->syncing--;
+    pa->syncing = false;
     pthread_cond_broadcast(&rd->synced);
     pthread_mutex_unlock(&rd->mu);
 }
@@ -514,19 +515,51 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
     return r;
 }
 
+/* rd->mu held: the parent to try piece i on next, k in round-robin order from the piece's
+ * number modulo the parent count, skipping those in tried: the first that reported the
+ * piece. A parent still syncing that has not reported it yet is waited for (its answers come
+ * in piece order, tens of microseconds apart), so the pieces spread over the parents as if
+ * every list had been in before the first fetch; one whose sync ended without the piece is
+ * passed over. SIZE_MAX: no parent left to try, or the round is over. */
+static size_t next_parent(struct run *rd, size_t i, uint64_t tried) {
+    uint32_t number = rd->missing[i];
+    for (;;) {
+        size_t wait_for = SIZE_MAX;
+        for (size_t t = 0; !rd->round_over && t < rd->n_parents; t++) {
+            size_t k = (number + t) % rd->n_parents;
+            uint64_t bit = UINT64_C(1) << k;
+            if ((tried & bit) != 0) {
+                continue;
+            }
+            if ((rd->have[i] & bit) != 0) {
+                return k;
+            }
+            if (rd->parents[k].syncing) {
+                wait_for = k;
+                break;
+            }
+        }
+        if (wait_for == SIZE_MAX) {
+            return SIZE_MAX;
+        }
+        pthread_cond_wait(&rd->synced, &rd->mu);
+    }
+}
+
 /* Fetches missing piece i from its parents; written and reported, or reported failed. */
 static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
     uint32_t number = rd->missing[i];
     const char *last = NULL;
-    for (size_t t = 0; t < rd->n_parents; t++) {
-        size_t k = (number + t) % rd->n_parents;
-        struct parent *pa = &rd->parents[k];
-        pthread_mutex_lock(&rd->mu); /* a sync still running may add parents to it */
-        uint64_t mask = rd->have[i];
+    uint64_t tried = 0;
+    for (;;) {
+        pthread_mutex_lock(&rd->mu);
+        size_t k = next_parent(rd, i, tried);
         pthread_mutex_unlock(&rd->mu);
-        if ((mask & (UINT64_C(1) << k)) == 0) {
-            continue;
+        if (k == SIZE_MAX) {
+            break;
         }
+        tried |= UINT64_C(1) << k;
+        struct parent *pa = &rd->parents[k];
         if (stopped(rd)) {
             struct dfc_error e;
             dfc_error_set(&e, -ECANCELED, "the download was cancelled");
@@ -596,12 +629,6 @@ static void *worker_main(void *arg) {
     }
     while (!rd->round_over && rd->next < rd->n_missing) {
         size_t i = rd->next++;
-        while (rd->have[i] == 0 && rd->syncing > 0 && !rd->round_over) {
-            pthread_cond_wait(&rd->synced, &rd->mu);
-        }
-        if (rd->round_over) {
-            break;
-        }
         pthread_mutex_unlock(&rd->mu);
         fetch_piece(rd, i, &wb);
         pthread_mutex_lock(&rd->mu);
@@ -661,7 +688,9 @@ static int run_round(struct run *rd, struct dfc_error *err) {
     struct sync_job jobs[DFD_P2P_MAX_PARENTS];
     pthread_t sync_tids[DFD_P2P_MAX_PARENTS];
     bool sync_started[DFD_P2P_MAX_PARENTS];
-    rd->syncing = rd->n_parents; /* before any sync thread or worker runs */
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        rd->parents[k].syncing = true; /* before any sync thread or worker runs */
+    }
     for (size_t k = 0; k < rd->n_parents; k++) {
         jobs[k] = (struct sync_job){.rd = rd, .k = k};
         sync_started[k] = pthread_create(&sync_tids[k], NULL, sync_main, &jobs[k]) == 0;

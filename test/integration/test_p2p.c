@@ -345,6 +345,24 @@ static void test_export_of_a_remote_task(void **state) {
     assert_true(harness_log_has(&B->h, "p2p.download_done"));
 }
 
+/* Two parents (A imported, B exported): C asks both for their piece lists at once and its
+ * workers start on the first answers, each waiting for its own piece to be reported. A
+ * worker that went ahead without waiting would skip pieces that no answer had named yet and
+ * need a second round; all 9 pieces (more than the 8 workers) come in the first. */
+static void test_two_parents_in_one_round(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600], want[160];
+    size_t len = 33 * MiB; /* 9 pieces of 4 MiB */
+    import_on(A, len, 515, 1, src, sizeof(src), id);
+    snprintf(out, sizeof(out), "%s/out-b-515", cl.dir);
+    assert_int_equal(export_on(B, id, out, false), 0);
+    snprintf(out, sizeof(out), "%s/out-c-515", cl.dir);
+    assert_int_equal(export_on(C, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+    snprintf(want, sizeof(want), "task_id=%s pieces=9 bytes=%zu rounds=1 ", id, len);
+    assert_true(harness_log_has(&C->h, want));
+}
+
 /* The same with need_piece_content (dfcache --transfer-from-dfdaemon): the pieces reach the
  * caller over the socket as they arrive from the parent, each once. */
 static void test_streamed_export_of_a_remote_task(void **state) {
@@ -733,6 +751,7 @@ int main(void) {
         cmocka_unit_test(test_sync_pieces_absent_task_and_bounds),
         cmocka_unit_test(test_tcp_refuses_paths_and_content_and_syncs_host),
         cmocka_unit_test(test_export_of_a_remote_task),
+        cmocka_unit_test(test_two_parents_in_one_round),
         cmocka_unit_test(test_streamed_export_of_a_remote_task),
         cmocka_unit_test(test_persistent_replica_placed),
         cmocka_unit_test(test_restarted_node_joins_its_copy_again),
