@@ -687,11 +687,12 @@ static int run_round(struct run *rd, struct dfc_error *err) {
     }
     struct sync_job jobs[DFD_P2P_MAX_PARENTS];
     pthread_t sync_tids[DFD_P2P_MAX_PARENTS];
-    bool sync_started[DFD_P2P_MAX_PARENTS];
-    for (size_t k = 0; k < rd->n_parents; k++) {
+    bool sync_started[DFD_P2P_MAX_PARENTS] = {false};
+    size_t n_parents = rd->n_parents;
+    for (size_t k = 0; k < n_parents; k++) {
         rd->parents[k].syncing = true; /* before any sync thread or worker runs */
     }
-    for (size_t k = 0; k < rd->n_parents; k++) {
+    for (size_t k = 0; k < n_parents; k++) {
         jobs[k] = (struct sync_job){.rd = rd, .k = k};
         sync_started[k] = pthread_create(&sync_tids[k], NULL, sync_main, &jobs[k]) == 0;
         if (!sync_started[k]) {
@@ -699,7 +700,7 @@ static int run_round(struct run *rd, struct dfc_error *err) {
         }
     }
     int r = round_workers(rd, err);
-    for (size_t k = 0; k < rd->n_parents; k++) {
+    for (size_t k = 0; k < n_parents; k++) {
         if (sync_started[k]) {
             pthread_join(sync_tids[k], NULL);
         }
