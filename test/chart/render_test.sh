@@ -84,5 +84,36 @@ expect_fail bad-kube-version 2 'kube-version' --chart "$b" --kube-version 1
 expect_fail bad-set 1 'has no value' --chart "$b" --set replicas
 expect_fail missing-values-file 1 'nope.yaml' --chart "$b" -f "$tmp/nope.yaml"
 
+# What the renderer does not implement it refuses (exit 1, naming it), never renders a guess
+# that could differ from helm template: the template functions it lacks, and the chart files
+# whose meaning it lacks, each added to a copy of a chart that renders on its own.
+u=$fx/unsupported
+expect_output unsupported-ok --chart "$u"
+expect_fail toToml 1 'unsupported/templates/cm.yaml.*toToml is not implemented' --chart "$u" --set mode=toToml
+expect_fail getHostByName 1 'getHostByName is not implemented' --chart "$u" --set mode=getHostByName
+expect_fail asSecrets 1 'AsSecrets is not implemented' --chart "$u" --set mode=asSecrets
+refuse() {
+    local name=$1 pattern=$2
+    shift 2
+    rm -rf "$tmp/chart" && cp -r "$u" "$tmp/chart" && (cd "$tmp/chart" && eval "$*")
+    expect_fail "$name" 1 "$pattern" --chart "$tmp/chart"
+}
+refuse dependencies 'Chart.yaml: dependencies are not supported' \
+    'printf "dependencies:\n  - name: redis\n    version: 1.0.0\n" >>Chart.yaml'
+refuse subcharts 'charts: subcharts are not supported' 'mkdir -p charts/sub'
+refuse requirements 'requirements.yaml: dependencies .apiVersion v1. are not supported' \
+    'echo "dependencies: []" >requirements.yaml'
+refuse schema 'values.schema.json: values schemas are not supported' 'echo "{}" >values.schema.json'
+# .helmignore is applied as Helm applies it: a directory rule skips the tree, a base-name glob
+# matches at any depth, hidden files under templates/ are always left out; ** is refused.
+rm -rf "$tmp/chart" && cp -r "$u" "$tmp/chart" && mkdir -p "$tmp/chart/sub" "$tmp/chart/deep" &&
+    printf '# comment\nsub/\n*.md\n' >"$tmp/chart/.helmignore" && touch "$tmp/chart/sub/a.txt" \
+        "$tmp/chart/doc.md" "$tmp/chart/deep/b.md" "$tmp/chart/keep.txt" &&
+    echo 'kind: [unclosed' >"$tmp/chart/templates/.hidden.yaml"
+expect_output helmignore --chart "$tmp/chart" --set mode=files
+echo 'a/**/b' >"$tmp/chart/.helmignore"
+expect_fail helmignore-doublestar 1 'double-star' --chart "$tmp/chart"
+refuse crds 'crds: CRD directories are not supported' 'mkdir crds && echo "kind: X" >crds/x.yaml'
+
 echo "render_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,9 +1,12 @@
 // Loading a chart directory: Chart.yaml (as Helm's chart.Metadata, capitalised field names),
 // values.yaml, every file under templates/ (templates) and the other files (.Files).
-// Subcharts (charts/), values.schema.json and .helmignore are not supported.
+// What it does not implement it refuses, loudly, rather than render something Helm would not:
+// dependencies and subcharts (Chart.yaml dependencies, requirements.yaml, charts/),
+// values.schema.json and crds/ (see unsupported below). .helmignore is applied (ignore.go).
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -50,6 +53,15 @@ type chartDir struct {
 	files     Files             // other files, by path relative to the chart dir
 }
 
+// unsupported lists the chart files whose meaning chart-render does not implement: with any of
+// them the output could differ from helm template's, so the chart is refused.
+var unsupported = []struct{ name, what string }{
+	{"charts", "subcharts"},
+	{"requirements.yaml", "dependencies (apiVersion v1)"},
+	{"values.schema.json", "values schemas"},
+	{"crds", "CRD directories"},
+}
+
 func loadChart(dir string) (*chartDir, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "Chart.yaml"))
 	if err != nil {
@@ -65,11 +77,28 @@ func loadChart(dir string) (*chartDir, error) {
 	if c.meta.Version == "" {
 		return nil, fmt.Errorf("%s/Chart.yaml: version is required", dir)
 	}
+	if len(c.meta.Dependencies) > 0 {
+		return nil, fmt.Errorf("%s/Chart.yaml: dependencies are not supported by chart-render "+
+			"(render this chart with helm)", dir)
+	}
+	for _, u := range unsupported {
+		if _, err := os.Lstat(filepath.Join(dir, u.name)); err == nil {
+			return nil, fmt.Errorf("%s/%s: %s are not supported by chart-render "+
+				"(render this chart with helm)", dir, u.name, u.what)
+		}
+	}
 	c.defaults = map[string]interface{}{}
 	if _, err := os.Stat(filepath.Join(dir, "values.yaml")); err == nil {
 		if c.defaults, err = readValuesFile(filepath.Join(dir, "values.yaml")); err != nil {
 			return nil, err
 		}
+	}
+	rules, err := parseIgnore(".helmignore", nil)
+	if data, rerr := os.ReadFile(filepath.Join(dir, ".helmignore")); rerr == nil {
+		rules, err = parseIgnore(filepath.Join(dir, ".helmignore"), data)
+	}
+	if err != nil {
+		return nil, err
 	}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -77,11 +106,20 @@ func loadChart(dir string) (*chartDir, error) {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == "charts" {
+		if rel == "." {
+			return nil
+		}
+		if rules.ignored(rel, d.IsDir()) {
+			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
 		}
 		body, err := os.ReadFile(p)
 		if err != nil {
@@ -90,7 +128,7 @@ func loadChart(dir string) (*chartDir, error) {
 		switch {
 		case strings.HasPrefix(rel, "templates/"):
 			c.templates[path.Join(c.meta.Name, rel)] = string(body)
-		case rel == "Chart.yaml" || rel == "values.yaml" || rel == "values.schema.json":
+		case rel == "Chart.yaml" || rel == "values.yaml":
 		default:
 			c.files[rel] = body
 		}
@@ -127,6 +165,11 @@ func (f Files) Glob(pattern string) Files {
 }
 
 // AsConfig renders the files as the data of a ConfigMap (base name: content), as Helm does.
+// AsSecrets is Helm's, but not implemented here: a template calling it fails with this error.
+func (f Files) AsSecrets() (string, error) {
+	return "", errors.New(".Files.AsSecrets is not implemented by chart-render (render this chart with helm)")
+}
+
 func (f Files) AsConfig() string {
 	m := map[string]string{}
 	for name, body := range f {

@@ -2,8 +2,9 @@
 // into one template set ("gotpl", missingkey=zero), each non-partial file is executed with its
 // own .Template, and "<no value>" is removed from the output. The function map is sprig's
 // TxtFuncMap without env/expandenv, plus Helm's include, tpl, required, lookup, toYaml,
-// mustToYaml, fromYaml, fromYamlArray, toJson, mustToJson, fromJson, fromJsonArray. Not
-// provided: toToml, getHostByName, and .Files.AsSecrets.
+// mustToYaml, fromYaml, fromYamlArray, toJson, mustToJson, fromJson, fromJsonArray. Helm's
+// toToml, getHostByName (sprig's would query DNS) and .Files.AsSecrets are not implemented: a
+// template calling one fails naming it (notImplemented), never renders a guess.
 package main
 
 import (
@@ -95,6 +96,13 @@ func required(warn string, val interface{}) (interface{}, error) {
 	return val, nil
 }
 
+// notImplemented is a Helm template function chart-render does not provide: calling it fails.
+func notImplemented(name string) func(...interface{}) (string, error) {
+	return func(...interface{}) (string, error) {
+		return "", fmt.Errorf("%s is not implemented by chart-render (render this chart with helm)", name)
+	}
+}
+
 // baseFuncs is the function map without the functions that close over the template set.
 func baseFuncs() template.FuncMap {
 	f := sprig.TxtFuncMap()
@@ -114,8 +122,10 @@ func baseFuncs() template.FuncMap {
 		"lookup": func(string, string, string, string) (map[string]interface{}, error) {
 			return map[string]interface{}{}, nil
 		},
-		"include": func(string, interface{}) string { return "not implemented" },
-		"tpl":     func(string, interface{}) interface{} { return "not implemented" },
+		"toToml":        notImplemented("toToml"),
+		"getHostByName": notImplemented("getHostByName"),
+		"include":       func(string, interface{}) string { return "not implemented" },
+		"tpl":           func(string, interface{}) interface{} { return "not implemented" },
 	}
 	for k, v := range extra {
 		f[k] = v
