@@ -1,7 +1,7 @@
 /*
- * replicate.c - one replication job (upstream's replicatePersistentCacheTask, best effort) and
- * the Redis lease that keeps two schedulers on one Redis from running it for the same task at
- * once (docs/dragonfly-compat.md, "Scheduler on Redis").
+ * placement_replicate.c - one replication job (upstream's replicatePersistentCacheTask, best
+ * effort) and the Redis lease that keeps two schedulers on one Redis from running it for the
+ * same task at once (docs/dragonfly-compat.md, "Scheduler on Redis").
  *
  * need = persistent_replica_count - persistent copies. First promote cached copies (Succeeded,
  * not persistent, host not disable_shared and not blocklisted) with UpdatePersistentCacheTask
