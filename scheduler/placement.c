@@ -400,13 +400,6 @@ void sched_placement_wait_idle(struct sched_placement *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
-bool sched_placement_stopping(struct sched_placement *p) {
-    pthread_mutex_lock(&p->mu);
-    bool s = p->stopping;
-    pthread_mutex_unlock(&p->mu);
-    return s;
-}
-
 void sched_placement_replicate(struct sched_placement *p, const char *task_id,
                                const char *const *block_hosts, size_t n_block) {
     pthread_mutex_lock(&p->mu);

@@ -115,8 +115,6 @@ int sched_task_need(struct sched_placement *p, const char *task_id, struct sched
                     uint64_t *persistent, uint64_t *need, struct dfc_error *err);
 /* Waits until no job is queued or running (for tests: the state after every job ended). */
 void sched_placement_wait_idle(struct sched_placement *p);
-/* Whether the engine is stopping (takes p->mu). */
-bool sched_placement_stopping(struct sched_placement *p);
 /* The deadline of a pull of task (see SCHED_PLACEMENT_PULL_BYTES_PER_S). */
 int64_t sched_pull_timeout_ms(const struct sched_placement *p, const struct sched_task *task);
 
