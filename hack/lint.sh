@@ -5,9 +5,11 @@
 #   2. layering: gRPC core headers (<grpc/...>) only in lib/src/, no "../" includes (so that a
 #      directory's include root, e.g. daemon/storage's, cannot be stepped around), getenv() only
 #      in the option module;
-#   3. clang-tidy (.clang-tidy, test/.clang-tidy) over every project .c file, with zero findings.
+#   3. no call cycles between the files of the libraries in cycle_libs (hack/call-cycles.sh,
+#      from their objects in BUILD_DIR, which it builds);
+#   4. clang-tidy (.clang-tidy, test/.clang-tidy) over every project .c file, with zero findings.
 #
-#   hack/lint.sh [--no-tidy] [BUILD_DIR]
+#   hack/lint.sh [--no-tidy] [BUILD_DIR]   (--no-tidy: steps 1 and 2 only)
 # clang-tidy reads BUILD_DIR/compile_commands.json (default: build-lint, configured here) and
 # needs the generated protobuf-c headers, which it builds there. DFC_LINT_JOBS (default 2) files
 # are checked in parallel.
@@ -63,6 +65,15 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S . -B "$build" >/dev/null
 fi
 cmake --build "$build" -j"${DFC_LINT_JOBS:-2}" --target dfc_proto dfc_proto_test >/dev/null
+
+# Libraries whose files call each other without a cycle (targets, archives under BUILD_DIR).
+cycle_targets=(sched_core)
+cycle_libs=(scheduler/libsched_core.a)
+cmake --build "$build" -j"${DFC_LINT_JOBS:-2}" --target "${cycle_targets[@]}" >/dev/null
+if ! bash hack/call-cycles.sh "${cycle_libs[@]/#/$build/}"; then
+    echo "lint: call cycles between files (move the shared part below both)" >&2
+    exit 1
+fi
 
 # Every project .c file must be in the compilation database (generated .pb-c.c files live in
 # the build directory and are not project files).

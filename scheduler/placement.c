@@ -1,7 +1,7 @@
 /*
  * placement.c - the placement engine: the job queue and its workers, the repair loop, host GC
  * and dfdaemon deletes (placement.h; design in placement_engine.h; a job itself is in
- * replicate.c, candidate parents in parents.c).
+ * placement_replicate.c, candidate parents in placement_parents.c).
  *
  * Repair (not in upstream, which replicates only after an upload, a peer delete or a host
  * delete): every replicaRepairInterval, every Succeeded task with fewer persistent replicas
@@ -398,13 +398,6 @@ void sched_placement_wait_idle(struct sched_placement *p) {
         pthread_cond_wait(&p->done, &p->mu);
     }
     pthread_mutex_unlock(&p->mu);
-}
-
-bool sched_placement_stopping(struct sched_placement *p) {
-    pthread_mutex_lock(&p->mu);
-    bool s = p->stopping;
-    pthread_mutex_unlock(&p->mu);
-    return s;
 }
 
 void sched_placement_replicate(struct sched_placement *p, const char *task_id,

@@ -1,7 +1,7 @@
 /*
  * placement_engine.h - the placement engine's state, shared by placement.c (queue, workers,
- * loops, repair pass, host GC) and replicate.c (one replication job and its Redis lease).
- * Private to scheduler/placement*.c and replicate.c.
+ * loops, repair pass, host GC) and placement_replicate.c (one replication job and its Redis
+ * lease). Private to scheduler/placement*.c.
  *
  * DESIGN
  *   Jobs: one per task, queued by sched_placement_replicate (handlers, host GC) or by a repair
@@ -115,12 +115,11 @@ int sched_task_need(struct sched_placement *p, const char *task_id, struct sched
                     uint64_t *persistent, uint64_t *need, struct dfc_error *err);
 /* Waits until no job is queued or running (for tests: the state after every job ended). */
 void sched_placement_wait_idle(struct sched_placement *p);
-/* Whether the engine is stopping (takes p->mu). */
-bool sched_placement_stopping(struct sched_placement *p);
 /* The deadline of a pull of task (see SCHED_PLACEMENT_PULL_BYTES_PER_S). */
 int64_t sched_pull_timeout_ms(const struct sched_placement *p, const struct sched_task *task);
 
-/* Lease key and calls (replicate.c). acquire: 1 taken, 0 held by another owner, < 0 error. */
+/* Lease key and calls (placement_replicate.c). acquire: 1 taken, 0 held by another owner,
+ * < 0 error. */
 int sched_lease_key(const struct sched_placement *p, const char *task_id, char *buf, size_t size);
 int sched_lease_acquire(struct sched_placement *p, const char *task_id, int64_t ttl_ms,
                         struct dfc_error *err);

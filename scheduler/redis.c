@@ -1,7 +1,8 @@
 /*
  * redis.c - the scheduler's Redis client: a pool of hiredis sync connections with per-command
  * deadlines, capped exponential reconnect back-off and Sentinel master discovery (see redis.h
- * and docs/dragonfly-compat.md, "Scheduler on Redis").
+ * and docs/dragonfly-compat.md, "Scheduler on Redis"). The commands that run on the pool are
+ * redis_cmd.c.
  *
  * DESIGN
  *   A command takes an idle pool slot (waiting on a condition variable until its deadline),
@@ -44,67 +45,15 @@
 #include <time.h>
 
 #include "dfc/clock.h"
-#include "dfc/digest.h"
-#include "dfc/metrics.h"
-
-#define ADDR_MAX 280 /* host (up to 255) + ":" + port */
-#define HOST_MAX 256
+#include "redis_internal.h"
 
 #define DEFAULT_POOL_SIZE   20
 #define DEFAULT_BACKOFF_MIN 100
 #define DEFAULT_BACKOFF_MAX 5000
-#define READONLY_RETRIES    2
 #define SENTINEL_MIN_MS     50 /* the least time one Sentinel gets when several are listed */
-
-struct hostport {
-    char host[HOST_MAX];
-    int port;
-};
-
-struct slot {
-    redisContext *c; /* NULL: not connected */
-    uint64_t gen;    /* r->gen when c was made */
-    char addr[ADDR_MAX];
-};
-
-struct sched_redis {
-    /* Immutable after sched_redis_new. */
-    struct hostport *addrs;
-    size_t n_addrs;
-    char *master_name; /* NULL: direct */
-    char *username;
-    char *password;
-    int db;
-    unsigned pool_size;
-    int64_t backoff_min_ms;
-    int64_t backoff_max_ms;
-    struct dfc_metric *latency, *errors; /* borrowed; NULL: not counted */
-
-    pthread_mutex_t mu;
-    pthread_cond_t idle_cv;
-    /* Under mu. */
-    struct slot *slots;
-    unsigned *idle; /* stack of idle slot indexes */
-    unsigned n_idle;
-    unsigned n_waiting;     /* callers blocked in take_slot */
-    struct hostport master; /* the direct address, or the last master the Sentinels named */
-    bool master_known;
-    bool master_stale;
-    uint64_t gen;          /* bumped whenever master changes */
-    size_t sentinel_first; /* the Sentinel that answered last */
-    unsigned fails;        /* connect failures in a row */
-    int64_t retry_at_ms;   /* no connect before this */
-    struct dfc_error last_fail;
-    char current[ADDR_MAX]; /* last address connected to, "" before */
-};
 
 int64_t sched_redis_deadline(int64_t timeout_ms) {
     return dfc_mono_ms() + timeout_ms;
-}
-
-static struct timeval ms_to_tv(int64_t ms) {
-    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
-    return tv;
 }
 
 static void hostport_str(const struct hostport *hp, char *buf, size_t len) {
@@ -241,8 +190,8 @@ const char *sched_redis_current_addr(struct sched_redis *r, char *buf, size_t le
 
 /* ---- the pool ---- */
 
-static int take_slot(struct sched_redis *r, int64_t deadline_ms, unsigned *idx,
-                     struct dfc_error *err) {
+int sched__redis_take_slot(struct sched_redis *r, int64_t deadline_ms, unsigned *idx,
+                           struct dfc_error *err) {
     struct timespec until = {.tv_sec = (time_t)(deadline_ms / 1000),
                              .tv_nsec = (long)(deadline_ms % 1000) * 1000000};
     pthread_mutex_lock(&r->mu);
@@ -262,7 +211,7 @@ static int take_slot(struct sched_redis *r, int64_t deadline_ms, unsigned *idx,
     return 0;
 }
 
-static void give_slot(struct sched_redis *r, unsigned idx) {
+void sched__redis_give_slot(struct sched_redis *r, unsigned idx) {
     pthread_mutex_lock(&r->mu);
     r->idle[r->n_idle++] = idx;
     bool wake = r->n_waiting > 0;
@@ -273,7 +222,7 @@ static void give_slot(struct sched_redis *r, unsigned idx) {
     }
 }
 
-static void drop(struct slot *s) {
+void sched__redis_drop(struct slot *s) {
     if (s->c != NULL) {
         redisFree(s->c);
         s->c = NULL;
@@ -281,7 +230,7 @@ static void drop(struct slot *s) {
 }
 
 /* The connection was found broken: in Sentinel mode the master must be asked for again. */
-static void mark_stale(struct sched_redis *r) {
+void sched__redis_mark_stale(struct sched_redis *r) {
     if (r->master_name != NULL) {
         pthread_mutex_lock(&r->mu);
         r->master_stale = true;
@@ -307,7 +256,7 @@ static int dial(const struct hostport *hp, int64_t deadline_ms, redisContext **r
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed before connecting", a);
     }
-    redisContext *c = redisConnectWithTimeout(hp->host, hp->port, ms_to_tv(left));
+    redisContext *c = redisConnectWithTimeout(hp->host, hp->port, sched__redis_ms_to_tv(left));
     if (c == NULL) {
         return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", a);
     }
@@ -322,19 +271,16 @@ static int dial(const struct hostport *hp, int64_t deadline_ms, redisContext **r
     return 0;
 }
 
-static int io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
-                     struct dfc_error *err);
-
 /* Runs argv on c within deadline_ms. A reply (error replies included) goes to *reply; an I/O
  * failure or timeout returns -ECONNREFUSED or -ETIMEDOUT and leaves c unusable. */
-static int roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
-                     const char **argv, const size_t *lens, redisReply **reply,
-                     struct dfc_error *err) {
+int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
+                           const char **argv, const size_t *lens, redisReply **reply,
+                           struct dfc_error *err) {
     int64_t left = deadline_ms - dfc_mono_ms();
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
     }
-    if (redisSetTimeout(c, ms_to_tv(left)) != REDIS_OK) {
+    if (redisSetTimeout(c, sched__redis_ms_to_tv(left)) != REDIS_OK) {
         return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
     }
     errno = 0;
@@ -344,13 +290,13 @@ static int roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int
         *reply = rep;
         return 0;
     }
-    int rc = io_failed(c, addr, deadline_ms, saved, err);
+    int rc = sched__redis_io_failed(c, addr, deadline_ms, saved, err);
     return rc < 0 ? rc : -ECONNREFUSED; /* always < 0: no reply was set */
 }
 
 /* The error of a failed hiredis call on c (errno was `saved` right after it). */
-static int io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
-                     struct dfc_error *err) {
+int sched__redis_io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
+                           struct dfc_error *err) {
     if (c->err == REDIS_ERR_OOM) {
         return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", addr);
     }
@@ -361,11 +307,6 @@ static int io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int
     return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
 }
 
-static bool is_error(const redisReply *rep, const char *prefix) {
-    return rep->type == REDIS_REPLY_ERROR && rep->str != NULL &&
-           strncmp(rep->str, prefix, strlen(prefix)) == 0;
-}
-
 /* AUTH and SELECT on a fresh connection. */
 static int handshake(struct sched_redis *r, redisContext *c, const char *addr, int64_t deadline_ms,
                      struct dfc_error *err) {
@@ -374,7 +315,8 @@ static int handshake(struct sched_redis *r, redisContext *c, const char *addr, i
     if (r->password != NULL) {
         const char *argv[3] = {"AUTH", r->username ? r->username : r->password, r->password};
         size_t lens[3] = {4, strlen(argv[1]), strlen(r->password)};
-        rc = roundtrip(c, addr, deadline_ms, r->username ? 3 : 2, argv, lens, &rep, err);
+        rc = sched__redis_roundtrip(c, addr, deadline_ms, r->username ? 3 : 2, argv, lens, &rep,
+                                    err);
         if (rc < 0) {
             return rc;
         }
@@ -391,7 +333,7 @@ static int handshake(struct sched_redis *r, redisContext *c, const char *addr, i
         snprintf(db, sizeof(db), "%d", r->db);
         const char *argv[2] = {"SELECT", db};
         size_t lens[2] = {6, strlen(db)};
-        rc = roundtrip(c, addr, deadline_ms, 2, argv, lens, &rep, err);
+        rc = sched__redis_roundtrip(c, addr, deadline_ms, 2, argv, lens, &rep, err);
         if (rc < 0) {
             return rc;
         }
@@ -421,7 +363,7 @@ static int ask_sentinel(struct sched_redis *r, const struct hostport *sentinel, 
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", r->master_name};
     size_t lens[3] = {8, 23, strlen(r->master_name)};
     redisReply *rep = NULL;
-    rc = roundtrip(c, a, deadline_ms, 3, argv, lens, &rep, err);
+    rc = sched__redis_roundtrip(c, a, deadline_ms, 3, argv, lens, &rep, err);
     redisFree(c);
     if (rc < 0) {
         return rc;
@@ -583,274 +525,15 @@ static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_
 }
 
 /* Makes sure s holds a usable connection (dropping a stale or dead one first). */
-static int ready_slot(struct sched_redis *r, struct slot *s, int64_t deadline_ms,
-                      struct dfc_error *err) {
+int sched__redis_ready_slot(struct sched_redis *r, struct slot *s, int64_t deadline_ms,
+                            struct dfc_error *err) {
     if (s->c != NULL) {
         pthread_mutex_lock(&r->mu);
         bool current = s->gen == r->gen;
         pthread_mutex_unlock(&r->mu);
         if (!current || !looks_alive(s->c)) {
-            drop(s);
+            sched__redis_drop(s);
         }
     }
     return s->c != NULL ? 0 : connect_slot(r, s, deadline_ms, err);
-}
-
-/* ---- commands ---- */
-
-/* One command on one slot: NOSCRIPT fallback (lua != NULL: argv[0] is EVALSHA and argv[1]
- * the sha, replaced by EVAL and the body) and -READONLY retries. */
-static int run_once(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
-                    const size_t *lens, const char *lua, redisReply **reply,
-                    struct dfc_error *err) {
-    unsigned idx = 0;
-    int rc = take_slot(r, deadline_ms, &idx, err);
-    if (rc < 0) {
-        return rc;
-    }
-    struct slot *s = &r->slots[idx];
-    redisReply *rep = NULL;
-    for (int attempt = 0;; attempt++) {
-        rc = ready_slot(r, s, deadline_ms, err);
-        if (rc < 0) {
-            break;
-        }
-        rc = roundtrip(s->c, s->addr, deadline_ms, argc, argv, lens, &rep, err);
-        if (rc == 0 && lua != NULL && is_error(rep, "NOSCRIPT")) {
-            freeReplyObject(rep);
-            rep = NULL;
-            const char *eargv[2] = {"EVAL", lua};
-            size_t elens[2] = {4, strlen(lua)};
-            const char **av = malloc((size_t)argc * sizeof(*av));
-            size_t *al = malloc((size_t)argc * sizeof(*al));
-            if (av == NULL || al == NULL) {
-                free(av);
-                free(al);
-                rc = dfc_error_set(err, -ENOMEM, "redis %s: out of memory", s->addr);
-                break;
-            }
-            memcpy(av, argv, (size_t)argc * sizeof(*av));
-            memcpy(al, lens, (size_t)argc * sizeof(*al));
-            memcpy(av, eargv, sizeof(eargv));
-            memcpy(al, elens, sizeof(elens));
-            rc = roundtrip(s->c, s->addr, deadline_ms, argc, av, al, &rep, err);
-            free(av);
-            free(al);
-        }
-        if (rc < 0) {
-            drop(s); /* I/O error or timeout: the stream may hold a late reply */
-            if (rc != -ETIMEDOUT) {
-                mark_stale(r);
-            }
-            break;
-        }
-        if (is_error(rep, "READONLY")) {
-            drop(s);
-            mark_stale(r);
-            int64_t left = deadline_ms - dfc_mono_ms();
-            if (r->master_name != NULL && attempt < READONLY_RETRIES && left > 0) {
-                freeReplyObject(rep);
-                rep = NULL;
-                if (attempt > 0) { /* the Sentinels still named the old master: a failover
-                                    * is under way, give it a moment */
-                    int64_t nap = r->backoff_min_ms < left / 2 ? r->backoff_min_ms : left / 2;
-                    struct timespec ts = {.tv_sec = (time_t)(nap / 1000),
-                                          .tv_nsec = (long)(nap % 1000) * 1000000};
-                    nanosleep(&ts, NULL);
-                }
-                continue;
-            }
-        }
-        if (rep->type == REDIS_REPLY_ERROR) {
-            rc = dfc_error_set(err, DFC_E_INTERNAL, "redis %s: %s", s->addr, rep->str);
-            freeReplyObject(rep);
-            rep = NULL;
-        }
-        break;
-    }
-    give_slot(r, idx);
-    if (rc == 0) {
-        *reply = rep;
-    }
-    return rc;
-}
-
-/* A call's latency and outcome under kind (SCHED_REDIS_KINDS); started is CLOCK_MONOTONIC. */
-static void count(struct sched_redis *r, size_t kind, const struct timespec *started, int rc) {
-    if (r->latency == NULL && r->errors == NULL) {
-        return;
-    }
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    dfc_metric_observe(r->latency, kind,
-                       (double)(now.tv_sec - started->tv_sec) +
-                           (double)(now.tv_nsec - started->tv_nsec) / 1e9);
-    if (rc < 0) {
-        dfc_metric_inc(r->errors, kind, 1);
-    }
-}
-
-static int run(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
-               const size_t *lens, const char *lua, redisReply **reply, struct dfc_error *err) {
-    struct timespec started;
-    clock_gettime(CLOCK_MONOTONIC, &started);
-    int rc = run_once(r, deadline_ms, argc, argv, lens, lua, reply, err);
-    count(r, lua != NULL ? 1 : 0, &started, rc);
-    return rc;
-}
-
-int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
-                     const size_t *lens, struct redisReply **reply, struct dfc_error *err) {
-    if (argc < 1) {
-        return dfc_error_set(err, -EINVAL, "redis: empty command");
-    }
-    redisReply *rep = NULL;
-    int rc = run(r, deadline_ms, argc, argv, lens, NULL, &rep, err);
-    if (rc == 0) {
-        if (reply != NULL) {
-            *reply = rep;
-        } else {
-            freeReplyObject(rep);
-        }
-    }
-    return rc;
-}
-
-/* Appends the n commands to c's output buffer, then reads n replies (the first read writes
- * the buffer out). On failure no reply is kept and c is unusable. */
-static int pipeline_io(redisContext *c, const char *addr, int64_t deadline_ms, size_t n,
-                       const struct sched_redis_cmd *cmds, redisReply **replies,
-                       struct dfc_error *err) {
-    int64_t left = deadline_ms - dfc_mono_ms();
-    if (left <= 0) {
-        return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
-    }
-    if (redisSetTimeout(c, ms_to_tv(left)) != REDIS_OK) {
-        return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (redisAppendCommandArgv(c, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK) {
-            return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", addr);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        void *rep = NULL;
-        errno = 0;
-        if (redisGetReply(c, &rep) != REDIS_OK || rep == NULL) {
-            int saved = errno;
-            for (size_t j = 0; j < i; j++) {
-                freeReplyObject(replies[j]);
-                replies[j] = NULL;
-            }
-            int rc = io_failed(c, addr, deadline_ms, saved, err);
-            return rc < 0 ? rc : -ECONNREFUSED;
-        }
-        replies[i] = rep;
-    }
-    return 0;
-}
-
-int sched_redis_pipeline(struct sched_redis *r, int64_t deadline_ms, size_t n,
-                         const struct sched_redis_cmd *cmds, struct redisReply **replies,
-                         struct dfc_error *err) {
-    for (size_t i = 0; i < n; i++) {
-        if (cmds[i].argc < 1) {
-            return dfc_error_set(err, -EINVAL, "redis: empty command");
-        }
-        replies[i] = NULL;
-    }
-    if (n == 0) {
-        return 0;
-    }
-    struct timespec started;
-    clock_gettime(CLOCK_MONOTONIC, &started);
-    unsigned idx = 0;
-    int rc = take_slot(r, deadline_ms, &idx, err);
-    if (rc < 0) {
-        count(r, 2, &started, rc);
-        return rc;
-    }
-    struct slot *s = &r->slots[idx];
-    rc = ready_slot(r, s, deadline_ms, err);
-    if (rc == 0) {
-        rc = pipeline_io(s->c, s->addr, deadline_ms, n, cmds, replies, err);
-        if (rc < 0) {
-            drop(s); /* the stream may hold late replies or half a command */
-            if (rc != -ETIMEDOUT) {
-                mark_stale(r);
-            }
-        }
-    }
-    give_slot(r, idx);
-    count(r, 2, &started, rc);
-    return rc;
-}
-
-void sched_redis_script_init(struct sched_redis_script *s) {
-    struct dfc_evp h;
-    if (dfc_evp_init(&h, "sha1") < 0) {
-        abort(); /* OpenSSL without SHA-1 or out of memory at start-up: nothing sensible left */
-    }
-    dfc_evp_update(&h, s->lua, strlen(s->lua));
-    char hex[DFC_EVP_HEX_MAX];
-    dfc_evp_final_hex(&h, hex);
-    dfc_evp_done(&h);
-    memcpy(s->sha1, hex, 40); /* SHA-1: 40 hex digits */
-    s->sha1[40] = '\0';
-}
-
-int sched_redis_eval(struct sched_redis *r, int64_t deadline_ms, struct sched_redis_script *s,
-                     int n_keys, const char **keys, const size_t *key_lens, int n_args,
-                     const char **args, const size_t *arg_lens, struct redisReply **reply,
-                     struct dfc_error *err) {
-    if (n_keys < 0 || n_args < 0) {
-        return dfc_error_set(err, -EINVAL, "redis script %s: negative key or argument count",
-                             s->name);
-    }
-    /* A script nobody initialised gets its SHA-1 computed here, into a local copy: s may be
-     * shared by threads, and writing it here would race. */
-    struct sched_redis_script local;
-    if (s->sha1[0] == '\0') {
-        local = *s;
-        sched_redis_script_init(&local);
-    }
-    const char *sha1 = s->sha1[0] != '\0' ? s->sha1 : local.sha1;
-    int argc = 3 + n_keys + n_args;
-    const char **av = malloc((size_t)argc * sizeof(*av));
-    size_t *al = malloc((size_t)argc * sizeof(*al));
-    if (av == NULL || al == NULL) {
-        free(av);
-        free(al);
-        return dfc_error_set(err, -ENOMEM, "redis script %s: out of memory", s->name);
-    }
-    char nk[16];
-    snprintf(nk, sizeof(nk), "%d", n_keys);
-    av[0] = "EVALSHA";
-    al[0] = 7;
-    av[1] = sha1;
-    al[1] = 40;
-    av[2] = nk;
-    al[2] = strlen(nk);
-    for (int i = 0; i < n_keys; i++) {
-        av[3 + i] = keys[i];
-        al[3 + i] = key_lens ? key_lens[i] : strlen(keys[i]);
-    }
-    for (int i = 0; i < n_args; i++) {
-        av[3 + n_keys + i] = args[i];
-        al[3 + n_keys + i] = arg_lens ? arg_lens[i] : strlen(args[i]);
-    }
-    redisReply *rep = NULL;
-    int rc = run(r, deadline_ms, argc, av, al, s->lua, &rep, err);
-    free(av);
-    free(al);
-    if (rc < 0) {
-        dfc_error_prefix(err, "script %s", s->name);
-        return rc;
-    }
-    if (reply != NULL) {
-        *reply = rep;
-    } else {
-        freeReplyObject(rep);
-    }
-    return 0;
 }

@@ -1,6 +1,6 @@
 /*
- * service.h - the scheduler.v2.Scheduler service: its method table and what the handler files
- * (rpc_host.c, rpc_task.c, rpc_peer.c) share.
+ * service.h - the scheduler.v2.Scheduler service: its method table (rpc_methods.c) and what
+ * the handler files (rpc_host.c, rpc_task.c, rpc_peer.c) share (service.c).
  *
  * Every request is validated first (validate.h), as upstream's validator interceptor runs
  * before its handlers; then, without Redis, the persistent-cache methods answer
@@ -54,7 +54,7 @@ int sched_service_init(struct sched_service *svc, const struct sched_config *cfg
                        struct dfc_error *err);
 void sched_service_done(struct sched_service *svc);
 
-/* Registers scheduler.v2.Scheduler on server. */
+/* Registers scheduler.v2.Scheduler on server (its method table: rpc_methods.c). */
 int sched_service_register(struct sched_service *svc, struct dfc_rpc_server *server,
                            struct dfc_error *err);
 

@@ -1,7 +1,7 @@
 /*
- * store_internal.h - what the three managers (store_host.c, store_task.c, store_peer.c) share
- * with store.c: the store struct with its Lua scripts, upstream's key builders, and reply
- * helpers. Private to scheduler/store*.c.
+ * store_internal.h - what the three managers (store_host.c, store_task.c, store_peer.c) and
+ * the upload path (store_upload.c) share with store.c: the store struct with its Lua scripts,
+ * upstream's key builders, and reply helpers. Private to scheduler/store*.c.
  */
 #ifndef SCHED_STORE_INTERNAL_H
 #define SCHED_STORE_INTERNAL_H
@@ -88,6 +88,10 @@ int sched__peer_from_kv(struct sched_store *s, int64_t dl, const char *id, int r
  * checked yet. */
 int sched__peer_decode_kv(const char *id, int r, struct sched__kv *kv, struct sched_peer *out,
                           struct dfc_error *err);
+/* The peer out (loaded as id) is missing when its host (host false) or task is: -ENOENT
+ * naming which, and out released. */
+int sched__peer_gone(const char *id, bool host, bool task, struct sched_peer *out,
+                     struct dfc_error *err);
 
 /* What the managers' loaders share about one record type (host, task, peer). */
 struct sched__record_type {

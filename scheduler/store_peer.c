@@ -66,9 +66,7 @@ int sched__peer_decode_kv(const char *id, int r, struct sched__kv *kv, struct sc
     return sched__record_from_kv(&peer_type, id, r, kv, out, err);
 }
 
-/* The peer out (loaded as id) is missing when its host or task is: -ENOENT naming which, and
- * out released. */
-static int peer_gone(const char *id, bool host, bool task, struct sched_peer *out,
+int sched__peer_gone(const char *id, bool host, bool task, struct sched_peer *out,
                      struct dfc_error *err) {
     int r = dfc_error_set(err, -ENOENT, "peer %s not found: its %s %s is gone", id,
                           !host ? "host" : "task", !host ? out->host_id : out->task_id);
@@ -106,95 +104,7 @@ int sched__peer_from_kv(struct sched_store *s, int64_t dl, const char *id, int r
         sched_peer_done(out);
         return dfc_error_set(err, DFC_E_INTERNAL, "load peer %s: unexpected reply", id);
     }
-    return !host || !task ? peer_gone(id, host, task, out, err) : 0;
-}
-
-/* sched_peer_load's answer and then sched_task_load's for the peer's task, the slow way:
- * three round trips. */
-static int load_peer_then_task(struct sched_store *s, int64_t dl, const char *peer_id,
-                               struct sched_peer *peer, struct sched_task *task,
-                               struct dfc_error *err) {
-    int r = sched_peer_load(s, dl, peer_id, peer, err);
-    if (r == 0) {
-        r = sched_task_load(s, dl, peer->task_id, task, err);
-    }
-    if (r < 0) {
-        sched_peer_done(peer);
-    }
-    return r;
-}
-
-int sched_store_load_peer_task(struct sched_store *s, int64_t dl, const char *peer_id,
-                               const char *host_hint, const char *task_hint,
-                               struct sched_peer *peer, struct sched_task *task,
-                               struct dfc_error *err) {
-    memset(peer, 0, sizeof(*peer));
-    memset(task, 0, sizeof(*task));
-    int r = sched__check_id("peer id", peer_id, err);
-    if (r < 0) {
-        return r;
-    }
-    struct dfc_error ignored;
-    if (sched__check_id("host id", host_hint, &ignored) < 0 ||
-        sched__check_id("task id", task_hint, &ignored) < 0) {
-        return load_peer_then_task(s, dl, peer_id, peer, task, err);
-    }
-    _cleanup_free_ char *pk = sched__peer_key(s, peer_id);
-    _cleanup_free_ char *tk = sched__task_key(s, task_hint);
-    _cleanup_free_ char *hk = sched__host_key(s, host_hint);
-    if (pk == NULL || tk == NULL || hk == NULL) {
-        return dfc_error_set(err, -ENOMEM, "load peer: out of memory");
-    }
-    /* The peer hash, and the task hash and host existence it most likely names: one trip. */
-    const char *const words[3][2] = {{"HGETALL", pk}, {"HGETALL", tk}, {"EXISTS", hk}};
-    redisReply *reps[3] = {NULL, NULL, NULL};
-    r = sched__pipeline2(s, dl, 3, words, reps, err);
-    if (r < 0) {
-        return dfc_error_prefix(err, "load peer %s", peer_id);
-    }
-    struct sched__kv pkv, tkv;
-    r = sched__hgetall_reply(pk, reps[0], &pkv, err);
-    r = sched__peer_decode_kv(peer_id, r, &pkv, peer, err);
-    if (r == 0 &&
-        (strcmp(peer->task_id, task_hint) != 0 || strcmp(peer->host_id, host_hint) != 0)) {
-        /* It names another task or host than the caller's: check those, as a load does. */
-        sched_peer_done(peer);
-        freeReplyObject(reps[1]);
-        freeReplyObject(reps[2]);
-        return load_peer_then_task(s, dl, peer_id, peer, task, err);
-    }
-    if (r < 0) {
-        freeReplyObject(reps[1]);
-        freeReplyObject(reps[2]);
-        return r;
-    }
-    if (reps[2]->type != REDIS_REPLY_INTEGER) {
-        r = dfc_error_set(err, DFC_E_INTERNAL, "load peer %s: unexpected reply", peer_id);
-        freeReplyObject(reps[1]);
-        freeReplyObject(reps[2]);
-        sched_peer_done(peer);
-        return r;
-    }
-    bool host = reps[2]->integer > 0;
-    freeReplyObject(reps[2]);
-    struct dfc_error terr = {0};
-    int tr = sched__hgetall_reply(tk, reps[1], &tkv, &terr);
-    /* A key that HGETALL fails on EXISTS: the peer is found, then its task load fails. */
-    bool task_there = tr < 0 || tkv.n > 0;
-    if (!host || !task_there) {
-        if (tr == 0) {
-            sched__kv_done(&tkv);
-        }
-        return peer_gone(peer_id, host, task_there, peer, err);
-    }
-    if (tr < 0 && err != NULL) {
-        *err = terr;
-    }
-    r = sched__task_from_kv(task_hint, tr, &tkv, task, err);
-    if (r < 0) {
-        sched_peer_done(peer);
-    }
-    return r;
+    return !host || !task ? sched__peer_gone(id, host, task, out, err) : 0;
 }
 
 int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer *p,

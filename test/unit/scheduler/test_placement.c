@@ -1,8 +1,8 @@
 /*
- * Tests for scheduler/placement (parents_rank.c, parents.c, backoff.c, dfdaemon_client.c,
- * replicate.c, placement.c): upstream's parent scoring and filter on plain records, the repair
- * back-off, and, against a real redis-server and fake DfdaemonUpload servers on loopback TCP
- * (test/support/fake_dfdaemon.c), replication, the repair loop, leases and host GC.
+ * Tests for scheduler/placement*.c and dfdaemon_client.c: upstream's parent scoring and
+ * filter on plain records, the repair back-off, and, against a real redis-server and fake
+ * DfdaemonUpload servers on loopback TCP (test/support/fake_dfdaemon.c), replication, the
+ * repair loop, leases and host GC.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * Tests for scheduler/redis.c against real redis-server processes (test/support/redis_harness):
+ * Tests for scheduler/redis*.c against real redis-server processes (test/support/redis_harness):
  * binary-safe commands, error replies, scripts after SCRIPT FLUSH, AUTH (password and ACL
  * user) and SELECT, the deadline on a hung (SIGSTOPped) server, a killed and restarted
  * server, a Sentinel failover with a -READONLY retry, 8 threads at once, and a pool

@@ -1,7 +1,7 @@
 /*
- * parents.c - candidate parents for a downloading peer, as upstream's
+ * placement_parents.c - candidate parents for a downloading peer, as upstream's
  * FindCandidatePersistentCacheParents (docs/dragonfly-compat.md, "Scheduler on Redis"): the
- * task's peers and their hosts loaded from the store, then ranked by parents_rank.c. Host
+ * task's peers and their hosts loaded from the store, then ranked by placement_rank.c. Host
  * disable_shared is not checked for download parents, as upstream.
  */
 #include <stdlib.h>

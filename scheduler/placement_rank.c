@@ -1,8 +1,8 @@
 /*
- * parents_rank.c - the pure half of candidate-parent selection (placement_internal.h): which
+ * placement_rank.c - the pure half of candidate-parent selection (placement_internal.h): which
  * loaded peers may serve, and upstream's default evaluator for persistent cache parents,
  * 0.7 * IDC affinity + 0.3 * location affinity (docs/dragonfly-compat.md, "Scheduler on
- * Redis"). No Redis, no network: parents.c loads the records.
+ * Redis"). No Redis, no network: placement_parents.c loads the records.
  */
 #include <stdlib.h>
 #include <string.h>

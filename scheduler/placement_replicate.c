@@ -1,7 +1,7 @@
 /*
- * replicate.c - one replication job (upstream's replicatePersistentCacheTask, best effort) and
- * the Redis lease that keeps two schedulers on one Redis from running it for the same task at
- * once (docs/dragonfly-compat.md, "Scheduler on Redis").
+ * placement_replicate.c - one replication job (upstream's replicatePersistentCacheTask, best
+ * effort) and the Redis lease that keeps two schedulers on one Redis from running it for the
+ * same task at once (docs/dragonfly-compat.md, "Scheduler on Redis").
  *
  * need = persistent_replica_count - persistent copies. First promote cached copies (Succeeded,
  * not persistent, host not disable_shared and not blocklisted) with UpdatePersistentCacheTask
@@ -121,8 +121,16 @@ int64_t sched_pull_timeout_ms(const struct sched_placement *p, const struct sche
 
 /* Extends the lease over the next call (call_timeout_ms); false (logged) when the engine is
  * stopping, the lease was lost or Redis failed. */
+/* Whether the engine is stopping (takes p->mu). */
+static bool stopping(struct sched_placement *p) {
+    pthread_mutex_lock(&p->mu);
+    bool s = p->stopping;
+    pthread_mutex_unlock(&p->mu);
+    return s;
+}
+
 static bool keep_lease(struct sched_placement *p, const char *task_id, int64_t call_timeout_ms) {
-    if (sched_placement_stopping(p)) {
+    if (stopping(p)) {
         return false;
     }
     struct dfc_error err = {0};

@@ -1,6 +1,6 @@
 /*
- * backoff.c - the repair back-off of one task, counted in repair passes (placement_internal.h):
- * exponential, capped at SCHED_BACKOFF_MAX_PASSES, pure.
+ * placement_backoff.c - the repair back-off of one task, counted in repair passes
+ * (placement_internal.h): exponential, capped at SCHED_BACKOFF_MAX_PASSES, pure.
  */
 #include "placement_internal.h"
 
