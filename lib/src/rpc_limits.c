@@ -19,7 +19,7 @@
 
 #include "rpc_server_internal.h"
 
-static struct uid_count *uid_find(struct uid_counts *u, uid_t uid) {
+static struct uid_count *uid_find(const struct uid_counts *u, uid_t uid) {
     for (size_t i = 0; i < u->n; i++) {
         if (u->v[i].uid == uid) {
             return &u->v[i];
@@ -28,7 +28,7 @@ static struct uid_count *uid_find(struct uid_counts *u, uid_t uid) {
     return NULL;
 }
 
-unsigned dfc__uid_count(struct uid_counts *u, uid_t uid) {
+unsigned dfc__uid_count(const struct uid_counts *u, uid_t uid) {
     struct uid_count *e = uid_find(u, uid);
     return e != NULL ? e->n : 0;
 }

@@ -1,51 +1,120 @@
 /*
- * rpc_server_internal.h - the server state that rpc_server.c (calls, workers, lifecycle) and
- * rpc_listen.c (Unix and TCP sockets accepted by the layer, with SO_PEERCRED or the peer
- * address) share. Private to lib/.
+ * rpc_server_internal.h - the server and call state that the files of the RPC server share.
+ * Private to lib/:
+ *
+ *   rpc_server.c       lifecycle (new, add_service, listen, start, shutdown, free), CQ thread
+ *   rpc_server_call.c  a call's state machine: arrival on the CQ thread, run on a worker,
+ *                      the answer, the end; calls to unknown methods; per-call metrics
+ *   rpc_pool.c         the worker pool: threads, queues, the pure next_call() policy
+ *   rpc_call.c         what handlers call: recv, send, cancellation, metadata, the arena
+ *   rpc_listen.c       Unix and TCP sockets accepted by the layer (SO_PEERCRED, peer address)
+ *   rpc_limits.c       counts by uid, rate-limited log lines
  */
 #ifndef DFC_RPC_SERVER_INTERNAL_H
 #define DFC_RPC_SERVER_INTERNAL_H
 
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <grpc/grpc.h>
 
 #include "dfc/rpc_server.h"
+#include "dfc/units.h"
+#include "rpc_pool.h"
 
 #define MAX_LISTENERS 8
 
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* A completion-queue tag: fn runs on the CQ thread and never blocks. */
 struct tag {
     void (*fn)(struct tag *t, bool ok);
 };
 
-struct registered;
+/* One outstanding batch that a worker waits for (rpc_call.c). */
+struct waiter {
+    struct tag tag;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool pending;
+    bool ok;
+};
 
-/* Counts by uid (rpc_limits.c); the owner's lock guards it. */
-struct uid_count {
+void dfc__waiter_init(struct waiter *w);
+void dfc__waiter_destroy(struct waiter *w);
+
+/* Starts ops on call with w as the tag. Returns false when core refused the batch. */
+bool dfc__waiter_start(struct waiter *w, grpc_call *call, const grpc_op *ops, size_t n);
+
+/* A call's arena: blocks freed when the call ends (rpc_call.c). */
+struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    max_align_t data[];
+};
+
+void dfc__arena_free(struct arena_block *b);
+
+/* A registered method. */
+struct registered {
+    struct dfc_rpc_method row;
+    void *svc;
+    char *path;
+    void *handle;
+    struct dfc_rpc_server *server;
+};
+
+struct dfc_rpc_call {
+    struct dfc_rpc_server *server;
+    struct registered *method;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *payload;
+
+    struct tag new_tag;         /* the call arrived */
+    struct tag close_tag;       /* RECV_CLOSE_ON_SERVER completed */
+    struct tag aux_tag;         /* the busy-rejection batch completed */
+    struct tag final_tag;       /* a unary call's answer batch completed (holds a ref) */
+    grpc_byte_buffer *final_bb; /* that batch's message, freed on its completion */
+    int close_cancelled;        /* written by core for the close batch */
+    atomic_bool cancelled;
+    atomic_int refs;
+    bool uid_counted; /* counted in server->call_uids under uid */
     uid_t uid;
-    unsigned n;
+    bool idled; /* ended by the idle timeout */
+
+    struct waiter send_w;
+    struct waiter recv_w;
+    grpc_byte_buffer *send_bb; /* in flight while send_w is pending */
+    bool send_pending;
+    bool send_failed;
+    bool sent_md;
+    bool recv_eos;
+    grpc_slice status_details;
+    bool has_status_details;
+
+    struct arena_block *arena;
+    struct timespec started;
+    char log_fields[DFC_RPC_LOG_FIELDS_MAX]; /* " key=value" pairs for the final log line */
+    size_t log_fields_len;
+    struct pool_entry queued; /* in the worker pool's queue (rpc_pool.c) */
 };
 
-struct uid_counts {
-    struct uid_count *v;
-    size_t n, cap;
-};
-
-/* The count of uid (0 when absent). */
-unsigned dfc__uid_count(struct uid_counts *u, uid_t uid);
-
-/* Adds one to uid's count; returns the new count, or -ENOMEM. */
-int dfc__uid_count_add(struct uid_counts *u, uid_t uid);
-
-/* Takes one from uid's count; a uid at zero leaves the table. */
-void dfc__uid_count_sub(struct uid_counts *u, uid_t uid);
-
-void dfc__uid_counts_free(struct uid_counts *u);
+/* ms as ns, saturating: a huge timeout stays huge. */
+static inline int64_t dfc__ms_to_ns(int64_t ms) {
+    if (ms > INT64_MAX / DFC_NS_PER_MS) {
+        return INT64_MAX;
+    }
+    return ms < INT64_MIN / DFC_NS_PER_MS ? INT64_MIN : ms * DFC_NS_PER_MS;
+}
 
 /* One log line per interval for a repeated event (rpc_limits.c); the owner's lock guards it. */
 struct ratelimit {
@@ -99,10 +168,7 @@ struct dfc_rpc_server {
     char name[32];
     char prefix[64];         /* option names in messages: "download.server." */
     int64_t idle_timeout_ms; /* < 0: none */
-    unsigned stream_workers; /* workers that streams may occupy: max_workers - reserved */
-    unsigned unary_running;  /* unary calls that may run at once: 1..max_workers */
     unsigned max_calls_per_uid;
-    unsigned max_workers_per_uid; /* share of busy workers per uid: 1..max_workers */
     unsigned max_conns, max_conns_per_uid;
 
     struct registered *methods;
@@ -142,18 +208,48 @@ struct dfc_rpc_server {
     pthread_cond_t cv;
     bool shutdown_done;
 
-    /* Worker pool, guarded by mu; work_cv wakes idle workers. Unary calls and streams wait in
-     * separate queues: streams may hold at most stream_workers workers, so the rest are always
-     * there for unary calls, and a stream waiting for a stream slot never holds up a unary
-     * call queued after it. */
+    /* Worker pool (rpc_pool.c), guarded by mu; work_cv wakes idle workers. Threads start on
+     * demand. */
     pthread_cond_t work_cv;
-    struct dfc_rpc_call *unary_head, *unary_tail;
-    struct dfc_rpc_call *stream_head, *stream_tail;
+    struct rpc_pool pool;
     pthread_t *workers;
-    unsigned n_workers, idle_workers, busy_streams, busy_unary;
-    struct uid_counts busy_uids; /* workers running each uid's calls (listen_unix calls) */
+    unsigned n_workers, idle_workers;
     bool stop_workers;
 };
+
+/* ---- rpc_server_call.c ---- */
+
+/* Requests the next call of m from core (CQ thread, or start). */
+int dfc__call_post(struct registered *m);
+
+/* Requests the next call of a method no table declares. */
+int dfc__call_post_unknown(struct dfc_rpc_server *s);
+
+/* Declares the per-call metrics (opts.metrics) at start. */
+int dfc__call_declare_metrics(struct dfc_rpc_server *s, struct dfc_error *err);
+
+/* Runs c's handler and answers (a worker), then drops the worker's reference. */
+void dfc__call_run(struct dfc_rpc_call *c);
+
+/* ---- rpc_call.c ---- */
+
+/* Waits for the previous pipelined send; 0 while the call is writable, -ETIMEDOUT after the
+ * idle timeout, -ECANCELED when the client is gone. */
+int dfc__call_send_drain(struct dfc_rpc_call *c);
+
+/* Waits for w's batch for at most the idle timeout (then ends the call, send side); returns
+ * whether the batch succeeded. */
+bool dfc__call_wait_send(struct dfc_rpc_call *c, struct waiter *w);
+
+/* ---- rpc_pool.c ---- */
+
+/* Queues c for a worker, starting one when c could run now. Never blocks (CQ thread). */
+void dfc__pool_enqueue(struct dfc_rpc_server *s, struct dfc_rpc_call *c);
+
+/* Stops the workers once their calls are done and joins them (shutdown). */
+void dfc__pool_stop(struct dfc_rpc_server *s);
+
+/* ---- rpc_listen.c ---- */
 
 /* The credentials recorded for the connection on fd; -ENOENT when unknown. */
 int dfc__listener_cred(struct dfc_rpc_server *s, int fd, struct ucred *ret);
