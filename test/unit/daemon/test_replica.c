@@ -829,8 +829,7 @@ static void test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write(void **
     if (geteuid() != 0) {
         test_skip("needs root to mount a small tmpfs in a private mount namespace");
     }
-    assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    test_mount_ns_enter(); /* left by teardown */
     char small[280], filler[300];
     snprintf(small, sizeof(small), "%s/small", f->dir);
     snprintf(filler, sizeof(filler), "%s/filler", small);

@@ -277,8 +277,7 @@ static void test_disk_full_leaves_nothing(void **state) {
     }
     /* A 2 MiB filesystem under the store: a 3 MiB import of unannounced length must fail
      * with ENOSPC part way and leave nothing behind. */
-    assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    test_mount_ns_enter(); /* left by teardown */
     char small[PATH_MAX];
     snprintf(small, sizeof(small), "%s/small", f->dir);
     mkdir(small, 0755);
@@ -1106,8 +1105,7 @@ static void test_delete_on_a_full_disk(void **state) {
     if (geteuid() != 0) {
         test_skip("needs root to mount a small tmpfs in a private mount namespace");
     }
-    assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    test_mount_ns_enter(); /* left by teardown */
     char small[280], filler[300];
     snprintf(small, sizeof(small), "%s/full", f->dir);
     snprintf(filler, sizeof(filler), "%s/filler", small);
