@@ -9,11 +9,11 @@
 #                                  (the build stage of hack/image/Containerfile)
 #   hack/install-deps.sh --image   the container image tools of hack/image/build.sh and smoke.sh
 #                                  (podman, runc, debootstrap); opt-in, not a test dependency
-#   hack/install-deps.sh --e2e     the default set plus what hack/e2e/ needs to build and run its
+#   hack/install-deps.sh --e2e     the default set plus what hack/k8s/ needs to build and run its
 #                                  one-node Kubernetes cluster (docs/k8s-e2e.md): dpkg-source, jq,
 #                                  iproute2 and the keyring its private apt lists are checked
 #                                  against. Kubernetes, etcd, containerd, runc and the CNI plugins
-#                                  themselves are not installed: hack/e2e/build.sh unpacks them
+#                                  themselves are not installed: hack/k8s/build.sh unpacks them
 #                                  into its cache.
 set -euo pipefail
 

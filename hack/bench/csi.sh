@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 cycles=${1:-1000}
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDFC_BENCH=ON >/dev/null
 cmake --build build-bench -j"$(nproc)" --target csi-plugin bench_csi_cycle >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

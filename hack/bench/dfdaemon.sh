@@ -32,7 +32,7 @@ size_mib=${1:-1024}
 # twice its usual time, and a median of three with two such runs says nothing about the code.
 runs=5
 
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDFC_BENCH=ON >/dev/null
 cmake --build build-bench -j"$(nproc)" --target dfdaemon dfcache >/dev/null
 bin=build-bench
 work=$(mktemp -d /dev/shm/dfc-bench-XXXXXX)

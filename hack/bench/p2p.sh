@@ -28,7 +28,7 @@ runs=5
 for b in redis-server redis-cli; do
     command -v "$b" >/dev/null || { echo "bench: $b missing (hack/install-deps.sh)" >&2; exit 1; }
 done
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDFC_BENCH=ON >/dev/null
 cmake --build build-bench -j"$(nproc)" --target dfdaemon dfcache scheduler bench_tcp_copy >/dev/null
 
 work=$(mktemp -d /dev/shm/dfc-bench-p2p-XXXXXX)

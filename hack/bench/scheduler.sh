@@ -36,7 +36,7 @@ for bin in redis-server redis-cli redis-benchmark; do
     command -v "$bin" >/dev/null || { echo "bench: $bin missing (hack/install-deps.sh)" >&2; exit 1; }
 done
 
-cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDFC_BENCH=ON >/dev/null
 cmake --build build-bench -j"$(nproc)" --target bench_sched_upload >/dev/null
 if ! cmake --build build-bench -j"$(nproc)" --target scheduler >/dev/null 2>&1 ||
     [ ! -x build-bench/scheduler/scheduler ]; then

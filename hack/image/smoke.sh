@@ -2,11 +2,11 @@
 # Smoke test of the image that build.sh made: runs it with podman, as a user would.
 #   1. every binary answers in the image: dfdaemon --print-config, scheduler --print-config (also
 #      as uid 65532, the scheduler's user), csi-plugin --help, dfcache --version (the project's
-#      version); tini is the entrypoint;
+#      version), kubectl-dfcache --help (the plugin, installed with them); tini is the entrypoint;
 #   2. a real dfdaemon in a container, its socket dir bind-mounted from a host temp dir, and real
 #      imports and exports through that socket:
 #        - host dfcache, --transfer stream (the file systems differ), export -O - (streamed back);
-#        - `podman exec -i CTR dfcache import -` from stdin (what hack/kubectl-dfcache runs in the
+#        - `podman exec -i CTR dfcache import -` from stdin (what tools/kubectl-dfcache runs in the
 #          dfdaemon container), export -O - the same way;
 #        - host dfcache, --transfer path, of a file in a dir bind-mounted at the same path, and an
 #          export to a file in that dir (the daemon writes it);
@@ -93,6 +93,9 @@ version=$(sed -n 's/^project([^ ]* VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists
 out=$(run dfcache --version) || fail "dfcache --version exited $?"
 [ "$out" = "dfcache $version" ] || fail "dfcache --version: expected 'dfcache $version', got '$out'"
 ok "dfcache --version ($out)"
+out=$(run kubectl-dfcache --help) || fail "kubectl-dfcache --help exited $?"
+grep -q '^Usage: kubectl dfcache' <<<"$out" || fail "kubectl-dfcache --help: $out"
+ok "kubectl-dfcache --help (the plugin, installed with the binaries)"
 entry=$(podman image inspect --format '{{json .Config.Entrypoint}}' "$image")
 [ "$entry" = '["/usr/bin/tini","-s","--"]' ] || fail "entrypoint is $entry, not tini"
 

@@ -37,6 +37,7 @@ name=local_cluster_test
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "$name: SKIP: needs root (CI runs as root)"
+    echo "$name: 0 passed, 0 failed, 1 skipped"
     exit 0
 fi
 for b in daemon/dfdaemon scheduler/scheduler daemon/cmd/dfcache/dfcache; do
@@ -421,4 +422,4 @@ wait_for 30 expired_everywhere ||
 ok "TTL: $ttl_id gone from all $N stores and from Redis ${took}s after created_at + 5m (bound 30 s)"
 
 log "all steps done in $(elapsed)s"
-echo "$name: $passed passed, 0 failed"
+echo "$name: $passed passed, 0 failed, 0 skipped"

@@ -20,20 +20,7 @@
 #define HOSTS_KEY "scheduler:scheduler-clusters:1:persistent-cache-hosts"
 
 int p2p_free_port(const char *ip) {
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1) {
-        fprintf(stderr, "p2p_harness: bad ip %s\n", ip);
-        abort();
-    }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    socklen_t len = sizeof(sa);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-        perror("p2p_harness: free port");
-        abort();
-    }
-    close(fd);
-    return ntohs(sa.sin_port);
+    return (int)test_free_port_on(ip);
 }
 
 static void write_config(FILE *f, const struct harness *h, void *arg) {

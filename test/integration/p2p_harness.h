@@ -32,7 +32,7 @@ struct p2p_node {
     char upload_target[64]; /* "<ip>:<upload port>": DfdaemonUpload on TCP */
 };
 
-/* A free TCP port on ip (bound and released; the daemon binds it right after). */
+/* A free TCP port on ip (test_free_port_on; the daemon binds it right after). */
 int p2p_free_port(const char *ip);
 
 /* Starts a dfdaemon on ip named name, with scheduler.addrs [sched_addr], announce every 1 s,

@@ -170,7 +170,7 @@ static int teardown(void **state) {
 #define NEED_ROOT()                                                                                \
     do {                                                                                           \
         if (!is_root) {                                                                            \
-            skip();                                                                                \
+            test_skip("needs root: mounts, and the plugin as root");                               \
         }                                                                                          \
     } while (0)
 
@@ -1050,5 +1050,5 @@ int main(void) {
     if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
         return 1;
     }
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

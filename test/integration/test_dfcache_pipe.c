@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "daemon_harness.h"
+#include "test_support.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -219,7 +220,7 @@ static void test_closed_stdout_fails_cleanly(void **state) {
 static void test_progress_only_on_a_terminal_stderr(void **state) {
     struct harness_fx *f = *state;
     if (system("command -v script >/dev/null 2>&1") != 0) {
-        skip(); /* script(1) from util-linux provides the pseudo-terminal */
+        test_skip("script(1) from util-linux provides the pseudo-terminal");
     }
     char src[400], dst[400], tty[400], cmd[4096], id[65];
     harness_path(&f->h, "bar.bin", src, sizeof(src));
@@ -262,5 +263,5 @@ int main(void) {
         T(test_closed_stdout_fails_cleanly),
         T(test_progress_only_on_a_terminal_stderr),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

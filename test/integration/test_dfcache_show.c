@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "daemon_harness.h"
+#include "test_support.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -158,7 +159,7 @@ static void test_stat_human_shows_no_control_bytes(void **state) {
 static void test_stat_json(void **state) {
     struct harness_fx *f = *state;
     if (!have_python()) {
-        skip(); /* needs python3 */
+        test_skip("needs python3");
     }
     char id[65];
     import(f, 3 * MiB + 7, 2, "90m", id);
@@ -264,7 +265,7 @@ static void sql(struct harness_fx *f, const char *stmt) {
 static void test_expired(void **state) {
     struct harness_fx *f = *state;
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
-        skip(); /* needs the sqlite3 command-line shell */
+        test_skip("needs the sqlite3 command-line shell");
     }
     char id[65];
     import(f, 4096, 5, "5m", id);
@@ -323,5 +324,5 @@ int main(void) {
         T(test_ls_empty),     T(test_expired),
         T(test_usage_errors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

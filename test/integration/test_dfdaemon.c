@@ -77,7 +77,7 @@ static void test_import_hard_link_and_copy(void **state) {
 
     struct stat shm, store;
     if (stat("/dev/shm", &shm) < 0 || stat(f->h.dir, &store) < 0 || shm.st_dev == store.st_dev) {
-        skip(); /* the copy case needs /dev/shm on another filesystem */
+        test_skip("the copy case needs /dev/shm on another filesystem");
     }
     char other[] = "/dev/shm/dfc-it-XXXXXX";
     int fd = mkstemp(other);
@@ -148,7 +148,7 @@ static void test_stat_ls_rm(void **state) {
 static void test_progress_bar_only_on_a_terminal(void **state) {
     struct harness_fx *f = *state;
     if (system("command -v script >/dev/null 2>&1") != 0) {
-        skip(); /* script(1) from util-linux provides the pseudo-terminal */
+        test_skip("script(1) from util-linux provides the pseudo-terminal");
     }
     char src[400], cmd[2048], path[400];
     harness_path(&f->h, "bar.bin", src, sizeof(src));
@@ -711,7 +711,7 @@ static void test_gc_in_the_daemon(void **state) {
      * timestamps back while the daemon is stopped, as a clock jump would. */
     struct harness_fx *f = *state;
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
-        skip(); /* needs the sqlite3 command-line shell */
+        test_skip("needs the sqlite3 command-line shell");
     }
     char src[400], ids[4][65];
     for (int i = 0; i < 4; i++) {
@@ -880,7 +880,7 @@ static void test_cancelled_stream_leaves_nothing(void **state) {
 static void test_peer_credentials_are_checked(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0) {
-        skip(); /* needs root to run dfcache as another uid */
+        test_skip("needs root to run dfcache as another uid");
     }
     const int nobody = 65534;
     char secret[400], shared[400], locked[400], out[420];
@@ -926,7 +926,7 @@ static void test_peer_credentials_are_checked(void **state) {
 static void test_an_acl_lets_the_caller_import_by_path(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0 || system("command -v setfacl >/dev/null 2>&1") != 0) {
-        skip(); /* needs root (to run as another uid) and setfacl */
+        test_skip("needs root (to run as another uid) and setfacl");
     }
     char file[400], cmd[600], id[65];
     harness_path(&f->h, "acl.bin", file, sizeof(file));
@@ -934,7 +934,7 @@ static void test_an_acl_lets_the_caller_import_by_path(void **state) {
     chmod(file, 0600);
     snprintf(cmd, sizeof(cmd), "setfacl -m u:65534:r '%s'", file);
     if (system(cmd) != 0) {
-        skip(); /* the filesystem has no ACLs */
+        test_skip("the filesystem has no ACLs");
     }
     /* The daemon acts as the caller, so the kernel applies the ACL: the path import works... */
     const char *path_only[] = {"import", "--no-progress", "--transfer", "path", file, NULL};
@@ -1058,7 +1058,7 @@ static size_t count_temp_files(const char *dir) {
 static void test_export_symlink_race_cannot_write_as_root(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0) {
-        skip(); /* needs root to run the attacker as another uid */
+        test_skip("needs root to run the attacker as another uid");
     }
     const int nobody = 65534;
     char id[65], d[400], mine[420], locked[400], victim[420], link[420], alt[420], out[440];
@@ -1130,7 +1130,7 @@ static void test_export_symlink_race_cannot_write_as_root(void **state) {
 static void test_no_existence_oracle(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0) {
-        skip(); /* needs root to run the caller as another uid */
+        test_skip("needs root to run the caller as another uid");
     }
     char locked[400], there[420], missing[420], m1[512], m2[512];
     harness_path(&f->h, "oracle", locked, sizeof(locked));
@@ -1191,7 +1191,7 @@ static bool writer_still_blocked(const char *fifo, struct blocked_writer *w) {
 static void test_fifos_and_devices_are_never_opened(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0) {
-        skip(); /* needs root to run the caller as another uid */
+        test_skip("needs root to run the caller as another uid");
     }
     char fifo[400], msg[512];
     harness_path(&f->h, "root.fifo", fifo, sizeof(fifo));
@@ -1216,7 +1216,7 @@ static void test_fifos_and_devices_are_never_opened(void **state) {
 static void test_proc_magic_links_are_refused(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0) {
-        skip(); /* needs root to run the caller as another uid */
+        test_skip("needs root to run the caller as another uid");
     }
     char path[64], msg[512];
     /* The daemon's stderr is its log file, a regular file. */
@@ -1238,7 +1238,7 @@ static void test_proc_magic_links_are_refused(void **state) {
 static void test_export_acts_as_the_caller(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0) {
-        skip(); /* needs root to run the caller as another uid */
+        test_skip("needs root to run the caller as another uid");
     }
     const int nobody = 65534;
     char id[65], mine[400], out[420], linked[420], msg[512];
@@ -1268,7 +1268,7 @@ static void test_export_acts_as_the_caller(void **state) {
 static void test_auto_passes_fd_from_another_mount_namespace(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0 || system("unshare -m true 2>/dev/null") != 0) {
-        skip(); /* needs root and unshare(1) for a private mount namespace */
+        test_skip("needs root and unshare(1) for a private mount namespace");
     }
     /* In a private namespace, a tmpfs hides the directory's real contents from the daemon's
      * view: the file at the same path is a different one (or absent) for the daemon. */
@@ -1304,7 +1304,7 @@ static void test_auto_passes_fd_from_another_mount_namespace(void **state) {
 static void test_another_mount_namespace_gets_no_daemon_path(void **state) {
     struct harness_fx *f = *state;
     if (geteuid() != 0 || system("unshare -m true 2>/dev/null") != 0) {
-        skip(); /* needs root and unshare(1) for a private mount namespace */
+        test_skip("needs root and unshare(1) for a private mount namespace");
     }
     char dir[400], src[420], out[420], cmd[4096], id[65], log[420];
     harness_path(&f->h, "pod2", dir, sizeof(dir));
@@ -1479,5 +1479,5 @@ int main(int argc, char **argv) {
         T(test_auto_passes_fd_from_another_mount_namespace),
         T(test_another_mount_namespace_gets_no_daemon_path),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -33,11 +33,6 @@ static const struct dfc_rpc_client_row rows[] = {
                           &inspect_m),
 };
 
-/* A 127.0.0.1 port for the daemon to bind (bound, read back, closed). */
-static int free_port(void) {
-    return (int)test_free_port();
-}
-
 /* The scheduler port: it refuses connections while the fixture runs (test_refusing_port). */
 static int refusing_fd = -1;
 
@@ -50,7 +45,8 @@ static void write_unreachable(FILE *fp, const struct harness *h, void *arg) {
             "host:\n  ip: 127.0.0.1\n  hostname: dfc-inspect-it\n"
             "scheduler:\n  addrs: [127.0.0.1:%u]\n  announceInterval: 1h\n"
             "gc:\n  interval: 1h\n",
-            h->socket, h->store, free_port(), free_port(), *(const unsigned *)arg);
+            h->socket, h->store, (int)test_free_port(), (int)test_free_port(),
+            *(const unsigned *)arg);
 }
 
 static int setup_unreachable(void **state) {

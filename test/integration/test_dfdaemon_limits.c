@@ -227,7 +227,7 @@ static void test_quiet_import_is_ended_and_its_spool_removed(void **state) {
 
 static void test_one_uid_cannot_take_every_call(void **state) {
     if (geteuid() != 0) {
-        skip(); /* needs root to run dfcache as another uid */
+        test_skip("needs root to run dfcache as another uid");
     }
     struct fx *f = *state;
     struct dfc_error err;
@@ -456,5 +456,5 @@ int main(void) {
     if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
     }
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -227,14 +227,12 @@ static void test_readyz_follows_the_store(void **state) {
     free(body);
     assert_true(test_wait_for(port_ready, &f->hport, 10000));
     if (geteuid() != 0) {
-        print_message("skipping the unwritable store: chattr +i needs root\n");
-        skip();
+        test_skip("the unwritable store: chattr +i needs root");
     }
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "chattr +i '%s' 2>/dev/null", f->h.store);
     if (system(cmd) != 0) {
-        print_message("skipping the unwritable store: chattr +i is not supported here\n");
-        skip();
+        test_skip("the unwritable store: chattr +i is not supported here");
     }
     int st = ready_status(f, &body);
     snprintf(cmd, sizeof(cmd), "chattr -i '%s'", f->h.store);
@@ -293,5 +291,5 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_readyz_follows_the_store, setup, teardown),
         cmocka_unit_test(test_ports),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -58,11 +58,6 @@ static int chattr(const char *flag, const char *path) {
     return system(cmd);
 }
 
-/* A 127.0.0.1 port for the daemon to bind (bound, read back, closed). */
-static int free_port(void) {
-    return (int)test_free_port();
-}
-
 /* (Re)writes h's config for peer to peer with schedulers addrs ("[a, b]") and restarts it. */
 static void daemon_p2p(struct harness *h, const char *hostname, const char *addrs,
                        const char *gc_interval) {
@@ -79,7 +74,8 @@ static void daemon_p2p(struct harness *h, const char *hostname, const char *addr
             "scheduler:\n  addrs: %s\n  announceInterval: 1s\n"
             "gc:\n  interval: %s\n"
             "log:\n  level: debug\n",
-            h->socket, h->store, free_port(), free_port(), hostname, addrs, gc_interval);
+            h->socket, h->store, (int)test_free_port(), (int)test_free_port(), hostname, addrs,
+            gc_interval);
     fclose(fp);
     harness_restart(h);
 }
@@ -395,8 +391,7 @@ static void test_commit_failure_after_started_leaves_no_live_peer(void **state) 
     struct fx *f = *state;
     NEED_REDIS(f);
     if (geteuid() != 0) {
-        printf("SKIP: chattr +i needs root (CAP_LINUX_IMMUTABLE)\n");
-        skip();
+        test_skip("chattr +i needs root (CAP_LINUX_IMMUTABLE)");
     }
     assert_true(test_wait_for(host_announced, f, WAIT_MS));
     char id[65], peer[400], src[400];
@@ -413,8 +408,8 @@ static void test_commit_failure_after_started_leaves_no_live_peer(void **state) 
              f->h.store, id);
     if (chattr("+i", f->immutable[0]) != 0) {
         f->immutable[0][0] = '\0';
-        printf("SKIP: the filesystem of %s does not take chattr +i\n", f->h.store);
-        skip();
+        printf("the filesystem of %s does not take chattr +i\n", f->h.store);
+        test_skip("the store's filesystem does not take chattr +i");
     }
     if (access(f->immutable[1], F_OK) != 0 || chattr("+i", f->immutable[1]) != 0) {
         f->immutable[1][0] = '\0'; /* no shard directory: its mkdir fails instead */
@@ -558,8 +553,7 @@ static void test_gc_expiry_withdraws_the_peer(void **state) {
     struct fx *f = *state;
     NEED_REDIS(f);
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
-        printf("SKIP: needs the sqlite3 command-line shell to move time\n");
-        skip();
+        test_skip("needs the sqlite3 command-line shell to move time");
     }
     assert_true(test_wait_for(host_announced, f, WAIT_MS));
     char id[65], peer[400];
@@ -705,5 +699,5 @@ int main(void) {
         T(test_second_node_imports_what_the_cluster_has),
         T(test_restart_registers_the_copy_again),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

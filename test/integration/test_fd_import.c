@@ -185,7 +185,7 @@ static void fd_round_trip(struct fx *f, const char *transfer, size_t len, const 
 static void test_fd_round_trips_from_a_private_namespace(void **state) {
     struct fx *f = *state;
     if (!have_unshare()) {
-        skip(); /* needs root and unshare(1) for a private mount namespace */
+        test_skip("needs root and unshare(1) for a private mount namespace");
     }
     static const size_t sizes[] = {0, 1, (size_t)(4 << 20) * 3 + 12345}; /* 4 pieces of 4 MiB */
     char id[65], errbuf[4096], want[200];
@@ -207,7 +207,7 @@ static void test_fd_round_trips_from_a_private_namespace(void **state) {
 static void test_auto_picks_fd_then_stream(void **state) {
     struct fx *f = *state;
     if (!have_unshare()) {
-        skip(); /* needs root and unshare(1) for a private mount namespace */
+        test_skip("needs root and unshare(1) for a private mount namespace");
     }
     char id[65], errbuf[4096], aside[420];
     fd_round_trip(f, "auto", 100000, "", id, errbuf, sizeof(errbuf));
@@ -580,5 +580,5 @@ int main(void) {
         TS(test_expired_token_refused),
         TS(test_killed_between_pass_and_call_leaves_nothing),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests hack/kubectl-dfcache against a `kubectl` stand-in on PATH (kubectl_standin/kubectl)
+# Tests tools/kubectl-dfcache against a `kubectl` stand-in on PATH (kubectl_standin/kubectl)
 # and a real dfdaemon: the stand-in records its arguments and runs what it is asked to exec
 # with dfcache against the daemon's socket, so file -> kubectl exec -i -> dfcache import -
 # (and dfcache export -O - -> file) is a real pipe. Asserts the recorded kubectl arguments,
@@ -11,7 +11,7 @@ set -uo pipefail
 DFDAEMON_BIN=$(realpath "$1")
 DFCACHE_BIN=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
-plugin=$here/../../hack/kubectl-dfcache
+plugin=$here/../../tools/kubectl-dfcache
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_kubectl_dfcache.XXXXXX")
 daemon_pid=
 

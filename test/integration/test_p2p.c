@@ -762,7 +762,7 @@ int main(void) {
         cmocka_unit_test(test_concurrent_exports_share_one_download),
         cmocka_unit_test(test_parent_killed_mid_download),
     };
-    int failed = cmocka_run_group_tests(tests, cluster_up, cluster_down);
+    int status = test_run_group(tests, cluster_up, cluster_down);
     dfc_config_free(&filter_schema, &fe);
-    return failed;
+    return status;
 }

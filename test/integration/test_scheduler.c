@@ -1602,7 +1602,7 @@ int main(void) {
         R(test_sigterm_drains_streams),
         cmocka_unit_test(test_sentinel_failover_survived),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    int status = test_run_group(tests, NULL, NULL);
     dfc_config_free(&filter_schema, &fe);
-    return failed;
+    return status;
 }

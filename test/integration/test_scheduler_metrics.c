@@ -139,5 +139,5 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scheduler_endpoint),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -64,7 +64,7 @@ static int teardown(void **state) {
 #define NEED_ROOT()                                                                                \
     do {                                                                                           \
         if (geteuid() != 0) {                                                                      \
-            skip(); /* needs root: runs dfcache and RPCs as uid 65534 */                           \
+            test_skip("needs root: runs dfcache and RPCs as uid 65534");                           \
         }                                                                                          \
     } while (0)
 
@@ -452,5 +452,5 @@ int main(void) {
     if (harness_resolve_methods(NULL, 0) < 0) {
         return 1;
     }
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

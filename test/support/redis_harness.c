@@ -82,21 +82,10 @@ bool redis_harness_available(void) {
     return find_bin("redis-server", bin, sizeof(bin));
 }
 
-/* A port nothing listens on right now (the kernel's pick for an ephemeral bind). Another
- * process may take it before the server binds; spawn() retries with a new port then. */
+/* A port nothing listens on right now (test_free_port). Another process may take it before
+ * the server binds; spawn() retries with a new port then. */
 static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        die(NULL, "socket: %m");
-    }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
-        die(NULL, "bind 127.0.0.1:0: %m");
-    }
-    close(fd);
-    return ntohs(sa.sin_port);
+    return (int)test_free_port();
 }
 
 static void set_port(struct redis_server *s, int port) {

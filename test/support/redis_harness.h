@@ -7,8 +7,8 @@
  * the test crashes; start servers from the main thread (the death signal follows the thread
  * that forked). Failures to start abort the test binary with the server's log on stderr.
  *
- * Skipping: call REDIS_HARNESS_REQUIRE() (needs <cmocka.h> first) at the top of a test; it
- * skips with a message naming the package when redis-server is not installed.
+ * Skipping: call REDIS_HARNESS_REQUIRE() (needs test_support.h first) at the top of a test; it
+ * skips (test_skip) with a message naming the package when redis-server is not installed.
  *
  * Ownership: the structs are the caller's (stack or static); *_destroy kills the processes and
  * removes the temp dirs (kept when DFC_TEST_KEEP is set). Connections returned by
@@ -20,6 +20,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+#include "test_support.h"
 
 struct redisContext;
 struct redisReply;
@@ -61,9 +63,8 @@ bool redis_harness_available(void);
 #define REDIS_HARNESS_REQUIRE()                                                                    \
     do {                                                                                           \
         if (!redis_harness_available()) {                                                          \
-            printf("SKIP: redis-server is not installed (Debian: apt-get install redis-server "    \
-                   "redis-sentinel; hack/install-deps.sh)\n");                                     \
-            skip();                                                                                \
+            test_skip("redis-server is not installed (Debian: apt-get install redis-server "       \
+                      "redis-sentinel; hack/install-deps.sh)");                                    \
         }                                                                                          \
     } while (0)
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "storage/storage.h"
+#include "mount_ns.h"
 #include "test_support.h"
 
 struct fx {
@@ -46,6 +47,7 @@ static inline int fx_setup(void **state, const char *name) {
 static inline int teardown(void **state) {
     struct fx *f = *state;
     dfd_storage_close(f->s);
+    test_mount_ns_leave(); /* when the test entered one */
     test_rmtree(f->dir);
     free(f);
     return 0;

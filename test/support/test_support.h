@@ -1,14 +1,17 @@
 /*
- * test_support.h - small helpers shared by the cmocka tests: temp directories, waiting, and raw
- * Unix-socket connections (for connection floods).
+ * test_support.h - small helpers shared by the cmocka tests: honest skips, temp directories,
+ * waiting, free ports and raw Unix-socket connections (for connection floods).
  */
 #ifndef DFC_TEST_SUPPORT_H
 #define DFC_TEST_SUPPORT_H
 
 #include <errno.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +22,49 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmocka.h>
+
 #include "dfc/config.h"
+
+/* ---- Honest skips ----
+ * cmocka counts a skip() as a pass in the exit status, so a test that could not run (not root,
+ * no redis-server, no sqlite3 shell) looked Passed in ctest. A test that cannot run calls
+ * test_skip(why) instead, and main() ends with test_run_group(), which exits
+ * TEST_SKIPPED_EXIT when no test failed and at least one skipped: dfc_test() in
+ * test/CMakeLists.txt sets it as the test's SKIP_RETURN_CODE, so ctest reports the whole
+ * executable Skipped, and its output names each skipped test and why. An executable is
+ * reported Passed only when every test in it ran and passed. */
+#define TEST_SKIPPED_EXIT 77
+
+/* One counter for the whole executable (a weak definition: every file that includes this
+ * header shares it). */
+__attribute__((weak)) unsigned test_skipped;
+
+#define test_skip(why)                                                                             \
+    do {                                                                                           \
+        test_skipped++;                                                                            \
+        printf("SKIP: %s: %s\n", __func__, (why));                                                 \
+        fflush(stdout);                                                                            \
+        skip();                                                                                    \
+    } while (0)
+
+/* The exit status of a test executable from cmocka's count of failures: 1 when any failed,
+ * TEST_SKIPPED_EXIT when none failed and some skipped, else 0. */
+static inline int test_exit_status(int failed, size_t total) {
+    if (failed != 0) {
+        return 1;
+    }
+    if (test_skipped > 0) {
+        printf("%u of %zu tests skipped: exit %d (ctest reports Skipped)\n", test_skipped, total,
+               TEST_SKIPPED_EXIT);
+        return TEST_SKIPPED_EXIT;
+    }
+    return 0;
+}
+
+#define test_run_group(tests, setup, teardown)                                                     \
+    test_exit_status(cmocka_run_group_tests(tests, setup, teardown),                               \
+                     sizeof(tests) / sizeof((tests)[0]))
 
 /* The environment the tests read, through the same option module as every binary (nothing
  * else calls getenv; hack/lint.sh checks): TMPDIR, and DFC_TEST_KEEP (set: keep the harness's
@@ -179,14 +224,19 @@ static inline unsigned test_refusing_port(int *ret_fd) {
     return ntohs(a.sin_port);
 }
 
-/* A 127.0.0.1 TCP port nothing is bound to right now, for a server to bind (checked by a
- * bind, then closed; aborts when none is found). It is drawn at random from below the kernel's
- * ephemeral range (net.ipv4.ip_local_port_range), because every outgoing connection of every
- * test (gRPC, Redis clients) takes an ephemeral port: a port bind(0) handed out and released
- * was found taken by such a connection before the daemon it was meant for could bind it. Two
- * tests can still draw the same port at once (about 1 in 10000 per pair of draws); a port
- * that must refuse is test_refusing_port's. */
-static inline unsigned test_free_port(void) {
+/* The one port picker of the tests: a TCP port on ip (127.0.0.0/8) nothing is bound to right
+ * now, for a server to bind (checked by a bind, then closed; aborts when none is found). It is
+ * drawn at random from below the kernel's ephemeral range (net.ipv4.ip_local_port_range), because
+ * every outgoing connection of every test (gRPC, Redis clients) takes an ephemeral port: a port
+ * bind(0) handed out and released was found taken by such a connection before the daemon it was
+ * meant for could bind it. Two tests can still draw the same port at once (about 1 in 10000 per
+ * pair of draws); a port that must refuse is test_refusing_port's. */
+static inline unsigned test_free_port_on(const char *ip) {
+    struct in_addr addr;
+    if (inet_pton(AF_INET, ip, &addr) != 1) {
+        fprintf(stderr, "test_free_port_on: bad IPv4 address %s\n", ip);
+        abort();
+    }
     unsigned lo = 32768; /* the kernel's default start of the ephemeral range */
     FILE *fp = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
     if (fp != NULL) {
@@ -201,9 +251,8 @@ static inline unsigned test_free_port(void) {
     for (int tries = 0; tries < 1000; tries++) {
         unsigned port = first + (unsigned)rand_r(&seed) % span;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET,
-                                .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in a = {
+            .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = addr};
         bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
         if (fd >= 0) {
             close(fd);
@@ -213,6 +262,11 @@ static inline unsigned test_free_port(void) {
         }
     }
     abort();
+}
+
+/* test_free_port_on("127.0.0.1"). */
+static inline unsigned test_free_port(void) {
+    return test_free_port_on("127.0.0.1");
 }
 
 #endif /* DFC_TEST_SUPPORT_H */

@@ -4,7 +4,7 @@ sprig, include, tpl, required, toYaml and fromYaml (the functions the project's 
 implements; see the chart README).
 */}}
 
-{{/* The chart's name: app.kubernetes.io/name (hack/kubectl-dfcache selects on it). */}}
+{{/* The chart's name: app.kubernetes.io/name (tools/kubectl-dfcache selects on it). */}}
 {{- define "dragonfly-csi.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -95,7 +95,7 @@ helm.sh/chart: {{ include "dragonfly-csi.chart" .ctx }}
 Where the socket directory and the store appear inside the dfdaemon and csi-plugin
 containers. Fixed, whatever the node's paths are: dfcache's default endpoint
 (/var/run/dragonfly/dfdaemon.sock) then works in the dfdaemon container, which is what
-hack/kubectl-dfcache runs.
+tools/kubectl-dfcache runs.
 */}}
 {{- define "dragonfly-csi.socketMountPath" -}}/var/run/dragonfly{{- end -}}
 {{- define "dragonfly-csi.storageMountPath" -}}/var/lib/dragonfly{{- end -}}

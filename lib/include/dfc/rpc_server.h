@@ -181,6 +181,12 @@ int dfc_rpc_server_start(struct dfc_rpc_server *s, struct dfc_error *err);
  * the server accepts calls. Thread-safe (a readiness probe reads it). */
 bool dfc_rpc_server_serving(const struct dfc_rpc_server *s);
 
+/* The number of calls waiting in the queue for a worker, and in *ret_held whether every one of
+ * them is held back by a limit (max_workers_per_uid, max_unary_running, the workers streams may
+ * hold) rather than about to be taken by a worker. Thread-safe. For tests: the event that a
+ * call arrived and is held, in place of a sleep after which it "would have started". */
+unsigned dfc_rpc_server_queued(struct dfc_rpc_server *s, bool *ret_held);
+
 /* Stops accepting calls, lets calls in flight finish for up to grace_ms, then cancels the rest
  * and waits for their handlers to return. Idempotent. */
 void dfc_rpc_server_shutdown(struct dfc_rpc_server *s, int64_t grace_ms);

@@ -94,7 +94,7 @@ static void test_mount_namespace_is_checked(void **state) {
     assert_non_null(strstr(err.msg, "runs in another mount namespace than the daemon"));
     assert_false(saved.switched);
     if (geteuid() != 0) {
-        skip(); /* a private mount namespace needs root */
+        test_skip("a private mount namespace needs root");
     }
     int ready[2], go[2];
     assert_int_equal(pipe(ready), 0);
@@ -179,7 +179,7 @@ static void *worker_main(void *arg) {
 static void test_enter_changes_only_this_thread(void **state) {
     (void)state;
     if (geteuid() != 0) {
-        skip(); /* needs root to take on another uid */
+        test_skip("needs root to take on another uid");
     }
     char dir[256], secret[300];
     test_mkdtemp(dir, sizeof(dir), "caller");
@@ -231,7 +231,7 @@ static void test_enter_changes_only_this_thread(void **state) {
 static void test_too_many_groups_is_refused(void **state) {
     (void)state;
     if (geteuid() != 0) {
-        skip(); /* needs root to give a process many groups */
+        test_skip("needs root to give a process many groups");
     }
     int ready[2];
     assert_int_equal(pipe(ready), 0);
@@ -308,5 +308,5 @@ int main(void) {
         cmocka_unit_test(test_too_many_groups_is_refused),
         cmocka_unit_test(test_unprivileged_daemon_acts_only_for_itself),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -141,7 +141,7 @@ static void test_across_filesystems(void **state) {
     struct dfc_error err;
     struct stat shm, here;
     if (stat("/dev/shm", &shm) != 0 || stat(f->dir, &here) != 0 || shm.st_dev == here.st_dev) {
-        skip(); /* needs /dev/shm on another filesystem */
+        test_skip("needs /dev/shm on another filesystem");
     }
     char dir[] = "/dev/shm/dfc-export-XXXXXX", out[64];
     assert_non_null(mkdtemp(dir));
@@ -180,7 +180,7 @@ static void test_as_another_uid(void **state) {
         fclose(p);
     }
     if (geteuid() != 0 || !protected) {
-        skip(); /* needs root and fs.protected_hardlinks=1 */
+        test_skip("needs root and fs.protected_hardlinks=1");
     }
     char mine[PATH_MAX], out[PATH_MAX + 16];
     snprintf(mine, sizeof(mine), "%s/mine", f->dir);
@@ -252,5 +252,5 @@ int main(void) {
         T(test_across_filesystems),
         T(test_as_another_uid),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

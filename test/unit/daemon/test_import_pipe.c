@@ -29,6 +29,7 @@
 #include "storage/piece.h"
 #include "storage/storage.h"
 #include "storage_fixture.h"
+#include "test_support.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define T0  (INT64_C(1700000000) * DFC_NS_PER_SEC)
@@ -295,7 +296,7 @@ static void test_writer_error_fails_a_path_import(void **state) {
         assert_int_equal(mode, DFD_IMPORT_REFLINK);
         dfd_task_meta_done(&t);
         free(content);
-        skip(); /* the filesystem reflinked: nothing was written */
+        test_skip("the filesystem reflinked: nothing was written");
         return;
     }
     assert_int_equal(r, -EFBIG);
@@ -404,5 +405,5 @@ int main(void) {
         T(test_writer_error_fails_a_path_import), T(test_commit_while_slices_are_queued),
         T(test_abort_with_full_queues),           T(test_refused_owned_write_releases),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

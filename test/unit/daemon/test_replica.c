@@ -28,6 +28,7 @@
 #include "dfc/units.h"
 #include "storage/storage.h"
 #include "storage_fixture.h"
+#include "test_support.h"
 
 #define MiB  ((uint64_t)1 << 20)
 #define SEC  DFC_NS_PER_SEC
@@ -598,7 +599,7 @@ static void test_a_version_1_store_is_migrated(void **state) {
                            " ALTER TABLE tasks ADD COLUMN id_origin TEXT NOT NULL DEFAULT"
                            " 'unknown';",
                            ", 1000, 'content'", "PRAGMA user_version=1;")) {
-        skip(); /* needs the sqlite3 command */
+        test_skip("needs the sqlite3 command");
     }
     struct dfd_recovery rec;
     fx_open(f, &rec);
@@ -826,10 +827,9 @@ static void test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write(void **
     struct fx *f = *state;
     struct dfc_error err;
     if (geteuid() != 0) {
-        skip(); /* needs root to mount a small tmpfs in a private mount namespace */
+        test_skip("needs root to mount a small tmpfs in a private mount namespace");
     }
-    assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    test_mount_ns_enter(); /* left by teardown */
     char small[280], filler[300];
     snprintf(small, sizeof(small), "%s/small", f->dir);
     snprintf(filler, sizeof(filler), "%s/filler", small);
@@ -908,5 +908,5 @@ int main(void) {
         T(test_before_commit_keeps_it_local_or_for_later),
         T(test_a_tmpfs_spool_is_sparse_and_a_full_disk_fails_the_write),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -13,12 +13,15 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dfc/error.h"
@@ -158,60 +161,99 @@ static void test_scheduler_ips(void **state) {
     dfd_sched_free(s);
 }
 
-static void write_hosts(const char *path, const char *line) {
+/* No cmocka assertion: also called on follow_in_own_namespace's thread. */
+static bool write_hosts(const char *path, const char *line) {
     FILE *f = fopen(path, "w"); /* in place: the bind mount pins the inode */
-    assert_non_null(f);
+    if (f == NULL) {
+        return false;
+    }
     fprintf(f, "%s\n", line);
-    assert_int_equal(fclose(f), 0);
+    return fclose(f) == 0;
+}
+
+/* The body of test_scheduler_ip_follows_its_name, on a thread of its own: unshare(2) gives only
+ * the calling thread a private mount namespace, so the test process's stays as it was. No
+ * cmocka assertion here (they longjmp on the test's thread): the first failed check is named
+ * in failed. The re-resolve interval stands in for the clock: an hour (a miss within it does
+ * not re-resolve), then 0 (every miss re-resolves at once). */
+struct follow_case {
+    const char *hosts;  /* the test's /etc/hosts, bound over the real one */
+    const char *failed; /* NULL when every check held */
+};
+
+#define FOLLOW_CHECK(fc, cond)                                                                     \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            (fc)->failed = #cond;                                                                  \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void *follow_in_own_namespace(void *arg) {
+    struct follow_case *fc = arg;
+    struct dfd_sched *s = NULL;
+    bool mounted = false;
+    FOLLOW_CHECK(fc, unshare(CLONE_NEWNS) == 0);
+    FOLLOW_CHECK(fc, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+    FOLLOW_CHECK(fc, mount(fc->hosts, "/etc/hosts", NULL, MS_BIND, NULL) == 0);
+    mounted = true;
+
+    char *items[] = {"sched.dfc.test:8002"};
+    struct dfd_config cfg = {.scheduler_addrs = {.n = 1, .items = items}};
+    struct dfc_error err;
+    FOLLOW_CHECK(fc, dfd_sched_new(&cfg, "h", &s, &err) == 0);
+    dfd_sched_set_reresolve_ms(s, 3600 * 1000);
+    FOLLOW_CHECK(fc, dfd_sched_is_scheduler_ip(s, "127.0.0.50"));
+    FOLLOW_CHECK(fc, !dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
+
+    FOLLOW_CHECK(fc, write_hosts(fc->hosts, "127.0.0.51 sched.dfc.test"));
+    FOLLOW_CHECK(fc, !dfd_sched_is_scheduler_ip(s, "127.0.0.51")); /* within the interval */
+    dfd_sched_set_reresolve_ms(s, 0);
+    FOLLOW_CHECK(fc, dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
+    FOLLOW_CHECK(fc, !dfd_sched_is_scheduler_ip(s, "127.0.0.50")); /* the old pod's IP is gone */
+
+    /* A name that stops resolving keeps the last answer rather than trusting nothing. */
+    FOLLOW_CHECK(fc, write_hosts(fc->hosts, "# empty"));
+    FOLLOW_CHECK(fc, !dfd_sched_is_scheduler_ip(s, "127.0.0.52")); /* re-resolved: nothing */
+    FOLLOW_CHECK(fc, dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
+out:
+    dfd_sched_free(s);
+    if (mounted && umount("/etc/hosts") != 0 && fc->failed == NULL) {
+        fc->failed = "umount(\"/etc/hosts\") == 0";
+    }
+    return NULL;
 }
 
 /* A scheduler named by a headless Service: its pod's IP changes, and the next call from the
  * new IP is recognised after a re-resolve (the name comes from an /etc/hosts of the test's
- * own, bind-mounted over the real one in a private mount namespace). */
+ * own, bind-mounted over the real one in a private mount namespace of one thread). */
 static void test_scheduler_ip_follows_its_name(void **state) {
     (void)state;
     if (geteuid() != 0) {
-        fprintf(stderr, "test_scheduler_ip_follows_its_name: skipped, needs root (a private "
-                        "mount namespace for /etc/hosts)\n");
-        skip();
+        test_skip("needs root (a private mount namespace for /etc/hosts)");
     }
     if (access("/etc/hosts", F_OK) != 0) {
-        fprintf(stderr, "test_scheduler_ip_follows_its_name: skipped, no /etc/hosts to bind a "
-                        "test copy over\n");
-        skip();
+        test_skip("no /etc/hosts to bind a test copy over");
     }
     char hosts[] = "/tmp/dfc-hosts-XXXXXX";
     int fd = mkstemp(hosts);
     assert_true(fd >= 0);
     close(fd);
-    write_hosts(hosts, "127.0.0.50 sched.dfc.test");
-    assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
-    assert_int_equal(mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL), 0);
+    assert_true(write_hosts(hosts, "127.0.0.50 sched.dfc.test"));
+    struct stat ns_before, ns_after;
+    assert_int_equal(stat("/proc/self/ns/mnt", &ns_before), 0);
 
-    char *items[] = {"sched.dfc.test:8002"};
-    struct dfd_config cfg = {.scheduler_addrs = {.n = 1, .items = items}};
-    struct dfd_sched *s = NULL;
-    struct dfc_error err;
-    assert_int_equal(dfd_sched_new(&cfg, "h", &s, &err), 0);
-    dfd_sched_set_reresolve_ms(s, 200);
-    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.50"));
-    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
-
-    write_hosts(hosts, "127.0.0.51 sched.dfc.test");
-    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.51")); /* within the interval */
-    usleep(300 * 1000);
-    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
-    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.50")); /* the old pod's IP is gone */
-
-    /* A name that stops resolving keeps the last answer rather than trusting nothing. */
-    write_hosts(hosts, "# empty");
-    usleep(300 * 1000);
-    assert_false(dfd_sched_is_scheduler_ip(s, "127.0.0.52"));
-    assert_true(dfd_sched_is_scheduler_ip(s, "127.0.0.51"));
-    dfd_sched_free(s);
-    assert_int_equal(umount("/etc/hosts"), 0);
+    struct follow_case fc = {.hosts = hosts};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, follow_in_own_namespace, &fc), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
     unlink(hosts);
+    if (fc.failed != NULL) {
+        fail_msg("in the thread's own mount namespace: %s", fc.failed);
+    }
+    /* The test process's namespace is the one it started in. */
+    assert_int_equal(stat("/proc/self/ns/mnt", &ns_after), 0);
+    assert_true(ns_before.st_ino == ns_after.st_ino && ns_before.st_dev == ns_after.st_dev);
 }
 
 /* Every scheduler refuses: a task call tries each once, in the ring's order, and returns
@@ -259,5 +301,5 @@ int main(void) {
         cmocka_unit_test(test_scheduler_ip_follows_its_name),
         cmocka_unit_test(test_failover_tries_each_once),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

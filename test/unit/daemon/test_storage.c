@@ -27,6 +27,7 @@
 #include "gc.h"
 #include "storage/storage.h"
 #include "storage_fixture.h"
+#include "test_support.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define SEC DFC_NS_PER_SEC
@@ -207,7 +208,7 @@ static void test_import_fd_copies_across_filesystems(void **state) {
     struct dfc_error err;
     struct stat shm, store;
     if (stat("/dev/shm", &shm) < 0 || stat(f->store, &store) < 0 || shm.st_dev == store.st_dev) {
-        skip(); /* needs /dev/shm on another filesystem than the temp dir */
+        test_skip("needs /dev/shm on another filesystem than the temp dir");
     }
     char src[] = "/dev/shm/dfc-test-src-XXXXXX";
     int fd = mkstemp(src);
@@ -272,12 +273,11 @@ static void test_disk_full_leaves_nothing(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
     if (geteuid() != 0) {
-        skip(); /* needs root to mount a small tmpfs in a private mount namespace */
+        test_skip("needs root to mount a small tmpfs in a private mount namespace");
     }
     /* A 2 MiB filesystem under the store: a 3 MiB import of unannounced length must fail
      * with ENOSPC part way and leave nothing behind. */
-    assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    test_mount_ns_enter(); /* left by teardown */
     char small[PATH_MAX];
     snprintf(small, sizeof(small), "%s/small", f->dir);
     mkdir(small, 0755);
@@ -878,7 +878,7 @@ static void test_an_old_store_is_migrated_and_fixed(void **state) {
     /* A store as the first version left it: schema version 0, 0755 dirs, a 0644 file. */
     const char *id = "1f2e3d4c5b6a79880f1e2d3c4b5a69780f1e2d3c4b5a69780f1e2d3c4b5a6978";
     if (!fx_make_old_store(f, id, 0755, 0644, "", "", "")) {
-        skip(); /* needs the sqlite3 command */
+        test_skip("needs the sqlite3 command");
     }
     snprintf(dir, sizeof(dir), "%s/content/persistent-cache-tasks/1f2", f->store);
     snprintf(file, sizeof(file), "%s/%s", dir, id);
@@ -1032,7 +1032,7 @@ static void test_db_without_schema_refuses(void **state) {
     struct dfc_error err;
     struct dfd_recovery rec;
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
-        skip(); /* needs the sqlite3 command-line shell */
+        test_skip("needs the sqlite3 command-line shell");
     }
     import_some(f, 2, 100, 0);
     close_store(f);
@@ -1052,7 +1052,7 @@ static void test_corrupt_pieces_page_refuses(void **state) {
     struct dfc_error err;
     struct dfd_recovery rec;
     if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
-        skip(); /* needs the sqlite3 command-line shell (its dbstat table finds the page) */
+        test_skip("needs the sqlite3 command-line shell (its dbstat table finds the page)");
     }
     import_some(f, 2, 400 * 1024, 1024); /* 800 piece rows: many pages */
     close_store(f);
@@ -1103,10 +1103,9 @@ static void test_delete_on_a_full_disk(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
     if (geteuid() != 0) {
-        skip(); /* needs root to mount a small tmpfs in a private mount namespace */
+        test_skip("needs root to mount a small tmpfs in a private mount namespace");
     }
-    assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    test_mount_ns_enter(); /* left by teardown */
     char small[280], filler[300];
     snprintf(small, sizeof(small), "%s/full", f->dir);
     snprintf(filler, sizeof(filler), "%s/filler", small);
@@ -1205,5 +1204,5 @@ int main(void) {
         T(test_corrupt_pieces_page_refuses),
         T(test_delete_on_a_full_disk),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dfc/json.h"
+#include "test_support.h"
 
 struct buf {
     char *p;
@@ -139,7 +140,7 @@ static void test_escapes(void **state) {
 static void test_parsed_by_python(void **state) {
     (void)state;
     if (system("command -v python3 >/dev/null 2>&1") != 0) {
-        skip(); /* needs python3 */
+        test_skip("needs python3");
     }
     char in[64];
     size_t n = 0;
@@ -233,7 +234,7 @@ static void test_write_error(void **state) {
     (void)state;
     FILE *full = fopen("/dev/full", "w");
     if (full == NULL) {
-        skip(); /* no /dev/full */
+        test_skip("no /dev/full");
     }
     struct dfc_json j;
     dfc_json_init(&j, full);
@@ -248,5 +249,5 @@ int main(void) {
         cmocka_unit_test(test_parsed_by_python), cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_write_error),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

@@ -233,6 +233,19 @@ static void test_client_that_stops_reading_frees_the_sender(void **state) {
 
 /* ---- reserved workers ---- */
 
+/* n calls wait in the server's queue and a limit holds every one of them: the event that
+ * proves a call did not start, where a sleep would only suggest it. */
+struct held {
+    struct fx *f;
+    unsigned n;
+};
+
+static bool calls_held(void *arg) {
+    const struct held *h = arg;
+    bool held = false;
+    return dfc_rpc_server_queued(h->f->server, &held) == h->n && held;
+}
+
 static bool three_puts_running(void *arg) {
     return atomic_load(&puts_running) >= 3;
 }
@@ -249,7 +262,8 @@ static void test_unary_calls_are_served_while_streams_hold_the_workers(void **st
         st[i] = open_put(f, 30000);
     }
     assert_true(test_wait_for(three_puts_running, NULL, 5000));
-    usleep(200000); /* a fourth would be running by now */
+    /* The other 3 reached the server and a limit holds them: none is about to run. */
+    assert_true(test_wait_for(calls_held, &(struct held){f, 3}, 5000));
     for (int i = 0; i < 5; i++) {
         assert_int_equal(echo_on(f->client, 5000, &err), 0);
     }
@@ -314,8 +328,7 @@ static void test_calls_in_flight_are_capped_per_uid(void **state) {
 #define NEED_ROOT()                                                                                \
     do {                                                                                           \
         if (geteuid() != 0) {                                                                      \
-            fprintf(stderr, "skipped: needs root (calls as uid 65534)\n");                         \
-            skip();                                                                                \
+            test_skip("needs root (calls as uid 65534)");                                          \
         }                                                                                          \
     } while (0)
 
@@ -384,7 +397,7 @@ static void test_one_uid_cannot_hold_every_worker_with_unary_calls(void **state)
         assert_int_equal(pthread_create(&sc[i].thread, NULL, slow_echo, &sc[i]), 0);
     }
     assert_true(test_wait_for(two_slow_running, NULL, 5000));
-    usleep(200000); /* a third would be running by now */
+    assert_true(test_wait_for(calls_held, &(struct held){f, 2}, 5000)); /* the other 2 wait */
     /* uid B's call is served while A's slow ones last (30 s, past its 10 s deadline). */
     become(NOBODY);
     struct dfc_rpc_client *c = nobody_client(f);
@@ -425,7 +438,7 @@ static void test_unary_calls_beyond_their_cap_wait_queued(void **state) {
         assert_int_equal(pthread_create(&sc[i].thread, NULL, slow_echo, &sc[i]), 0);
     }
     assert_true(test_wait_for(two_slow_running, NULL, 5000));
-    usleep(200000); /* a third would be running by now */
+    assert_true(test_wait_for(calls_held, &(struct held){f, 2}, 5000)); /* the other 2 wait */
     assert_int_equal(atomic_load(&slow_running), 2);
     /* The cap is on unary calls only: a stream still gets one of the free workers. */
     struct dfc_rpc_stream *st = open_put(f, 60000);
@@ -455,7 +468,8 @@ static void test_one_uid_cannot_hold_every_worker_with_streams(void **state) {
         st[i] = open_put(f, 60000);
     }
     assert_true(test_wait_for(two_puts_running, NULL, 5000));
-    usleep(200000); /* a third would be running by now (streams may hold 3 workers) */
+    /* The other 4 wait, held by the uid's share (streams may hold 3 workers). */
+    assert_true(test_wait_for(calls_held, &(struct held){f, 4}, 5000));
     /* uid B's stream gets a worker: its handler answers within 10 s. */
     become(NOBODY);
     struct dfc_rpc_client *c = nobody_client(f);
@@ -592,5 +606,5 @@ int main(void) {
     if (rpc_test_resolve() < 0) {
         return 1;
     }
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }

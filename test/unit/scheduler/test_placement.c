@@ -1038,5 +1038,5 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_free_cuts_a_hung_pull_short, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_lease_key_and_owner, env_setup, env_teardown),
     };
-    return cmocka_run_group_tests(tests, start_redis, stop_redis);
+    return test_run_group(tests, start_redis, stop_redis);
 }

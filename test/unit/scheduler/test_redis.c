@@ -668,5 +668,5 @@ int main(void) {
         cmocka_unit_test(test_pool_exhausted_waits_until_deadline),
     };
     (void)signal(SIGPIPE, SIG_IGN);
-    return cmocka_run_group_tests(tests, start_plain, stop_plain);
+    return test_run_group(tests, start_plain, stop_plain);
 }

@@ -1279,5 +1279,5 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redis_down_is_unavailable, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, start_server, stop_server);
+    return test_run_group(tests, start_server, stop_server);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds (or reuses) everything the one-node cluster runs, in the cache folder (hack/e2e/lib.sh
+# Builds (or reuses) everything the one-node cluster runs, in the cache folder (hack/k8s/lib.sh
 # has the layout, docs/k8s-e2e.md the why):
 #   - kubelet, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl from Debian's
 #     `kubernetes` source package, with two fixes Go 1.19 needs (vendor/modules.txt order, the
@@ -10,7 +10,7 @@
 # Each part is skipped when its STAMP matches (source version + the recipe's hash), so a warm
 # run does no network I/O and no compilation. Called by `cluster.sh up`; runnable alone.
 set -euo pipefail
-# shellcheck source=hack/e2e/lib.sh
+# shellcheck source=hack/k8s/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 jobs=${DFC_E2E_JOBS:-2} # the machine is shared: at most 2 parallel compiles

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The end-to-end test on a real kubelet (docs/k8s-e2e.md): the project image imported into the
 # cluster's containerd (no registry), charts/dragonfly-csi rendered by the project's renderer
-# with hack/e2e/values.yaml and applied with the cluster's kubectl, then the README's pod
+# with hack/k8s/values.yaml and applied with the cluster's kubectl, then the README's pod
 # example:
 #   1. pod `importer` mounts a PVC (a static PV of the driver) and an inline volume; inside it
 #      `dfcache import --transfer stream` streams a 5 MB file (the daemon cannot see the pod's
@@ -13,7 +13,7 @@
 #      through the same mounts (the directory bind survives the socket's re-creation);
 #   4. everything is deleted; csi-plugin logged NodeUnpublishVolume for each of the 3 volumes,
 #      no kubernetes.io~csi mount is left and the pods' directories are gone.
-# Starts the cluster (hack/e2e/cluster.sh up) when it is not up, and leaves it as it found it
+# Starts the cluster (hack/k8s/cluster.sh up) when it is not up, and leaves it as it found it
 # (`cluster.sh down` stops it).
 #
 # Environment:
@@ -23,7 +23,7 @@
 #                          hack/chart/build-render.sh when absent)
 #   DFC_E2E_KEEP=1         leave the test's objects in the cluster on failure (to inspect)
 set -euo pipefail
-# shellcheck source=hack/e2e/lib.sh
+# shellcheck source=hack/k8s/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by hack/e2e/cluster.sh and hack/e2e/run.sh (sourced, never run): the cache layout, the
+# Shared by hack/k8s/cluster.sh and hack/k8s/run.sh (sourced, never run): the cache layout, the
 # pinned Debian versions and small helpers. docs/k8s-e2e.md describes the layout and why each
 # part is where it is.
 #

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # A one-node Kubernetes 1.20 cluster on this machine, built only from Debian packages
-# (hack/e2e/build.sh) and run in its own mount, network and cgroup namespaces, so that it
+# (hack/k8s/build.sh) and run in its own mount, network and cgroup namespaces, so that it
 # leaves nothing outside its cache folder and those namespaces. docs/k8s-e2e.md has the design,
 # the blockers and their fixes, and the timings.
 #
-#   hack/e2e/cluster.sh up          build or reuse the binaries, start etcd, containerd,
+#   hack/k8s/cluster.sh up          build or reuse the binaries, start etcd, containerd,
 #                                   kube-apiserver, kube-controller-manager, kube-scheduler and
 #                                   kubelet; returns once the node is Ready
-#   hack/e2e/cluster.sh down        stop everything, remove the cgroups and the run folder, then
+#   hack/k8s/cluster.sh down        stop everything, remove the cgroups and the run folder, then
 #                                   check that no process, mount, cgroup or namespace is left
-#   hack/e2e/cluster.sh status      the processes, the node and the pods
-#   hack/e2e/cluster.sh kubectl ARGS...
+#   hack/k8s/cluster.sh status      the processes, the node and the pods
+#   hack/k8s/cluster.sh kubectl ARGS...
 #                                   the cluster's own kubectl, inside the namespaces
-#   hack/e2e/cluster.sh exec CMD... any command inside the namespaces (e.g. ctr, findmnt)
+#   hack/k8s/cluster.sh exec CMD... any command inside the namespaces (e.g. ctr, findmnt)
 #
 # Namespaces: a holder process (pid in run/holder.pid) owns a mount, a network and a cgroup
 # namespace; every daemon joins them with nsenter. In the mount namespace /var/lib, /var/log
@@ -27,7 +27,7 @@
 # Environment: DFC_E2E_CACHE (default /var/cache/dfc-e2e), DFC_E2E_UP_TIMEOUT (seconds `up`
 # waits for the node, default 120).
 set -euo pipefail
-# shellcheck source=hack/e2e/lib.sh
+# shellcheck source=hack/k8s/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
