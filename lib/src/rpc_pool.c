@@ -173,3 +173,17 @@ void dfc__pool_stop(struct dfc_rpc_server *s) {
         pthread_join(s->workers[i], NULL);
     }
 }
+
+unsigned dfc_rpc_server_queued(struct dfc_rpc_server *s, bool *ret_held) {
+    unsigned n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (const struct pool_entry *e = s->pool.unary.head; e != NULL; e = e->next) {
+        n++;
+    }
+    for (const struct pool_entry *e = s->pool.stream.head; e != NULL; e = e->next) {
+        n++;
+    }
+    *ret_held = dfc__next_call(&s->pool).entry == NULL;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}

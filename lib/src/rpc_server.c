@@ -326,20 +326,6 @@ bool dfc_rpc_server_serving(const struct dfc_rpc_server *s) {
     return atomic_load(&s->serving);
 }
 
-unsigned dfc_rpc_server_queued(struct dfc_rpc_server *s, bool *ret_held) {
-    unsigned n = 0;
-    pthread_mutex_lock(&s->mu);
-    for (const struct dfc_rpc_call *c = s->unary_head; c != NULL; c = c->next) {
-        n++;
-    }
-    for (const struct dfc_rpc_call *c = s->stream_head; c != NULL; c = c->next) {
-        n++;
-    }
-    *ret_held = next_call(s, false) == NULL;
-    pthread_mutex_unlock(&s->mu);
-    return n;
-}
-
 void dfc_rpc_server_shutdown(struct dfc_rpc_server *s, int64_t grace_ms) {
     if (!s->started || s->shut) {
         return;
