@@ -3,7 +3,6 @@
  */
 #include "endpoints.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,18 +10,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dfc/addr.h"
 #include "dfc/http.h"
 #include "dfc/metrics.h"
 #include "dfc/rpc_server.h"
 #include "published.h"
 
-struct addr {
-    char ip[64];
-    unsigned port; /* 0: off */
-};
-
 struct csi_endpoints {
-    struct addr maddr, haddr;
+    struct dfc_hostport maddr, haddr; /* port 0: off */
     char *socket_dir, *kubelet_dir;
     struct dfc_metrics *registry;
     struct dfc_metric *published;
@@ -30,36 +25,20 @@ struct csi_endpoints {
     struct dfc_rpc_server *server;
 };
 
-/* "IP:PORT" or "[IPv6]:PORT" into *ret; "" is off. */
-static int parse_addr(const char *flag, const char *s, struct addr *ret, struct dfc_error *err) {
+/* "IP:PORT" or "[IPv6]:PORT" into *ret (dfc/addr.h); "" is off. */
+static int parse_addr(const char *flag, const char *s, struct dfc_hostport *ret,
+                      struct dfc_error *err) {
     memset(ret, 0, sizeof(*ret));
     if (s == NULL || s[0] == '\0') {
         return 0;
     }
-    const char *colon = strrchr(s, ':');
-    const char *ip = s;
-    size_t ip_len = colon != NULL ? (size_t)(colon - s) : 0;
-    if (ip_len > 1 && s[0] == '[' && s[ip_len - 1] == ']') {
-        ip++;
-        ip_len -= 2;
-    }
-    char *end = NULL;
-    long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
-    unsigned char buf[sizeof(struct in6_addr)];
-    bool ok = colon != NULL && ip_len > 0 && ip_len < sizeof(ret->ip) && end != colon + 1 &&
-              *end == '\0' && port >= 1 && port <= 65535;
-    if (ok) {
-        memcpy(ret->ip, ip, ip_len);
-        ret->ip[ip_len] = '\0';
-        ok = inet_pton(AF_INET, ret->ip, buf) == 1 || inet_pton(AF_INET6, ret->ip, buf) == 1;
-    }
-    if (!ok) {
+    if (dfc_addr_parse_ip(s, ret) < 0) {
+        memset(ret, 0, sizeof(*ret));
         return dfc_error_set(err, -EINVAL,
                              "--%s: `%s` is not IP:PORT (an IP address and a port 1-65535; "
                              "[IPv6]:PORT; empty = off)",
                              flag, s);
     }
-    ret->port = (unsigned)port;
     return 0;
 }
 
@@ -142,14 +121,14 @@ int csi_endpoints_start(struct csi_endpoints *e, struct dfc_rpc_server *server,
                         struct dfc_error *err) {
     e->server = server;
     bool shared = e->maddr.port != 0 && e->maddr.port == e->haddr.port &&
-                  strcmp(e->maddr.ip, e->haddr.ip) == 0;
-    struct dfc_http_opts mo = {.ip = e->maddr.ip,
+                  strcmp(e->maddr.host, e->haddr.host) == 0;
+    struct dfc_http_opts mo = {.ip = e->maddr.host,
                                .port = e->maddr.port,
                                .metrics = e->registry,
                                .ready = ready,
                                .ready_arg = e,
                                .name = "--metrics-address"};
-    struct dfc_http_opts ho = {.ip = e->haddr.ip,
+    struct dfc_http_opts ho = {.ip = e->haddr.host,
                                .port = shared ? 0 : e->haddr.port,
                                .ready = ready,
                                .ready_arg = e,

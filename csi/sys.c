@@ -15,9 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
+#include "dfc/fs.h"
+
 #ifndef SYS_open_tree
 #define SYS_open_tree 428
 #endif
@@ -52,22 +51,8 @@ struct csi_mount_attr {
 };
 
 int csi_openat_beneath(int dirfd, const char *path, int flags) {
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC),
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    /* -EAGAIN: a rename elsewhere raced the walk's safety checks; a retry is what the kernel
-     * asks for. Bounded, so that a rename storm ends in an error, not a spin. */
-    for (int i = 0; i < 64; i++) {
-        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd >= 0) {
-            return (int)fd;
-        }
-        if (errno != EAGAIN) {
-            return -errno;
-        }
-    }
-    return -EAGAIN;
+    return dfc_openat2(dirfd, path, flags,
+                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 int csi_mount_id(int fd, uint64_t *ret) {

@@ -8,21 +8,16 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "dfc/fs.h"
+
 static int open_nomagic(const char *path, int flags) {
-    struct open_how how = {
-        .flags = (uint64_t)flags | O_PATH | O_CLOEXEC,
-        .resolve = RESOLVE_NO_MAGICLINKS,
-    };
-    long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-    return fd < 0 ? -errno : (int)fd;
+    return dfc_openat2(AT_FDCWD, path, flags | O_PATH, RESOLVE_NO_MAGICLINKS);
 }
 
 /* The message for a failed resolution of path (what = "read" or "search"). */

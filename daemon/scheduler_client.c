@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "dfc/addr.h"
 #include "dfc/clock.h"
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
@@ -203,38 +204,16 @@ static int resolve_methods(struct dfd_sched_methods *m, struct dfc_error *err) {
     return dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), err);
 }
 
-/* Splits "host:port" / "[v6]:port" (checked by the config's validator) into host and port. */
-static int split_hostport(const char *addr, char *host, size_t hsize, const char **ret_port) {
-    const char *colon = strrchr(addr, ':');
-    if (colon == NULL) {
-        return -EINVAL;
-    }
-    const char *h = addr;
-    size_t len = (size_t)(colon - addr);
-    if (addr[0] == '[' && len >= 2 && colon[-1] == ']') {
-        h++;
-        len -= 2;
-    }
-    if (len == 0 || len >= hsize) {
-        return -ENAMETOOLONG;
-    }
-    memcpy(host, h, len);
-    host[len] = '\0';
-    *ret_port = colon + 1;
-    return 0;
-}
-
 /* The IPs addr's host resolves to now, into *ret (n into *ret_n); false (nothing) when it
  * does not resolve. */
 static bool resolve_ips(const char *addr, char (**ret)[INET6_ADDRSTRLEN], size_t *ret_n) {
-    char host[256];
-    const char *port;
-    if (split_hostport(addr, host, sizeof(host), &port) < 0) {
+    struct dfc_hostport hp; /* checked by the config's validator (dfc_config_check_hostports) */
+    if (dfc_addr_parse(addr, &hp) < 0) {
         return false;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
-    int r = getaddrinfo(host, NULL, &hints, &res);
+    int r = getaddrinfo(hp.host, NULL, &hints, &res);
     if (r != 0) {
         DFC_LOG(DFC_LOG_WARN, "scheduler.resolve_failed",
                 "addr=%s error=\"%s\": its calls to this dfdaemon are not recognised, ignoring",

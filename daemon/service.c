@@ -99,8 +99,8 @@ int dfd__import_params(const struct dfd_service *svc, const char *content_for_id
     return 0;
 }
 
-/* A Timestamp / Duration in the call's arena. */
-static Google__Protobuf__Timestamp *timestamp(struct dfc_rpc_call *call, int64_t ns) {
+/* A Timestamp from Unix nanoseconds / a Duration from nanoseconds, in the call's arena. */
+static Google__Protobuf__Timestamp *timestamp_from_ns(struct dfc_rpc_call *call, int64_t ns) {
     Google__Protobuf__Timestamp *t = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
         call, &google__protobuf__timestamp__descriptor);
     if (t != NULL) {
@@ -134,8 +134,8 @@ int dfd__task_to_proto(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
     out->piece_count = t->piece_count;
     out->state = "Succeeded";
     out->ttl = duration(call, t->ttl_ns);
-    out->created_at = timestamp(call, t->created_at_ns);
-    out->updated_at = timestamp(call, t->updated_at_ns);
+    out->created_at = timestamp_from_ns(call, t->created_at_ns);
+    out->updated_at = timestamp_from_ns(call, t->updated_at_ns);
     if (!out->id || !out->tag || !out->application || !out->ttl || !out->created_at ||
         !out->updated_at) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -155,9 +155,9 @@ int dfd__task_to_local(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
     out->opt_content_length_case =
         DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
     out->content_length = t->content_length;
-    out->created_at = timestamp(call, t->created_at_ns);
-    out->updated_at = timestamp(call, t->updated_at_ns);
-    out->finished_at = timestamp(call, t->finished_at_ns);
+    out->created_at = timestamp_from_ns(call, t->created_at_ns);
+    out->updated_at = timestamp_from_ns(call, t->updated_at_ns);
+    out->finished_at = timestamp_from_ns(call, t->finished_at_ns);
     if (!out->task_id || !out->ttl || !out->created_at || !out->updated_at || !out->finished_at) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }

@@ -165,7 +165,9 @@ int sched__host_from_proto(const Common__V2__Host *in, struct sched_host *h,
 
 /* ---- messages from records ---- */
 
-static Google__Protobuf__Timestamp *timestamp(struct dfc_rpc_call *call, int64_t seconds) {
+/* A Timestamp from Unix seconds (the records' unit), in the call's arena. */
+static Google__Protobuf__Timestamp *timestamp_from_seconds(struct dfc_rpc_call *call,
+                                                           int64_t seconds) {
     Google__Protobuf__Timestamp *t = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
         call, &google__protobuf__timestamp__descriptor);
     if (t != NULL) {
@@ -301,8 +303,8 @@ int sched__task_to_proto(struct dfc_rpc_call *call, const struct sched_task *t, 
     out->piece_count = t->total_piece_count;
     out->state = cs(call, sched_task_state_name(t->state), &oom);
     out->ttl = duration(call, t->ttl_ns);
-    out->created_at = timestamp(call, t->created_at);
-    out->updated_at = timestamp(call, t->updated_at);
+    out->created_at = timestamp_from_seconds(call, t->created_at);
+    out->updated_at = timestamp_from_seconds(call, t->updated_at);
     if (oom || !out->ttl || !out->created_at || !out->updated_at) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
@@ -319,8 +321,8 @@ int sched__peer_to_proto(struct dfc_rpc_call *call, const struct sched_peer *p,
     out->concurrent_piece_count = p->concurrent_piece_count;
     out->cost = duration(call, p->cost_ns);
     out->state = cs(call, sched_peer_state_name(p->state), &oom);
-    out->created_at = timestamp(call, p->created_at);
-    out->updated_at = timestamp(call, p->updated_at);
+    out->created_at = timestamp_from_seconds(call, p->created_at);
+    out->updated_at = timestamp_from_seconds(call, p->updated_at);
     out->task = NEW(call, Common__V2__PersistentCacheTask, common__v2__persistent_cache_task);
     out->host = NEW(call, Common__V2__Host, common__v2__host);
     if (oom || !out->cost || !out->created_at || !out->updated_at || !out->task || !out->host) {

@@ -10,7 +10,6 @@
  */
 #include "p2p/vortex_client.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -22,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dfc/addr.h"
 #include "dfc/digest.h"
 #include "p2p/sockio.h"
 #include "p2p/vortex.h"
@@ -38,22 +38,11 @@
 
 static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_fd,
                       struct dfc_error *err) {
-    struct sockaddr_storage ss = {0};
-    socklen_t sl;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, ip, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons(port);
-        sl = sizeof(*a4);
-    } else if (inet_pton(AF_INET6, ip, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons(port);
-        sl = sizeof(*a6);
-    } else {
+    struct dfc_sockaddr sa;
+    if (dfc_addr_sockaddr(ip, port, &sa) < 0) {
         return dfc_error_set(err, -EINVAL, "ip is not an IPv4 or IPv6 address");
     }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(sa.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return dfc_error_errno(err, -errno, "socket");
     }
@@ -77,7 +66,7 @@ static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_
         cdl = deadline;
     }
     int r = 0;
-    if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+    if (connect(fd, (struct sockaddr *)&sa.ss, sa.len) < 0) {
         if (errno != EINPROGRESS) {
             r = dfc_error_errno(err, -errno, "connect");
         } else if ((r = dfd_wait_fd(fd, POLLOUT, cdl)) < 0) {

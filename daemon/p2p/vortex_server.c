@@ -18,7 +18,6 @@
  */
 #include "p2p/vortex_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dfc/addr.h"
 #include "dfc/log.h"
 #include "dfc/metrics.h"
 #include "p2p/sockio.h"
@@ -364,24 +364,13 @@ static void *accept_main(void *arg) {
 
 static int listen_on(const char *ip, uint16_t port, int *ret_fd, uint16_t *ret_port,
                      struct dfc_error *err) {
-    struct sockaddr_storage ss = {0};
-    socklen_t sl;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    struct dfc_sockaddr sa;
     const char *shown = ip != NULL && ip[0] != '\0' ? ip : "0.0.0.0";
-    if (inet_pton(AF_INET, shown, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons(port);
-        sl = sizeof(*a4);
-    } else if (inet_pton(AF_INET6, shown, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons(port);
-        sl = sizeof(*a6);
-    } else {
+    if (dfc_addr_sockaddr(shown, port, &sa) < 0) {
         return dfc_error_set(err, -EINVAL, "vortex server: ip `%s` is not an IPv4 or IPv6 address",
                              shown);
     }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(sa.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return dfc_error_errno(err, -errno, "vortex server: socket");
     }
@@ -389,18 +378,18 @@ static int listen_on(const char *ip, uint16_t port, int *ret_fd, uint16_t *ret_p
     int r = 0;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) {
         r = dfc_error_errno(err, -errno, "vortex server: SO_REUSEADDR");
-    } else if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+    } else if (bind(fd, (struct sockaddr *)&sa.ss, sa.len) < 0) {
         r = dfc_error_errno(err, -errno, "vortex server: bind %s port %u", shown, port);
     } else if (listen(fd, LISTEN_BACKLOG) < 0) {
         r = dfc_error_errno(err, -errno, "vortex server: listen");
-    } else if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+    } else if (getsockname(fd, (struct sockaddr *)&sa.ss, &sa.len) < 0) {
         r = dfc_error_errno(err, -errno, "vortex server: getsockname");
     }
     if (r < 0) {
         close(fd);
         return r;
     }
-    *ret_port = ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port);
+    *ret_port = (uint16_t)dfc_addr_port(&sa.ss);
     *ret_fd = fd;
     return 0;
 }

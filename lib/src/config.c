@@ -8,7 +8,6 @@
  */
 #include "dfc/config.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -19,6 +18,7 @@
 #include <yaml.h>
 
 #include "config_internal.h"
+#include "dfc/addr.h"
 #include "dfc/cleanup.h"
 #include "dfc/units.h"
 
@@ -587,11 +587,10 @@ int dfc__config_load_file_skip(const struct dfc_config_schema *s, void *cfg, con
 int dfc_config_check_ip(const struct dfc_config_row *row, const void *field,
                         struct dfc_error *err) {
     const char *v = *(char *const *)field;
-    unsigned char buf[16];
     if (v == NULL || v[0] == '\0') {
         return 0;
     }
-    if (inet_pton(AF_INET, v, buf) != 1 && inet_pton(AF_INET6, v, buf) != 1) {
+    if (!dfc_addr_is_ip(v)) {
         return dfc_error_set(err, -EINVAL, "%s: `%s` is not an IP address", row->key, v);
     }
     return 0;
@@ -602,14 +601,8 @@ int dfc_config_check_hostports(const struct dfc_config_row *row, const void *fie
     const struct dfc_config_list *l = field;
     for (size_t i = 0; i < l->n; i++) {
         const char *a = l->items[i];
-        const char *colon = strrchr(a, ':');
-        uint64_t port;
-        bool bad = colon == NULL || colon == a || dfc_parse_u64(colon + 1, &port) < 0 || port < 1 ||
-                   port > 65535;
-        if (!bad && a[0] == '[' && colon[-1] != ']') {
-            bad = true;
-        }
-        if (bad) {
+        struct dfc_hostport hp;
+        if (dfc_addr_parse(a, &hp) < 0) {
             return dfc_error_set(err, -EINVAL, "%s[%zu]: `%s` is not host:port", row->key, i, a);
         }
     }

@@ -4,11 +4,18 @@
 #include "dfc/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
 
 int dfc_mkdir_p(const char *path, mode_t mode) {
     char buf[PATH_MAX];
@@ -93,4 +100,18 @@ int dfc_writev_all(int fd, const struct iovec *iov, int n, off_t off) {
             }
         }
     }
+}
+
+int dfc_openat2(int dirfd, const char *path, int flags, uint64_t resolve) {
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC), .resolve = resolve};
+    for (int i = 0; i < DFC_OPENAT2_TRIES; i++) {
+        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0) {
+            return (int)fd;
+        }
+        if (errno != EAGAIN) {
+            return -errno;
+        }
+    }
+    return -EAGAIN;
 }

@@ -12,16 +12,15 @@
  */
 #include "dfc/http.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "dfc/addr.h"
 #include "dfc/log.h"
 #include "dfc/metrics.h"
 
@@ -135,23 +134,17 @@ int dfc_http_start(const struct dfc_http_opts *opts, struct dfc_http **ret, stru
     }
     const char *name = opts->name != NULL ? opts->name : "http";
     const char *ip = opts->ip != NULL && opts->ip[0] != '\0' ? opts->ip : "127.0.0.1";
-    if (opts->port > 65535) {
+    struct dfc_sockaddr sa;
+    int r = dfc_addr_sockaddr(ip, opts->port, &sa);
+    if (r == -ERANGE) {
         return dfc_error_set(err, -EINVAL, "%s: port %u is out of range", name, opts->port);
     }
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, ip, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)opts->port);
-    } else if (inet_pton(AF_INET6, ip, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)opts->port);
-        flags |= MHD_USE_IPv6;
-    } else {
+    if (r < 0) {
         return dfc_error_set(err, -EINVAL, "%s: `%s` is not an IP address", name, ip);
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (sa.ss.ss_family == AF_INET6) {
+        flags |= MHD_USE_IPv6;
     }
     struct dfc_http *h = calloc(1, sizeof(*h));
     if (h == NULL) {
@@ -171,15 +164,15 @@ int dfc_http_start(const struct dfc_http_opts *opts, struct dfc_http **ret, stru
     h->mhd = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, on_request, h,
                               /* first, or MHD logs a complaint about it through its own logger */
                               MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h->name, MHD_OPTION_SOCK_ADDR,
-                              (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+                              (struct sockaddr *)&sa.ss, MHD_OPTION_CONNECTION_LIMIT, max_conns,
                               MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                               MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
     if (h->mhd == NULL) {
         int e = errno != 0 ? -errno : -EADDRNOTAVAIL;
         free(h);
-        return dfc_error_errno(err, e, "%s: cannot listen on %s%s%s:%u", name,
-                               v6->sin6_family == AF_INET6 ? "[" : "", ip,
-                               v6->sin6_family == AF_INET6 ? "]" : "", opts->port);
+        char where[DFC_ADDR_STR_MAX];
+        dfc_addr_format(ip, opts->port, where, sizeof(where));
+        return dfc_error_errno(err, e, "%s: cannot listen on %s", name, where);
     }
     *ret = h;
     return 0;

@@ -36,6 +36,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
+#include "dfc/addr.h"
 #include "dfc/clock.h"
 #include "dfc/log.h"
 #include "rpc_server_internal.h"
@@ -268,27 +269,20 @@ static int listener_new(struct dfc_rpc_server *s, const char *name, bool tcp,
 
 int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned port,
                               unsigned *ret_port, struct dfc_error *err) {
-    char name[INET6_ADDRSTRLEN + 16];
+    char name[DFC_ADDR_STR_MAX];
     const char *host = ip == NULL || ip[0] == '\0' ? "0.0.0.0" : ip;
-    bool v6 = strchr(host, ':') != NULL;
-    snprintf(name, sizeof(name), v6 ? "[%s]:%u" : "%s:%u", host, port);
-    struct sockaddr_storage sa = {0};
-    socklen_t sa_len;
-    if (port > 65535) {
+    dfc_addr_format(host, port, name, sizeof(name));
+    struct dfc_sockaddr addr;
+    int r = dfc_addr_sockaddr(host, port, &addr);
+    if (r == -ERANGE) {
         return dfc_error_set(err, -EINVAL, "listen %s: port must be 0..65535", name);
     }
-    if (!v6 && inet_pton(AF_INET, host, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
-        ((struct sockaddr_in *)&sa)->sin_family = AF_INET;
-        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
-        sa_len = sizeof(struct sockaddr_in);
-    } else if (v6 && inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&sa)->sin6_addr) == 1) {
-        ((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
-        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
-        sa_len = sizeof(struct sockaddr_in6);
-    } else {
+    if (r < 0) {
         return dfc_error_set(err, -EINVAL, "listen %s: `%s` is not an IP address", name, host);
     }
-    int r = listener_check(s, name, err);
+    struct sockaddr_storage sa = addr.ss;
+    socklen_t sa_len = addr.len;
+    r = listener_check(s, name, err);
     struct own_listener *l = NULL;
     if (r < 0 || (r = listener_new(s, name, true, &l, err)) < 0) {
         return r;
@@ -312,9 +306,8 @@ int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned
         dfc__listener_free(l);
         return r;
     }
-    unsigned bound = ntohs(sa.ss_family == AF_INET ? ((struct sockaddr_in *)&sa)->sin_port
-                                                   : ((struct sockaddr_in6 *)&sa)->sin6_port);
-    snprintf(name, sizeof(name), v6 ? "[%s]:%u" : "%s:%u", host, bound);
+    unsigned bound = dfc_addr_port(&sa);
+    dfc_addr_format(host, bound, name, sizeof(name));
     free(l->path);
     if ((l->path = strdup(name)) == NULL) {
         dfc__listener_free(l);

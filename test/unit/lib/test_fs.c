@@ -1,4 +1,4 @@
-/* Tests for lib/src/fs.c: mkdir -p and the parent of a path. */
+/* Tests for lib/src/fs.c: mkdir -p and the parent of a path, full writes, openat2. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,14 +6,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -199,10 +202,120 @@ static void test_writev_all_reports_a_full_file(void **state) {
     test_rmtree(dir);
 }
 
+/* The resolve flags are the kernel's: a way out, a symlink, a magic link each refuse; what
+ * opens is O_CLOEXEC. */
+static void test_openat2_resolves_as_asked(void **state) {
+    char dir[256], p[400];
+    test_mkdtemp(dir, sizeof(dir), "openat2");
+    snprintf(p, sizeof(p), "%s/sub", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/sub/file", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("x", f);
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/link", dir);
+    assert_int_equal(symlink("sub/file", p), 0);
+    int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dirfd >= 0);
+    const uint64_t beneath = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+
+    int fd = dfc_openat2(dirfd, "sub/file", O_RDONLY, beneath);
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    char c = 0;
+    assert_int_equal(read(fd, &c, 1), 1);
+    assert_int_equal(c, 'x');
+    close(fd);
+
+    assert_int_equal(dfc_openat2(dirfd, "../x", O_RDONLY, beneath), -EXDEV);
+    assert_int_equal(dfc_openat2(dirfd, "/etc", O_PATH, beneath), -EXDEV);
+    assert_int_equal(dfc_openat2(dirfd, "link", O_RDONLY, beneath), -ELOOP);
+    assert_int_equal(dfc_openat2(dirfd, "missing", O_RDONLY, beneath), -ENOENT);
+    fd = dfc_openat2(dirfd, "link", O_RDONLY, 0); /* no resolve flags: followed */
+    assert_true(fd >= 0);
+    close(fd);
+
+    snprintf(p, sizeof(p), "/proc/self/fd/%d", dirfd);
+    assert_int_equal(dfc_openat2(AT_FDCWD, p, O_PATH, RESOLVE_NO_MAGICLINKS), -ELOOP);
+    fd = dfc_openat2(AT_FDCWD, p, O_PATH, 0);
+    assert_true(fd >= 0);
+    close(fd);
+    close(dirfd);
+    test_rmtree(dir);
+    (void)state;
+}
+
+struct renamer {
+    char a[300], b[300];
+    atomic_bool stop;
+    unsigned long renames;
+};
+
+static void *rename_storm(void *arg) {
+    struct renamer *r = arg;
+    while (!atomic_load(&r->stop)) {
+        if (rename(r->a, r->b) == 0 && rename(r->b, r->a) == 0) {
+            r->renames += 2;
+        }
+    }
+    return NULL;
+}
+
+/* Every rename on the system makes RESOLVE_BENEATH's ".." check ask for a retry (-EAGAIN);
+ * under a storm of them each open still succeeds, because dfc_openat2() retries. The raw
+ * syscall's EAGAINs are counted to show the storm did what it is for. */
+static void test_openat2_retries_eagain(void **state) {
+    char dir[256], p[400];
+    test_mkdtemp(dir, sizeof(dir), "openat2");
+    snprintf(p, sizeof(p), "%s/sub", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/sub/file", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    static struct renamer r;
+    snprintf(r.a, sizeof(r.a), "%s/a", dir);
+    snprintf(r.b, sizeof(r.b), "%s/b", dir);
+    assert_int_equal(mkdir(r.a, 0755), 0);
+    atomic_store(&r.stop, false);
+    int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dirfd >= 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, rename_storm, &r), 0);
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
+    unsigned long raw_eagain = 0;
+    for (int i = 0; i < 20000; i++) {
+        int fd = dfc_openat2(dirfd, "sub/../sub/file", O_RDONLY, RESOLVE_BENEATH);
+        if (fd < 0) {
+            fprintf(stderr, "open %d: %d\n", i, fd);
+        }
+        assert_true(fd >= 0);
+        close(fd);
+        long raw = syscall(SYS_openat2, dirfd, "sub/../sub/file", &how, sizeof(how));
+        if (raw >= 0) {
+            close((int)raw);
+        } else {
+            assert_int_equal(errno, EAGAIN);
+            raw_eagain++;
+        }
+    }
+    atomic_store(&r.stop, true);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    fprintf(stderr, "test_openat2_retries_eagain: %lu renames, %lu raw EAGAINs\n", r.renames,
+            raw_eagain);
+    assert_true(r.renames > 0);
+    close(dirfd);
+    test_rmtree(dir);
+    (void)state;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_mkdir_p),
                                        cmocka_unit_test(test_writev_all_writes_every_iovec),
                                        cmocka_unit_test(test_writev_all_resumes_after_short_writes),
-                                       cmocka_unit_test(test_writev_all_reports_a_full_file)};
+                                       cmocka_unit_test(test_writev_all_reports_a_full_file),
+                                       cmocka_unit_test(test_openat2_resolves_as_asked),
+                                       cmocka_unit_test(test_openat2_retries_eagain)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
