@@ -27,6 +27,7 @@
 #include "config.h"
 #include "dfc/error.h"
 #include "dfc/rpc_client.h"
+#include "p2p/sched_ops.h"
 
 struct dfd_sched;
 struct dfd_task_meta;
@@ -118,23 +119,12 @@ int dfd_sched_announce_peer_open(struct dfd_sched *s, const char *task_id, int64
 
 /* ---- messages on an AnnouncePersistentCachePeer stream (this host's id in each) ---- */
 
-struct dfd_sched_register {
-    const char *task_id, *peer_id;
-    const char *tag, *application; /* NULL: absent */
-    bool persistent;
-    uint64_t piece_length;
-    uint32_t piece_count, concurrent_piece_count;
-};
+/* struct dfd_sched_register and enum dfd_sched_peer_event are in p2p/sched_ops.h: the P2P
+ * download engine takes the functions below as its struct dfd_p2p_sched. */
 
 /* RegisterPersistentCachePeerRequest. */
 int dfd_sched_peer_register(struct dfd_sched *s, struct dfc_rpc_stream *st,
                             const struct dfd_sched_register *g, struct dfc_error *err);
-
-enum dfd_sched_peer_event {
-    DFD_SCHED_PEER_STARTED,  /* DownloadPersistentCachePeerStartedRequest */
-    DFD_SCHED_PEER_FINISHED, /* DownloadPersistentCachePeerFinishedRequest */
-    DFD_SCHED_PEER_FAILED,   /* DownloadPersistentCachePeerFailedRequest (description) */
-};
 
 /* One of the events above; description (may be NULL) only for FAILED. Errors are prefixed
  * "scheduler AnnouncePersistentCachePeer". */
