@@ -66,6 +66,13 @@ bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip);
 void dfd_sched_note_unregistered(struct dfd_sched *s);
 bool dfd_sched_take_unregistered(struct dfd_sched *s);
 
+/* Whether err, a scheduler call's error, says the scheduler was out of reach: the one test
+ * for "scheduler unreachable". UNAVAILABLE: the call never got there (refused, reset, no
+ * channel); DEADLINE_EXCEEDED: no answer in time, so it may have got there and been applied,
+ * which *ret_maybe_arrived (may be NULL) tells. Only the first kind fails over to the next
+ * scheduler on the ring. */
+bool dfd_sched_unreachable(int err, bool *ret_maybe_arrived);
+
 /* How often a miss may re-resolve (default 10 s); for tests. Call before sharing s. */
 void dfd_sched_set_reresolve_ms(struct dfd_sched *s, int64_t ms);
 
