@@ -176,7 +176,27 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
                                 cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0",
                                 (unsigned long long)cfg->vortex_port);
     }
-    if ((r = dfd_p2p_new(storage, svc->sched, cfg, svc->host_id, m, &pp->engine, err)) < 0) {
+    const struct dfd_p2p_opts po = {
+        .host_id = svc->host_id,
+        .host_ip = cfg->host_ip,
+        .hostname = cfg->hostname,
+        .max_schedule_count = cfg->max_schedule_count,
+        .schedule_timeout_ns = cfg->schedule_timeout,
+        .piece_timeout_ns = cfg->piece_timeout,
+        .concurrent_piece_count = cfg->concurrent_piece_count,
+        .fetched_pieces = dfd_metrics_fetched_pieces(m),
+        .fetched_bytes = dfd_metrics_fetched_bytes(m),
+        .crc_failures = dfd_metrics_crc_failures(m),
+        .sched = {.s = svc->sched,
+                  .stat_task = dfd_sched_stat_task,
+                  .announce_open = dfd_sched_announce_peer_open,
+                  .peer_register = dfd_sched_peer_register,
+                  .peer_event = dfd_sched_peer_event,
+                  .peer_reschedule = dfd_sched_peer_reschedule,
+                  .peer_piece_finished = dfd_sched_peer_piece_finished,
+                  .peer_piece_failed = dfd_sched_peer_piece_failed},
+    };
+    if ((r = dfd_p2p_new(storage, &po, &pp->engine, err)) < 0) {
         return r;
     }
     svc->p2p = pp->engine;

@@ -225,17 +225,16 @@ void dfd_metrics_gc_pass(void *arg, const struct dfd_gc_report *rep) {
     }
 }
 
-void dfd_metrics_piece_fetched(struct dfd_metrics *m, uint64_t bytes) {
-    if (m != NULL) {
-        dfc_metric_inc(m->m[M_PIECES_FETCHED], 0, 1);
-        dfc_metric_inc(m->m[M_P2P_BYTES], 0, bytes);
-    }
+struct dfc_metric *dfd_metrics_fetched_pieces(struct dfd_metrics *m) {
+    return m != NULL ? m->m[M_PIECES_FETCHED] : NULL;
 }
 
-void dfd_metrics_piece_crc_failed(struct dfd_metrics *m) {
-    if (m != NULL) {
-        dfc_metric_inc(m->m[M_CRC_FAILURES], 0, 1);
-    }
+struct dfc_metric *dfd_metrics_fetched_bytes(struct dfd_metrics *m) {
+    return m != NULL ? m->m[M_P2P_BYTES] : NULL;
+}
+
+struct dfc_metric *dfd_metrics_crc_failures(struct dfd_metrics *m) {
+    return m != NULL ? m->m[M_CRC_FAILURES] : NULL;
 }
 
 struct dfc_metric *dfd_metrics_served_pieces(struct dfd_metrics *m) {

@@ -79,9 +79,11 @@ void dfd_metrics_export(struct dfd_metrics *m, bool ok, bool remote, bool linked
 /* A GC pass's deletions (a dfd_gc_pass_fn; arg is the struct dfd_metrics). */
 void dfd_metrics_gc_pass(void *arg, const struct dfd_gc_report *rep);
 
-/* Peer to peer: a piece fetched from a parent (ok, its bytes) or refused for its CRC. */
-void dfd_metrics_piece_fetched(struct dfd_metrics *m, uint64_t bytes);
-void dfd_metrics_piece_crc_failed(struct dfd_metrics *m);
+/* The download engine's counters (download.h takes them as plain metrics): pieces fetched
+ * from parents, their bytes (series 0), pieces refused for their CRC. */
+struct dfc_metric *dfd_metrics_fetched_pieces(struct dfd_metrics *m);
+struct dfc_metric *dfd_metrics_fetched_bytes(struct dfd_metrics *m);
+struct dfc_metric *dfd_metrics_crc_failures(struct dfd_metrics *m);
 
 /* The Vortex server's counters (vortex_server.h takes them as plain metrics). */
 struct dfc_metric *dfd_metrics_served_pieces(struct dfd_metrics *m);

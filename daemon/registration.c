@@ -26,10 +26,6 @@
 #include "dragonfly/common.pb-c.h"
 #include "scheduler_client.h"
 
-static int grpc_code(int r) {
-    return dfc_error_to_grpc(r);
-}
-
 /* Whether the scheduler already has t with the same geometry: Succeeded, or being uploaded
  * by another import when t's id comes from its content (the same bytes, then). */
 static bool exists_elsewhere(struct dfd_registration *g, const struct dfd_task_meta *t) {
@@ -57,13 +53,13 @@ static int before_commit(void *arg, const struct dfd_task_meta *pending, struct 
     memcpy(g->task_id, pending->id, sizeof(g->task_id));
     int r = dfd_sched_upload_started(g->sched, pending, g->peer_id, err);
     if (r < 0) {
-        int code = grpc_code(r);
-        if (code == DFC_GRPC_UNAVAILABLE || code == DFC_GRPC_DEADLINE_EXCEEDED ||
-            code == DFC_GRPC_NOT_FOUND) {
+        int code = dfc_error_to_grpc(r);
+        bool timed_out = false;
+        if (dfd_sched_unreachable(r, &timed_out) || code == DFC_GRPC_NOT_FOUND) {
             DFC_LOG(DFC_LOG_WARN, "import.unregistered",
                     "task_id=%s error=\"%s\": imported locally without a scheduler peer, ignoring",
                     pending->id, dfc_error_msg(err));
-            if (code == DFC_GRPC_DEADLINE_EXCEEDED) {
+            if (timed_out) {
                 /* Started may have been stored after all: do not leave it Uploading. */
                 dfd_sched_upload_failed(g->sched, pending->id, g->peer_id,
                                         "the upload's registration timed out");
@@ -104,9 +100,8 @@ int dfd_registration_prepare(struct dfd_registration *g, struct dfd_sched *sched
  * peer, and the local copy goes unless the scheduler was only out of reach. */
 static int finished_failed(struct dfd_registration *g, struct dfd_storage *s,
                            struct dfd_task_meta *t, int r, struct dfc_error *err) {
-    int code = grpc_code(r);
     dfd_sched_upload_failed(g->sched, t->id, g->peer_id, dfc_error_msg(err));
-    if (code == DFC_GRPC_UNAVAILABLE || code == DFC_GRPC_DEADLINE_EXCEEDED) {
+    if (dfd_sched_unreachable(r, NULL)) {
         /* The row keeps its peer id (the storage facade cannot clear it): withdraw the peer
          * at the scheduler instead, so it never offers this copy; a later forget repeats the
          * delete harmlessly. */

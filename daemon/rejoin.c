@@ -40,8 +40,7 @@ enum outcome { PRESENT, JOINED, UPLOADED, ABSENT, SKIPPED, WAITING };
 
 /* The scheduler is away: the pass ends (and is tried again later). */
 static bool away(int r) {
-    int code = dfc_error_to_grpc(r);
-    return code == DFC_GRPC_UNAVAILABLE || code == DFC_GRPC_DEADLINE_EXCEEDED;
+    return dfd_sched_unreachable(r, NULL);
 }
 
 /* Register, Started, Finished on one stream under peer_id: the copy becomes a Succeeded peer

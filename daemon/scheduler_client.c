@@ -391,8 +391,19 @@ bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip) {
 
 /* ---- calls ---- */
 
+bool dfd_sched_unreachable(int err, bool *ret_maybe_arrived) {
+    int code = err < 0 ? dfc_error_to_grpc(err) : DFC_GRPC_OK;
+    bool late = code == DFC_GRPC_DEADLINE_EXCEEDED;
+    if (ret_maybe_arrived != NULL) {
+        *ret_maybe_arrived = late;
+    }
+    return late || code == DFC_GRPC_UNAVAILABLE;
+}
+
+/* A call that never reached the scheduler: the next one on the ring may take it. */
 static bool is_unavailable(int r) {
-    return dfc_error_to_grpc(r) == DFC_GRPC_UNAVAILABLE;
+    bool maybe_arrived;
+    return dfd_sched_unreachable(r, &maybe_arrived) && !maybe_arrived;
 }
 
 static int call_one(struct sched_addr *a, const struct dfc_rpc_client_method *m, const char *what,

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "dfc/error.h"
 #include "dfc/rpc_client.h"
+#include "p2p/sched_ops.h"
 
 struct dfd_sched;
 struct dfd_task_meta;
@@ -64,6 +65,13 @@ bool dfd_sched_is_scheduler_ip(struct dfd_sched *s, const char *ip);
  * pass (rejoin.h), which registers it. Thread-safe. */
 void dfd_sched_note_unregistered(struct dfd_sched *s);
 bool dfd_sched_take_unregistered(struct dfd_sched *s);
+
+/* Whether err, a scheduler call's error, says the scheduler was out of reach: the one test
+ * for "scheduler unreachable". UNAVAILABLE: the call never got there (refused, reset, no
+ * channel); DEADLINE_EXCEEDED: no answer in time, so it may have got there and been applied,
+ * which *ret_maybe_arrived (may be NULL) tells. Only the first kind fails over to the next
+ * scheduler on the ring. */
+bool dfd_sched_unreachable(int err, bool *ret_maybe_arrived);
 
 /* How often a miss may re-resolve (default 10 s); for tests. Call before sharing s. */
 void dfd_sched_set_reresolve_ms(struct dfd_sched *s, int64_t ms);
@@ -118,23 +126,12 @@ int dfd_sched_announce_peer_open(struct dfd_sched *s, const char *task_id, int64
 
 /* ---- messages on an AnnouncePersistentCachePeer stream (this host's id in each) ---- */
 
-struct dfd_sched_register {
-    const char *task_id, *peer_id;
-    const char *tag, *application; /* NULL: absent */
-    bool persistent;
-    uint64_t piece_length;
-    uint32_t piece_count, concurrent_piece_count;
-};
+/* struct dfd_sched_register and enum dfd_sched_peer_event are in p2p/sched_ops.h: the P2P
+ * download engine takes the functions below as its struct dfd_p2p_sched. */
 
 /* RegisterPersistentCachePeerRequest. */
 int dfd_sched_peer_register(struct dfd_sched *s, struct dfc_rpc_stream *st,
                             const struct dfd_sched_register *g, struct dfc_error *err);
-
-enum dfd_sched_peer_event {
-    DFD_SCHED_PEER_STARTED,  /* DownloadPersistentCachePeerStartedRequest */
-    DFD_SCHED_PEER_FINISHED, /* DownloadPersistentCachePeerFinishedRequest */
-    DFD_SCHED_PEER_FAILED,   /* DownloadPersistentCachePeerFailedRequest (description) */
-};
 
 /* One of the events above; description (may be NULL) only for FAILED. Errors are prefixed
  * "scheduler AnnouncePersistentCachePeer". */

@@ -38,6 +38,7 @@
  */
 #include "p2p/download.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -52,15 +53,13 @@
 #include "dfc/pbtime.h"
 #include "dfc/rpc_client.h"
 #include "dfc/thread.h"
+#include "dfc/metrics.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
-#include "metrics.h"
 #include "p2p/piece_writer.h"
 #include "p2p/vortex_client.h"
-#include "scheduler_client.h"
-#include "validate.h"
 
 /* Parents used per round (the scheduler's candidateParentLimit defaults to 3). */
 #define DFD_P2P_MAX_PARENTS 16
@@ -81,9 +80,7 @@ struct active {
 
 struct dfd_p2p {
     struct dfd_storage *storage;
-    struct dfd_sched *sched;
-    const struct dfd_config *cfg;
-    struct dfd_metrics *metrics; /* borrowed; NULL: off */
+    struct dfd_p2p_opts o; /* a copy; its strings, counters and o.sched.s borrowed */
     char host_id[DFD_PEER_ID_MAX];
     struct dfc_rpc_client_method sync_pieces;
     pthread_mutex_t mu;
@@ -93,18 +90,15 @@ struct dfd_p2p {
     bool stopping;
 };
 
-int dfd_p2p_new(struct dfd_storage *storage, struct dfd_sched *sched, const struct dfd_config *cfg,
-                const char *host_id, struct dfd_metrics *metrics, struct dfd_p2p **ret,
+int dfd_p2p_new(struct dfd_storage *storage, const struct dfd_p2p_opts *o, struct dfd_p2p **ret,
                 struct dfc_error *err) {
     struct dfd_p2p *p = calloc(1, sizeof(*p));
     if (p == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     p->storage = storage;
-    p->sched = sched;
-    p->cfg = cfg;
-    p->metrics = metrics;
-    snprintf(p->host_id, sizeof(p->host_id), "%s", host_id);
+    p->o = *o;
+    snprintf(p->host_id, sizeof(p->host_id), "%s", o->host_id);
     const struct dfc_rpc_client_row rows[] = {
         DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncPersistentCachePieces",
                               &p->sync_pieces),
@@ -204,8 +198,8 @@ static bool stopped(struct run *rd) {
  * run (one sender at a time). */
 static int send_simple(struct run *rd, enum dfd_sched_peer_event ev, const char *description,
                        struct dfc_error *err) {
-    return dfd_sched_peer_event(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id, ev,
-                                description, err);
+    const struct dfd_p2p_sched *sc = &rd->p->o.sched;
+    return sc->peer_event(sc->s, rd->st, rd->req->task_id, rd->peer_id, ev, description, err);
 }
 
 static int send_register(struct run *rd, const char *tag, const char *application,
@@ -218,9 +212,9 @@ static int send_register(struct run *rd, const char *tag, const char *applicatio
         .persistent = rd->req->persistent,
         .piece_length = rd->piece_length,
         .piece_count = rd->piece_count,
-        .concurrent_piece_count = (uint32_t)rd->p->cfg->concurrent_piece_count,
+        .concurrent_piece_count = (uint32_t)rd->p->o.concurrent_piece_count,
     };
-    return dfd_sched_peer_register(rd->p->sched, rd->st, &g, err);
+    return rd->p->o.sched.peer_register(rd->p->o.sched.s, rd->st, &g, err);
 }
 
 /* Reschedule with the parents that failed or lacked pieces this round (all of them when none
@@ -239,16 +233,17 @@ static int send_reschedule(struct run *rd, const char *description, struct dfc_e
             n = rd->n_parents;
         }
     }
-    return dfd_sched_peer_reschedule(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id, list, n,
-                                     description, err);
+    const struct dfd_p2p_sched *sc = &rd->p->o.sched;
+    return sc->peer_reschedule(sc->s, rd->st, rd->req->task_id, rd->peer_id, list, n, description,
+                               err);
 }
 
 /* ---- parents ---- */
 
 static bool valid_ip(const char *ip) {
-    struct dfc_error ignored;
+    unsigned char buf[16];
     return ip != NULL && ip[0] != '\0' && strlen(ip) < IP_MAX &&
-           dfd_validate_ip("ip", ip, &ignored) == 0;
+           (inet_pton(AF_INET, ip, buf) == 1 || inet_pton(AF_INET6, ip, buf) == 1);
 }
 
 /* Takes the usable parents of a Normal response: an id, a host with a valid IP and port, not
@@ -319,7 +314,7 @@ static void sync_parent(struct run *rd, size_t k) {
     size_t reported = 0;
     int r = dfc_rpc_client_new(target, NULL, &c, &err);
     if (r == 0) {
-        r = dfc_rpc_stream_open(c, &rd->p->sync_pieces, rd->p->cfg->piece_timeout / DFC_NS_PER_MS,
+        r = dfc_rpc_stream_open(c, &rd->p->sync_pieces, rd->p->o.piece_timeout_ns / DFC_NS_PER_MS,
                                 &st, &err);
     }
     if (r == 0 && (r = dfc_rpc_stream_send(st, &req.base, &err)) == 0) {
@@ -432,14 +427,15 @@ static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32
     piece.traffic_type = COMMON__V2__TRAFFIC_TYPE__REMOTE_PEER;
     piece.cost = &cost;
     piece.created_at = &created;
-    return dfd_sched_peer_piece_finished(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id,
-                                         &piece, err);
+    const struct dfd_p2p_sched *sc = &rd->p->o.sched;
+    return sc->peer_piece_finished(sc->s, rd->st, rd->req->task_id, rd->peer_id, &piece, err);
 }
 
 static int report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
                                struct dfc_error *err) {
-    return dfd_sched_peer_piece_failed(rd->p->sched, rd->st, rd->req->task_id, rd->peer_id, number,
-                                       parent_id, err);
+    const struct dfd_p2p_sched *sc = &rd->p->o.sched;
+    return sc->peer_piece_failed(sc->s, rd->st, rd->req->task_id, rd->peer_id, number, parent_id,
+                                 err);
 }
 
 /* rd->mu held: records a fatal error (the first one wins) and ends the round. */
@@ -480,7 +476,7 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
                       const struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
                       struct dfc_error *err) {
     uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
-    int64_t timeout = rd->p->cfg->piece_timeout;
+    int64_t timeout = rd->p->o.piece_timeout_ns;
     *ret_ours = false;
     if (wb->whole) {
         int r = dfd_vortex_fetch(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
@@ -574,7 +570,7 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
         bool ours = false;
         int r = fetch_from(rd, pa, number, wb, &got, &ours, &err);
         if (r == DFC_E_DATA_LOSS) {
-            dfd_metrics_piece_crc_failed(rd->p->metrics);
+            dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
         }
         if (r < 0 && !ours) {
             DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
@@ -588,7 +584,8 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
         }
         pthread_mutex_lock(&rd->mu);
         if (r == 0) {
-            dfd_metrics_piece_fetched(rd->p->metrics, piece_len(rd, number));
+            dfc_metric_inc(rd->p->o.fetched_pieces, 0, 1);
+            dfc_metric_inc(rd->p->o.fetched_bytes, 0, piece_len(rd, number));
             r = report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
                              &err);
             rd->written++;
@@ -641,7 +638,7 @@ static void *worker_main(void *arg) {
 /* Runs this round's workers (and its piece writer) until they are all done. 0, or an error
  * starting the writer. */
 static int round_workers(struct run *rd, struct dfc_error *err) {
-    size_t n = rd->p->cfg->concurrent_piece_count;
+    size_t n = rd->p->o.concurrent_piece_count;
     if (n > rd->n_missing) {
         n = rd->n_missing;
     }
@@ -717,9 +714,9 @@ static int run_round(struct run *rd, struct dfc_error *err) {
 
 /* Receives the scheduler's next answer into rd->normal: 1 Normal (parents taken), 0 Empty. */
 static int recv_answer(struct run *rd, struct dfc_error *err) {
-    const struct dfd_sched_methods *sm = dfd_sched_methods(rd->p->sched);
     ProtobufCMessage *msg = NULL;
-    int r = dfc_rpc_stream_recv(rd->st, sm->announce_peer.resp, &msg, err);
+    int r = dfc_rpc_stream_recv(
+        rd->st, &scheduler__v2__announce_persistent_cache_peer_response__descriptor, &msg, err);
     if (r == 0) {
         return dfc_error_set(err, DFC_E_ABORTED,
                              "scheduler AnnouncePersistentCachePeer ended without an answer");
@@ -746,7 +743,7 @@ static int recv_answer(struct run *rd, struct dfc_error *err) {
 
 /* The rounds, until every piece is written; 0 or an error (the caller tells the scheduler). */
 static int rounds(struct run *rd, struct dfc_error *err) {
-    uint64_t max = rd->p->cfg->max_schedule_count;
+    uint64_t max = rd->p->o.max_schedule_count;
     for (uint64_t round = 1;; round++) {
         int normal = recv_answer(rd, err);
         if (normal < 0) {
@@ -806,7 +803,7 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     struct dfd_p2p *p = rd->p;
     const struct dfd_p2p_request *req = rd->req;
     Common__V2__PersistentCacheTask *task = NULL;
-    int r = dfd_sched_stat_task(p->sched, req->task_id, &task, err);
+    int r = p->o.sched.stat_task(p->o.sched.s, req->task_id, &task, err);
     if (r == -ENOENT) {
         return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
     }
@@ -854,8 +851,8 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
         }
     }
     if (r == 0) {
-        r = dfd_sched_announce_peer_open(p->sched, req->task_id,
-                                         p->cfg->schedule_timeout / DFC_NS_PER_MS, &rd->st, err);
+        r = p->o.sched.announce_open(p->o.sched.s, req->task_id,
+                                     p->o.schedule_timeout_ns / DFC_NS_PER_MS, &rd->st, err);
     }
     if (r == 0) {
         pthread_mutex_lock(&p->mu);
@@ -980,7 +977,7 @@ static int lead(struct dfd_p2p *p, struct active *a, const struct dfd_p2p_reques
     rd->a = a;
     pthread_mutex_init(&rd->mu, NULL);
     pthread_cond_init(&rd->synced, NULL);
-    int r = dfc_peer_id(p->cfg->host_ip, p->cfg->hostname, rd->peer_id, sizeof(rd->peer_id));
+    int r = dfc_peer_id(p->o.host_ip, p->o.hostname, rd->peer_id, sizeof(rd->peer_id));
     if (r < 0) {
         dfc_error_set(err, r, "host.ip and host.hostname make a peer id that is too long");
     } else {

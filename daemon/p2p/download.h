@@ -27,7 +27,12 @@
  * download, of 1 MiB each (mapped for the round only), or one of a piece per worker when the
  * caller wants the bytes.
  *
- * Ownership: storage, sched and cfg are borrowed and outlive the engine.
+ * What the engine needs from dfdaemon comes in struct dfd_p2p_opts: the scheduler calls
+ * (struct dfd_p2p_sched: dfdaemon passes its scheduler client's, scheduler_client.h), the
+ * configuration values and the metrics counters, so that dfd_p2p includes no daemon header.
+ *
+ * Ownership: storage, the opts' strings, counters and scheduler client are borrowed and outlive
+ * the engine; the opts struct itself is copied.
  */
 #ifndef DFD_P2P_DOWNLOAD_H
 #define DFD_P2P_DOWNLOAD_H
@@ -35,17 +40,28 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
 #include "dfc/error.h"
+#include "p2p/sched_ops.h"
 #include "storage/storage.h"
 
-struct dfd_metrics;
-struct dfd_sched;
+struct dfc_metric;
 struct dfd_p2p;
 
-/* metrics (borrowed, may be NULL) counts the pieces fetched, their bytes and CRC failures. */
-int dfd_p2p_new(struct dfd_storage *storage, struct dfd_sched *sched, const struct dfd_config *cfg,
-                const char *host_id, struct dfd_metrics *metrics, struct dfd_p2p **ret,
+struct dfd_p2p_opts {
+    const char *host_id;             /* this host's id: sent to parents, never taken as a parent */
+    const char *host_ip;             /* host.ip and host.hostname: each download's peer id */
+    const char *hostname;            /* (dfc_peer_id) */
+    uint64_t max_schedule_count;     /* scheduler.maxScheduleCount: rounds per download */
+    int64_t schedule_timeout_ns;     /* scheduler.scheduleTimeout: one download's stream */
+    int64_t piece_timeout_ns;        /* download.pieceTimeout: one piece from one parent */
+    uint64_t concurrent_piece_count; /* download.concurrentPieceCount: pieces in flight */
+    /* Counted per piece fetched and written: one, and its length in series 0; and per piece
+     * refused for its CRC (NULL: not counted). */
+    struct dfc_metric *fetched_pieces, *fetched_bytes, *crc_failures;
+    struct dfd_p2p_sched sched; /* the scheduler calls (sched.s must not be NULL) */
+};
+
+int dfd_p2p_new(struct dfd_storage *storage, const struct dfd_p2p_opts *o, struct dfd_p2p **ret,
                 struct dfc_error *err);
 
 /* Cancels downloads in progress and frees. NULL is fine. */

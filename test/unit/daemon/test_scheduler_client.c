@@ -273,6 +273,9 @@ static void test_failover_tries_each_once(void **state) {
     Common__V2__PersistentCacheTask *t = NULL;
     int r = dfd_sched_stat_task(s, id, &t, &err);
     assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_UNAVAILABLE);
+    bool maybe_arrived = true;
+    assert_true(dfd_sched_unreachable(r, &maybe_arrived)); /* a real refusal: away */
+    assert_false(maybe_arrived);
     assert_null(t);
     char want[128];
     snprintf(want, sizeof(want), "scheduler %s StatPersistentCacheTask: ", last);
@@ -292,6 +295,34 @@ static void test_failover_tries_each_once(void **state) {
     }
 }
 
+/* The one "scheduler unreachable" test: UNAVAILABLE (never got there) and DEADLINE_EXCEEDED
+ * (may have got there) are out of reach; answers of a scheduler that was reached are not. */
+static void test_unreachable(void **state) {
+    (void)state;
+    static const struct {
+        int err;
+        bool unreachable, maybe_arrived;
+    } cases[] = {
+        {-ECONNREFUSED, true, false},
+        {-ECONNRESET, true, false},
+        {-EPIPE, true, false},
+        {-EAGAIN, true, false},
+        {-ETIMEDOUT, true, true},
+        {0, false, false},
+        {-ENOENT, false, false},
+        {-EEXIST, false, false},
+        {-EINVAL, false, false},
+        {DFC_E_ABORTED, false, false},
+        {DFC_E_FAILED_PRECONDITION, false, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bool maybe = !cases[i].maybe_arrived;
+        assert_int_equal(dfd_sched_unreachable(cases[i].err, &maybe), cases[i].unreachable);
+        assert_int_equal(maybe, cases[i].maybe_arrived);
+        assert_int_equal(dfd_sched_unreachable(cases[i].err, NULL), cases[i].unreachable);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_stable_and_covering),
@@ -300,6 +331,7 @@ int main(void) {
         cmocka_unit_test(test_scheduler_ips),
         cmocka_unit_test(test_scheduler_ip_follows_its_name),
         cmocka_unit_test(test_failover_tries_each_once),
+        cmocka_unit_test(test_unreachable),
     };
     return test_run_group(tests, NULL, NULL);
 }
