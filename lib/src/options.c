@@ -378,6 +378,11 @@ int dfc_cli_fail(const struct dfc_cli *cli, const struct dfc_error *err) {
 
 int dfc_cli_main(const struct dfc_cli *cli, void *cfg, int argc, char **argv,
                  struct dfc_cli_args *ret) {
+    if (argc == 2 && strcmp(argv[1], "--help-markdown") == 0) { /* hidden: hack/gen-docs.sh */
+        memset(ret, 0, sizeof(*ret));
+        dfc_cli_help_markdown(cli, stdout);
+        return 0;
+    }
     struct dfc_error err;
     int r = dfc_cli_parse(cli, cfg, argc, argv, ret, &err);
     if (r == DFC_CLI_HELP) {
@@ -583,4 +588,150 @@ void dfc_cli_help(const struct dfc_cli *cli, FILE *out) {
          cli->features & DFC_CLI_CONFIG ? "Precedence: flags > environment > file > defaults."
                                         : "Precedence: flags > environment > defaults.",
          0, 0);
+}
+
+/* ---- the schema as Markdown (docs/configuration.md, hack/gen-docs.sh) ---- */
+
+static const char *type_name(enum dfc_config_type t) {
+    static const char *const names[] = {
+        [DFC_CFG_STRING] = "string",     [DFC_CFG_PATH] = "path", [DFC_CFG_BOOL] = "bool",
+        [DFC_CFG_INT] = "int",           [DFC_CFG_UINT] = "uint", [DFC_CFG_SIZE] = "size",
+        [DFC_CFG_DURATION] = "duration", [DFC_CFG_MODE] = "mode", [DFC_CFG_ENUM] = "enum",
+        [DFC_CFG_STRING_LIST] = "list",
+    };
+    return (size_t)t < sizeof(names) / sizeof(names[0]) && names[t] != NULL ? names[t] : "?";
+}
+
+/* text in a table cell: "|" escaped, line breaks as spaces. */
+static void md_cell(FILE *out, const char *text) {
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p == '|') {
+            fputs("\\|", out);
+        } else {
+            fputc(*p == '\n' ? ' ' : *p, out);
+        }
+    }
+}
+
+static void md_code_cell(FILE *out, const char *text) {
+    if (text == NULL || text[0] == '\0') {
+        fputs(" |", out);
+        return;
+    }
+    fputs(" `", out);
+    md_cell(out, text);
+    fputs("` |", out);
+}
+
+/* "; " between the parts of a description, nothing before the first. */
+static void md_part(FILE *out, bool *first) {
+    if (!*first) {
+        fputs("; ", out);
+    }
+    *first = false;
+}
+
+static const char *md_default(const struct dfc_config_row *row) {
+    if (row->flags & DFC_OPT_REQUIRED) {
+        return "(required)";
+    }
+    if (row->flags & DFC_OPT_OPTIONAL) {
+        return "(unset)";
+    }
+    if (row->def != NULL && row->def[0] != '\0') {
+        return row->def;
+    }
+    switch (row->type) {
+    case DFC_CFG_BOOL:
+        return "false";
+    case DFC_CFG_STRING_LIST:
+        return "[]";
+    case DFC_CFG_STRING:
+    case DFC_CFG_PATH:
+    case DFC_CFG_ENUM:
+        return "\"\"";
+    default:
+        return "0";
+    }
+}
+
+/* One row: key, flag, environment, type, default, and help with range, choices, emptiness. */
+static void md_row(FILE *out, const struct dfc_config_row *row) {
+    char flag[NAME_MAX_LEN] = "";
+    if (row->flag != NULL && row->short_flag) {
+        snprintf(flag, sizeof(flag), "-%c, --%s", row->short_flag, row->flag);
+    } else if (row->flag != NULL) {
+        snprintf(flag, sizeof(flag), "--%s", row->flag);
+    }
+    char env[NAME_MAX_LEN] = "";
+    if (row->env != NULL) {
+        snprintf(env, sizeof(env), "%s%s%s", row->env, row->env_alt != NULL ? "`, else `" : "",
+                 row->env_alt != NULL ? row->env_alt : "");
+    }
+    fputs("|", out);
+    md_code_cell(out, row->key);
+    md_code_cell(out, flag);
+    md_code_cell(out, env);
+    fprintf(out, " %s |", type_name(row->type));
+    const char *def = md_default(row);
+    if (def[0] == '(') {
+        fprintf(out, " %s |", def);
+    } else {
+        md_code_cell(out, def);
+    }
+    fputc(' ', out);
+    bool first = true;
+    if (row->help != NULL) {
+        md_part(out, &first);
+        md_cell(out, row->help);
+    }
+    char lo[64], hi[64];
+    if (row->min != 0 || row->max != 0) {
+        dfc__config_format_bound(row, row->min, lo, sizeof(lo));
+        dfc__config_format_bound(row, row->max, hi, sizeof(hi));
+        md_part(out, &first);
+        if (row->max == INT64_MAX) {
+            fprintf(out, "at least %s", lo);
+        } else {
+            fprintf(out, "%s..%s", lo, hi);
+        }
+    }
+    for (size_t i = 0; row->choices != NULL && row->choices[i] != NULL; i++) {
+        if (i == 0) {
+            md_part(out, &first);
+        }
+        fprintf(out, "%s%s", i == 0 ? "one of " : ", ", row->choices[i]);
+    }
+    if (row->flags & DFC_OPT_NONEMPTY) {
+        md_part(out, &first);
+        fputs("not empty", out);
+    }
+    fputs(" |\n", out);
+}
+
+void dfc_cli_help_markdown(const struct dfc_cli *cli, FILE *out) {
+    fprintf(out, "## %s\n\nUsage: `%s %s`\n\n", cli->prog, cli->prog, cli->usage);
+    if (cli->about != NULL) {
+        md_cell(out, cli->about);
+        fputs("\n\n", out);
+    }
+    fputs("| YAML key | flag | environment | type | default | description |\n"
+          "|---|---|---|---|---|---|\n",
+          out);
+    if (cli->features & DFC_CLI_CONFIG) {
+        fputs("| | `-c, --config` | | path | | ", out);
+        md_cell(out, cli->config_help != NULL ? cli->config_help : "YAML configuration file");
+        fputs(" |\n", out);
+    }
+    const struct dfc_config_schema *s = cli->schema;
+    for (size_t i = 0; i < s->n_rows; i++) {
+        md_row(out, &s->rows[i]);
+    }
+    if (cli->features & DFC_CLI_SET) {
+        fputs("| | `--set KEY=VALUE` | | | | set any configuration key (repeatable) |\n", out);
+    }
+    if (cli->features & DFC_CLI_PRINT) {
+        fputs("| | `--print-config` | | | | print the effective configuration and exit |\n", out);
+    }
+    fputc('\n', out);
 }

@@ -87,6 +87,12 @@ int dfc_cli_main(const struct dfc_cli *cli, void *cfg, int argc, char **argv,
 /* Writes the --help text generated from cli and its schema. */
 void dfc_cli_help(const struct dfc_cli *cli, FILE *out);
 
+/* Writes cli and every row of its schema (flagless ones too) as a Markdown section: usage,
+ * about, a table of YAML key, flag, environment variable, type, default and description.
+ * dfc_cli_main() prints it for the hidden flag --help-markdown when it is the only argument
+ * (hack/gen-docs.sh builds docs/configuration.md from it). */
+void dfc_cli_help_markdown(const struct dfc_cli *cli, FILE *out);
+
 /* Prints "<prog>: <message>" on stderr for an error found after parsing (a rule across
  * settings); returns 2, the usage exit code. */
 int dfc_cli_fail(const struct dfc_cli *cli, const struct dfc_error *err);

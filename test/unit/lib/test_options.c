@@ -7,7 +7,9 @@
 #include <cmocka.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dfc/options.h"
 #include "dfc/units.h"
@@ -591,6 +593,53 @@ static void test_help_generated_from_rows(void **state) {
     free(text);
 }
 
+/* The Markdown reference (docs/configuration.md) lists every row, flagless ones too, with its
+ * key, flag, variable, type, default and help with range and choices; "|" is escaped. */
+static void test_help_markdown_from_rows(void **state) {
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    dfc_cli_help_markdown(&cli, m);
+    fclose(m);
+    static const char *const want[] = {
+        "## tester\n\nUsage: `tester [options] [PATH]`\n\nTests the options.\n\n",
+        "| YAML key | flag | environment | type | default | description "
+        "|\n|---|---|---|---|---|---|\n",
+        "| | `-c, --config` | | path | | YAML configuration file |\n",
+        "| `s.size` | `--size` | `T_SIZE` | size | `4MiB` | piece size; 1MiB..1GiB |\n",
+        "| `s.ttl` | `-t, --ttl` | `T_TTL` | duration | `1h` | 5m..168h |\n",
+        "| `s.keep` | `--keep` | `T_KEEP` | bool | `false` |  |\n",
+        "| `s.node` | `--node` | `T_NODE`, else `T_NODE2` |",
+        "| `s.hidden` | | `T_HIDDEN` |",
+        "| | `--set KEY=VALUE` | | | | set any configuration key (repeatable) |\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        if (strstr(text, want[i]) == NULL) {
+            fprintf(stderr, "missing:\n%s\ngot:\n%s", want[i], text);
+        }
+        assert_non_null(strstr(text, want[i]));
+    }
+    free(text);
+
+    /* dfc_cli_main() prints it for --help-markdown alone, and exits 0 without running. */
+    struct dfc_cli_args args;
+    struct out_cfg o = {0};
+    char *argv[] = {"tester", "--help-markdown", NULL};
+    int saved = dup(STDOUT_FILENO);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    assert_true(saved >= 0 && null >= 0);
+    fflush(stdout);
+    dup2(null, STDOUT_FILENO);
+    int r = dfc_cli_main(&out_cli, &o, 2, argv, &args);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    close(null);
+    assert_int_equal(r, 0);
+    dfc_config_free(&out_schema, &o);
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -602,6 +651,7 @@ int main(void) {
         T(test_required_and_arguments),
         T(test_help_and_version_win),
         T(test_help_generated_from_rows),
+        T(test_help_markdown_from_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
