@@ -604,8 +604,8 @@ static void test_help_markdown_from_rows(void **state) {
     fclose(m);
     static const char *const want[] = {
         "## tester\n\nUsage: `tester [options] [PATH]`\n\nTests the options.\n\n",
-        "| YAML key | flag | environment | type | default | description "
-        "|\n|---|---|---|---|---|---|\n",
+        ("| YAML key | flag | environment | type | default | description "
+         "|\n|---|---|---|---|---|---|\n"),
         "| | `-c, --config` | | path | | YAML configuration file |\n",
         "| `s.size` | `--size` | `T_SIZE` | size | `4MiB` | piece size; 1MiB..1GiB |\n",
         "| `s.ttl` | `-t, --ttl` | `T_TTL` | duration | `1h` | 5m..168h |\n",
