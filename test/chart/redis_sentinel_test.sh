@@ -43,7 +43,8 @@ npm_ci_chart
 make_work KILL
 
 # Fixed ports below the ephemeral range (32768-60999: a client socket there can take one), and a
-# short down-after so the failover is quick.
+# short down-after so the failover is quick. The scheduler's and dfdaemon's HTTP endpoints are
+# off: their default ports (8000, 4002, 4003) are not this test's to take.
 redis_port=21391
 sentinel_port=21392
 ns=dfc-test
@@ -191,7 +192,7 @@ grep -q "masterName: dragonfly" "$work/sched-db.yaml" || fail "scheduler.yaml: n
 sched_port=21393
 SCHEDULER_DATABASE_REDIS_PASSWORD=$password "$build/scheduler/scheduler" --config "$work/sched-db.yaml" \
     --set server.listenIP=127.0.0.1 --set server.port=$sched_port --set server.advertiseIP=127.0.0.1 \
-    >"$work/scheduler.log" 2>&1 &
+    --set metrics.server.port=0 >"$work/scheduler.log" 2>&1 &
 sched_pid=$!
 pids+=("$sched_pid")
 sched_ready() { grep -q "scheduler.ready" "$work/scheduler.log" || ! kill -0 "$sched_pid" 2>/dev/null; }
@@ -207,7 +208,7 @@ start_daemon() {
         --storage-dir "$work/dfdaemon/store" --set scheduler.addrs=127.0.0.1:$sched_port \
         --set host.hostname="$1" --set upload.server.ip=127.0.0.1 --set upload.server.port=21394 \
         --set storage.server.ip=127.0.0.1 --set storage.server.tcpPort=21395 \
-        >>"$work/dfdaemon.log" 2>&1 &
+        --set metrics.server.port=0 --set health.server.port=0 >>"$work/dfdaemon.log" 2>&1 &
     daemon_pid=$!
     pids+=("$daemon_pid")
 }
