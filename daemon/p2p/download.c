@@ -47,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/addr.h"
 #include "dfc/digest.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
@@ -300,8 +301,7 @@ static uint64_t piece_len(const struct run *rd, uint32_t number) {
 static void sync_parent(struct run *rd, size_t k) {
     struct parent *pa = &rd->parents[k];
     char target[IP_MAX + 16];
-    bool v6 = strchr(pa->host_ip, ':') != NULL;
-    snprintf(target, sizeof(target), v6 ? "[%s]:%u" : "%s:%u", pa->host_ip, pa->host_port);
+    dfc_addr_format(pa->host_ip, pa->host_port, target, sizeof(target));
     struct dfc_error err;
     struct dfc_rpc_client *c = NULL;
     struct dfc_rpc_stream *st = NULL;
