@@ -1,9 +1,10 @@
 /*
  * addr.h - network addresses: "host:port" text and the sockaddrs made from an IP and a port.
  *
- * One parser for every binary: the configuration's host:port lists (dfc_config_check_hostports,
- * the scheduler addresses dfdaemon resolves, the scheduler's Redis addresses) and the
- * csi-plugin's IP:PORT endpoints. The accepted forms:
+ * One parser for every binary: the option schema's address rows (DFC_CFG_ADDR, dfc/config.h:
+ * the csi-plugin's IP:PORT endpoints), the configuration's host:port lists
+ * (dfc_config_check_hostports: the scheduler addresses dfdaemon resolves, the scheduler's Redis
+ * and Sentinel addresses) and a Sentinel's answer. The accepted forms:
  *   host:port      a host name or IPv4 address ("sched.local:8002", "10.0.0.1:8002")
  *   [ipv6]:port    brackets around the host, removed ("[::1]:8002")
  *   ipv6:port      a bare IPv6 address: the LAST colon separates the port ("::1:8002" is host

@@ -138,9 +138,36 @@ static const struct dfc_cli out_cli = {
     .arg_name = "task ID",
 };
 
-static const char *const all_env[] = {"T_SIZE",  "T_TTL",    "T_KEEP",   "T_COUNT", "T_WORKERS",
-                                      "T_NAME",  "T_MODE",   "T_DIR",    "T_PERM",  "T_NODE",
-                                      "T_NODE2", "T_OUTPUT", "T_HIDDEN", NULL};
+/* A third: address rows (DFC_CFG_ADDR), any host or an IP only. */
+struct addr_cfg {
+    char *peer, *listen;
+};
+static const struct dfc_config_row addr_rows[] = {
+    {.key = "a.peer",
+     .type = DFC_CFG_ADDR,
+     .offset = offsetof(struct addr_cfg, peer),
+     .env = "T_PEER",
+     .flag = "peer",
+     .help = "where the peer listens"},
+    {.key = "a.listen",
+     .type = DFC_CFG_ADDR,
+     .offset = offsetof(struct addr_cfg, listen),
+     .def = "127.0.0.1:80",
+     .env = "T_LISTEN",
+     .flag = "listen",
+     .flags = DFC_OPT_IP | DFC_OPT_NONEMPTY},
+};
+static const struct dfc_config_schema addr_schema = {"addr", addr_rows, 2};
+static const struct dfc_cli addr_cli = {
+    .prog = "addr",
+    .usage = "[options]",
+    .schema = &addr_schema,
+    .features = DFC_CLI_CONFIG,
+};
+
+static const char *const all_env[] = {
+    "T_SIZE", "T_TTL",  "T_KEEP",  "T_COUNT",  "T_WORKERS", "T_NAME", "T_MODE",   "T_DIR",
+    "T_PERM", "T_NODE", "T_NODE2", "T_OUTPUT", "T_HIDDEN",  "T_PEER", "T_LISTEN", NULL};
 
 struct fx {
     char dir[256];
@@ -640,6 +667,127 @@ static void test_help_markdown_from_rows(void **state) {
     dfc_config_free(&out_schema, &o);
 }
 
+/* ---- address rows ---- */
+
+#define PARSE_ADDR(f, a, ...) parse_v(f, &addr_cli, a, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_addr_valid(void **state) {
+    struct fx *f = *state;
+    struct addr_cfg a = {0};
+    assert_int_equal(PARSE_ADDR(f, &a, "--listen", "10.0.0.1:8002"), 0);
+    assert_string_equal(a.listen, "10.0.0.1:8002");
+    assert_string_equal(a.peer, ""); /* empty: off */
+    assert_int_equal(PARSE_ADDR(f, &a, "--listen=[::1]:65535", "--peer", "sched.local:8002"), 0);
+    assert_string_equal(a.listen, "[::1]:65535");
+    assert_string_equal(a.peer, "sched.local:8002");
+    assert_int_equal(PARSE_ADDR(f, &a, "--peer", "[fe80::1]:1"), 0);
+    assert_string_equal(a.peer, "[fe80::1]:1");
+    assert_string_equal(a.listen, "127.0.0.1:80"); /* the default */
+    setenv("T_LISTEN", "[2001:db8::7]:9000", 1);
+    assert_int_equal(PARSE_ADDR(f, &a, "--peer", ""), 0);
+    assert_string_equal(a.listen, "[2001:db8::7]:9000");
+    assert_string_equal(a.peer, "");
+    dfc_config_free(&addr_schema, &a);
+}
+
+static void test_addr_errors_name_the_source(void **state) {
+    struct fx *f = *state;
+    static const struct {
+        const char *flag, *value, *msg;
+    } cases[] = {
+        {"--listen", "10.0.0.1",
+         "--listen: `10.0.0.1` is not IP:PORT (an IP address and a port 1-65535; [IPv6]:PORT)"},
+        {"--listen", "10.0.0.1:",
+         "--listen: `10.0.0.1:` is not IP:PORT (an IP address and a "
+         "port 1-65535; [IPv6]:PORT)"},
+        {"--listen", "localhost:80",
+         "--listen: `localhost:80` is not IP:PORT (an IP address "
+         "and a port 1-65535; [IPv6]:PORT)"},
+        {"--listen", "::1]:80",
+         "--listen: `::1]:80` is not IP:PORT (an IP address and a port "
+         "1-65535; [IPv6]:PORT)"},
+        {"--listen", "", "--listen must not be empty"},
+        {"--peer", "h:0",
+         "--peer: `h:0` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+        {"--peer", "h:65536",
+         "--peer: `h:65536` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+        {"--peer", "h:8x",
+         "--peer: `h:8x` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+        {"--peer", ":80",
+         "--peer: `:80` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct addr_cfg a = {0};
+        int r = PARSE_ADDR(f, &a, cases[i].flag, cases[i].value);
+        if (r != -EINVAL || strcmp(f->err.msg, cases[i].msg) != 0) {
+            fprintf(stderr, "case %zu: got %d `%s`\n", i, r, f->err.msg);
+        }
+        assert_int_equal(r, -EINVAL);
+        assert_string_equal(f->err.msg, cases[i].msg);
+        assert_false(f->args.usage_error);
+        dfc_config_free(&addr_schema, &a);
+    }
+
+    /* The environment and the file are named too. */
+    struct addr_cfg a = {0};
+    setenv("T_PEER", "nohost", 1);
+    assert_int_equal(PARSE_ADDR(f, &a, "--listen", "[::1]:1"), -EINVAL);
+    assert_string_equal(f->err.msg, "T_PEER: `nohost` is not HOST:PORT (a host and a port "
+                                    "1-65535; [IPv6]:PORT; empty = off)");
+    unsetenv("T_PEER");
+    write_file(f, "a:\n  listen: 1.2.3.4:99999\n");
+    assert_int_equal(PARSE_ADDR(f, &a, "-c", f->file), -EINVAL);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "%s:2:11: a.listen: `1.2.3.4:99999` is not IP:PORT (an IP address and a port "
+             "1-65535; [IPv6]:PORT)",
+             f->file);
+    assert_string_equal(f->err.msg, want);
+    dfc_config_free(&addr_schema, &a);
+
+    /* dfc_cli_main() prints it and says exit 2, as for every option error. */
+    char *argv[] = {"addr", "--peer", "h", NULL};
+    int saved = dup(STDERR_FILENO);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    assert_true(saved >= 0 && null >= 0);
+    fflush(stderr);
+    dup2(null, STDERR_FILENO);
+    int r = dfc_cli_main(&addr_cli, &a, 3, argv, &f->args);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(null);
+    assert_int_equal(r, 2);
+    dfc_config_free(&addr_schema, &a);
+}
+
+static void test_addr_help_and_markdown(void **state) {
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    dfc_cli_help(&addr_cli, m);
+    fclose(m);
+    assert_non_null(strstr(text, "      --peer HOST:PORT          a.peer: where the peer listens "
+                                 "[T_PEER]\n"));
+    assert_non_null(strstr(text, "      --listen IP:PORT          a.listen [127.0.0.1:80] "
+                                 "[T_LISTEN]\n"));
+    free(text);
+    text = NULL;
+    m = open_memstream(&text, &len);
+    dfc_cli_help_markdown(&addr_cli, m);
+    fclose(m);
+    assert_non_null(strstr(text, "| `a.peer` | `--peer` | `T_PEER` | address | `\"\"` | where the "
+                                 "peer listens; HOST:PORT or [IPv6]:PORT |\n"));
+    assert_non_null(strstr(text, "| `a.listen` | `--listen` | `T_LISTEN` | address | "
+                                 "`127.0.0.1:80` | IP:PORT or [IPv6]:PORT; not empty |\n"));
+    free(text);
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -652,6 +800,9 @@ int main(void) {
         T(test_help_and_version_win),
         T(test_help_generated_from_rows),
         T(test_help_markdown_from_rows),
+        T(test_addr_valid),
+        T(test_addr_errors_name_the_source),
+        T(test_addr_help_and_markdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
