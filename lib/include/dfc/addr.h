@@ -56,6 +56,12 @@ int dfc_addr_sockaddr(const char *ip, unsigned port, struct dfc_sockaddr *ret);
 /* The port of an AF_INET or AF_INET6 address (after getsockname), 0 for another family. */
 unsigned dfc_addr_port(const struct sockaddr_storage *ss);
 
+/* Writes the numeric IP of an AF_INET or AF_INET6 address into out (size at least
+ * INET6_ADDRSTRLEN, 46), an IPv4-mapped IPv6 address as IPv4 text ("::ffff:10.0.0.1" is
+ * "10.0.0.1"), so one host always reads the same. 0; -EAFNOSUPPORT for another family and
+ * -ENOSPC when out is too small, out "" then. */
+int dfc_addr_ip(const struct sockaddr *sa, char *out, size_t size);
+
 /* Writes "host:port", or "[host]:port" when host contains a colon (IPv6), into buf
  * (truncated to size, always NUL-terminated when size > 0). */
 void dfc_addr_format(const char *host, unsigned port, char *buf, size_t size);
