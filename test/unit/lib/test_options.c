@@ -239,6 +239,38 @@ static void assert_printed(struct fx *f, const char *leaf, const char *value) {
     free(text);
 }
 
+/* c's --help (markdown: its Markdown reference), a heap string. */
+static char *help_of(const struct dfc_cli *c, bool markdown) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    assert_non_null(m);
+    if (markdown) {
+        dfc_cli_help_markdown(c, m);
+    } else {
+        dfc_cli_help(c, m);
+    }
+    fclose(m);
+    return text;
+}
+
+/* dfc_cli_main() with fd (stdout or stderr) sent to /dev/null; returns its exit code. */
+static int main_quiet(int fd, const struct dfc_cli *c, void *cfg, int argc, char **argv) {
+    struct dfc_cli_args args;
+    FILE *stream = fd == STDOUT_FILENO ? stdout : stderr;
+    int saved = dup(fd);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    assert_true(saved >= 0 && null >= 0);
+    fflush(stream);
+    dup2(null, fd);
+    int r = dfc_cli_main(c, cfg, argc, argv, &args);
+    fflush(stream);
+    dup2(saved, fd);
+    close(saved);
+    close(null);
+    return r;
+}
+
 /* ---- precedence, one setting of each parser kind ---- */
 
 static const struct {
@@ -568,11 +600,7 @@ static void test_help_and_version_win(void **state) {
 
 static void test_help_generated_from_rows(void **state) {
     (void)state;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    dfc_cli_help(&cli, m);
-    fclose(m);
+    char *text = help_of(&cli, false);
     static const char want[] =
         "Usage: tester [options] [PATH]\n"
         "\n"
@@ -605,10 +633,7 @@ static void test_help_generated_from_rows(void **state) {
     free(text);
 
     /* Long lines wrap at 80 columns under the help column; a required row says so. */
-    text = NULL;
-    m = open_memstream(&text, &len);
-    dfc_cli_help(&out_cli, m);
-    fclose(m);
+    text = help_of(&out_cli, false);
     assert_non_null(strstr(text, "  -O, --output STR              (required) [T_OUTPUT]\n"));
     assert_non_null(strstr(text, "Precedence: flags > environment > defaults.\n"));
     for (char *line = text; *line != '\0';) {
@@ -624,11 +649,7 @@ static void test_help_generated_from_rows(void **state) {
  * key, flag, variable, type, default and help with range and choices; "|" is escaped. */
 static void test_help_markdown_from_rows(void **state) {
     (void)state;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    dfc_cli_help_markdown(&cli, m);
-    fclose(m);
+    char *text = help_of(&cli, true);
     static const char *const want[] = {
         "## tester\n\nUsage: `tester [options] [PATH]`\n\nTests the options.\n\n",
         ("| YAML key | flag | environment | type | default | description "
@@ -650,20 +671,9 @@ static void test_help_markdown_from_rows(void **state) {
     free(text);
 
     /* dfc_cli_main() prints it for --help-markdown alone, and exits 0 without running. */
-    struct dfc_cli_args args;
     struct out_cfg o = {0};
     char *argv[] = {"tester", "--help-markdown", NULL};
-    int saved = dup(STDOUT_FILENO);
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    assert_true(saved >= 0 && null >= 0);
-    fflush(stdout);
-    dup2(null, STDOUT_FILENO);
-    int r = dfc_cli_main(&out_cli, &o, 2, argv, &args);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    close(null);
-    assert_int_equal(r, 0);
+    assert_int_equal(main_quiet(STDOUT_FILENO, &out_cli, &o, 2, argv), 0);
     dfc_config_free(&out_schema, &o);
 }
 
@@ -751,36 +761,19 @@ static void test_addr_errors_name_the_source(void **state) {
 
     /* dfc_cli_main() prints it and says exit 2, as for every option error. */
     char *argv[] = {"addr", "--peer", "h", NULL};
-    int saved = dup(STDERR_FILENO);
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    assert_true(saved >= 0 && null >= 0);
-    fflush(stderr);
-    dup2(null, STDERR_FILENO);
-    int r = dfc_cli_main(&addr_cli, &a, 3, argv, &f->args);
-    fflush(stderr);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    close(null);
-    assert_int_equal(r, 2);
+    assert_int_equal(main_quiet(STDERR_FILENO, &addr_cli, &a, 3, argv), 2);
     dfc_config_free(&addr_schema, &a);
 }
 
 static void test_addr_help_and_markdown(void **state) {
     (void)state;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    dfc_cli_help(&addr_cli, m);
-    fclose(m);
+    char *text = help_of(&addr_cli, false);
     assert_non_null(strstr(text, "      --peer HOST:PORT          a.peer: where the peer listens "
                                  "[T_PEER]\n"));
     assert_non_null(strstr(text, "      --listen IP:PORT          a.listen [127.0.0.1:80] "
                                  "[T_LISTEN]\n"));
     free(text);
-    text = NULL;
-    m = open_memstream(&text, &len);
-    dfc_cli_help_markdown(&addr_cli, m);
-    fclose(m);
+    text = help_of(&addr_cli, true);
     assert_non_null(strstr(text, "| `a.peer` | `--peer` | `T_PEER` | address | `\"\"` | where the "
                                  "peer listens; HOST:PORT or [IPv6]:PORT |\n"));
     assert_non_null(strstr(text, "| `a.listen` | `--listen` | `T_LISTEN` | address | "
