@@ -26,8 +26,8 @@ struct dfc_metrics;
 struct dfc_rpc_server;
 struct csi_endpoints;
 
-/* Checks both addresses ("IP:PORT", "[IPv6]:PORT", "" = off; err names the flag) and, with a
- * metrics address, declares the metrics. */
+/* Takes both addresses ("IP:PORT", "[IPv6]:PORT", "" = off; the command line's address rows
+ * checked them, err names the flag) and, with a metrics address, declares the metrics. */
 int csi_endpoints_new(const char *metrics_addr, const char *health_addr, const char *socket_dir,
                       const char *kubelet_dir, struct csi_endpoints **ret, struct dfc_error *err);
 

@@ -26,7 +26,7 @@
  */
 #include "scheduler_client.h"
 
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -227,13 +227,7 @@ static bool resolve_ips(const char *addr, char (**ret)[INET6_ADDRSTRLEN], size_t
     char(*ips)[INET6_ADDRSTRLEN] = calloc(n + 1, sizeof(*ips));
     size_t k = 0;
     for (struct addrinfo *p = res; ips != NULL && p != NULL; p = p->ai_next) {
-        const void *src = NULL;
-        if (p->ai_family == AF_INET) {
-            src = &((const struct sockaddr_in *)(const void *)p->ai_addr)->sin_addr;
-        } else if (p->ai_family == AF_INET6) {
-            src = &((const struct sockaddr_in6 *)(const void *)p->ai_addr)->sin6_addr;
-        }
-        if (src != NULL && inet_ntop(p->ai_family, src, ips[k], INET6_ADDRSTRLEN)) {
+        if (dfc_addr_ip(p->ai_addr, ips[k], INET6_ADDRSTRLEN) == 0) {
             k++;
         }
     }

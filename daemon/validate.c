@@ -3,11 +3,11 @@
  */
 #include "validate.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 
+#include "dfc/addr.h"
 #include "dfc/dragonfly.h"
 #include "dfc/pbtime.h"
 #include "dfc/units.h"
@@ -93,8 +93,7 @@ int dfd_validate_task_id(const char *id, struct dfc_error *err) {
 }
 
 int dfd_validate_ip(const char *field, const char *ip, struct dfc_error *err) {
-    unsigned char buf[16];
-    if (inet_pton(AF_INET, ip, buf) != 1 && inet_pton(AF_INET6, ip, buf) != 1) {
+    if (!dfc_addr_is_ip(ip)) {
         return dfc_error_set(err, -EINVAL, "%s `%.64s` is not an IP address", field, ip);
     }
     return 0;

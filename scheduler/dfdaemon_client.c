@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dfc/addr.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 
 int sched_dfdaemon_methods_resolve(struct sched_dfdaemon_methods *m, struct dfc_error *err) {
@@ -32,11 +33,13 @@ int sched_dfdaemon_target(const struct sched_host *host, char *buf, size_t size,
         return dfc_error_set(err, -EINVAL, "host %s: download_port %d is not a TCP port", host->id,
                              (int)host->download_port);
     }
-    bool v6 = strchr(host->ip, ':') != NULL;
-    int n = snprintf(buf, size, v6 ? "[%s]:%d" : "%s:%d", host->ip, (int)host->download_port);
-    if (n < 0 || (size_t)n >= size) {
+    char t[DFC_ADDR_STR_MAX];
+    dfc_addr_format(host->ip, (unsigned)host->download_port, t, sizeof(t));
+    size_t n = strlen(t);
+    if (n >= size || n >= sizeof(t) - 1) {
         return dfc_error_set(err, -ENAMETOOLONG, "host %s: address too long", host->id);
     }
+    memcpy(buf, t, n + 1);
     return 0;
 }
 

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/addr.h"
 #include "dfc/clock.h"
 #include "redis_internal.h"
 
@@ -56,32 +57,11 @@ int64_t sched_redis_deadline(int64_t timeout_ms) {
     return dfc_mono_ms() + timeout_ms;
 }
 
-static void hostport_str(const struct hostport *hp, char *buf, size_t len) {
-    snprintf(buf, len, strchr(hp->host, ':') ? "[%s]:%d" : "%s:%d", hp->host, hp->port);
-}
-
-/* Parses "host:port" or "[v6]:port". */
-static int parse_addr(const char *s, struct hostport *hp, struct dfc_error *err) {
-    const char *colon = s ? strrchr(s, ':') : NULL;
-    if (colon == NULL || colon == s) {
+/* Parses "host:port" or "[v6]:port" (dfc/addr.h). */
+static int parse_addr(const char *s, struct dfc_hostport *hp, struct dfc_error *err) {
+    if (dfc_addr_parse(s, hp) < 0) {
         return dfc_error_set(err, -EINVAL, "redis address `%s`: want host:port", s ? s : "");
     }
-    const char *h = s;
-    size_t hl = (size_t)(colon - s);
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    char *end = NULL;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (hl == 0 || hl >= sizeof(hp->host) || errno != 0 || end == colon + 1 || *end != '\0' ||
-        port < 1 || port > 65535) {
-        return dfc_error_set(err, -EINVAL, "redis address `%s`: want host:port", s);
-    }
-    memcpy(hp->host, h, hl);
-    hp->host[hl] = '\0';
-    hp->port = (int)port;
     return 0;
 }
 
@@ -248,15 +228,15 @@ static bool looks_alive(redisContext *c) {
 /* ---- talking to one server ---- */
 
 /* Connects to hp within deadline_ms; sets err naming the address. */
-static int dial(const struct hostport *hp, int64_t deadline_ms, redisContext **ret,
+static int dial(const struct dfc_hostport *hp, int64_t deadline_ms, redisContext **ret,
                 struct dfc_error *err) {
-    char a[ADDR_MAX];
-    hostport_str(hp, a, sizeof(a));
+    char a[DFC_ADDR_STR_MAX];
+    dfc_addr_format(hp->host, hp->port, a, sizeof(a));
     int64_t left = deadline_ms - dfc_mono_ms();
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed before connecting", a);
     }
-    redisContext *c = redisConnectWithTimeout(hp->host, hp->port, sched__redis_ms_to_tv(left));
+    redisContext *c = redisConnectWithTimeout(hp->host, (int)hp->port, sched__redis_ms_to_tv(left));
     if (c == NULL) {
         return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", a);
     }
@@ -351,10 +331,10 @@ static int handshake(struct sched_redis *r, redisContext *c, const char *addr, i
 /* ---- Sentinel ---- */
 
 /* Asks one Sentinel for the master's address. 0 with *hp, or an error naming the Sentinel. */
-static int ask_sentinel(struct sched_redis *r, const struct hostport *sentinel, int64_t deadline_ms,
-                        struct hostport *hp, struct dfc_error *err) {
-    char a[ADDR_MAX];
-    hostport_str(sentinel, a, sizeof(a));
+static int ask_sentinel(struct sched_redis *r, const struct dfc_hostport *sentinel,
+                        int64_t deadline_ms, struct dfc_hostport *hp, struct dfc_error *err) {
+    char a[DFC_ADDR_STR_MAX];
+    dfc_addr_format(sentinel->host, sentinel->port, a, sizeof(a));
     redisContext *c = NULL;
     int rc = dial(sentinel, deadline_ms, &c, err);
     if (rc < 0) {
@@ -376,13 +356,16 @@ static int ask_sentinel(struct sched_redis *r, const struct hostport *sentinel, 
         rc = dfc_error_set(err, -ECONNREFUSED, "redis sentinel %s: master %s unknown", a,
                            r->master_name);
     } else {
-        char buf[ADDR_MAX + 8];
+        /* The reply's host and port, joined for the one parser: its last colon splits them,
+         * so an IPv6 host needs no brackets; a host that does not come back whole (a colon
+         * in the port) is refused. */
+        char buf[DFC_ADDR_STR_MAX + 8];
         snprintf(buf, sizeof(buf), "%s:%s", rep->element[0]->str, rep->element[1]->str);
-        struct hostport got;
-        if (strchr(rep->element[0]->str, ':') != NULL) {
-            snprintf(buf, sizeof(buf), "[%s]:%s", rep->element[0]->str, rep->element[1]->str);
-        }
+        struct dfc_hostport got;
         rc = parse_addr(buf, &got, err);
+        if (rc == 0 && strcmp(got.host, rep->element[0]->str) != 0) {
+            rc = dfc_error_set(err, -EINVAL, "redis address `%s`: want host:port", buf);
+        }
         if (rc < 0) {
             dfc_error_prefix(err, "redis sentinel %s", a);
         } else {
@@ -395,7 +378,7 @@ static int ask_sentinel(struct sched_redis *r, const struct hostport *sentinel, 
 
 /* Asks the Sentinels in turn (the last one that answered first); each gets an equal share
  * of the time left, at least SENTINEL_MIN_MS, so one hung Sentinel does not eat it all. */
-static int resolve_master(struct sched_redis *r, int64_t deadline_ms, struct hostport *hp,
+static int resolve_master(struct sched_redis *r, int64_t deadline_ms, struct dfc_hostport *hp,
                           struct dfc_error *err) {
     pthread_mutex_lock(&r->mu);
     size_t first = r->sentinel_first;
@@ -473,7 +456,7 @@ static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_
         return rc;
     }
     bool need_resolve = !r->master_known || r->master_stale;
-    struct hostport target = r->master;
+    struct dfc_hostport target = r->master;
     uint64_t gen = r->gen;
     pthread_mutex_unlock(&r->mu);
 
@@ -494,8 +477,8 @@ static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_
             pthread_mutex_unlock(&r->mu);
         }
     }
-    char a[ADDR_MAX];
-    hostport_str(&target, a, sizeof(a));
+    char a[DFC_ADDR_STR_MAX];
+    dfc_addr_format(target.host, target.port, a, sizeof(a));
     redisContext *c = NULL;
     if (rc == 0) {
         rc = dial(&target, deadline_ms, &c, &e);

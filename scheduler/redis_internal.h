@@ -16,26 +16,19 @@
 #include <stdint.h>
 #include <sys/time.h>
 
+#include "dfc/addr.h"
 #include "dfc/error.h"
 #include "redis.h"
-
-#define ADDR_MAX 280 /* host (up to 255) + ":" + port */
-#define HOST_MAX 256
-
-struct hostport {
-    char host[HOST_MAX];
-    int port;
-};
 
 struct slot {
     redisContext *c; /* NULL: not connected */
     uint64_t gen;    /* r->gen when c was made */
-    char addr[ADDR_MAX];
+    char addr[DFC_ADDR_STR_MAX];
 };
 
 struct sched_redis {
     /* Immutable after sched_redis_new. */
-    struct hostport *addrs;
+    struct dfc_hostport *addrs;
     size_t n_addrs;
     char *master_name; /* NULL: direct */
     char *username;
@@ -52,8 +45,8 @@ struct sched_redis {
     struct slot *slots;
     unsigned *idle; /* stack of idle slot indexes */
     unsigned n_idle;
-    unsigned n_waiting;     /* callers blocked in take_slot */
-    struct hostport master; /* the direct address, or the last master the Sentinels named */
+    unsigned n_waiting;         /* callers blocked in take_slot */
+    struct dfc_hostport master; /* the direct address, or the last master the Sentinels named */
     bool master_known;
     bool master_stale;
     uint64_t gen;          /* bumped whenever master changes */
@@ -61,7 +54,7 @@ struct sched_redis {
     unsigned fails;        /* connect failures in a row */
     int64_t retry_at_ms;   /* no connect before this */
     struct dfc_error last_fail;
-    char current[ADDR_MAX]; /* last address connected to, "" before */
+    char current[DFC_ADDR_STR_MAX]; /* last address connected to, "" before */
 };
 
 static inline struct timeval sched__redis_ms_to_tv(int64_t ms) {

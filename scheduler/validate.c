@@ -4,13 +4,13 @@
  */
 #include "validate.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "dfc/addr.h"
 #include "dfc/dragonfly.h"
 #include "dfc/pbtime.h"
 #include "dfc/units.h"
@@ -117,7 +117,6 @@ static int piece_length_min(const char *path, const char *field, uint64_t v,
 static int host_rules(const char *path, const Common__V2__Host *h, bool require_cpu,
                       struct dfc_error *err) {
     char p[PATH_MAX_LEN], sub[PATH_MAX_LEN];
-    unsigned char addr[16];
     int r;
     if ((r = nonempty(path, "id", h->id, err)) < 0) {
         return r;
@@ -129,7 +128,7 @@ static int host_rules(const char *path, const Common__V2__Host *h, bool require_
     if ((r = nonempty(path, "hostname", h->hostname, err)) < 0) {
         return r;
     }
-    if (inet_pton(AF_INET, h->ip, addr) != 1 && inet_pton(AF_INET6, h->ip, addr) != 1) {
+    if (!dfc_addr_is_ip(h->ip)) {
         return dfc_error_set(err, -EINVAL, "%s: `%.64s` is not an IP address", join(p, path, "ip"),
                              h->ip);
     }

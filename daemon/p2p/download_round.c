@@ -25,7 +25,6 @@
  *   was asked for; a piece's bytes are read into a buffer sized by our geometry
  *   (dfd_vortex_fetch checks the parent's metadata against it, and the CRC).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -34,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dfc/addr.h"
 #include "dfc/digest.h"
 #include "dfc/log.h"
 #include "dfc/metrics.h"
@@ -63,9 +63,7 @@ static bool stopped(struct run *rd) {
 /* ---- parents ---- */
 
 static bool valid_ip(const char *ip) {
-    unsigned char buf[16];
-    return ip != NULL && ip[0] != '\0' && strlen(ip) < IP_MAX &&
-           (inet_pton(AF_INET, ip, buf) == 1 || inet_pton(AF_INET6, ip, buf) == 1);
+    return ip != NULL && strlen(ip) < IP_MAX && dfc_addr_is_ip(ip);
 }
 
 void dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n) {
@@ -119,8 +117,7 @@ static uint64_t piece_len(const struct run *rd, uint32_t number) {
 static void sync_parent(struct run *rd, size_t k) {
     struct parent *pa = &rd->parents[k];
     char target[IP_MAX + 16];
-    bool v6 = strchr(pa->host_ip, ':') != NULL;
-    snprintf(target, sizeof(target), v6 ? "[%s]:%u" : "%s:%u", pa->host_ip, pa->host_port);
+    dfc_addr_format(pa->host_ip, pa->host_port, target, sizeof(target));
     struct dfc_error err;
     struct dfc_rpc_client *c = NULL;
     struct dfc_rpc_stream *st = NULL;

@@ -88,6 +88,34 @@ unsigned dfc_addr_port(const struct sockaddr_storage *ss) {
     return 0;
 }
 
+int dfc_addr_ip(const struct sockaddr *sa, char *out, size_t size) {
+    const void *src = NULL;
+    int family = sa->sa_family;
+    if (family == AF_INET) {
+        src = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+    } else if (family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        src = a;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            family = AF_INET;
+            src = &a->s6_addr[12];
+        }
+    }
+    if (size > 0) {
+        out[0] = '\0';
+    }
+    if (src == NULL) {
+        return -EAFNOSUPPORT;
+    }
+    if (size > (socklen_t)-1 || inet_ntop(family, src, out, (socklen_t)size) == NULL) {
+        if (size > 0) {
+            out[0] = '\0';
+        }
+        return -ENOSPC;
+    }
+    return 0;
+}
+
 void dfc_addr_format(const char *host, unsigned port, char *buf, size_t size) {
     if (size > 0) {
         snprintf(buf, size, strchr(host, ':') != NULL ? "[%s]:%u" : "%s:%u", host, port);

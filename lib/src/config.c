@@ -85,8 +85,10 @@ static int parse_mode(const char *v, uint32_t *ret) {
     return 0;
 }
 
-static const char *type_hint(enum dfc_config_type t) {
-    switch (t) {
+/* What a row wants, for its error message. */
+static const char *type_hint(const struct dfc_config_row *row) {
+    bool off = !(row->flags & DFC_OPT_NONEMPTY);
+    switch (row->type) {
     case DFC_CFG_STRING:
         return "a string";
     case DFC_CFG_PATH:
@@ -107,12 +109,31 @@ static const char *type_hint(enum dfc_config_type t) {
         return "one of the choices";
     case DFC_CFG_STRING_LIST:
         return "a list of strings";
+    case DFC_CFG_ADDR:
+        if (row->flags & DFC_OPT_IP) {
+            return off ? "IP:PORT (an IP address and a port 1-65535; [IPv6]:PORT; empty = off)"
+                       : "IP:PORT (an IP address and a port 1-65535; [IPv6]:PORT)";
+        }
+        return off ? "HOST:PORT (a host and a port 1-65535; [IPv6]:PORT; empty = off)"
+                   : "HOST:PORT (a host and a port 1-65535; [IPv6]:PORT)";
     }
     return "a value";
 }
 
+/* The text checks of the string kinds: an absolute path, an address; "" passes both. */
+static bool text_ok(const struct dfc_config_row *row, const char *v) {
+    struct dfc_hostport hp;
+    if (*v == '\0' || row->type == DFC_CFG_STRING) {
+        return true;
+    }
+    if (row->type == DFC_CFG_PATH) {
+        return *v == '/';
+    }
+    return (row->flags & DFC_OPT_IP ? dfc_addr_parse_ip(v, &hp) : dfc_addr_parse(v, &hp)) == 0;
+}
+
 static bool is_string(const struct dfc_config_row *row) {
-    return row->type == DFC_CFG_STRING || row->type == DFC_CFG_PATH;
+    return row->type == DFC_CFG_STRING || row->type == DFC_CFG_PATH || row->type == DFC_CFG_ADDR;
 }
 
 void dfc__config_format_bound(const struct dfc_config_row *row, int64_t v, char *buf, size_t size) {
@@ -262,12 +283,12 @@ static int set_row(const struct dfc_config_row *row, void *cfg, const char *v, c
     }
     switch (row->type) {
     case DFC_CFG_PATH:
-        if (*v != '\0' && *v != '/') {
-            return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, what, v,
-                                 type_hint(row->type));
-        }
-        /* fall through */
+    case DFC_CFG_ADDR:
     case DFC_CFG_STRING: {
+        if (!text_ok(row, v)) {
+            return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, what, v,
+                                 type_hint(row));
+        }
         char *copy = strdup(v);
         if (copy == NULL) {
             return dfc_error_set(err, -ENOMEM, "%s%s: out of memory", where, what);
@@ -300,8 +321,7 @@ static int set_row(const struct dfc_config_row *row, void *cfg, const char *v, c
         break;
     }
     if (r < 0) {
-        return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, what, v,
-                             type_hint(row->type));
+        return dfc_error_set(err, -EINVAL, "%s%s: `%s` is not %s", where, what, v, type_hint(row));
     }
     return check_range(row, field, v, where, what, err);
 }
@@ -317,6 +337,7 @@ static void unset_row(const struct dfc_config_row *row, void *cfg) {
     switch (row->type) {
     case DFC_CFG_STRING:
     case DFC_CFG_PATH:
+    case DFC_CFG_ADDR:
         free(*(char **)field);
         *(char **)field = NULL;
         break;
@@ -646,6 +667,7 @@ static void print_value(FILE *out, const struct dfc_config_row *row, const void 
     switch (row->type) {
     case DFC_CFG_STRING:
     case DFC_CFG_PATH:
+    case DFC_CFG_ADDR:
         print_string(out, *(char *const *)field ? *(char *const *)field : "");
         break;
     case DFC_CFG_BOOL:

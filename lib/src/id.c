@@ -3,13 +3,15 @@
  */
 #include "dfc/id.h"
 
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <string.h>
 #include <uuid/uuid.h>
+
+#include "dfc/addr.h"
 
 void dfc_uuid_v4(char out[DFC_UUID_STR_LEN + 1]) {
     uuid_t u;
@@ -41,15 +43,13 @@ void dfc_local_ip(char out[DFC_IP_STR_MAX]) {
             continue;
         }
         if (i->ifa_addr->sa_family == AF_INET) {
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, DFC_IP_STR_MAX);
+            dfc_addr_ip(i->ifa_addr, out, DFC_IP_STR_MAX);
             break;
         }
-        if (i->ifa_addr->sa_family == AF_INET6 && !found6) {
-            struct in6_addr *a = &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-            if (!IN6_IS_ADDR_LINKLOCAL(a)) {
-                inet_ntop(AF_INET6, a, out, DFC_IP_STR_MAX);
-                found6 = 1;
-            }
+        if (i->ifa_addr->sa_family == AF_INET6 && !found6 &&
+            !IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr)) {
+            dfc_addr_ip(i->ifa_addr, out, DFC_IP_STR_MAX);
+            found6 = 1;
         }
     }
     freeifaddrs(ifs);

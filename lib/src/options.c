@@ -436,6 +436,8 @@ static const char *metavar(const struct dfc_config_row *row) {
         return "WORD";
     case DFC_CFG_STRING_LIST:
         return "A,B";
+    case DFC_CFG_ADDR:
+        return row->flags & DFC_OPT_IP ? "IP:PORT" : "HOST:PORT";
     }
     return "VALUE";
 }
@@ -594,10 +596,10 @@ void dfc_cli_help(const struct dfc_cli *cli, FILE *out) {
 
 static const char *type_name(enum dfc_config_type t) {
     static const char *const names[] = {
-        [DFC_CFG_STRING] = "string",     [DFC_CFG_PATH] = "path", [DFC_CFG_BOOL] = "bool",
-        [DFC_CFG_INT] = "int",           [DFC_CFG_UINT] = "uint", [DFC_CFG_SIZE] = "size",
-        [DFC_CFG_DURATION] = "duration", [DFC_CFG_MODE] = "mode", [DFC_CFG_ENUM] = "enum",
-        [DFC_CFG_STRING_LIST] = "list",
+        [DFC_CFG_STRING] = "string",     [DFC_CFG_PATH] = "path",    [DFC_CFG_BOOL] = "bool",
+        [DFC_CFG_INT] = "int",           [DFC_CFG_UINT] = "uint",    [DFC_CFG_SIZE] = "size",
+        [DFC_CFG_DURATION] = "duration", [DFC_CFG_MODE] = "mode",    [DFC_CFG_ENUM] = "enum",
+        [DFC_CFG_STRING_LIST] = "list",  [DFC_CFG_ADDR] = "address",
     };
     return (size_t)t < sizeof(names) / sizeof(names[0]) && names[t] != NULL ? names[t] : "?";
 }
@@ -649,6 +651,7 @@ static const char *md_default(const struct dfc_config_row *row) {
     case DFC_CFG_STRING:
     case DFC_CFG_PATH:
     case DFC_CFG_ENUM:
+    case DFC_CFG_ADDR:
         return "\"\"";
     default:
         return "0";
@@ -701,6 +704,10 @@ static void md_row(FILE *out, const struct dfc_config_row *row) {
             md_part(out, &first);
         }
         fprintf(out, "%s%s", i == 0 ? "one of " : ", ", row->choices[i]);
+    }
+    if (row->type == DFC_CFG_ADDR) {
+        md_part(out, &first);
+        fputs(row->flags & DFC_OPT_IP ? "IP:PORT or [IPv6]:PORT" : "HOST:PORT or [IPv6]:PORT", out);
     }
     if (row->flags & DFC_OPT_NONEMPTY) {
         md_part(out, &first);

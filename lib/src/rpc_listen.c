@@ -20,7 +20,6 @@
  * TCP port cannot lock local pods out of the Unix socket, nor the reverse), and their calls
  * have no peer credentials, so the per-uid call and worker shares do not apply to them.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -149,22 +148,6 @@ static void log_refused(struct own_listener *l, const struct conn_entry *peer) {
             s->prefix, s->max_conns_per_uid);
 }
 
-/* An IPv4 address, or an IPv4-mapped IPv6 one, as IPv4 text; other IPv6 as IPv6 text. */
-static void format_ip(const struct sockaddr_storage *sa, char out[INET6_ADDRSTRLEN]) {
-    out[0] = '\0';
-    if (sa->ss_family == AF_INET) {
-        (void)inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
-                        INET6_ADDRSTRLEN);
-    } else if (sa->ss_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(a)) {
-            (void)inet_ntop(AF_INET, &a->s6_addr[12], out, INET6_ADDRSTRLEN);
-        } else {
-            (void)inet_ntop(AF_INET6, a, out, INET6_ADDRSTRLEN);
-        }
-    }
-}
-
 /* Who is on the other end of the accepted fd: SO_PEERCRED, or the TCP peer address (and
  * TCP_NODELAY: pieces and small replies should not wait for Nagle). */
 static int conn_peer(const struct own_listener *l, int fd, const struct sockaddr_storage *sa,
@@ -173,7 +156,7 @@ static int conn_peer(const struct own_listener *l, int fd, const struct sockaddr
     if (l->tcp) {
         int one = 1;
         ret->tcp = true;
-        format_ip(sa, ret->ip);
+        (void)dfc_addr_ip((const struct sockaddr *)sa, ret->ip, sizeof(ret->ip));
         return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     socklen_t len = sizeof(ret->cred);

@@ -104,7 +104,7 @@ static const struct {
      "csi-plugin: --metrics-address: `localhost:9` is not IP:PORT (an IP address and a port "
      "1-65535; [IPv6]:PORT; empty = off)\n"},
     {"CSI_HEALTH_ADDRESS=127.0.0.1:0", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock", 2,
-     "csi-plugin: --health-address: `127.0.0.1:0` is not IP:PORT (an IP address and a port "
+     "csi-plugin: CSI_HEALTH_ADDRESS: `127.0.0.1:0` is not IP:PORT (an IP address and a port "
      "1-65535; [IPv6]:PORT; empty = off)\n"},
     /* the HTTP endpoints' ports */
     {"", DFDAEMON_BIN, "--print-config --set metrics.server.port=70000", 2,

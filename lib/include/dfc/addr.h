@@ -1,9 +1,10 @@
 /*
  * addr.h - network addresses: "host:port" text and the sockaddrs made from an IP and a port.
  *
- * One parser for every binary: the configuration's host:port lists (dfc_config_check_hostports,
- * the scheduler addresses dfdaemon resolves, the scheduler's Redis addresses) and the
- * csi-plugin's IP:PORT endpoints. The accepted forms:
+ * One parser for every binary: the option schema's address rows (DFC_CFG_ADDR, dfc/config.h:
+ * the csi-plugin's IP:PORT endpoints), the configuration's host:port lists
+ * (dfc_config_check_hostports: the scheduler addresses dfdaemon resolves, the scheduler's Redis
+ * and Sentinel addresses) and a Sentinel's answer. The accepted forms:
  *   host:port      a host name or IPv4 address ("sched.local:8002", "10.0.0.1:8002")
  *   [ipv6]:port    brackets around the host, removed ("[::1]:8002")
  *   ipv6:port      a bare IPv6 address: the LAST colon separates the port ("::1:8002" is host
@@ -54,6 +55,12 @@ int dfc_addr_sockaddr(const char *ip, unsigned port, struct dfc_sockaddr *ret);
 
 /* The port of an AF_INET or AF_INET6 address (after getsockname), 0 for another family. */
 unsigned dfc_addr_port(const struct sockaddr_storage *ss);
+
+/* Writes the numeric IP of an AF_INET or AF_INET6 address into out (size at least
+ * INET6_ADDRSTRLEN, 46), an IPv4-mapped IPv6 address as IPv4 text ("::ffff:10.0.0.1" is
+ * "10.0.0.1"), so one host always reads the same. 0; -EAFNOSUPPORT for another family and
+ * -ENOSPC when out is too small, out "" then. */
+int dfc_addr_ip(const struct sockaddr *sa, char *out, size_t size);
 
 /* Writes "host:port", or "[host]:port" when host contains a colon (IPv6), into buf
  * (truncated to size, always NUL-terminated when size > 0). */

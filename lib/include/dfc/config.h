@@ -12,8 +12,8 @@
  * Every value is checked where it is given (type, range, choices, emptiness), so an error
  * names its source: the flag, the environment variable, "file:line:col: key", or the key.
  *
- * Ownership: string fields (STRING, PATH) and lists (STRING_LIST) are heap copies owned by the
- * config struct; free them with dfc_config_free(). ENUM fields point into the row's static
+ * Ownership: string fields (STRING, PATH, ADDR) and lists (STRING_LIST) are heap copies owned by
+ * the config struct; free them with dfc_config_free(). ENUM fields point into the row's static
  * choices (never freed). Everything else is stored by value.
  */
 #ifndef DFC_CONFIG_H
@@ -39,6 +39,9 @@ enum dfc_config_type {
     DFC_CFG_STRING_LIST, /* struct dfc_config_list; a YAML sequence of strings, or "a,b" as text
                             (defaults, env, flags, set: comma-separated, blanks around items
                             dropped, "" the empty list) */
+    DFC_CFG_ADDR,        /* char *: "host:port" or "[ipv6]:port" as dfc_addr_parse() takes it
+                            (dfc/addr.h), port 1..65535, or "" (unset: off); with DFC_OPT_IP
+                            the host is a numeric IP address. Stored as given. */
 };
 
 /* A list of strings (DFC_CFG_STRING_LIST): n heap strings, owned by the config struct. */
@@ -52,6 +55,7 @@ enum {
     DFC_OPT_OPTIONAL = 1 << 0, /* no default: the field stays zero (NULL) until a source sets it */
     DFC_OPT_REQUIRED = 1 << 1, /* a string some source must set (implies OPTIONAL) */
     DFC_OPT_NONEMPTY = 1 << 2, /* a string that must not be empty wherever it is given */
+    DFC_OPT_IP = 1 << 3,       /* an ADDR whose host must be an IP address ("IP:PORT") */
 };
 
 /* .min/.max: INT, UINT, SIZE and DURATION rows accept min..max (both 0: any value). */

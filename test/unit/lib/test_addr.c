@@ -151,6 +151,30 @@ static void test_sockaddr_binds(void **state) {
     (void)state;
 }
 
+/* The IP of a built address reads back; an IPv4-mapped one reads as IPv4. */
+static void test_ip_text(void **state) {
+    /* pairs: what the address is built from, how its IP reads */
+    static const char *const ips[] = {"10.0.0.1",        "10.0.0.1", "2001:db8::1", "2001:db8::1",
+                                      "::ffff:10.0.0.1", "10.0.0.1", "::1",         "::1"};
+    char out[INET6_ADDRSTRLEN];
+    for (size_t i = 0; i < sizeof(ips) / sizeof(ips[0]); i += 2) {
+        struct dfc_sockaddr sa;
+        assert_int_equal(dfc_addr_sockaddr(ips[i], 80, &sa), 0);
+        assert_int_equal(dfc_addr_ip((const struct sockaddr *)&sa.ss, out, sizeof(out)), 0);
+        assert_string_equal(out, ips[i + 1]);
+    }
+    struct dfc_sockaddr sa;
+    assert_int_equal(dfc_addr_sockaddr("192.168.100.200", 80, &sa), 0);
+    assert_int_equal(dfc_addr_ip((const struct sockaddr *)&sa.ss, out, 8), -ENOSPC);
+    assert_string_equal(out, "");
+    struct sockaddr_storage unix_ss = {.ss_family = AF_UNIX};
+    snprintf(out, sizeof(out), "x");
+    assert_int_equal(dfc_addr_ip((const struct sockaddr *)&unix_ss, out, sizeof(out)),
+                     -EAFNOSUPPORT);
+    assert_string_equal(out, "");
+    (void)state;
+}
+
 static void test_format(void **state) {
     char buf[DFC_ADDR_STR_MAX];
     dfc_addr_format("10.0.0.1", 8002, buf, sizeof(buf));
@@ -175,6 +199,7 @@ int main(void) {
         cmocka_unit_test(test_parse_good),     cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_parse_ip),       cmocka_unit_test(test_sockaddr),
         cmocka_unit_test(test_sockaddr_binds), cmocka_unit_test(test_format),
+        cmocka_unit_test(test_ip_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

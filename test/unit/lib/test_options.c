@@ -138,9 +138,36 @@ static const struct dfc_cli out_cli = {
     .arg_name = "task ID",
 };
 
-static const char *const all_env[] = {"T_SIZE",  "T_TTL",    "T_KEEP",   "T_COUNT", "T_WORKERS",
-                                      "T_NAME",  "T_MODE",   "T_DIR",    "T_PERM",  "T_NODE",
-                                      "T_NODE2", "T_OUTPUT", "T_HIDDEN", NULL};
+/* A third: address rows (DFC_CFG_ADDR), any host or an IP only. */
+struct addr_cfg {
+    char *peer, *listen;
+};
+static const struct dfc_config_row addr_rows[] = {
+    {.key = "a.peer",
+     .type = DFC_CFG_ADDR,
+     .offset = offsetof(struct addr_cfg, peer),
+     .env = "T_PEER",
+     .flag = "peer",
+     .help = "where the peer listens"},
+    {.key = "a.listen",
+     .type = DFC_CFG_ADDR,
+     .offset = offsetof(struct addr_cfg, listen),
+     .def = "127.0.0.1:80",
+     .env = "T_LISTEN",
+     .flag = "listen",
+     .flags = DFC_OPT_IP | DFC_OPT_NONEMPTY},
+};
+static const struct dfc_config_schema addr_schema = {"addr", addr_rows, 2};
+static const struct dfc_cli addr_cli = {
+    .prog = "addr",
+    .usage = "[options]",
+    .schema = &addr_schema,
+    .features = DFC_CLI_CONFIG,
+};
+
+static const char *const all_env[] = {
+    "T_SIZE", "T_TTL",  "T_KEEP",  "T_COUNT",  "T_WORKERS", "T_NAME", "T_MODE",   "T_DIR",
+    "T_PERM", "T_NODE", "T_NODE2", "T_OUTPUT", "T_HIDDEN",  "T_PEER", "T_LISTEN", NULL};
 
 struct fx {
     char dir[256];
@@ -210,6 +237,38 @@ static void assert_printed(struct fx *f, const char *leaf, const char *value) {
     }
     assert_non_null(strstr(text, want));
     free(text);
+}
+
+/* c's --help (markdown: its Markdown reference), a heap string. */
+static char *help_of(const struct dfc_cli *c, bool markdown) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    assert_non_null(m);
+    if (markdown) {
+        dfc_cli_help_markdown(c, m);
+    } else {
+        dfc_cli_help(c, m);
+    }
+    fclose(m);
+    return text;
+}
+
+/* dfc_cli_main() with fd (stdout or stderr) sent to /dev/null; returns its exit code. */
+static int main_quiet(int fd, const struct dfc_cli *c, void *cfg, int argc, char **argv) {
+    struct dfc_cli_args args;
+    FILE *stream = fd == STDOUT_FILENO ? stdout : stderr;
+    int saved = dup(fd);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    assert_true(saved >= 0 && null >= 0);
+    fflush(stream);
+    dup2(null, fd);
+    int r = dfc_cli_main(c, cfg, argc, argv, &args);
+    fflush(stream);
+    dup2(saved, fd);
+    close(saved);
+    close(null);
+    return r;
 }
 
 /* ---- precedence, one setting of each parser kind ---- */
@@ -541,11 +600,7 @@ static void test_help_and_version_win(void **state) {
 
 static void test_help_generated_from_rows(void **state) {
     (void)state;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    dfc_cli_help(&cli, m);
-    fclose(m);
+    char *text = help_of(&cli, false);
     static const char want[] =
         "Usage: tester [options] [PATH]\n"
         "\n"
@@ -578,10 +633,7 @@ static void test_help_generated_from_rows(void **state) {
     free(text);
 
     /* Long lines wrap at 80 columns under the help column; a required row says so. */
-    text = NULL;
-    m = open_memstream(&text, &len);
-    dfc_cli_help(&out_cli, m);
-    fclose(m);
+    text = help_of(&out_cli, false);
     assert_non_null(strstr(text, "  -O, --output STR              (required) [T_OUTPUT]\n"));
     assert_non_null(strstr(text, "Precedence: flags > environment > defaults.\n"));
     for (char *line = text; *line != '\0';) {
@@ -597,11 +649,7 @@ static void test_help_generated_from_rows(void **state) {
  * key, flag, variable, type, default and help with range and choices; "|" is escaped. */
 static void test_help_markdown_from_rows(void **state) {
     (void)state;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    dfc_cli_help_markdown(&cli, m);
-    fclose(m);
+    char *text = help_of(&cli, true);
     static const char *const want[] = {
         "## tester\n\nUsage: `tester [options] [PATH]`\n\nTests the options.\n\n",
         ("| YAML key | flag | environment | type | default | description "
@@ -623,21 +671,114 @@ static void test_help_markdown_from_rows(void **state) {
     free(text);
 
     /* dfc_cli_main() prints it for --help-markdown alone, and exits 0 without running. */
-    struct dfc_cli_args args;
     struct out_cfg o = {0};
     char *argv[] = {"tester", "--help-markdown", NULL};
-    int saved = dup(STDOUT_FILENO);
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    assert_true(saved >= 0 && null >= 0);
-    fflush(stdout);
-    dup2(null, STDOUT_FILENO);
-    int r = dfc_cli_main(&out_cli, &o, 2, argv, &args);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    close(null);
-    assert_int_equal(r, 0);
+    assert_int_equal(main_quiet(STDOUT_FILENO, &out_cli, &o, 2, argv), 0);
     dfc_config_free(&out_schema, &o);
+}
+
+/* ---- address rows ---- */
+
+#define PARSE_ADDR(f, a, ...) parse_v(f, &addr_cli, a, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_addr_valid(void **state) {
+    struct fx *f = *state;
+    struct addr_cfg a = {0};
+    assert_int_equal(PARSE_ADDR(f, &a, "--listen", "10.0.0.1:8002"), 0);
+    assert_string_equal(a.listen, "10.0.0.1:8002");
+    assert_string_equal(a.peer, ""); /* empty: off */
+    assert_int_equal(PARSE_ADDR(f, &a, "--listen=[::1]:65535", "--peer", "sched.local:8002"), 0);
+    assert_string_equal(a.listen, "[::1]:65535");
+    assert_string_equal(a.peer, "sched.local:8002");
+    assert_int_equal(PARSE_ADDR(f, &a, "--peer", "[fe80::1]:1"), 0);
+    assert_string_equal(a.peer, "[fe80::1]:1");
+    assert_string_equal(a.listen, "127.0.0.1:80"); /* the default */
+    setenv("T_LISTEN", "[2001:db8::7]:9000", 1);
+    assert_int_equal(PARSE_ADDR(f, &a, "--peer", ""), 0);
+    assert_string_equal(a.listen, "[2001:db8::7]:9000");
+    assert_string_equal(a.peer, "");
+    dfc_config_free(&addr_schema, &a);
+}
+
+static void test_addr_errors_name_the_source(void **state) {
+    struct fx *f = *state;
+    static const struct {
+        const char *flag, *value, *msg;
+    } cases[] = {
+        {"--listen", "10.0.0.1",
+         "--listen: `10.0.0.1` is not IP:PORT (an IP address and a port 1-65535; [IPv6]:PORT)"},
+        {"--listen", "10.0.0.1:",
+         "--listen: `10.0.0.1:` is not IP:PORT (an IP address and a "
+         "port 1-65535; [IPv6]:PORT)"},
+        {"--listen", "localhost:80",
+         "--listen: `localhost:80` is not IP:PORT (an IP address "
+         "and a port 1-65535; [IPv6]:PORT)"},
+        {"--listen", "::1]:80",
+         "--listen: `::1]:80` is not IP:PORT (an IP address and a port "
+         "1-65535; [IPv6]:PORT)"},
+        {"--listen", "", "--listen must not be empty"},
+        {"--peer", "h:0",
+         "--peer: `h:0` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+        {"--peer", "h:65536",
+         "--peer: `h:65536` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+        {"--peer", "h:8x",
+         "--peer: `h:8x` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+        {"--peer", ":80",
+         "--peer: `:80` is not HOST:PORT (a host and a port 1-65535; "
+         "[IPv6]:PORT; empty = off)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct addr_cfg a = {0};
+        int r = PARSE_ADDR(f, &a, cases[i].flag, cases[i].value);
+        if (r != -EINVAL || strcmp(f->err.msg, cases[i].msg) != 0) {
+            fprintf(stderr, "case %zu: got %d `%s`\n", i, r, f->err.msg);
+        }
+        assert_int_equal(r, -EINVAL);
+        assert_string_equal(f->err.msg, cases[i].msg);
+        assert_false(f->args.usage_error);
+        dfc_config_free(&addr_schema, &a);
+    }
+
+    /* The environment and the file are named too. */
+    struct addr_cfg a = {0};
+    setenv("T_PEER", "nohost", 1);
+    assert_int_equal(PARSE_ADDR(f, &a, "--listen", "[::1]:1"), -EINVAL);
+    assert_string_equal(f->err.msg, "T_PEER: `nohost` is not HOST:PORT (a host and a port "
+                                    "1-65535; [IPv6]:PORT; empty = off)");
+    unsetenv("T_PEER");
+    write_file(f, "a:\n  listen: 1.2.3.4:99999\n");
+    assert_int_equal(PARSE_ADDR(f, &a, "-c", f->file), -EINVAL);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "%s:2:11: a.listen: `1.2.3.4:99999` is not IP:PORT (an IP address and a port "
+             "1-65535; [IPv6]:PORT)",
+             f->file);
+    assert_string_equal(f->err.msg, want);
+    dfc_config_free(&addr_schema, &a);
+
+    /* dfc_cli_main() prints it and says exit 2, as for every option error. */
+    char *argv[] = {"addr", "--peer", "h", NULL};
+    assert_int_equal(main_quiet(STDERR_FILENO, &addr_cli, &a, 3, argv), 2);
+    dfc_config_free(&addr_schema, &a);
+}
+
+static void test_addr_help_and_markdown(void **state) {
+    (void)state;
+    char *text = help_of(&addr_cli, false);
+    assert_non_null(strstr(text, "      --peer HOST:PORT          a.peer: where the peer listens "
+                                 "[T_PEER]\n"));
+    assert_non_null(strstr(text, "      --listen IP:PORT          a.listen [127.0.0.1:80] "
+                                 "[T_LISTEN]\n"));
+    free(text);
+    text = help_of(&addr_cli, true);
+    assert_non_null(strstr(text, "| `a.peer` | `--peer` | `T_PEER` | address | `\"\"` | where the "
+                                 "peer listens; HOST:PORT or [IPv6]:PORT |\n"));
+    assert_non_null(strstr(text, "| `a.listen` | `--listen` | `T_LISTEN` | address | "
+                                 "`127.0.0.1:80` | IP:PORT or [IPv6]:PORT; not empty |\n"));
+    free(text);
 }
 
 int main(void) {
@@ -652,6 +793,9 @@ int main(void) {
         T(test_help_and_version_win),
         T(test_help_generated_from_rows),
         T(test_help_markdown_from_rows),
+        T(test_addr_valid),
+        T(test_addr_errors_name_the_source),
+        T(test_addr_help_and_markdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
