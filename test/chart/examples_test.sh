@@ -75,8 +75,9 @@ JS
 
 # A real dfdaemon with its socket directory, as on a node.
 mkdir -p "$work/node/run" "$work/node/store"
+# Its HTTP endpoints are off: the default ports (4002, 4003) are not this test's to take.
 "$DFDAEMON_BIN" --socket-path "$work/node/run/dfdaemon.sock" --storage-dir "$work/node/store" \
-    >"$work/dfdaemon.log" 2>&1 &
+    --set metrics.server.port=0 --set health.server.port=0 >"$work/dfdaemon.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 1 1000); do
     [ -S "$work/node/run/dfdaemon.sock.fd" ] && break
