@@ -24,6 +24,7 @@
 #include <grpc/grpc.h>
 #include <grpc/support/alloc.h>
 
+#include "dfc/pbtime.h"
 #include "dfc/rpc_server.h"
 #include "dfc/thread.h"
 #include "dfc/units.h"
@@ -318,6 +319,24 @@ ProtobufCMessage *dfc_rpc_call_new_msg(struct dfc_rpc_call *c,
         desc->message_init(m);
     }
     return m;
+}
+
+Google__Protobuf__Timestamp *dfc_rpc_call_new_timestamp(struct dfc_rpc_call *c, int64_t unix_ns) {
+    Google__Protobuf__Timestamp *t = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
+        c, &google__protobuf__timestamp__descriptor);
+    if (t != NULL) {
+        dfc_pb_timestamp_from_ns(unix_ns, t);
+    }
+    return t;
+}
+
+Google__Protobuf__Duration *dfc_rpc_call_new_duration(struct dfc_rpc_call *c, int64_t ns) {
+    Google__Protobuf__Duration *d = (Google__Protobuf__Duration *)dfc_rpc_call_new_msg(
+        c, &google__protobuf__duration__descriptor);
+    if (d != NULL) {
+        dfc_pb_duration_from_ns(ns, d);
+    }
+    return d;
 }
 
 void dfc_rpc_msg_free(ProtobufCMessage *msg) {
