@@ -529,12 +529,8 @@ const struct dfc_rpc_method dfd__download_methods[] = {
     DFC_RPC_METHOD("UploadPersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__upload_persistent_cache_task_request,
                    common__v2__persistent_cache_task, upload_task),
-    DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
-                   dfdaemon__v2__download_persistent_cache_task_request,
-                   dfdaemon__v2__download_persistent_cache_task_response, download_task),
-    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
-                   dfdaemon__v2__stat_persistent_cache_task_request,
-                   common__v2__persistent_cache_task, stat_task_cluster),
+    DFD_METHOD_DOWNLOAD_TASK(download_task),
+    DFD_METHOD_STAT_TASK(stat_task_cluster),
     DFC_RPC_METHOD("StatLocalPersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__stat_local_persistent_cache_task_request,
                    dfdaemon__v2__stat_local_persistent_cache_task_response, stat_local_task),
@@ -545,17 +541,9 @@ const struct dfc_rpc_method dfd__download_methods[] = {
 const size_t dfd__n_download_methods = DFC_RPC_N(dfd__download_methods);
 
 const struct dfc_rpc_method dfd__upload_methods[] = {
-    DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
-                   dfdaemon__v2__download_persistent_cache_task_request,
-                   dfdaemon__v2__download_persistent_cache_task_response, download_task),
-    DFC_RPC_METHOD("UpdatePersistentCacheTask", DFC_RPC_UNARY,
-                   dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty,
-                   update_task),
-    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
-                   dfdaemon__v2__stat_persistent_cache_task_request,
-                   common__v2__persistent_cache_task, dfd__stat_task),
-    DFC_RPC_METHOD("DeletePersistentCacheTask", DFC_RPC_UNARY,
-                   dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty,
-                   delete_task),
+    DFD_METHOD_DOWNLOAD_TASK(download_task),
+    DFD_METHOD_UPDATE_TASK(update_task),
+    DFD_METHOD_STAT_TASK(dfd__stat_task),
+    DFD_METHOD_DELETE_TASK(delete_task),
 };
 const size_t dfd__n_upload_methods = DFC_RPC_N(dfd__upload_methods);

@@ -229,18 +229,10 @@ static int sync_host(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessa
 }
 
 const struct dfc_rpc_method dfd__tcp_upload_methods[] = {
-    DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
-                   dfdaemon__v2__download_persistent_cache_task_request,
-                   dfdaemon__v2__download_persistent_cache_task_response, download_task),
-    DFC_RPC_METHOD("UpdatePersistentCacheTask", DFC_RPC_UNARY,
-                   dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty,
-                   update_task),
-    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
-                   dfdaemon__v2__stat_persistent_cache_task_request,
-                   common__v2__persistent_cache_task, dfd__stat_task),
-    DFC_RPC_METHOD("DeletePersistentCacheTask", DFC_RPC_UNARY,
-                   dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty,
-                   delete_task),
+    DFD_METHOD_DOWNLOAD_TASK(download_task),
+    DFD_METHOD_UPDATE_TASK(update_task),
+    DFD_METHOD_STAT_TASK(dfd__stat_task),
+    DFD_METHOD_DELETE_TASK(delete_task),
     DFC_RPC_METHOD("SyncPersistentCachePieces", DFC_RPC_SERVER_STREAM,
                    dfdaemon__v2__sync_persistent_cache_pieces_request,
                    dfdaemon__v2__sync_persistent_cache_pieces_response, sync_pieces),

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "dfc/id.h"
-#include "dfc/pbtime.h"
 #include "dfc/rpc_server.h"
 #include "dfc/import.pb-c.h"
 #include "dfc/inspect.pb-c.h"
@@ -99,25 +98,6 @@ int dfd__import_params(const struct dfd_service *svc, const char *content_for_id
     return 0;
 }
 
-/* A Timestamp from Unix nanoseconds / a Duration from nanoseconds, in the call's arena. */
-static Google__Protobuf__Timestamp *timestamp_from_ns(struct dfc_rpc_call *call, int64_t ns) {
-    Google__Protobuf__Timestamp *t = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
-        call, &google__protobuf__timestamp__descriptor);
-    if (t != NULL) {
-        dfc_pb_timestamp_from_ns(ns, t);
-    }
-    return t;
-}
-
-static Google__Protobuf__Duration *duration(struct dfc_rpc_call *call, int64_t ns) {
-    Google__Protobuf__Duration *d = (Google__Protobuf__Duration *)dfc_rpc_call_new_msg(
-        call, &google__protobuf__duration__descriptor);
-    if (d != NULL) {
-        dfc_pb_duration_from_ns(ns, d);
-    }
-    return d;
-}
-
 int dfd__task_to_proto(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
                        Common__V2__PersistentCacheTask *out, struct dfc_error *err) {
     out->id = dfc_rpc_call_strdup(call, t->id);
@@ -133,9 +113,9 @@ int dfd__task_to_proto(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
     out->content_length = t->content_length;
     out->piece_count = t->piece_count;
     out->state = "Succeeded";
-    out->ttl = duration(call, t->ttl_ns);
-    out->created_at = timestamp_from_ns(call, t->created_at_ns);
-    out->updated_at = timestamp_from_ns(call, t->updated_at_ns);
+    out->ttl = dfc_rpc_call_new_duration(call, t->ttl_ns);
+    out->created_at = dfc_rpc_call_new_timestamp(call, t->created_at_ns);
+    out->updated_at = dfc_rpc_call_new_timestamp(call, t->updated_at_ns);
     if (!out->id || !out->tag || !out->application || !out->ttl || !out->created_at ||
         !out->updated_at) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -148,16 +128,16 @@ int dfd__task_to_local(struct dfc_rpc_call *call, const struct dfd_task_meta *t,
                        struct dfc_error *err) {
     out->task_id = dfc_rpc_call_strdup(call, t->id);
     out->persistent = t->persistent;
-    out->ttl = duration(call, t->ttl_ns);
+    out->ttl = dfc_rpc_call_new_duration(call, t->ttl_ns);
     out->opt_piece_length_case =
         DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_PIECE_LENGTH_PIECE_LENGTH;
     out->piece_length = t->piece_length;
     out->opt_content_length_case =
         DFDAEMON__V2__STAT_LOCAL_PERSISTENT_CACHE_TASK_RESPONSE__OPT_CONTENT_LENGTH_CONTENT_LENGTH;
     out->content_length = t->content_length;
-    out->created_at = timestamp_from_ns(call, t->created_at_ns);
-    out->updated_at = timestamp_from_ns(call, t->updated_at_ns);
-    out->finished_at = timestamp_from_ns(call, t->finished_at_ns);
+    out->created_at = dfc_rpc_call_new_timestamp(call, t->created_at_ns);
+    out->updated_at = dfc_rpc_call_new_timestamp(call, t->updated_at_ns);
+    out->finished_at = dfc_rpc_call_new_timestamp(call, t->finished_at_ns);
     if (!out->task_id || !out->ttl || !out->created_at || !out->updated_at || !out->finished_at) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }

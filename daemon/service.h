@@ -91,6 +91,26 @@ int64_t dfd__now(const struct dfd_service *svc);
 int dfd__stat_task(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
                    ProtobufCMessage *resp, struct dfc_error *err);
 
+/* Rows of the persistent-cache methods more than one table serves (DfdaemonDownload and both
+ * DfdaemonUpload tables, Unix socket and TCP), with the handler fn; the descriptors come from
+ * dragonfly/dfdaemon.pb-c.h, common.pb-c.h and google/protobuf/empty.pb-c.h. */
+#define DFD_METHOD_DOWNLOAD_TASK(fn)                                                               \
+    DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,                           \
+                   dfdaemon__v2__download_persistent_cache_task_request,                           \
+                   dfdaemon__v2__download_persistent_cache_task_response, fn)
+#define DFD_METHOD_STAT_TASK(fn)                                                                   \
+    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,                                       \
+                   dfdaemon__v2__stat_persistent_cache_task_request,                               \
+                   common__v2__persistent_cache_task, fn)
+#define DFD_METHOD_UPDATE_TASK(fn)                                                                 \
+    DFC_RPC_METHOD("UpdatePersistentCacheTask", DFC_RPC_UNARY,                                     \
+                   dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty,    \
+                   fn)
+#define DFD_METHOD_DELETE_TASK(fn)                                                                 \
+    DFC_RPC_METHOD("DeletePersistentCacheTask", DFC_RPC_UNARY,                                     \
+                   dfdaemon__v2__delete_persistent_cache_task_request, google__protobuf__empty,    \
+                   fn)
+
 /* The method tables of each file. */
 extern const struct dfc_rpc_method dfd__download_methods[];
 extern const size_t dfd__n_download_methods;

@@ -251,17 +251,26 @@ static int dial(const struct dfc_hostport *hp, int64_t deadline_ms, redisContext
     return 0;
 }
 
-/* Runs argv on c within deadline_ms. A reply (error replies included) goes to *reply; an I/O
- * failure or timeout returns -ECONNREFUSED or -ETIMEDOUT and leaves c unusable. */
-int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
-                           const char **argv, const size_t *lens, redisReply **reply,
-                           struct dfc_error *err) {
+int sched__redis_set_deadline(redisContext *c, const char *addr, int64_t deadline_ms,
+                              struct dfc_error *err) {
     int64_t left = deadline_ms - dfc_mono_ms();
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
     }
     if (redisSetTimeout(c, sched__redis_ms_to_tv(left)) != REDIS_OK) {
         return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
+    }
+    return 0;
+}
+
+/* Runs argv on c within deadline_ms. A reply (error replies included) goes to *reply; an I/O
+ * failure or timeout returns -ECONNREFUSED or -ETIMEDOUT and leaves c unusable. */
+int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
+                           const char **argv, const size_t *lens, redisReply **reply,
+                           struct dfc_error *err) {
+    int r = sched__redis_set_deadline(c, addr, deadline_ms, err);
+    if (r < 0) {
+        return r;
     }
     errno = 0;
     redisReply *rep = redisCommandArgv(c, argc, argv, lens);

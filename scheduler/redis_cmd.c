@@ -159,12 +159,9 @@ int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const
 static int pipeline_io(redisContext *c, const char *addr, int64_t deadline_ms, size_t n,
                        const struct sched_redis_cmd *cmds, redisReply **replies,
                        struct dfc_error *err) {
-    int64_t left = deadline_ms - dfc_mono_ms();
-    if (left <= 0) {
-        return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
-    }
-    if (redisSetTimeout(c, sched__redis_ms_to_tv(left)) != REDIS_OK) {
-        return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
+    int r = sched__redis_set_deadline(c, addr, deadline_ms, err);
+    if (r < 0) {
+        return r;
     }
     for (size_t i = 0; i < n; i++) {
         if (redisAppendCommandArgv(c, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK) {

@@ -73,6 +73,10 @@ void sched__redis_mark_stale(struct sched_redis *r);
 /* Makes sure s holds a usable connection (dropping a stale or dead one first). */
 int sched__redis_ready_slot(struct sched_redis *r, struct slot *s, int64_t deadline_ms,
                             struct dfc_error *err);
+/* Sets c's I/O timeout to what is left until deadline_ms: -ETIMEDOUT when it has passed,
+ * -ECONNREFUSED when hiredis refuses the timeout. */
+int sched__redis_set_deadline(redisContext *c, const char *addr, int64_t deadline_ms,
+                              struct dfc_error *err);
 /* Runs argv on c within deadline_ms. A reply (error replies included) goes to *reply; an I/O
  * failure or timeout returns -ECONNREFUSED or -ETIMEDOUT and leaves c unusable. */
 int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,

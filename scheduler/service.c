@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "dfc/pbtime.h"
 #include "dfc/units.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "google/protobuf/timestamp.pb-c.h"
@@ -165,26 +164,6 @@ int sched__host_from_proto(const Common__V2__Host *in, struct sched_host *h,
 
 /* ---- messages from records ---- */
 
-/* A Timestamp from Unix seconds (the records' unit), in the call's arena. */
-static Google__Protobuf__Timestamp *timestamp_from_seconds(struct dfc_rpc_call *call,
-                                                           int64_t seconds) {
-    Google__Protobuf__Timestamp *t = (Google__Protobuf__Timestamp *)dfc_rpc_call_new_msg(
-        call, &google__protobuf__timestamp__descriptor);
-    if (t != NULL) {
-        dfc_pb_timestamp_from_ns(seconds * DFC_NS_PER_SEC, t);
-    }
-    return t;
-}
-
-static Google__Protobuf__Duration *duration(struct dfc_rpc_call *call, int64_t ns) {
-    Google__Protobuf__Duration *d = (Google__Protobuf__Duration *)dfc_rpc_call_new_msg(
-        call, &google__protobuf__duration__descriptor);
-    if (d != NULL) {
-        dfc_pb_duration_from_ns(ns, d);
-    }
-    return d;
-}
-
 /* A copy in the call's arena; NULL sets *oom. */
 static char *cs(struct dfc_rpc_call *call, const char *s, bool *oom) {
     char *c = dfc_rpc_call_strdup(call, s != NULL ? s : "");
@@ -302,9 +281,9 @@ int sched__task_to_proto(struct dfc_rpc_call *call, const struct sched_task *t, 
     out->content_length = t->content_length;
     out->piece_count = t->total_piece_count;
     out->state = cs(call, sched_task_state_name(t->state), &oom);
-    out->ttl = duration(call, t->ttl_ns);
-    out->created_at = timestamp_from_seconds(call, t->created_at);
-    out->updated_at = timestamp_from_seconds(call, t->updated_at);
+    out->ttl = dfc_rpc_call_new_duration(call, t->ttl_ns);
+    out->created_at = dfc_rpc_call_new_timestamp(call, t->created_at * DFC_NS_PER_SEC);
+    out->updated_at = dfc_rpc_call_new_timestamp(call, t->updated_at * DFC_NS_PER_SEC);
     if (oom || !out->ttl || !out->created_at || !out->updated_at) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
@@ -319,10 +298,10 @@ int sched__peer_to_proto(struct dfc_rpc_call *call, const struct sched_peer *p,
     out->id = cs(call, p->id, &oom);
     out->persistent = p->persistent;
     out->concurrent_piece_count = p->concurrent_piece_count;
-    out->cost = duration(call, p->cost_ns);
+    out->cost = dfc_rpc_call_new_duration(call, p->cost_ns);
     out->state = cs(call, sched_peer_state_name(p->state), &oom);
-    out->created_at = timestamp_from_seconds(call, p->created_at);
-    out->updated_at = timestamp_from_seconds(call, p->updated_at);
+    out->created_at = dfc_rpc_call_new_timestamp(call, p->created_at * DFC_NS_PER_SEC);
+    out->updated_at = dfc_rpc_call_new_timestamp(call, p->updated_at * DFC_NS_PER_SEC);
     out->task = NEW(call, Common__V2__PersistentCacheTask, common__v2__persistent_cache_task);
     out->host = NEW(call, Common__V2__Host, common__v2__host);
     if (oom || !out->cost || !out->created_at || !out->updated_at || !out->task || !out->host) {

@@ -39,6 +39,8 @@ char *sched__host_peers_key(const struct sched_store *s, const char *host_id);
 
 /* -EINVAL naming what ("task id") unless id is a non-empty string of at most SCHED_ID_MAX. */
 int sched__check_id(const char *what, const char *id, struct dfc_error *err);
+/* -EINVAL unless p's ids pass sched__check_id and p belongs to the task task_id (NULL: none). */
+int sched__check_peer(const struct sched_peer *p, const char *task_id, struct dfc_error *err);
 
 /* One command of NUL-terminated words (no binary data). */
 int sched__cmd(struct sched_store *s, int64_t dl, struct redisReply **rep, struct dfc_error *err,

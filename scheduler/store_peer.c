@@ -107,8 +107,7 @@ int sched__peer_from_kv(struct sched_store *s, int64_t dl, const char *id, int r
     return !host || !task ? sched__peer_gone(id, host, task, out, err) : 0;
 }
 
-int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer *p,
-                     const struct sched_task *task, struct dfc_error *err) {
+int sched__check_peer(const struct sched_peer *p, const char *task_id, struct dfc_error *err) {
     int r = sched__check_id("peer id", p->id, err);
     if (r == 0) {
         r = sched__check_id("peer task_id", p->task_id, err);
@@ -116,12 +115,18 @@ int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer 
     if (r == 0) {
         r = sched__check_id("peer host_id", p->host_id, err);
     }
+    if (r == 0 && (task_id == NULL || strcmp(task_id, p->task_id) != 0)) {
+        r = dfc_error_set(err, -EINVAL, "store peer %s: it belongs to task %s, not %s", p->id,
+                          p->task_id, task_id ? task_id : "(none)");
+    }
+    return r;
+}
+
+int sched_peer_store(struct sched_store *s, int64_t dl, const struct sched_peer *p,
+                     const struct sched_task *task, struct dfc_error *err) {
+    int r = sched__check_peer(p, task->id, err);
     if (r < 0) {
         return r;
-    }
-    if (task->id == NULL || strcmp(task->id, p->task_id) != 0) {
-        return dfc_error_set(err, -EINVAL, "store peer %s: it belongs to task %s, not %s", p->id,
-                             p->task_id, task->id ? task->id : "(none)");
     }
     struct sched_fields f;
     r = sched_peer_encode(p, &f);

@@ -80,20 +80,10 @@ int sched_store_task_peer(struct sched_store *s, int64_t dl, const struct sched_
                           struct dfc_error *err) {
     int r = sched__check_id("task id", t->id, err);
     if (r == 0) {
-        r = sched__check_id("peer id", p->id, err);
-    }
-    if (r == 0) {
-        r = sched__check_id("peer task_id", p->task_id, err);
-    }
-    if (r == 0) {
-        r = sched__check_id("peer host_id", p->host_id, err);
+        r = sched__check_peer(p, t->id, err);
     }
     if (r < 0) {
         return r;
-    }
-    if (strcmp(t->id, p->task_id) != 0) {
-        return dfc_error_set(err, -EINVAL, "store peer %s: it belongs to task %s, not %s", p->id,
-                             p->task_id, t->id);
     }
     struct sched_fields tf, pf;
     r = sched_task_encode(t, &tf);

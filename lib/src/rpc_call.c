@@ -24,6 +24,7 @@
 #include <grpc/grpc.h>
 #include <grpc/support/alloc.h>
 
+#include "dfc/pbtime.h"
 #include "dfc/rpc_server.h"
 #include "dfc/thread.h"
 #include "dfc/units.h"
@@ -302,13 +303,17 @@ void *dfc_rpc_call_alloc(struct dfc_rpc_call *c, size_t size) {
     return arena_alloc(&c->arena, size);
 }
 
-char *dfc_rpc_call_strdup(struct dfc_rpc_call *c, const char *s) {
-    size_t n = strlen(s) + 1;
-    char *p = arena_alloc(&c->arena, n);
-    if (p != NULL) {
-        memcpy(p, s, n);
+/* A copy of the size bytes at msg in c's arena; NULL only when out of memory. */
+static void *arena_copy(struct dfc_rpc_call *c, const void *msg, size_t size) {
+    void *m = arena_alloc(&c->arena, size);
+    if (m != NULL) {
+        memcpy(m, msg, size);
     }
-    return p;
+    return m;
+}
+
+char *dfc_rpc_call_strdup(struct dfc_rpc_call *c, const char *s) {
+    return arena_copy(c, s, strlen(s) + 1);
 }
 
 ProtobufCMessage *dfc_rpc_call_new_msg(struct dfc_rpc_call *c,
@@ -318,6 +323,18 @@ ProtobufCMessage *dfc_rpc_call_new_msg(struct dfc_rpc_call *c,
         desc->message_init(m);
     }
     return m;
+}
+
+Google__Protobuf__Timestamp *dfc_rpc_call_new_timestamp(struct dfc_rpc_call *c, int64_t unix_ns) {
+    Google__Protobuf__Timestamp t = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    dfc_pb_timestamp_from_ns(unix_ns, &t);
+    return arena_copy(c, &t, sizeof(t));
+}
+
+Google__Protobuf__Duration *dfc_rpc_call_new_duration(struct dfc_rpc_call *c, int64_t ns) {
+    Google__Protobuf__Duration d = GOOGLE__PROTOBUF__DURATION__INIT;
+    dfc_pb_duration_from_ns(ns, &d);
+    return arena_copy(c, &d, sizeof(d));
 }
 
 void dfc_rpc_msg_free(ProtobufCMessage *msg) {

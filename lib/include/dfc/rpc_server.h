@@ -36,6 +36,8 @@
 #include <stdint.h>
 
 #include "dfc/error.h"
+#include "google/protobuf/duration.pb-c.h"
+#include "google/protobuf/timestamp.pb-c.h"
 
 /* 64 MiB (the largest piece) plus room for the message around it. */
 #define DFC_RPC_DEFAULT_MAX_MSG ((size_t)(64 + 1) << 20)
@@ -266,6 +268,11 @@ char *dfc_rpc_call_strdup(struct dfc_rpc_call *call, const char *s);
 /* Allocates and initializes a message of type desc in the call's arena. */
 ProtobufCMessage *dfc_rpc_call_new_msg(struct dfc_rpc_call *call,
                                        const ProtobufCMessageDescriptor *desc);
+
+/* A Timestamp of unix_ns nanoseconds since the epoch / a Duration of ns, in the call's arena
+ * (dfc_pb_timestamp_from_ns, dfc_pb_duration_from_ns). NULL only when out of memory. */
+Google__Protobuf__Timestamp *dfc_rpc_call_new_timestamp(struct dfc_rpc_call *call, int64_t unix_ns);
+Google__Protobuf__Duration *dfc_rpc_call_new_duration(struct dfc_rpc_call *call, int64_t ns);
 
 /* Frees a message returned by dfc_rpc_call_recv or the client calls. NULL is fine. */
 void dfc_rpc_msg_free(ProtobufCMessage *msg);
