@@ -177,6 +177,9 @@ static void test_pipeline_replies_in_order(void **state) {
     sched_redis_free(r);
 }
 
+/* An error reply is DFC_E_INTERNAL with Redis's text, a WRONGTYPE one has its own code (for
+ * callers to test, INTERNAL on the wire all the same), from a command and in the replies of a
+ * pipeline. */
 static void test_error_reply_is_internal_with_redis_text(void **state) {
     REDIS_HARNESS_REQUIRE();
     struct sched_redis *r = open_direct(&plain, 0);
@@ -184,10 +187,29 @@ static void test_error_reply_is_internal_with_redis_text(void **state) {
     assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "str", "x"), 0);
     redisReply *rep = (redisReply *)0x1;
     int rc = cmd(r, 5000, &rep, &err, 3, "LPUSH", "str", "y");
-    assert_int_equal(rc, DFC_E_INTERNAL);
+    assert_int_equal(rc, SCHED_REDIS_E_WRONGTYPE);
+    assert_int_equal(dfc_error_to_grpc(rc), DFC_GRPC_INTERNAL);
     assert_ptr_equal(rep, (redisReply *)0x1); /* untouched: the error reply was freed */
     assert_non_null(strstr(err.msg, "WRONGTYPE Operation against a key holding the wrong kind"));
     assert_non_null(strstr(err.msg, plain.addr));
+    /* Another error reply stays INTERNAL. */
+    rc = cmd(r, 5000, &rep, &err, 2, "INCR", "str");
+    assert_int_equal(rc, DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "ERR value is not an integer"));
+    /* A pipeline's error replies, mapped by the same rule. */
+    const char *hgetall[] = {"HGETALL", "str"};
+    size_t hgetall_lens[] = {7, 3};
+    const char *incr[] = {"INCR", "str"};
+    size_t incr_lens[] = {4, 3};
+    struct sched_redis_cmd cmds[] = {{2, hgetall, hgetall_lens}, {2, incr, incr_lens}};
+    redisReply *reps[2] = {0};
+    assert_int_equal(sched_redis_pipeline(r, sched_redis_deadline(5000), 2, cmds, reps, &err), 0);
+    assert_int_equal(sched_redis_reply_error(reps[0], NULL, &err), SCHED_REDIS_E_WRONGTYPE);
+    assert_non_null(strstr(err.msg, "redis: WRONGTYPE"));
+    assert_int_equal(sched_redis_reply_error(reps[1], "here", &err), DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "redis here: ERR value is not an integer"));
+    freeReplyObject(reps[0]);
+    freeReplyObject(reps[1]);
     /* The connection stays usable after an error reply. */
     assert_int_equal(cmd(r, 5000, NULL, &err, 2, "GET", "str"), 0);
     sched_redis_free(r);
