@@ -10,11 +10,13 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "redis.h"
@@ -393,6 +395,41 @@ static void test_deadline_on_hung_server(void **state) {
     redis_server_destroy(&s);
 }
 
+/* A connect that never completes is -ETIMEDOUT (DEADLINE_EXCEEDED), not -ECONNREFUSED: a
+ * listener on 127.0.0.1 whose accept queue is full (backlog 0, one connection never accepted)
+ * has the kernel drop further SYNs, so the handshake hangs until the deadline. */
+static void test_connect_that_hangs_times_out(void **state) {
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(l, 0), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &sl), 0);
+    int fill = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(fill, (struct sockaddr *)&sa, sizeof(sa)), 0); /* fills the queue */
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+    const char *addrs[] = {addr};
+    struct sched_redis_opts o = {.addrs = addrs, .n_addrs = 1, .pool_size = 1};
+    struct sched_redis *r = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    double t0 = test_now_ms();
+    int rc = cmd(r, 300, NULL, &err, 1, "PING");
+    double took = test_now_ms() - t0;
+    print_message("%.0f ms: %s\n", took, err.msg);
+    assert_int_equal(rc, -ETIMEDOUT);
+    assert_non_null(strstr(err.msg, addr));
+    assert_true(took >= 250);
+    if (took > 300 + 3000) { /* a liveness bound, not a speed claim */
+        fail_msg("returned after %.0f ms for a 300 ms deadline", took);
+    }
+    sched_redis_free(r);
+    close(fill);
+    close(l);
+}
+
 /* Redis killed mid-run: -ECONNREFUSED naming the address, never a hang; restarted on the
  * same port: the same client object works again without being re-created. */
 static void test_killed_then_restarted(void **state) {
@@ -682,6 +719,7 @@ int main(void) {
         cmocka_unit_test(test_script_survives_script_flush),
         cmocka_unit_test(test_auth_and_select),
         cmocka_unit_test(test_deadline_on_hung_server),
+        cmocka_unit_test(test_connect_that_hangs_times_out),
         cmocka_unit_test(test_killed_then_restarted),
         cmocka_unit_test(test_backoff_spaces_failed_connects),
         cmocka_unit_test(test_closed_connection_costs_no_failed_command),
