@@ -59,9 +59,11 @@ struct dfd_caller_saved {
  * and only the primary group counts). */
 void dfd_caller_init(struct dfd_caller *c, pid_t pid, uid_t uid, gid_t gid);
 
-/* Makes this thread act as the caller for file-system access. 0, or -EACCES when the daemon
- * cannot act for it (a message in err), or another negative errno when a switch did not take
- * (the thread's identity is then restored). On success, dfd_caller_leave() must follow on the
+/* Makes this thread act as the caller for file-system access. 0, or DFC_E_FAILED_PRECONDITION
+ * (and only then) when the caller is in another mount namespace than the daemon's, so its
+ * paths are not the daemon's to open, or -EACCES when the daemon cannot act for it (a message
+ * in err), or another negative errno when a switch did not take (the thread's identity is then
+ * restored). On success, dfd_caller_leave() must follow on the
  * same thread before it does anything else. */
 int dfd_caller_enter(const struct dfd_caller *c, struct dfd_caller_saved *saved,
                      struct dfc_error *err);

@@ -99,12 +99,24 @@ static int check_identity(struct dfc_rpc_call *call, int fd, const char *path,
     return 0;
 }
 
+/* dfd_caller_enter() for call: a caller in another mount namespace also gets the typed
+ * reason DFC_REASON_OTHER_MOUNT_NS in the trailing metadata, which dfcache acts on (the
+ * message is for people). */
+static int enter_caller(struct dfc_rpc_call *call, const struct dfd_caller *caller,
+                        struct dfd_caller_saved *saved, struct dfc_error *err) {
+    int r = dfd_caller_enter(caller, saved, err);
+    if (r == DFC_E_FAILED_PRECONDITION) {
+        (void)dfc_rpc_call_set_trailer(call, DFC_REASON_MD, DFC_REASON_OTHER_MOUNT_NS);
+    }
+    return r;
+}
+
 /* Opens the caller's file acting as the caller: the kernel decides (ACLs included), and the
  * caller learns only what it could learn itself. */
-static int open_source(const struct dfd_caller *caller, const char *path, int *ret_fd,
-                       struct dfc_error *err) {
+static int open_source(struct dfc_rpc_call *call, const struct dfd_caller *caller, const char *path,
+                       int *ret_fd, struct dfc_error *err) {
     struct dfd_caller_saved saved;
-    int r = dfd_caller_enter(caller, &saved, err);
+    int r = enter_caller(call, caller, &saved, err);
     if (r == 0) {
         r = dfd_pathfd_open_file(path, caller->uid, ret_fd, err);
         dfd_caller_leave(&saved);
@@ -159,7 +171,7 @@ static int upload_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
         r = r < 0 ? r : 0;
     }
     if (r == 0 && !passed) {
-        r = open_source(&caller, req->path, &fd, err);
+        r = open_source(call, &caller, req->path, &fd, err);
     }
     if (r == 0 && !passed) {
         r = check_identity(call, fd, req->path, err);
@@ -207,10 +219,11 @@ static int upload_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
 
 /* ---- DownloadPersistentCacheTask: export ---- */
 
-static int open_output_dir(const struct dfd_caller *caller, const char *output, int *ret_dirfd,
-                           char *base, size_t size, struct dfc_error *err) {
+static int open_output_dir(struct dfc_rpc_call *call, const struct dfd_caller *caller,
+                           const char *output, int *ret_dirfd, char *base, size_t size,
+                           struct dfc_error *err) {
     struct dfd_caller_saved saved;
-    int r = dfd_caller_enter(caller, &saved, err);
+    int r = enter_caller(call, caller, &saved, err);
     if (r == 0) {
         r = dfd_pathfd_open_parent("output_path", output, caller->uid, ret_dirfd, base, size, err);
         dfd_caller_leave(&saved);
@@ -258,7 +271,7 @@ static int download_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
     if (r == 0 && output != NULL) {
         r = get_caller(call, &caller, err);
         if (r == 0) {
-            r = open_output_dir(&caller, output, &dirfd, base, sizeof(base), err);
+            r = open_output_dir(call, &caller, output, &dirfd, base, sizeof(base), err);
         }
     }
     if (r < 0) {
@@ -303,7 +316,7 @@ static int download_task_run(struct dfd_service *svc, struct dfc_rpc_call *call,
     if (output != NULL) {
         struct dfd_export_opts o = {req->overwrite, req->force_hard_link, output, caller.uid};
         struct dfd_caller_saved saved;
-        if ((r = dfd_caller_enter(&caller, &saved, err)) < 0) {
+        if ((r = enter_caller(call, &caller, &saved, err)) < 0) {
             goto out;
         }
         r = dfd_export_into(fd, dirfd, base, &o, &linked, err);

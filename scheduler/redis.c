@@ -236,12 +236,17 @@ static int dial(const struct dfc_hostport *hp, int64_t deadline_ms, redisContext
     if (left <= 0) {
         return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed before connecting", a);
     }
+    errno = 0;
     redisContext *c = redisConnectWithTimeout(hp->host, (int)hp->port, sched__redis_ms_to_tv(left));
+    int saved = errno;
     if (c == NULL) {
         return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", a);
     }
     if (c->err != 0) {
-        bool timed_out = dfc_mono_ms() >= deadline_ms || strstr(c->errstr, "timed out") != NULL;
+        /* hiredis 0.14 has no timeout error of its own: a connect that did not complete in
+         * time is REDIS_ERR_IO with errno ETIMEDOUT (its poll ran out, or the kernel gave up). */
+        bool timed_out =
+            dfc_mono_ms() >= deadline_ms || (c->err == REDIS_ERR_IO && saved == ETIMEDOUT);
         int rc = dfc_error_set(err, timed_out ? -ETIMEDOUT : -ECONNREFUSED, "redis %s: %s", a,
                                c->errstr);
         redisFree(c);

@@ -10,7 +10,8 @@
  * Errors: -ECONNREFUSED (UNAVAILABLE) when no server answers, with err naming the address
  * ("redis 127.0.0.1:6379: Connection refused", "redis sentinel master mymaster: no sentinel
  * answered (127.0.0.1:26379, ...)"); -ETIMEDOUT (DEADLINE_EXCEEDED) when the deadline passes;
- * DFC_E_INTERNAL for an error reply (err carries Redis's text). Thread-safe: any thread may run
+ * DFC_E_INTERNAL for an error reply (err carries Redis's text), but SCHED_REDIS_E_WRONGTYPE for
+ * a WRONGTYPE one (sched_redis_reply_error). Thread-safe: any thread may run
  * commands; each takes a pooled connection for the duration of one command (or one script).
  *
  * Ownership: sched_redis_new copies opts; replies returned through `reply` are the caller's to
@@ -26,6 +27,10 @@
 
 struct redisReply;
 struct sched_redis;
+
+/* The code of a -WRONGTYPE reply (the key holds another type): an errno the error table maps to
+ * INTERNAL, as any other error reply, so callers tell it apart by code, not by Redis's text. */
+#define SCHED_REDIS_E_WRONGTYPE (-EPROTOTYPE)
 
 struct sched_redis_opts {
     const char *const *addrs; /* "host:port"; the Sentinels when master_name is set */
@@ -53,9 +58,15 @@ int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **re
                     struct dfc_error *err);
 void sched_redis_free(struct sched_redis *r);
 
+/* The code of error reply rep (REDIS_REPLY_ERROR): SCHED_REDIS_E_WRONGTYPE for WRONGTYPE, else
+ * DFC_E_INTERNAL; err gets "redis <addr>: <Redis's text>" ("redis: ..." when addr is NULL).
+ * rep is not freed. */
+int sched_redis_reply_error(const struct redisReply *rep, const char *addr, struct dfc_error *err);
+
 /* Runs one command given as argv (binary-safe: lens[i] bytes of argv[i]). deadline_ms is an
- * absolute CLOCK_MONOTONIC time in ms. An error reply is returned as DFC_E_INTERNAL with the
- * reply freed; any other reply (nil included) is handed to the caller. */
+ * absolute CLOCK_MONOTONIC time in ms. An error reply is returned as its code
+ * (sched_redis_reply_error) with the reply freed; any other reply (nil included) is handed to
+ * the caller. */
 int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const char **argv,
                      const size_t *lens, struct redisReply **reply, struct dfc_error *err);
 

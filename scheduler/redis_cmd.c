@@ -34,6 +34,13 @@ static bool is_error(const redisReply *rep, const char *prefix) {
            strncmp(rep->str, prefix, strlen(prefix)) == 0;
 }
 
+int sched_redis_reply_error(const redisReply *rep, const char *addr, struct dfc_error *err) {
+    const char *text = rep->str != NULL ? rep->str : "error reply";
+    int code = is_error(rep, "WRONGTYPE") ? SCHED_REDIS_E_WRONGTYPE : DFC_E_INTERNAL;
+    return addr != NULL ? dfc_error_set(err, code, "redis %s: %s", addr, text)
+                        : dfc_error_set(err, code, "redis: %s", text);
+}
+
 /* ---- commands ---- */
 
 /* One command on one slot: NOSCRIPT fallback (lua != NULL: argv[0] is EVALSHA and argv[1]
@@ -100,7 +107,7 @@ static int run_once(struct sched_redis *r, int64_t deadline_ms, int argc, const 
             }
         }
         if (rep->type == REDIS_REPLY_ERROR) {
-            rc = dfc_error_set(err, DFC_E_INTERNAL, "redis %s: %s", s->addr, rep->str);
+            rc = sched_redis_reply_error(rep, s->addr, err);
             freeReplyObject(rep);
             rep = NULL;
         }

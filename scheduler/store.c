@@ -314,7 +314,7 @@ int sched__hgetall(struct sched_store *s, int64_t dl, const char *k, struct sche
     const char *argv[] = {"HGETALL", k};
     *out = (struct sched__kv){0};
     int r = sched__cmd(s, dl, &out->rep, err, 2, argv);
-    if (r == DFC_E_INTERNAL && err != NULL && strstr(err->msg, "WRONGTYPE") != NULL) {
+    if (r == SCHED_REDIS_E_WRONGTYPE) {
         /* Some other client wrote another type there: no record, as upstream reads it. */
         return dfc_error_set(err, -ENOENT, "%s is not a hash", k);
     }
@@ -371,10 +371,10 @@ int sched__hgetall_reply(const char *k, redisReply *rep, struct sched__kv *out,
                          struct dfc_error *err) {
     *out = (struct sched__kv){0};
     if (rep->type == REDIS_REPLY_ERROR) {
-        int r = rep->str != NULL && strncmp(rep->str, "WRONGTYPE", 9) == 0
-                    ? dfc_error_set(err, -ENOENT, "%s is not a hash", k)
-                    : dfc_error_set(err, DFC_E_INTERNAL, "redis: %s",
-                                    rep->str ? rep->str : "error reply");
+        int r = sched_redis_reply_error(rep, NULL, err);
+        if (r == SCHED_REDIS_E_WRONGTYPE) { /* as sched__hgetall */
+            r = dfc_error_set(err, -ENOENT, "%s is not a hash", k);
+        }
         freeReplyObject(rep);
         return r;
     }

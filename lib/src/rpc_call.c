@@ -365,19 +365,19 @@ int dfc_rpc_call_peer_ip(struct dfc_rpc_call *c, char *buf, size_t size) {
 }
 
 int dfc_rpc_call_metadata(struct dfc_rpc_call *c, const char *key, char *buf, size_t size) {
-    size_t klen = strlen(key);
-    for (size_t i = 0; i < c->md.count; i++) {
-        const grpc_metadata *m = &c->md.metadata[i];
-        if (GRPC_SLICE_LENGTH(m->key) == klen &&
-            memcmp(GRPC_SLICE_START_PTR(m->key), key, klen) == 0) {
-            size_t n = GRPC_SLICE_LENGTH(m->value);
-            if (n + 1 > size) {
-                return -ENAMETOOLONG;
-            }
-            memcpy(buf, GRPC_SLICE_START_PTR(m->value), n);
-            buf[n] = '\0';
-            return (int)n;
-        }
+    return dfc__rpc_md_get(&c->md, key, buf, size);
+}
+
+int dfc_rpc_call_set_trailer(struct dfc_rpc_call *c, const char *key, const char *value) {
+    if (key[0] == '\0') {
+        return -EINVAL;
     }
-    return -ENOENT;
+    if (c->n_trailers >= DFC_RPC_TRAILERS_MAX) {
+        return -E2BIG;
+    }
+    grpc_metadata *m = &c->trailers[c->n_trailers++];
+    memset(m, 0, sizeof(*m));
+    m->key = grpc_slice_from_copied_string(key);
+    m->value = grpc_slice_from_copied_string(value);
+    return 0;
 }

@@ -407,6 +407,15 @@ int dfc_rpc_stream_recv_bulk(struct dfc_rpc_stream *st, const ProtobufCMessageDe
     return stream_recv(st, desc, ret_msg, ret_in, err);
 }
 
+int dfc_rpc_stream_trailer(const struct dfc_rpc_stream *st, const char *key, char *buf,
+                           size_t size) {
+    /* trailing is written by core when the status batch completes: read it only after. */
+    if (!st->status_done) {
+        return -ENOENT;
+    }
+    return dfc__rpc_md_get(&st->trailing, key, buf, size);
+}
+
 int dfc_rpc_stream_finish(struct dfc_rpc_stream *st, struct dfc_error *err) {
     int r = dfc_rpc_stream_close_send(st, err);
     if (r < 0) {

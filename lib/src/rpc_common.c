@@ -3,6 +3,7 @@
  * reference) and deadline arithmetic, shared by the server and client halves of the RPC layer.
  * Decoding is in rpc_unpack.c.
  */
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -180,4 +181,22 @@ char *dfc__rpc_slice_strdup(grpc_slice s) {
         p[n] = '\0';
     }
     return p;
+}
+
+int dfc__rpc_md_get(const grpc_metadata_array *md, const char *key, char *buf, size_t size) {
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < md->count; i++) {
+        const grpc_metadata *m = &md->metadata[i];
+        if (GRPC_SLICE_LENGTH(m->key) == klen &&
+            memcmp(GRPC_SLICE_START_PTR(m->key), key, klen) == 0) {
+            size_t n = GRPC_SLICE_LENGTH(m->value);
+            if (n + 1 > size) {
+                return -ENAMETOOLONG;
+            }
+            memcpy(buf, GRPC_SLICE_START_PTR(m->value), n);
+            buf[n] = '\0';
+            return (int)n;
+        }
+    }
+    return -ENOENT;
 }

@@ -54,6 +54,10 @@ gpr_timespec dfc__rpc_deadline(int64_t timeout_ms);
 /* Milliseconds from now until deadline (INT64_MAX when infinite, <= 0 when past). */
 int64_t dfc__rpc_remaining_ms(gpr_timespec deadline);
 
+/* Copies the value of key in md into buf, NUL-terminated. Returns its length, -ENOENT when
+ * absent, -ENAMETOOLONG when it does not fit. */
+int dfc__rpc_md_get(const grpc_metadata_array *md, const char *key, char *buf, size_t size);
+
 /* Copies a slice into a NUL-terminated heap string; NULL when out of memory. */
 char *dfc__rpc_slice_strdup(grpc_slice s);
 

@@ -70,6 +70,10 @@ static void call_unref(struct dfc_rpc_call *c) {
     if (c->has_status_details) {
         grpc_slice_unref(c->status_details);
     }
+    for (size_t i = 0; i < c->n_trailers; i++) {
+        grpc_slice_unref(c->trailers[i].key);
+        grpc_slice_unref(c->trailers[i].value);
+    }
     grpc_metadata_array_destroy(&c->md);
     dfc__waiter_destroy(&c->send_w);
     dfc__waiter_destroy(&c->recv_w);
@@ -363,6 +367,8 @@ static void finish_call(struct dfc_rpc_call *c, int code, ProtobufCMessage *resp
         c->has_status_details = true;
         ops[n].data.send_status_from_server.status_details = &c->status_details;
     }
+    ops[n].data.send_status_from_server.trailing_metadata_count = c->n_trailers;
+    ops[n].data.send_status_from_server.trailing_metadata = c->n_trailers ? c->trailers : NULL;
     n++;
     /* Counted before the status goes, so a client that has its answer sees the call counted. */
     count_call(c, dfc_error_to_grpc(code), true);

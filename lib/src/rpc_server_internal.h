@@ -100,6 +100,9 @@ struct dfc_rpc_call {
     bool recv_eos;
     grpc_slice status_details;
     bool has_status_details;
+    grpc_metadata trailers[DFC_RPC_TRAILERS_MAX]; /* dfc_rpc_call_set_trailer, sent with the
+                                                     status; their slices freed with the call */
+    size_t n_trailers;
 
     struct arena_block *arena;
     struct timespec started;

@@ -22,6 +22,7 @@
 
 #include "daemon_harness.h"
 #include "dfc/digest.h"
+#include "dfc/dragonfly.h"
 #include "dfc/import.pb-c.h"
 #include "dfc/rpc_client.h"
 #include "dragonfly/common.pb-c.h"
@@ -1332,6 +1333,24 @@ static void test_another_mount_namespace_gets_no_daemon_path(void **state) {
     struct stat st;
     assert_int_equal(stat(out, &st), -1); /* the daemon's view: nothing was written */
     assert_int_equal(errno, ENOENT);
+    /* What dfcache acted on: the daemon's refusal carries the typed reason in its trailer, and
+     * the same export from the daemon's own namespace succeeds without one. */
+    char reply[200], host_out[420];
+    n = snprintf(cmd, sizeof(cmd), "unshare -m %s --caller 0 %s export-reason %s %s > %s 2>&1",
+                 self_exe, f->h.socket, id, out, log);
+    assert_true(n < (int)sizeof(cmd));
+    assert_int_equal(system(cmd), 0);
+    FILE *rp = fopen(log, "r");
+    assert_non_null(rp);
+    assert_non_null(fgets(reply, sizeof(reply), rp));
+    fclose(rp);
+    assert_string_equal(reply, "9\t" DFC_REASON_OTHER_MOUNT_NS "\n");
+    assert_true(snprintf(host_out, sizeof(host_out), "%s/host-out.bin", f->h.dir) <
+                (int)sizeof(host_out));
+    assert_int_equal(run_caller(f, 0, reply, sizeof(reply),
+                                (const char *const[]){"export-reason", id, host_out, NULL}),
+                     0);
+    assert_string_equal(reply, "0\t\n");
     /* The path import, of a file both views share: refused, naming the namespace. */
     n = snprintf(cmd, sizeof(cmd),
                  "unshare -m %s import --transfer path --no-progress -e %s %s > %s 2>&1",
@@ -1351,11 +1370,15 @@ static void test_another_mount_namespace_gets_no_daemon_path(void **state) {
 /* ---- --caller: this binary re-executed as another uid (run_caller) ----
  *   --caller UID SOCKET upload PATH
  *   --caller UID SOCKET export TASK_ID OUTPUT OVERWRITE FORCE_HARD_LINK
+ *   --caller UID SOCKET export-reason TASK_ID OUTPUT   ("<grpc code>\t<x-dfc-reason>")
  *   --caller UID SOCKET export-loop TASK_ID OUTPUT DIGEST MAX_TRIES MAX_MS
  * print "<grpc code>\t<message>" (the loop: "ok=N denied=N other=N") and exit 0. */
 
+/* An export of id into output by the daemon; with reason, the DFC_REASON_MD trailer of its
+ * status into reason ("" when none). */
 static int caller_export(struct dfc_rpc_client *c, const char *id, const char *output,
-                         bool overwrite, bool force, const char *digest, struct dfc_error *err) {
+                         bool overwrite, bool force, const char *digest, char reason[32],
+                         struct dfc_error *err) {
     Dfdaemon__V2__DownloadPersistentCacheTaskRequest r =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
     r.task_id = (char *)id;
@@ -1368,7 +1391,7 @@ static int caller_export(struct dfc_rpc_client *c, const char *id, const char *o
         r.opt_digest_case = DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__OPT_DIGEST_DIGEST;
         r.digest = (char *)digest;
     }
-    struct dfc_rpc_stream *st;
+    struct dfc_rpc_stream *st = NULL;
     int rc = dfc_rpc_stream_open(c, &hm.download, 30000, &st, err);
     if (rc == 0 && (rc = dfc_rpc_stream_send(st, &r.base, err)) == 0) {
         rc = dfc_rpc_stream_close_send(st, err);
@@ -1377,6 +1400,10 @@ static int caller_export(struct dfc_rpc_client *c, const char *id, const char *o
     while (rc == 0 && (rc = dfc_rpc_stream_recv(st, hm.download.resp, &m, err)) > 0) {
         dfc_rpc_msg_free(m);
         rc = 0;
+    }
+    if (reason != NULL &&
+        (st == NULL || dfc_rpc_stream_trailer(st, DFC_REASON_MD, reason, 32) < 0)) {
+        reason[0] = '\0';
     }
     dfc_rpc_stream_free(st);
     return rc < 0 ? dfc_error_to_grpc(rc) : 0;
@@ -1413,14 +1440,19 @@ static int caller_main(int argc, char **argv) {
         code = rc < 0 ? dfc_error_to_grpc(rc) : 0;
         printf("%d\t%s\n", code, rc < 0 ? err.msg : "");
     } else if (strcmp(op, "export") == 0 && argc == 9) {
-        code = caller_export(c, argv[5], argv[6], argv[7][0] == '1', argv[8][0] == '1', NULL, &err);
+        code = caller_export(c, argv[5], argv[6], argv[7][0] == '1', argv[8][0] == '1', NULL, NULL,
+                             &err);
         printf("%d\t%s\n", code, code != 0 ? err.msg : "");
+    } else if (strcmp(op, "export-reason") == 0 && argc == 7) {
+        char reason[32];
+        code = caller_export(c, argv[5], argv[6], true, false, NULL, reason, &err);
+        printf("%d\t%s\n", code, reason);
     } else if (strcmp(op, "export-loop") == 0 && argc == 10) {
         long tries = strtol(argv[8], NULL, 10);
         double until = test_now_ms() + (double)strtol(argv[9], NULL, 10);
         int ok = 0, denied = 0, other = 0;
         for (long i = 0; i < tries && test_now_ms() < until; i++) {
-            int rc = caller_export(c, argv[5], argv[6], true, false, argv[7], &err);
+            int rc = caller_export(c, argv[5], argv[6], true, false, argv[7], NULL, &err);
             /* OK: into the caller's own directory; PERMISSION_DENIED: the locked one;
              * NOT_FOUND: the directory swapped away mid-resolution. */
             ok += rc == 0;

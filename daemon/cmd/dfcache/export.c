@@ -472,10 +472,15 @@ static int export_task(const struct export_opts *o) {
             (void)unlink(tmp);
         }
     }
+    /* The daemon names why it refused in a trailer: in another mount namespace, the export
+     * falls back to receiving the pieces. */
+    char reason[32];
+    bool other_ns = r == DFC_E_FAILED_PRECONDITION && s != NULL &&
+                    dfc_rpc_stream_trailer(s, DFC_REASON_MD, reason, sizeof(reason)) >= 0 &&
+                    strcmp(reason, DFC_REASON_OTHER_MOUNT_NS) == 0;
     dfc_rpc_stream_free(s);
     dfc_rpc_client_free(c);
-    if (r == DFC_E_FAILED_PRECONDITION && !o->from_daemon && !to_stdout && !o->force_hard_link &&
-        strstr(dfc_error_msg(&err), DFC_OTHER_MOUNT_NS_MSG) != NULL) {
+    if (other_ns && !o->from_daemon && !to_stdout && !o->force_hard_link) {
         if (o->c.log_level != NULL && strcmp(o->c.log_level, "debug") == 0) {
             fprintf(stderr, "dfcache export: debug: %s: receiving the pieces instead\n",
                     dfc_error_msg(&err));

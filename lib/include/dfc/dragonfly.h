@@ -36,9 +36,16 @@
  * it, an import reads that descriptor; `path` is validated and logged, never opened. */
 #define DFC_FD_TOKEN_MD "x-dfc-fd-token"
 
-/* Part of the FAILED_PRECONDITION message of a path import or an output_path export from a
+/* Our extension: gRPC trailing metadata naming, as a fixed token, why a call failed, beside
+ * the status message (which is for people and may change). */
+#define DFC_REASON_MD "x-dfc-reason"
+
+/* DFC_REASON_MD of the FAILED_PRECONDITION of a path import or an output_path export from a
  * caller in another mount namespace than the daemon's (a pod): the daemon resolves no path of
  * such a caller. dfcache then passes the descriptor, or writes the export itself. */
+#define DFC_REASON_OTHER_MOUNT_NS "other-mount-ns"
+
+/* Part of that status's message, for people. */
 #define DFC_OTHER_MOUNT_NS_MSG "runs in another mount namespace than the daemon"
 
 #endif /* DFC_DRAGONFLY_H */

@@ -77,6 +77,7 @@ enum dfc_grpc_code {
     X(EADDRINUSE, -EADDRINUSE, UNAVAILABLE, "address in use")                                      \
     X(EPIPE, -EPIPE, UNAVAILABLE, "broken pipe")                                                   \
     X(ECONNRESET, -ECONNRESET, UNAVAILABLE, "connection reset")                                    \
+    X(EPROTOTYPE, -EPROTOTYPE, INTERNAL, "value of the wrong type")                                \
     X(EIO, -EIO, INTERNAL, "input/output error")
 
 /* The project's own codes, as DFC_E_<NAME>. */

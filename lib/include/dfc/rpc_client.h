@@ -151,6 +151,13 @@ int dfc_rpc_stream_recv_bulk(struct dfc_rpc_stream *st, const ProtobufCMessageDe
  * Messages the server still had in flight are discarded. */
 int dfc_rpc_stream_finish(struct dfc_rpc_stream *st, struct dfc_error *err);
 
+/* Once the call's status is in (a recv or finish returned 0 or the status's code), copies the
+ * value of trailing metadata key (lowercase) the server sent with it into buf, NUL-terminated:
+ * a typed reason beside the status message (dfc_rpc_call_set_trailer). Returns its length,
+ * -ENOENT when absent or while the status is not in, -ENAMETOOLONG when it does not fit. */
+int dfc_rpc_stream_trailer(const struct dfc_rpc_stream *st, const char *key, char *buf,
+                           size_t size);
+
 /* Frees a message returned by the calls above (also declared in rpc_server.h). NULL is fine. */
 void dfc_rpc_msg_free(ProtobufCMessage *msg);
 

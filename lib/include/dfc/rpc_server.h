@@ -250,6 +250,13 @@ int dfc_rpc_call_peer_ip(struct dfc_rpc_call *call, char *buf, size_t size);
  * length, -ENOENT when absent, -ENAMETOOLONG when it does not fit. */
 int dfc_rpc_call_metadata(struct dfc_rpc_call *call, const char *key, char *buf, size_t size);
 
+/* Adds key=value (lowercase ASCII key, both copied) to the trailing metadata of the status the
+ * call ends with, OK or not: a typed signal for the client (dfc_rpc_stream_trailer) beside the
+ * status message, which is for people. -E2BIG past DFC_RPC_TRAILERS_MAX entries, -EINVAL for
+ * an empty key. */
+#define DFC_RPC_TRAILERS_MAX 4
+int dfc_rpc_call_set_trailer(struct dfc_rpc_call *call, const char *key, const char *value);
+
 /* Adds key=value to the one log line the layer writes when the call ends (a handler's domain
  * fields: volume_id, target_path, ...). The value is quoted when it holds a space or a quote.
  * Fields beyond DFC_RPC_LOG_FIELDS_MAX bytes are dropped. */

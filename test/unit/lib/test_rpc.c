@@ -55,6 +55,13 @@ static int echo(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *re
         usleep(5000);
     }
     atomic_fetch_add(&obs.handlers_done, 1);
+    /* x-dfc-trailer in the request: send it back as trailing metadata x-dfc-reason, with the
+     * status whatever it is. */
+    char reason[64];
+    if (dfc_rpc_call_metadata(call, "x-dfc-trailer", reason, sizeof(reason)) >= 0 &&
+        dfc_rpc_call_set_trailer(call, "x-dfc-reason", reason) < 0) {
+        return dfc_error_set(err, -EIO, "cannot set the trailer");
+    }
     if (in->fail_code != 0) {
         return dfc_error_set(err, dfc_error_from_grpc((int)in->fail_code), "failing as asked (%u)",
                              in->fail_code);
@@ -759,6 +766,50 @@ static void test_listen_refuses_non_socket(void **state) {
     test_rmtree(dir);
 }
 
+/* Echo called as a stream, with x-dfc-trailer set to reason (NULL: none); returns the status
+ * code and leaves the stream in *ret for its trailers. */
+static int echo_stream(struct fx *f, uint32_t fail_code, const char *reason,
+                       struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    const struct dfc_rpc_md md[] = {{"x-dfc-trailer", reason}};
+    assert_int_equal(
+        dfc_rpc_stream_open_md(f->client, &rt.echo, 5000, md, reason ? 1 : 0, ret, err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    in.fail_code = fail_code;
+    assert_int_equal(dfc_rpc_stream_send(*ret, &in.base, err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(*ret, err), 0);
+    ProtobufCMessage *out = NULL;
+    int r;
+    while ((r = dfc_rpc_stream_recv(*ret, &dfc__test__v1__chunk__descriptor, &out, err)) > 0) {
+        dfc_rpc_msg_free(out);
+    }
+    return r;
+}
+
+/* A handler's trailing metadata reaches the client with its error status, beside the message
+ * (which stays the handler's), and with an OK status too; a call that set none has none. */
+static void test_handler_trailer_reaches_client(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st = NULL;
+    char buf[64];
+    assert_int_equal(echo_stream(f, 9, "other-mount-ns", &st, &err), DFC_E_FAILED_PRECONDITION);
+    assert_string_equal(dfc_error_msg(&err), "failing as asked (9)");
+    assert_int_equal(dfc_rpc_stream_trailer(st, "x-dfc-reason", buf, sizeof(buf)), 14);
+    assert_string_equal(buf, "other-mount-ns");
+    assert_int_equal(dfc_rpc_stream_trailer(st, "x-dfc-reason", buf, 14), -ENAMETOOLONG);
+    assert_int_equal(dfc_rpc_stream_trailer(st, "x-dfc-other", buf, sizeof(buf)), -ENOENT);
+    dfc_rpc_stream_free(st);
+
+    assert_int_equal(echo_stream(f, 0, "fine", &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_trailer(st, "x-dfc-reason", buf, sizeof(buf)), 4);
+    assert_string_equal(buf, "fine");
+    dfc_rpc_stream_free(st);
+
+    assert_int_equal(echo_stream(f, 9, NULL, &st, &err), DFC_E_FAILED_PRECONDITION);
+    assert_int_equal(dfc_rpc_stream_trailer(st, "x-dfc-reason", buf, sizeof(buf)), -ENOENT);
+    dfc_rpc_stream_free(st);
+}
+
 static void test_unix_listener_knows_the_caller(void **state) {
     struct dfc_error err;
     struct dfc_rpc_server *s;
@@ -982,6 +1033,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_unary),
         T(test_handler_error_maps_to_status),
+        T(test_handler_trailer_reaches_client),
         T(test_client_stream),
         T(test_client_stream_error_status),
         T(test_server_stream),

@@ -10,11 +10,13 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "redis.h"
@@ -177,6 +179,9 @@ static void test_pipeline_replies_in_order(void **state) {
     sched_redis_free(r);
 }
 
+/* An error reply is DFC_E_INTERNAL with Redis's text, a WRONGTYPE one has its own code (for
+ * callers to test, INTERNAL on the wire all the same), from a command and in the replies of a
+ * pipeline. */
 static void test_error_reply_is_internal_with_redis_text(void **state) {
     REDIS_HARNESS_REQUIRE();
     struct sched_redis *r = open_direct(&plain, 0);
@@ -184,10 +189,29 @@ static void test_error_reply_is_internal_with_redis_text(void **state) {
     assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "str", "x"), 0);
     redisReply *rep = (redisReply *)0x1;
     int rc = cmd(r, 5000, &rep, &err, 3, "LPUSH", "str", "y");
-    assert_int_equal(rc, DFC_E_INTERNAL);
+    assert_int_equal(rc, SCHED_REDIS_E_WRONGTYPE);
+    assert_int_equal(dfc_error_to_grpc(rc), DFC_GRPC_INTERNAL);
     assert_ptr_equal(rep, (redisReply *)0x1); /* untouched: the error reply was freed */
     assert_non_null(strstr(err.msg, "WRONGTYPE Operation against a key holding the wrong kind"));
     assert_non_null(strstr(err.msg, plain.addr));
+    /* Another error reply stays INTERNAL. */
+    rc = cmd(r, 5000, &rep, &err, 2, "INCR", "str");
+    assert_int_equal(rc, DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "ERR value is not an integer"));
+    /* A pipeline's error replies, mapped by the same rule. */
+    const char *hgetall[] = {"HGETALL", "str"};
+    size_t hgetall_lens[] = {7, 3};
+    const char *incr[] = {"INCR", "str"};
+    size_t incr_lens[] = {4, 3};
+    struct sched_redis_cmd cmds[] = {{2, hgetall, hgetall_lens}, {2, incr, incr_lens}};
+    redisReply *reps[2] = {0};
+    assert_int_equal(sched_redis_pipeline(r, sched_redis_deadline(5000), 2, cmds, reps, &err), 0);
+    assert_int_equal(sched_redis_reply_error(reps[0], NULL, &err), SCHED_REDIS_E_WRONGTYPE);
+    assert_non_null(strstr(err.msg, "redis: WRONGTYPE"));
+    assert_int_equal(sched_redis_reply_error(reps[1], "here", &err), DFC_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "redis here: ERR value is not an integer"));
+    freeReplyObject(reps[0]);
+    freeReplyObject(reps[1]);
     /* The connection stays usable after an error reply. */
     assert_int_equal(cmd(r, 5000, NULL, &err, 2, "GET", "str"), 0);
     sched_redis_free(r);
@@ -369,6 +393,41 @@ static void test_deadline_on_hung_server(void **state) {
     assert_stored(&s, "k", "after");
     sched_redis_free(r);
     redis_server_destroy(&s);
+}
+
+/* A connect that never completes is -ETIMEDOUT (DEADLINE_EXCEEDED), not -ECONNREFUSED: a
+ * listener on 127.0.0.1 whose accept queue is full (backlog 0, one connection never accepted)
+ * has the kernel drop further SYNs, so the handshake hangs until the deadline. */
+static void test_connect_that_hangs_times_out(void **state) {
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(l, 0), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &sl), 0);
+    int fill = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(fill, (struct sockaddr *)&sa, sizeof(sa)), 0); /* fills the queue */
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+    const char *addrs[] = {addr};
+    struct sched_redis_opts o = {.addrs = addrs, .n_addrs = 1, .pool_size = 1};
+    struct sched_redis *r = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    double t0 = test_now_ms();
+    int rc = cmd(r, 300, NULL, &err, 1, "PING");
+    double took = test_now_ms() - t0;
+    print_message("%.0f ms: %s\n", took, err.msg);
+    assert_int_equal(rc, -ETIMEDOUT);
+    assert_non_null(strstr(err.msg, addr));
+    assert_true(took >= 250);
+    if (took > 300 + 3000) { /* a liveness bound, not a speed claim */
+        fail_msg("returned after %.0f ms for a 300 ms deadline", took);
+    }
+    sched_redis_free(r);
+    close(fill);
+    close(l);
 }
 
 /* Redis killed mid-run: -ECONNREFUSED naming the address, never a hang; restarted on the
@@ -660,6 +719,7 @@ int main(void) {
         cmocka_unit_test(test_script_survives_script_flush),
         cmocka_unit_test(test_auth_and_select),
         cmocka_unit_test(test_deadline_on_hung_server),
+        cmocka_unit_test(test_connect_that_hangs_times_out),
         cmocka_unit_test(test_killed_then_restarted),
         cmocka_unit_test(test_backoff_spaces_failed_connects),
         cmocka_unit_test(test_closed_connection_costs_no_failed_command),
