@@ -209,12 +209,15 @@ struct dfc_rpc_server {
     bool shutdown_done;
 
     /* Worker pool (rpc_pool.c), guarded by mu; work_cv wakes idle workers. Threads start on
-     * demand. */
+     * demand, never under mu: a slot is reserved (n_spawning), the thread created without mu,
+     * then recorded in workers[n_workers]; spawn_cv tells shutdown that n_spawning fell to 0. */
     pthread_cond_t work_cv;
+    pthread_cond_t spawn_cv;
     struct rpc_pool pool;
     pthread_t *workers;
-    unsigned n_workers, idle_workers;
+    unsigned n_workers, n_spawning, idle_workers;
     bool stop_workers;
+    struct ratelimit spawn_log; /* rpc.worker_spawn_failed lines */
 };
 
 /* ---- rpc_server_call.c ---- */
