@@ -246,7 +246,8 @@ bool dfc__call_wait_send(struct dfc_rpc_call *c, struct waiter *w);
 
 /* ---- rpc_pool.c ---- */
 
-/* Queues c for a worker, starting one when c could run now. Never blocks (CQ thread). */
+/* Queues c for a worker, starting one when c could run now (the thread is created after mu
+ * is released). Never waits for another thread (CQ thread). */
 void dfc__pool_enqueue(struct dfc_rpc_server *s, struct dfc_rpc_call *c);
 
 /* Stops the workers once their calls are done and joins them (shutdown). */
