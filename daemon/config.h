@@ -39,6 +39,7 @@ struct dfd_config {
     uint64_t reserved_workers;     /* reservedWorkers (0 = maxWorkers / 8, at least 1) */
     uint64_t max_workers_per_user; /* maxWorkersPerUser (0 = maxWorkers / 4, at least 1) */
     int64_t idle_timeout;          /* idleTimeout (ns) */
+    int64_t shutdown_grace;        /* shutdownGrace (ns): drain time on SIGTERM */
     uint64_t max_calls_per_user;   /* maxCallsPerUser */
     uint64_t max_connections;      /* maxConnections */
     uint64_t max_conns_per_user;   /* maxConnectionsPerUser */

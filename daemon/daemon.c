@@ -6,13 +6,13 @@
  * scheduler never holds start-up) -> GC thread -> with scheduler.addrs, the Vortex piece server,
  * the P2P download engine and DfdaemonUpload on TCP -> RPC server (services registered, socket
  * bound with its mode and group) -> ready. Stop (SIGINT/SIGTERM, taken by sigwait on the main
- * thread, never in a handler): the TCP and Unix RPC servers (drain calls for up to 10 s each, then
- * cancel)
- * -> the engine (downloads still in progress are cancelled) -> Vortex -> GC -> announcer
- * (then the rejoin thread, then DeleteHost) and scheduler client -> storage. The socket file is
- * removed by the RPC layer on the way out. The sibling socket `<socketPath>.fd` (fdpass.h) is bound
- * right after the main one, with its mode and group, and stopped (descriptors closed, file removed)
- * once the Unix server's calls are done, before the main socket goes.
+ * thread by dfc_server_wait, never in a handler): the TCP and Unix RPC servers (drain calls for
+ * up to download.server.shutdownGrace each, then cancel) -> the engine (downloads still in progress
+ * are cancelled) -> Vortex -> GC -> announcer (then the rejoin thread, then DeleteHost) and
+ * scheduler client -> storage. The socket file is removed by the RPC layer on the way out. The
+ * sibling socket `<socketPath>.fd` (fdpass.h) is bound right after the main one, with its mode and
+ * group, and stopped (descriptors closed, file removed) once the Unix server's calls are done,
+ * before the main socket goes.
  */
 #include "daemon.h"
 
@@ -31,7 +31,6 @@
 #include "dfc/fs.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
-#include "dfc/signals.h"
 #include "dfc/rpc_server.h"
 #include "dfc/units.h"
 #include "gc.h"
@@ -44,8 +43,7 @@
 #include "service.h"
 #include "storage/storage.h"
 
-#define SHUTDOWN_GRACE_MS 10000
-#define FD_HEADROOM       256
+#define FD_HEADROOM 256
 
 static int make_socket_dir(const char *path, struct dfc_error *err) {
     int r = dfc_mkdir_parent(path, 0755);
@@ -246,7 +244,8 @@ static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
     pp->vortex = NULL;
 }
 
-int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
+int dfd_daemon_run(const struct dfd_config *cfg, const struct dfc_server_run *run,
+                   struct dfc_error *err) {
     struct dfd_storage *storage = NULL;
     struct dfd_gc *gc = NULL;
     struct dfc_rpc_server *server = NULL;
@@ -340,14 +339,10 @@ int dfd_daemon_run(const struct dfd_config *cfg, struct dfc_error *err) {
     DFC_LOG(DFC_LOG_INFO, "dfdaemon.ready", "socket=%s mode=%04o host_id=%s gc_interval=%s ttl=%s",
             cfg->socket_path, cfg->socket_mode, svc.host_id, interval, ttl);
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = dfc_signals_wait(&set);
+    int sig = dfc_server_wait(run);
     DFC_LOG(DFC_LOG_INFO, "dfdaemon.stopping", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    p2p_stop_serving(&pp, SHUTDOWN_GRACE_MS);
-    dfc_rpc_server_shutdown(server, SHUTDOWN_GRACE_MS);
+    p2p_stop_serving(&pp, run->grace_ms);
+    dfc_rpc_server_shutdown(server, run->grace_ms);
 out:
     dfd_endpoints_stop(endpoints); /* its readiness check reads the server */
     dfc_rpc_server_free(server);

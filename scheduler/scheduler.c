@@ -4,8 +4,9 @@
  * Start: Redis pool (connections made on first use, so a Redis that is down at start-up only
  * makes calls UNAVAILABLE until it is back) -> store -> placement (repair and host-GC
  * threads) -> service -> gRPC server on TCP -> ready. Stop (SIGINT/SIGTERM, taken by sigwait
- * on the main thread): the server drains calls in flight for up to server.shutdownGrace, then
- * cancels the rest -> placement (waits for replication calls) -> store -> Redis.
+ * on the main thread in dfc_server_wait): the server drains calls in flight for up to
+ * server.shutdownGrace, then cancels the rest -> placement (waits for replication calls) -> store
+ * -> Redis.
  */
 #include "scheduler.h"
 
@@ -15,7 +16,6 @@
 
 #include "dfc/log.h"
 #include "dfc/rpc_server.h"
-#include "dfc/signals.h"
 #include "dfc/units.h"
 #include "metrics.h"
 #include "placement.h"
@@ -60,7 +60,8 @@ static int open_redis(const struct sched_config *cfg, const struct sched_metrics
     return r;
 }
 
-int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
+int sched_run(const struct sched_config *cfg, const struct dfc_server_run *run,
+              struct dfc_error *err) {
     struct sched_redis *redis = NULL;
     struct sched_store *store = NULL;
     struct sched_placement *placement = NULL;
@@ -120,13 +121,9 @@ int sched_run(const struct sched_config *cfg, struct dfc_error *err) {
             cfg->redis_addrs.n > 0 ? first : "disabled",
             cfg->redis_master_name[0] != '\0' ? cfg->redis_master_name : "-");
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = dfc_signals_wait(&set);
+    int sig = dfc_server_wait(run);
     DFC_LOG(DFC_LOG_INFO, "scheduler.stopping", "signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    dfc_rpc_server_shutdown(server, cfg->shutdown_grace / DFC_NS_PER_MS);
+    dfc_rpc_server_shutdown(server, run->grace_ms);
     r = 0;
 out:
     sched_metrics_stop_http(&metrics); /* its readiness check uses the server and Redis */

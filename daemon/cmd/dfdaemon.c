@@ -27,14 +27,14 @@ static const struct dfc_cli cli = {
     .finish = finish,
 };
 
-static int run(void *cfg, const sigset_t *signals, struct dfc_error *err) {
-    (void)signals; /* dfd_daemon_run() waits for the same two */
-    return dfd_daemon_run(cfg, err);
+static int run(void *cfg, const struct dfc_server_run *run, struct dfc_error *err) {
+    return dfd_daemon_run(cfg, run, err);
 }
 
 static const struct dfc_server_main server_main = {
     .cli = &cli,
     .log_level_offset = offsetof(struct dfd_config, log_level),
+    .grace_offset = offsetof(struct dfd_config, shutdown_grace),
     .run = run,
     .failed_event = "dfdaemon.failed",
 };

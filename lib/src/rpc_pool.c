@@ -11,7 +11,20 @@
  * call that ends may free two limits at once (its kind's and its uid's), so a worker that
  * takes a call wakes another when one more could run.
  *
- * Lock: s->mu guards the pool and the thread bookkeeping; no other lock is taken under it.
+ * Starting a worker takes three steps, so that no thread is created under mu: with mu held,
+ * reserve a slot (n_spawning++, counted against max_workers with n_workers); without mu,
+ * pthread_create(); with mu again, record the thread in workers[] (or, when it failed, release
+ * the slot). A failed start loses no call: the call stays queued, and every worker that exists
+ * is either running a call (it re-scans the queues when that call ends) or idle (it scanned
+ * after the call was queued, or is signalled now); only a server with no worker at all keeps
+ * the call until the next call arrives and tries again. The failure is logged (rate-limited).
+ * Shutdown (dfc__pool_stop) sets stop_workers, so that no slot is reserved any more, waits on
+ * spawn_cv until n_spawning is 0, and then joins the n_workers threads recorded: exactly those
+ * that were created, a start that raced with it included.
+ *
+ * Lock: s->mu guards the pool and the thread bookkeeping (workers, n_workers, n_spawning,
+ * idle_workers, stop_workers, spawn_log). Nothing under it blocks: no thread is created, joined
+ * or logged for with mu held, and no other lock is taken under it.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -104,19 +117,58 @@ void dfc__pool_free(struct rpc_pool *p) {
 
 /* ---- the threads ---- */
 
+#define SPAWN_LOG_EVERY_MS 10000
+
 static void *worker_main(void *arg);
 
-/* Gets a worker for a runnable queued call (mu held): signals an idle one, or starts one
- * while the pool may grow (never once shutdown stops the workers: they are being joined). */
-static void wake_worker(struct dfc_rpc_server *s) {
+/* How workers start; a test may set its own (rpc_pool.h). */
+static int default_spawn(pthread_t *ret, void *(*fn)(void *), void *arg, pthread_mutex_t *mu) {
+    (void)mu;
+    return pthread_create(ret, NULL, fn, arg);
+}
+
+dfc__pool_spawn_fn dfc__pool_spawn = default_spawn;
+
+/* Gets a worker for a runnable queued call (mu held): signals an idle one, or reserves a slot
+ * for a new one while the pool may grow (never once shutdown stops the workers: they are being
+ * joined). Returns true when a slot was reserved: the caller then calls start_worker() once,
+ * after unlocking mu. */
+static bool wake_worker(struct dfc_rpc_server *s) {
     if (s->idle_workers > 0) {
         pthread_cond_signal(&s->work_cv);
-    } else if (s->n_workers < s->max_workers && !s->stop_workers) {
-        if (pthread_create(&s->workers[s->n_workers], NULL, worker_main, s) == 0) {
-            s->n_workers++;
-        } else if (s->n_workers == 0) {
-            DFC_LOG(DFC_LOG_ERROR, "rpc.worker_spawn_failed", "server=%s", s->name);
+        return false;
+    }
+    if (s->n_workers + s->n_spawning < s->max_workers && !s->stop_workers) {
+        s->n_spawning++;
+        return true;
+    }
+    return false;
+}
+
+/* Starts the worker whose slot wake_worker() reserved (mu not held), and records it. */
+static void start_worker(struct dfc_rpc_server *s) {
+    pthread_t id;
+    int r = dfc__pool_spawn(&id, worker_main, s, &s->mu);
+    unsigned n_log = 0, workers = 0;
+    pthread_mutex_lock(&s->mu);
+    if (r == 0) {
+        s->workers[s->n_workers++] = id;
+    } else {
+        if (s->idle_workers > 0 && dfc__next_call(&s->pool).entry != NULL) {
+            pthread_cond_signal(&s->work_cv); /* insurance: DESIGN argues none is needed */
         }
+        if (!dfc__ratelimit_hit(&s->spawn_log, SPAWN_LOG_EVERY_MS, &n_log)) {
+            n_log = 0;
+        }
+        workers = s->n_workers;
+    }
+    if (--s->n_spawning == 0 && s->stop_workers) {
+        pthread_cond_broadcast(&s->spawn_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (n_log > 0) {
+        DFC_LOG(DFC_LOG_ERROR, "rpc.worker_spawn_failed", "server=%s workers=%u count=%u errno=%d",
+                s->name, workers, n_log, r);
     }
 }
 
@@ -135,10 +187,12 @@ static void *worker_main(void *arg) {
             continue;
         }
         struct pool_running running = dfc__pool_take(&s->pool, pick);
-        if (dfc__next_call(&s->pool).entry != NULL) {
-            wake_worker(s); /* another call may run too (a call that ended freed two limits) */
-        }
+        /* another call may run too (a call that ended freed two limits) */
+        bool start = dfc__next_call(&s->pool).entry != NULL && wake_worker(s);
         pthread_mutex_unlock(&s->mu);
+        if (start) {
+            start_worker(s);
+        }
         dfc__call_run(container_of(pick.entry, struct dfc_rpc_call, queued));
         pthread_mutex_lock(&s->mu);
         /* This worker then re-scans: the calls of uid held back by its share, or a stream
@@ -157,16 +211,20 @@ void dfc__pool_enqueue(struct dfc_rpc_server *s, struct dfc_rpc_call *c) {
     c->queued.uid = c->uid;
     pthread_mutex_lock(&s->mu);
     dfc__pool_push(&s->pool, &c->queued);
-    if (dfc__pool_may_run(&s->pool, &c->queued)) {
-        wake_worker(s);
-    }
+    bool start = dfc__pool_may_run(&s->pool, &c->queued) && wake_worker(s);
     pthread_mutex_unlock(&s->mu);
+    if (start) {
+        start_worker(s);
+    }
 }
 
 void dfc__pool_stop(struct dfc_rpc_server *s) {
     pthread_mutex_lock(&s->mu);
     s->stop_workers = true;
     pthread_cond_broadcast(&s->work_cv);
+    while (s->n_spawning > 0) { /* a start under way records its thread, or gives up */
+        pthread_cond_wait(&s->spawn_cv, &s->mu);
+    }
     unsigned n = s->n_workers;
     pthread_mutex_unlock(&s->mu);
     for (unsigned i = 0; i < n; i++) {

@@ -3,7 +3,8 @@
  * the counts by uid it and the limits keep (rpc_limits.c). Private to lib/.
  *
  * Nothing here locks, blocks or calls gRPC: the server holds its mu around every call
- * (rpc_server_internal.h), and test/unit/lib/test_rpc_pool.c calls them directly.
+ * (rpc_server_internal.h), and test/unit/lib/test_rpc_pool.c calls them directly. The one
+ * exception, at the end, is the seam through which the pool starts its threads.
  *
  * The policy. Unary calls and streams wait in separate FIFO queues. A free worker takes the
  * first unary call whose uid is below its share of busy workers while fewer than
@@ -14,6 +15,7 @@
 #ifndef DFC_RPC_POOL_H
 #define DFC_RPC_POOL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -93,5 +95,13 @@ void dfc__pool_end(struct rpc_pool *p, struct pool_running r);
 
 /* Frees what p holds (not the entries). */
 void dfc__pool_free(struct rpc_pool *p);
+
+/* How the pool starts a worker thread: fn(arg) on a new thread, *ret its id; 0 or a positive
+ * errno, as pthread_create(). mu is the server's lock, which the caller does not hold. The
+ * default is pthread_create(); a test may set its own before any server starts (to check that
+ * mu is free, or to make a start fail: test/unit/lib/test_rpc_pool.c). */
+typedef int (*dfc__pool_spawn_fn)(pthread_t *ret, void *(*fn)(void *), void *arg,
+                                  pthread_mutex_t *mu);
+extern dfc__pool_spawn_fn dfc__pool_spawn;
 
 #endif /* DFC_RPC_POOL_H */

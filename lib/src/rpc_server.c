@@ -144,6 +144,7 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->work_cv, NULL);
+    pthread_cond_init(&s->spawn_cv, NULL);
     pthread_mutex_init(&s->cred_mu, NULL);
     pthread_mutex_init(&s->uid_mu, NULL);
     s->shutdown_tag.fn = on_shutdown;
@@ -397,6 +398,7 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->spawn_cv);
     free(s);
     grpc_shutdown();
 }

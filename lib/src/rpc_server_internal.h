@@ -212,12 +212,15 @@ struct dfc_rpc_server {
     bool shutdown_done;
 
     /* Worker pool (rpc_pool.c), guarded by mu; work_cv wakes idle workers. Threads start on
-     * demand. */
+     * demand, never under mu: a slot is reserved (n_spawning), the thread created without mu,
+     * then recorded in workers[n_workers]; spawn_cv tells shutdown that n_spawning fell to 0. */
     pthread_cond_t work_cv;
+    pthread_cond_t spawn_cv;
     struct rpc_pool pool;
     pthread_t *workers;
-    unsigned n_workers, idle_workers;
+    unsigned n_workers, n_spawning, idle_workers;
     bool stop_workers;
+    struct ratelimit spawn_log; /* rpc.worker_spawn_failed lines */
 };
 
 /* ---- rpc_server_call.c ---- */
@@ -246,7 +249,8 @@ bool dfc__call_wait_send(struct dfc_rpc_call *c, struct waiter *w);
 
 /* ---- rpc_pool.c ---- */
 
-/* Queues c for a worker, starting one when c could run now. Never blocks (CQ thread). */
+/* Queues c for a worker, starting one when c could run now (the thread is created after mu
+ * is released). Never waits for another thread (CQ thread). */
 void dfc__pool_enqueue(struct dfc_rpc_server *s, struct dfc_rpc_call *c);
 
 /* Stops the workers once their calls are done and joins them (shutdown). */

@@ -80,6 +80,10 @@ static const struct {
      "dfdaemon: download.server.maxWorkers must be between 1 and 1024, got `2000`\n"},
     {"", DFDAEMON_BIN, "--print-config --config %s", 2,
      "dfdaemon: %s:3:3: unknown key `storage.kepp`\n"},
+    {"", DFDAEMON_BIN, "--print-config --set download.server.shutdownGrace=0s", 2,
+     "dfdaemon: download.server.shutdownGrace must be between 1ms and 24h, got `0s`\n"},
+    {"DFDAEMON_SHUTDOWN_GRACE=soon", DFDAEMON_BIN, "--print-config", 2,
+     "dfdaemon: DFDAEMON_SHUTDOWN_GRACE: `soon` is not a duration such as 1h30m\n"},
     /* dfcache */
     {"", DFCACHE_BIN, "import --ttl 1m /etc/hostname", 2,
      "dfcache import: --ttl must be between 5m and 168h, got `1m`\n"},
@@ -100,6 +104,10 @@ static const struct {
      "Usage: csi-plugin [options] (`csi-plugin --help` lists the options)\n"},
     {"CSI_REQUIRE_READONLY=maybe", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock", 2,
      "csi-plugin: CSI_REQUIRE_READONLY: `maybe` is not true or false\n"},
+    {"", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock --shutdown-grace 25h", 2,
+     "csi-plugin: --shutdown-grace must be between 1ms and 24h, got `25h`\n"},
+    {"CSI_SHUTDOWN_GRACE=x", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock", 2,
+     "csi-plugin: CSI_SHUTDOWN_GRACE: `x` is not a duration such as 1h30m\n"},
     {"", CSI_PLUGIN_BIN, "--endpoint /nonexistent/csi.sock --metrics-address localhost:9", 2,
      "csi-plugin: --metrics-address: `localhost:9` is not IP:PORT (an IP address and a port "
      "1-65535; [IPv6]:PORT; empty = off)\n"},
@@ -160,6 +168,23 @@ static void test_dfdaemon_precedence(void **state) {
     assert_non_null(strstr(f->out_text, "  level: \"debug\"\n"));
     /* A bad value that a flag overrides is never read. */
     assert_int_equal(run(f, "DFDAEMON_LOG_LEVEL=loud", DFDAEMON_BIN, args), 0);
+}
+
+/* download.server.shutdownGrace: 10s (the drain time dfdaemon always had), else the file's,
+ * else the environment's. */
+static void test_dfdaemon_shutdown_grace(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(run(f, "", DFDAEMON_BIN, "--print-config"), 0);
+    assert_non_null(strstr(f->out_text, "    shutdownGrace: 10s\n"));
+    FILE *fp = fopen(f->yaml, "w");
+    fputs("download:\n  server:\n    shutdownGrace: 1m30s\n", fp);
+    fclose(fp);
+    char args[600];
+    snprintf(args, sizeof(args), "--print-config -c %s", f->yaml);
+    assert_int_equal(run(f, "", DFDAEMON_BIN, args), 0);
+    assert_non_null(strstr(f->out_text, "    shutdownGrace: 1m30s\n"));
+    assert_int_equal(run(f, "DFDAEMON_SHUTDOWN_GRACE=250ms", DFDAEMON_BIN, args), 0);
+    assert_non_null(strstr(f->out_text, "    shutdownGrace: 250ms\n"));
 }
 
 /* dfcache: a flag hides a bad variable, so the import gets as far as the (missing) socket. */
@@ -224,6 +249,9 @@ static void test_help_lists_the_documented_options(void **state) {
                                       "[CSI_REQUIRE_READONLY]",
                                       "--probe-dfdaemon",
                                       "[CSI_PROBE_DFDAEMON]",
+                                      "--shutdown-grace DURATION",
+                                      "1ms..24h [5s]",
+                                      "[CSI_SHUTDOWN_GRACE]",
                                       "-l, --log-level LEVEL",
                                       "[CSI_LOG_LEVEL]",
                                       NULL});
@@ -255,6 +283,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_usage_errors_exit_2),
         T(test_dfdaemon_precedence),
+        T(test_dfdaemon_shutdown_grace),
         T(test_dfcache_flag_over_env),
         T(test_help_lists_the_documented_options),
     };

@@ -129,8 +129,9 @@ static int setup_with(void **state, const char *flag) {
     return 0;
 }
 
+/* With a shutdown grace of its own: the teardown's SIGTERM must still stop it cleanly. */
 static int setup(void **state) {
-    return setup_with(state, NULL);
+    return setup_with(state, "--shutdown-grace=2s");
 }
 
 static int setup_readonly_only(void **state) {
