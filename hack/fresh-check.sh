@@ -32,7 +32,8 @@
 #
 # Only Debian packages are downloaded, from the mirror this host's apt already uses (read at run
 # time from /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list); the host's
-# /etc/resolv.conf and its apt Acquire settings (proxy, date checks) are copied into the root.
+# /etc/resolv.conf and its apt Acquire settings (proxy, date checks) are copied into the root,
+# and an /etc/hosts like an installed machine's is written.
 # debootstrap is installed on the host with apt-get if it is missing.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -169,6 +170,10 @@ root=$(mktemp -d "$cache/run.XXXXXX")
 tar -C "$root" --numeric-owner -xf "$base"
 chmod 0755 "$root" # it becomes `/`: mktemp's 0700 would lock out every other uid (_apt, nobody)
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# What a Debian installer writes and debootstrap does not: /etc/hosts naming localhost and this
+# machine (the chart tests bind a copy over it in their own mount namespace).
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(hostname)" >"$root/etc/hosts"
 {
     echo "deb $mirror $suite main"
     if [ -n "$updates" ]; then echo "deb $updates $suite-updates main"; fi
