@@ -203,6 +203,54 @@ static const struct dfc_config_row rows[] = {
      .def = "256",
      LIMIT},
     {.key = "upload.disableShared", .type = DFC_CFG_BOOL, .offset = F(disable_shared)},
+    {.key = "security.tlsPolicy",
+     .type = DFC_CFG_ENUM,
+     .offset = F(tls_policy),
+     .def = "auto",
+     .env = "DFDAEMON_SECURITY_TLSPOLICY",
+     .help = "TLS on the TCP ports and to the schedulers: auto (mutual when certificate files "
+             "are given, else off), off, server-auth, mutual",
+     .choices = dfc_tls_policy_choices},
+    {.key = "upload.server.caCert",
+     .type = DFC_CFG_PATH,
+     .offset = F(upload_server_ca),
+     .help = "CA certificate (PEM, ca.crt) that the peers of this node's upload servers "
+             "(DfdaemonUpload, Vortex) must chain to"},
+    {.key = "upload.server.cert",
+     .type = DFC_CFG_PATH,
+     .offset = F(upload_server_cert),
+     .help =
+         "certificate chain (PEM, tls.crt) of this node's upload servers (DfdaemonUpload, Vortex)"},
+    {.key = "upload.server.key",
+     .type = DFC_CFG_PATH,
+     .offset = F(upload_server_key),
+     .help = "private key (PEM, tls.key) of this node's upload servers (DfdaemonUpload, Vortex)"},
+    {.key = "upload.client.caCert",
+     .type = DFC_CFG_PATH,
+     .offset = F(upload_client_ca),
+     .help = "CA certificate (PEM, ca.crt) that the peers of this node as a client of other nodes "
+             "must chain to"},
+    {.key = "upload.client.cert",
+     .type = DFC_CFG_PATH,
+     .offset = F(upload_client_cert),
+     .help = "certificate chain (PEM, tls.crt) of this node as a client of other nodes"},
+    {.key = "upload.client.key",
+     .type = DFC_CFG_PATH,
+     .offset = F(upload_client_key),
+     .help = "private key (PEM, tls.key) of this node as a client of other nodes"},
+    {.key = "scheduler.caCert",
+     .type = DFC_CFG_PATH,
+     .offset = F(sched_ca),
+     .help = "CA certificate (PEM, ca.crt) that the peers of this node as a client of the "
+             "schedulers must chain to"},
+    {.key = "scheduler.cert",
+     .type = DFC_CFG_PATH,
+     .offset = F(sched_cert),
+     .help = "certificate chain (PEM, tls.crt) of this node as a client of the schedulers"},
+    {.key = "scheduler.key",
+     .type = DFC_CFG_PATH,
+     .offset = F(sched_key),
+     .help = "private key (PEM, tls.key) of this node as a client of the schedulers"},
     {.key = "metrics.server.ip",
      .type = DFC_CFG_STRING,
      .offset = F(metrics_ip),
@@ -298,6 +346,22 @@ int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
                                      "%s (%llu) is taken by upload.server.port or "
                                      "storage.server.tcpPort",
                                      names[i], (unsigned long long)http[i]);
+            }
+        }
+    }
+    if (dfd_config_p2p(cfg)) {
+        struct dfc_tls_files sides[] = {dfd_tls_upload_server(cfg), dfd_tls_upload_client(cfg),
+                                        dfd_tls_scheduler(cfg)};
+        const char *prefixes[] = {"upload.server.", "upload.client.", "scheduler."};
+        bool any = false;
+        for (size_t i = 0; i < 3; i++) {
+            any = any || dfc_tls_files_any(&sides[i]);
+        }
+        cfg->tls = dfc_tls_policy_resolve(cfg->tls_policy, any);
+        for (size_t i = 0; i < 3; i++) {
+            r = dfc_tls_files_check(cfg->tls, &sides[i], i == 0, prefixes[i], err);
+            if (r < 0) {
+                return r;
             }
         }
     }

@@ -14,6 +14,7 @@
 
 #include "dfc/config.h"
 #include "dfc/error.h"
+#include "dfc/tls.h"
 
 struct dfd_config {
     char *socket_path;                /* download.server.socketPath */
@@ -67,7 +68,33 @@ struct dfd_config {
     uint64_t health_port;            /* health.server.port; 0 = off */
     char *idc;                       /* host.idc */
     char *location;                  /* host.location */
+
+    /* TLS on the cluster's TCP connections (docs/trust-model.md); upstream's key names. */
+    const char *tls_policy;   /* security.tlsPolicy: one of dfc_tls_policy_choices */
+    enum dfc_tls_policy tls;  /* the policy resolved by dfd_config_finish() */
+    char *upload_server_ca;   /* upload.server.caCert: verifies clients of DfdaemonUpload/Vortex */
+    char *upload_server_cert; /* upload.server.cert: this node's identity as a server */
+    char *upload_server_key;  /* upload.server.key */
+    char *upload_client_ca;   /* upload.client.caCert: verifies the nodes this one downloads from */
+    char *upload_client_cert; /* upload.client.cert: this node's identity as a client */
+    char *upload_client_key;  /* upload.client.key */
+    char *sched_ca;           /* scheduler.caCert: verifies the schedulers */
+    char *sched_cert;         /* scheduler.cert: this node's identity to the schedulers */
+    char *sched_key;          /* scheduler.key */
 };
+
+/* The TLS files of each side (borrowed from cfg). */
+static inline struct dfc_tls_files dfd_tls_upload_server(const struct dfd_config *cfg) {
+    return (struct dfc_tls_files){cfg->upload_server_ca, cfg->upload_server_cert,
+                                  cfg->upload_server_key};
+}
+static inline struct dfc_tls_files dfd_tls_upload_client(const struct dfd_config *cfg) {
+    return (struct dfc_tls_files){cfg->upload_client_ca, cfg->upload_client_cert,
+                                  cfg->upload_client_key};
+}
+static inline struct dfc_tls_files dfd_tls_scheduler(const struct dfd_config *cfg) {
+    return (struct dfc_tls_files){cfg->sched_ca, cfg->sched_cert, cfg->sched_key};
+}
 
 /* True when scheduler.addrs names a scheduler (peer to peer on). */
 static inline bool dfd_config_p2p(const struct dfd_config *cfg) {

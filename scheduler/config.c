@@ -162,6 +162,40 @@ static const struct dfc_config_row rows[] = {
      .def = "4",
      .env = "SCHEDULER_SCHEDULER_REPLICAREPAIRCONCURRENCY",
      DFC_OPT_RANGE(1, 256)},
+    {.key = "security.tlsPolicy",
+     .type = DFC_CFG_ENUM,
+     .offset = F(tls_policy),
+     .def = "auto",
+     .env = "SCHEDULER_SECURITY_TLSPOLICY",
+     .help = "TLS on the gRPC port and to the nodes: auto (mutual when certificate files are "
+             "given, else off), off, server-auth, mutual",
+     .choices = dfc_tls_policy_choices},
+    {.key = "server.tls.caCert",
+     .type = DFC_CFG_PATH,
+     .offset = F(server_tls_ca),
+     .help = "CA certificate (PEM, ca.crt) that the peers of the scheduler's gRPC server must "
+             "chain to"},
+    {.key = "server.tls.cert",
+     .type = DFC_CFG_PATH,
+     .offset = F(server_tls_cert),
+     .help = "certificate chain (PEM, tls.crt) of the scheduler's gRPC server"},
+    {.key = "server.tls.key",
+     .type = DFC_CFG_PATH,
+     .offset = F(server_tls_key),
+     .help = "private key (PEM, tls.key) of the scheduler's gRPC server"},
+    {.key = "peer.tls.caCert",
+     .type = DFC_CFG_PATH,
+     .offset = F(peer_tls_ca),
+     .help = "CA certificate (PEM, ca.crt) that the peers of the scheduler as a client of the "
+             "nodes must chain to"},
+    {.key = "peer.tls.cert",
+     .type = DFC_CFG_PATH,
+     .offset = F(peer_tls_cert),
+     .help = "certificate chain (PEM, tls.crt) of the scheduler as a client of the nodes"},
+    {.key = "peer.tls.key",
+     .type = DFC_CFG_PATH,
+     .offset = F(peer_tls_key),
+     .help = "private key (PEM, tls.key) of the scheduler as a client of the nodes"},
     {.key = "log.level",
      .type = DFC_CFG_ENUM,
      .offset = F(log_level),
@@ -190,6 +224,16 @@ int sched_config_finish(struct sched_config *cfg, struct dfc_error *err) {
         return dfc_error_set(err, -EINVAL,
                              "database.redis.masterName is set but database.redis.addrs (the "
                              "Sentinels) is empty");
+    }
+    struct dfc_tls_files server = sched_tls_server(cfg), peer = sched_tls_peer(cfg);
+    cfg->tls = dfc_tls_policy_resolve(cfg->tls_policy,
+                                      dfc_tls_files_any(&server) || dfc_tls_files_any(&peer));
+    r = dfc_tls_files_check(cfg->tls, &server, true, "server.tls.", err);
+    if (r == 0) {
+        r = dfc_tls_files_check(cfg->tls, &peer, false, "peer.tls.", err);
+    }
+    if (r < 0) {
+        return r;
     }
     if (cfg->advertise_ip[0] == '\0') {
         char ip[DFC_IP_STR_MAX];

@@ -15,6 +15,7 @@
 
 #include "dfc/config.h"
 #include "dfc/error.h"
+#include "dfc/tls.h"
 
 struct sched_config {
     char *listen_ip;           /* server.listenIP */
@@ -46,7 +47,25 @@ struct sched_config {
     int64_t repair_interval;         /* scheduler.replicaRepairInterval (ns) */
     uint64_t repair_concurrency;     /* scheduler.replicaRepairConcurrency */
     const char *log_level;           /* log.level (one of dfc_log_level_choices) */
+
+    /* TLS on the gRPC port and to the nodes (docs/trust-model.md); upstream's key names. */
+    const char *tls_policy;  /* security.tlsPolicy: one of dfc_tls_policy_choices */
+    enum dfc_tls_policy tls; /* the policy resolved by sched_config_finish() */
+    char *server_tls_ca;     /* server.tls.caCert: verifies the nodes that call */
+    char *server_tls_cert;   /* server.tls.cert: the scheduler's identity as a server */
+    char *server_tls_key;    /* server.tls.key */
+    char *peer_tls_ca;       /* peer.tls.caCert: verifies the nodes the scheduler calls */
+    char *peer_tls_cert;     /* peer.tls.cert: the scheduler's identity as their client */
+    char *peer_tls_key;      /* peer.tls.key */
 };
+
+/* The TLS files of each side (borrowed from cfg). */
+static inline struct dfc_tls_files sched_tls_server(const struct sched_config *cfg) {
+    return (struct dfc_tls_files){cfg->server_tls_ca, cfg->server_tls_cert, cfg->server_tls_key};
+}
+static inline struct dfc_tls_files sched_tls_peer(const struct sched_config *cfg) {
+    return (struct dfc_tls_files){cfg->peer_tls_ca, cfg->peer_tls_cert, cfg->peer_tls_key};
+}
 
 extern const struct dfc_config_schema sched_config_schema;
 
