@@ -27,6 +27,15 @@
 #   CLUSTER_LOG_LEVEL     the daemons' and the scheduler's log.level (default info)
 #   CLUSTER_GC_INTERVAL   the daemons' gc.interval (default 5s, so TTL expiry shows quickly)
 #   CLUSTER_SCHED_IP      the scheduler's address (default 127.0.0.1, see below)
+#   CLUSTER_TLS           mutual (default) or off: TLS on every TCP connection of the cluster
+#
+# TLS (this layout is an interface; keep it): `up` makes one CA per cluster with openssl
+# (test/support/make-certs.sh) and a certificate for each process, in cert-manager's Secret
+# layout: the CA at $CLUSTER_DIR/tls/ca.crt (its key beside it), node i's certificate and key at
+# $CLUSTER_DIR/node<i>/tls/tls.crt and tls.key, the scheduler's at
+# $CLUSTER_DIR/scheduler/tls/tls.crt and tls.key. Each certificate's SAN holds its process's IP
+# address (a node's 127.0.0.(10+i), the scheduler's address) and, for a node, its host id as
+# URI dragonfly://host/<host id>. Every config then sets security.tlsPolicy and the files.
 #
 # Addresses: Redis 127.0.0.1:<free port>; the scheduler 127.0.0.1:8002 (another free port if
 # 8002 is taken); node i on 127.0.0.(10+i), hostname dfc-node<i>, host id
@@ -46,7 +55,7 @@
 #
 # cluster.env defines: CLUSTER_NODES, REDIS_PORT, REDIS_ADDR, SCHED_IP, SCHED_PORT, SCHED_ADDR,
 # UPLOAD_PORT, VORTEX_PORT, REDIS_PREFIX (the scheduler's key prefix, docs/dragonfly-compat.md
-# section 7.2) and BIN_DIR (the absolute build dir).
+# section 7.2), BIN_DIR (the absolute build dir) and CLUSTER_TLS (mutual or off).
 #
 # `up` is idempotent: on a running cluster of the same size it starts only what is not running.
 # `down` is idempotent too, and removes only a directory that holds a cluster.env.
@@ -71,6 +80,33 @@ say() { echo "local-cluster: $*"; }
 node_ip() { echo "127.0.0.$((10 + $1))"; }
 node_host() { echo "dfc-node$1"; }
 node_id() { echo "$(node_ip "$1")-$(node_host "$1")"; }
+tls=${CLUSTER_TLS:-mutual}
+case $tls in mutual | off) ;; *) die "CLUSTER_TLS must be mutual or off, not '$tls'" ;; esac
+
+# make_certs N: the cluster's CA and the scheduler's and nodes 1..N's certificates (kept when
+# they exist, so `up` on a running cluster changes nothing).
+make_certs() {
+    local n=$1 certs=$root/test/support/make-certs.sh
+    [ "$tls" = off ] && return 0
+    [ -f "$dir/tls/ca.crt" ] || bash "$certs" ca "$dir/tls" || die "making the cluster's CA failed"
+    [ -f "$dir/scheduler/tls/tls.crt" ] ||
+        bash "$certs" leaf "$dir/tls" "$dir/scheduler/tls" "IP:$SCHED_IP" --cn dfc-scheduler ||
+        die "making the scheduler's certificate failed"
+    for i in $(seq "$n"); do
+        [ -f "$dir/node$i/tls/tls.crt" ] ||
+            bash "$certs" leaf "$dir/tls" "$dir/node$i/tls" \
+                "IP:$(node_ip "$i"),URI:dragonfly://host/$(node_id "$i")" --cn "$(node_id "$i")" ||
+            die "making node $i's certificate failed"
+    done
+}
+
+# tls_files_yaml DIR PAD: YAML lines caCert (the cluster's CA), cert and key (DIR/tls/), each
+# prefixed by PAD.
+tls_files_yaml() {
+    local d=$1 pad=$2
+    printf '%scaCert: "%s"\n%scert: "%s"\n%skey: "%s"\n' "$pad" "$dir/tls/ca.crt" "$pad" \
+        "$d/tls/tls.crt" "$pad" "$d/tls/tls.key"
+}
 
 # Whether a TCP socket uses ip:port (listening there or on a wildcard, v4 or v6, or any
 # connection with that local address, IPv4-mapped included), from /proc/net/tcp{,6}.
@@ -222,6 +258,14 @@ server:
   port: $SCHED_PORT
   advertiseIP: "$SCHED_IP"
   shutdownGrace: 2s
+$(if [ "$tls" != off ]; then
+        printf '  tls:\n'
+        tls_files_yaml "$dir/scheduler" "    "
+    fi)
+$(if [ "$tls" != off ]; then
+        printf 'security:\n  tlsPolicy: %s\npeer:\n  tls:\n' "$tls"
+        tls_files_yaml "$dir/scheduler" "    "
+    fi)
 metrics:
   server:
     ip: "$SCHED_IP"
@@ -284,10 +328,17 @@ host:
 scheduler:
   addrs: ["$SCHED_ADDR"]
   announceInterval: 2s
+$(if [ "$tls" != off ]; then tls_files_yaml "$nd" "  "; fi)
 upload:
   server:
     ip: "$ip"
     port: $UPLOAD_PORT
+$(if [ "$tls" != off ]; then
+        tls_files_yaml "$nd" "    "
+        printf '  client:\n'
+        tls_files_yaml "$nd" "    "
+    fi)
+$(if [ "$tls" != off ]; then printf 'security:\n  tlsPolicy: %s\n' "$tls"; fi)
 metrics:
   server:
     ip: "$ip"
@@ -396,8 +447,10 @@ UPLOAD_PORT=$up
 VORTEX_PORT=$vp
 REDIS_PREFIX=scheduler:scheduler-clusters:1
 BIN_DIR=$build
+CLUSTER_TLS=$tls
 EOF
         load_env
+        make_certs "$n"
         write_scheduler_config
         for i in $(seq "$n"); do write_node_config "$i"; done
     fi
