@@ -39,7 +39,9 @@ leaf)
         *) die "unknown option $1" ;;
         esac
     done
-    [ -r "$ca/ca.crt" ] && [ -r "$ca/ca.key" ] || die "no CA in $ca (make-certs.sh ca $ca)"
+    if [ ! -r "$ca/ca.crt" ] || [ ! -r "$ca/ca.key" ]; then
+        die "no CA in $ca (make-certs.sh ca $ca)"
+    fi
     mkdir -p "$out"
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
