@@ -35,7 +35,8 @@
 # $CLUSTER_DIR/node<i>/tls/tls.crt and tls.key, the scheduler's at
 # $CLUSTER_DIR/scheduler/tls/tls.crt and tls.key. Each certificate's SAN holds its process's IP
 # address (a node's 127.0.0.(10+i), the scheduler's address) and, for a node, its host id as
-# URI dragonfly://host/<host id>. Every config then sets security.tlsPolicy and the files.
+# URI dragonfly://host/<host id>; the scheduler's also holds URI dragonfly://scheduler (its role).
+# Every config then sets security.tlsPolicy and the files.
 #
 # Addresses: Redis 127.0.0.1:<free port>; the scheduler 127.0.0.1:8002 (another free port if
 # 8002 is taken); node i on 127.0.0.(10+i), hostname dfc-node<i>, host id
@@ -90,7 +91,7 @@ make_certs() {
     [ "$tls" = off ] && return 0
     [ -f "$dir/tls/ca.crt" ] || bash "$certs" ca "$dir/tls" || die "making the cluster's CA failed"
     [ -f "$dir/scheduler/tls/tls.crt" ] ||
-        bash "$certs" leaf "$dir/tls" "$dir/scheduler/tls" "IP:$SCHED_IP" --cn dfc-scheduler ||
+        bash "$certs" leaf "$dir/tls" "$dir/scheduler/tls" "IP:$SCHED_IP,URI:dragonfly://scheduler" --cn dfc-scheduler ||
         die "making the scheduler's certificate failed"
     for i in $(seq "$n"); do
         [ -f "$dir/node$i/tls/tls.crt" ] ||
