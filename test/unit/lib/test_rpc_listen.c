@@ -2,7 +2,8 @@
  * Tests for the TCP listeners of lib/src/rpc_listen.c (dfc_rpc_server_listen_tcp,
  * dfc_rpc_call_peer_ip): a real server on 127.0.0.1 or 0.0.0.0 with an ephemeral port, real
  * gRPC clients, a connection from 127.0.0.2 (through a relay whose outgoing socket is bound
- * there, since the kernel picks 127.0.0.1 for a plain connect), and raw sockets for the cap.
+ * there, since the kernel picks 127.0.0.1 for a plain connect), and raw sockets for the caps
+ * (in all, per address) and the first-bytes deadline.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,11 +60,9 @@ struct fx {
     struct dfc_rpc_server *server;
 };
 
-static struct fx *fx_start(const char *ip, unsigned max_conns) {
+static struct fx *fx_start_opts(const char *ip, struct dfc_rpc_server_opts o) {
     struct fx *f = calloc(1, sizeof(*f));
     struct dfc_error err;
-    struct dfc_rpc_server_opts o = {
-        .max_conns = max_conns, .idle_timeout_ms = -1, .option_prefix = "test."};
     test_mkdtemp(f->dir, sizeof(f->dir), "rpc-listen");
     snprintf(f->sock, sizeof(f->sock), "%s/l.sock", f->dir);
     assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
@@ -73,6 +72,12 @@ static struct fx *fx_start(const char *ip, unsigned max_conns) {
     assert_int_equal(dfc_rpc_server_listen_unix(f->server, f->sock, 0600, -1, &err), 0);
     assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
     return f;
+}
+
+static struct fx *fx_start(const char *ip, unsigned max_conns) {
+    struct dfc_rpc_server_opts o = {
+        .max_conns = max_conns, .idle_timeout_ms = -1, .option_prefix = "test."};
+    return fx_start_opts(ip, o);
 }
 
 static int teardown(void **state) {
@@ -219,13 +224,21 @@ static void test_a_call_from_127_0_0_2_sees_it(void **state) {
 
 /* ---- the connection cap ---- */
 
-static int raw_tcp(unsigned port) {
+/* A raw connection to 127.0.0.1:port from the local address from. */
+static int raw_tcp_from(const char *from, unsigned port) {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in src = {.sin_family = AF_INET};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    inet_pton(AF_INET, from, &src.sin_addr);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     return fd;
+}
+
+static int raw_tcp(unsigned port) {
+    return raw_tcp_from("127.0.0.1", port);
 }
 
 static bool closed(void *arg) {
@@ -273,6 +286,110 @@ static void test_tcp_connections_are_capped(void **state) {
     assert_string_equal(p.ip, "127.0.0.1");
 }
 
+/* One peer address holds at most maxConnectionsPerIP of the TCP connections: the one beyond is
+ * closed as it is accepted, with a line naming the limit, while another address still gets in
+ * (before the cap, one address could take all of maxConnections). */
+static void test_one_address_is_capped(void **state) {
+    struct dfc_rpc_server_opts o = {.max_conns = 16,
+                                    .max_conns_per_ip = 2,
+                                    .first_bytes_timeout_ms = -1,
+                                    .idle_timeout_ms = -1,
+                                    .option_prefix = "test."};
+    struct fx *f = fx_start_opts("127.0.0.1", o);
+    *state = f;
+    rpc_test_refused_start();
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_tcp_from("127.0.0.2", f->port);
+    }
+    assert_true(test_wait_for(closed, &fds[2], 10000));
+    usleep(200000);
+    assert_false(test_closed_by_peer(fds[0]));
+    assert_false(test_closed_by_peer(fds[1]));
+    char line[512];
+    assert_int_equal(rpc_test_refused_stop(line, sizeof(line)), 1);
+    assert_non_null(strstr(line, "last_peer=127.0.0.2 "));
+    assert_non_null(strstr(line, "open_ip=2 "));
+    assert_non_null(strstr(line, "test.maxConnectionsPerIP=2"));
+    /* 127.0.0.1 has its own share. */
+    char target[64];
+    struct peer p;
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(ask(target, &p), 0);
+    assert_string_equal(p.ip, "127.0.0.1");
+    for (int i = 0; i < 3; i++) {
+        close(fds[i]);
+    }
+}
+
+/* The rpc.connection_silent lines; guarded by silent_mu. */
+static char silent_line[512];
+static int n_silent;
+static pthread_mutex_t silent_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_silent(int level, const char *line, size_t len, void *ud) {
+    (void)level;
+    (void)ud;
+    if (strstr(line, "rpc.connection_silent") != NULL) {
+        pthread_mutex_lock(&silent_mu);
+        if (n_silent++ == 0) {
+            snprintf(silent_line, sizeof(silent_line), "%.*s", (int)len, line);
+        }
+        pthread_mutex_unlock(&silent_mu);
+    }
+}
+
+/* A flood of connections that send nothing held every TCP slot until the idle timeout (here:
+ * none), locking real callers out. Now each is closed firstBytesTimeout after its accept, and
+ * so is one that trickles the HTTP/2 preface a byte at a time (it never completes it in time);
+ * then a real call gets in. */
+static void test_silent_connections_are_closed(void **state) {
+    enum { SLOTS = 4 };
+    struct dfc_rpc_server_opts o = {.max_conns = SLOTS,
+                                    .first_bytes_timeout_ms = 500,
+                                    .idle_timeout_ms = -1,
+                                    .option_prefix = "test."};
+    struct fx *f = fx_start_opts("127.0.0.1", o);
+    *state = f;
+    pthread_mutex_lock(&silent_mu);
+    n_silent = 0;
+    pthread_mutex_unlock(&silent_mu);
+    dfc_log_set_sink(capture_silent, NULL);
+    double t0 = test_now_ms();
+    int fds[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        fds[i] = raw_tcp(f->port);
+    }
+    /* fds[SLOTS - 1] trickles the preface: one byte per 100 ms (24 bytes would take 2.4 s). */
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    bool all_closed = false;
+    for (size_t b = 0; b < sizeof(preface) - 1 && !all_closed; b++) {
+        (void)send(fds[SLOTS - 1], preface + b, 1, MSG_NOSIGNAL);
+        usleep(100000);
+        all_closed = true;
+        for (int i = 0; i < SLOTS; i++) {
+            all_closed = all_closed && test_closed_by_peer(fds[i]);
+        }
+    }
+    double took = test_now_ms() - t0;
+    assert_true(all_closed);
+    assert_true(took >= 400 && took < 2300);
+    pthread_mutex_lock(&silent_mu);
+    assert_true(n_silent >= 1);
+    assert_non_null(strstr(silent_line, "last_peer=127.0.0.1 "));
+    assert_non_null(strstr(silent_line, "test.firstBytesTimeout=500ms"));
+    pthread_mutex_unlock(&silent_mu);
+    dfc_log_set_sink(NULL, NULL);
+    /* The slots are free: a real call gets in. */
+    char target[64];
+    struct peer p;
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(ask(target, &p), 0);
+    for (int i = 0; i < SLOTS; i++) {
+        close(fds[i]);
+    }
+}
+
 static void test_bad_addresses_are_refused(void **state) {
     struct dfc_rpc_server *s;
     struct dfc_error err;
@@ -295,6 +412,8 @@ int main(void) {
         T(test_a_unix_call_has_no_peer_ip),
         T(test_a_call_from_127_0_0_2_sees_it),
         T(test_tcp_connections_are_capped),
+        T(test_one_address_is_capped),
+        T(test_silent_connections_are_closed),
         cmocka_unit_test(test_bad_addresses_are_refused),
     };
     if (rpc_test_resolve() < 0) {
