@@ -214,6 +214,13 @@ static const struct dfc_config_row rows[] = {
      .def = "64",
      .help = "open connections to the upload port from one peer address; more are closed",
      LIMIT},
+    {.key = "upload.server.maxSyncHostStreamsPerHost",
+     .type = DFC_CFG_UINT,
+     .offset = F(upload_max_sync_host_streams),
+     .def = "4",
+     .help = "SyncHost streams open at once from one remote (peer address); more are refused "
+             "RESOURCE_EXHAUSTED",
+     LIMIT},
     {.key = "upload.server.firstBytesTimeout",
      .type = DFC_CFG_DURATION,
      .offset = F(upload_first_bytes_timeout),

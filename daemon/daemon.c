@@ -32,6 +32,7 @@
 #include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/rpc_server.h"
+#include "dfc/stream_cap.h"
 #include "dfc/units.h"
 #include "gc.h"
 #include "metrics.h"
@@ -146,7 +147,9 @@ static void gc_deleted(void *sched, const struct dfd_task_meta *t) {
 struct p2p_parts {
     struct dfd_vortex_server *vortex;
     struct dfd_p2p *engine;
-    struct dfc_rpc_server *upload; /* DfdaemonUpload on TCP */
+    struct dfc_rpc_server *upload;       /* DfdaemonUpload on TCP */
+    struct dfc_stream_cap sync_host_cap; /* SyncHost streams per remote, once cap_set */
+    bool cap_set;
 };
 
 /* The Vortex piece server, the download engine and DfdaemonUpload on TCP, after the scheduler
@@ -199,6 +202,10 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         return r;
     }
     svc->p2p = pp->engine;
+    dfc_stream_cap_init(&pp->sync_host_cap, (unsigned)cfg->upload_max_sync_host_streams, "SyncHost",
+                        "upload.server.maxSyncHostStreamsPerHost");
+    pp->cap_set = true;
+    svc->sync_host_cap = &pp->sync_host_cap;
     struct dfc_rpc_server_opts opts = {
         .max_workers = (unsigned)cfg->upload_max_workers,
         .log_level_ok = DFC_LOG_DEBUG,
@@ -242,6 +249,11 @@ static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
     dfd_p2p_free(pp->engine);
     svc->p2p = NULL;
     dfd_vortex_server_stop(pp->vortex);
+    svc->sync_host_cap = NULL;
+    if (pp->cap_set) {
+        dfc_stream_cap_destroy(&pp->sync_host_cap);
+        pp->cap_set = false;
+    }
     pp->upload = NULL;
     pp->engine = NULL;
     pp->vortex = NULL;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dfc/log.h"
+#include "dfc/stream_cap.h"
 #include "dfc/units.h"
 #include "service.h"
 #include "validate.h"
@@ -366,9 +367,8 @@ static int on_piece_failed(struct sched_service *svc, struct dfc_rpc_call *call,
     return r;
 }
 
-int sched__announce_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
-                         ProtobufCMessage *resp, struct dfc_error *err) {
-    struct sched_service *svc = svcp;
+static int announce_loop(struct sched_service *svc, struct dfc_rpc_call *call,
+                         struct dfc_error *err) {
     int r = sched__need_redis(svc, err); /* before any message, as upstream */
     bool logged = false;
     while (r == 0) {
@@ -439,6 +439,21 @@ int sched__announce_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         if (done) {
             break;
         }
+    }
+    return r;
+}
+
+/* At most server.maxAnnounceStreamsPerHost streams per remote: each holds a worker for its
+ * life, so one host's idle streams would otherwise take every worker streams may use and block
+ * every other host's downloads (RESOURCE_EXHAUSTED beyond it). */
+int sched__announce_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
+                         ProtobufCMessage *resp, struct dfc_error *err) {
+    struct sched_service *svc = svcp;
+    char remote[DFC_RPC_REMOTE_MAX];
+    int r = dfc_stream_cap_enter(&svc->announce_cap, call, remote, err);
+    if (r == 0) {
+        r = announce_loop(svc, call, err);
+        dfc_stream_cap_leave(&svc->announce_cap, remote);
     }
     return r;
 }

@@ -253,6 +253,14 @@ int dfc_rpc_call_peer_cred(struct dfc_rpc_call *call, struct ucred *ret_cred);
  * listeners, -ENAMETOOLONG when size is too small (INET6_ADDRSTRLEN is enough). */
 int dfc_rpc_call_peer_ip(struct dfc_rpc_call *call, char *buf, size_t size);
 
+/* Who the caller is, as a key for per-remote limits (dfc/stream_cap.h): the peer IP address
+ * for calls through dfc_rpc_server_listen_tcp(), "uid:<n>" for dfc_rpc_server_listen_unix(),
+ * "" when unknown (one key shared by every such caller). The one place that decides it: with
+ * TLS it becomes the certificate's identity. Returns 0 or -ENAMETOOLONG (size too small;
+ * DFC_RPC_REMOTE_MAX is enough). */
+#define DFC_RPC_REMOTE_MAX 128
+int dfc_rpc_call_remote(struct dfc_rpc_call *call, char *buf, size_t size);
+
 /* Copies the value of request metadata key (lowercase) into buf, NUL-terminated. Returns its
  * length, -ENOENT when absent, -ENAMETOOLONG when it does not fit. */
 int dfc_rpc_call_metadata(struct dfc_rpc_call *call, const char *key, char *buf, size_t size);

@@ -25,6 +25,7 @@
 #include "dfc/log.h"
 #include "dfc/rpc_client.h"
 #include "dfc/rpc_server.h"
+#include "dfc/stream_cap.h"
 #include "test/rpc_test.pb-c.h"
 #include "rpc_test_service.h"
 #include "test_support.h"
@@ -53,6 +54,23 @@ static int echo_peer(void *svc, struct dfc_rpc_call *call, const ProtobufCMessag
 
 static const struct rpc_test_handlers handlers = {echo_peer, echo_peer, echo_peer, rpc_test_chat};
 
+/* Chat under a per-remote stream cap (dfc/stream_cap.h). */
+static struct dfc_stream_cap chat_cap;
+
+static int capped_chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                       ProtobufCMessage *resp, struct dfc_error *err) {
+    char remote[DFC_RPC_REMOTE_MAX];
+    int r = dfc_stream_cap_enter(&chat_cap, call, remote, err);
+    if (r == 0) {
+        r = rpc_test_chat(svc, call, req, resp, err);
+        dfc_stream_cap_leave(&chat_cap, remote);
+    }
+    return r;
+}
+
+static const struct rpc_test_handlers capped_handlers = {echo_peer, echo_peer, echo_peer,
+                                                         capped_chat};
+
 struct fx {
     char dir[256];
     char sock[300];
@@ -60,18 +78,23 @@ struct fx {
     struct dfc_rpc_server *server;
 };
 
-static struct fx *fx_start_opts(const char *ip, struct dfc_rpc_server_opts o) {
+static struct fx *fx_start_with(const char *ip, struct dfc_rpc_server_opts o,
+                                const struct rpc_test_handlers *h) {
     struct fx *f = calloc(1, sizeof(*f));
     struct dfc_error err;
     test_mkdtemp(f->dir, sizeof(f->dir), "rpc-listen");
     snprintf(f->sock, sizeof(f->sock), "%s/l.sock", f->dir);
     assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
-    assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
+    assert_int_equal(rpc_test_add_service(f->server, h, NULL, &err), 0);
     assert_int_equal(dfc_rpc_server_listen_tcp(f->server, ip, 0, &f->port, &err), 0);
     assert_true(f->port > 0);
     assert_int_equal(dfc_rpc_server_listen_unix(f->server, f->sock, 0600, -1, &err), 0);
     assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
     return f;
+}
+
+static struct fx *fx_start_opts(const char *ip, struct dfc_rpc_server_opts o) {
+    return fx_start_with(ip, o, &handlers);
 }
 
 static struct fx *fx_start(const char *ip, unsigned max_conns) {
@@ -220,6 +243,85 @@ static void test_a_call_from_127_0_0_2_sees_it(void **state) {
     tcp_target("127.0.0.1", f->port, target, sizeof(target));
     assert_int_equal(ask(target, &p), 0);
     assert_string_equal(p.ip, "127.0.0.1");
+}
+
+/* ---- the per-remote stream cap ---- */
+
+/* Opens a Chat stream on c and has one message echoed: 0 once the handler runs, else the
+ * stream's error (the stream is then freed and *ret NULL). */
+static int chat_open(struct dfc_rpc_client *c, struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    int r = dfc_rpc_stream_open(c, &rt.chat, 10000, ret, err);
+    if (r == 0 && (r = dfc_rpc_stream_send(*ret, &in.base, err)) == 0) {
+        r = dfc_rpc_stream_recv(*ret, &dfc__test__v1__chunk__descriptor, &out, err);
+        dfc_rpc_msg_free(out);
+        r = r == 1 ? 0 : r == 0 ? -EPROTO : r;
+    }
+    if (r < 0 && *ret != NULL) {
+        dfc_rpc_stream_free(*ret);
+        *ret = NULL;
+    }
+    return r;
+}
+
+static void chat_close(struct dfc_rpc_stream *st) {
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_stream_finish(st, &err), 0);
+    dfc_rpc_stream_free(st);
+}
+
+/* Two idle streams of 127.0.0.1 fill its share: its third is refused RESOURCE_EXHAUSTED
+ * naming the limit, while 127.0.0.2 (through the relay) and a local caller (Unix socket, keyed
+ * by uid) still open theirs; once one closes, 127.0.0.1 gets one again. */
+static void test_streams_are_capped_per_remote(void **state) {
+    dfc_stream_cap_init(&chat_cap, 2, "Chat", "test.maxChatStreamsPerHost");
+    struct dfc_rpc_server_opts o = {.idle_timeout_ms = -1, .option_prefix = "test."};
+    struct fx *f = fx_start_with("", o, &capped_handlers);
+    *state = f;
+    struct dfc_error err;
+    char target[320];
+    struct dfc_rpc_client *local, *other, *unix_c;
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &local, &err), 0);
+    struct dfc_rpc_stream *held[2], *extra = NULL;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(chat_open(local, &held[i], &err), 0);
+    }
+    assert_true(chat_open(local, &extra, &err) < 0);
+    assert_null(extra);
+    assert_non_null(strstr(err.msg, "Chat: 2 streams from 127.0.0.1 already open "
+                                    "(test.maxChatStreamsPerHost)"));
+    /* Another address has its own share. */
+    struct relay rl = {.server_port = f->port};
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    inet_pton(AF_INET, "127.0.0.3", &sa.sin_addr);
+    rl.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(rl.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(rl.lfd, 4), 0);
+    assert_int_equal(getsockname(rl.lfd, (struct sockaddr *)&sa, &len), 0);
+    assert_int_equal(pthread_create(&rl.thread, NULL, relay_main, &rl), 0);
+    tcp_target("127.0.0.3", ntohs(sa.sin_port), target, sizeof(target));
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &other, &err), 0);
+    struct dfc_rpc_stream *st;
+    assert_int_equal(chat_open(other, &st, &err), 0);
+    chat_close(st);
+    dfc_rpc_client_free(other);
+    pthread_join(rl.thread, NULL);
+    close(rl.lfd);
+    snprintf(target, sizeof(target), "unix:%s", f->sock);
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &unix_c, &err), 0);
+    assert_int_equal(chat_open(unix_c, &st, &err), 0);
+    chat_close(st);
+    dfc_rpc_client_free(unix_c);
+    /* A closed stream frees its place. */
+    chat_close(held[0]);
+    assert_int_equal(chat_open(local, &st, &err), 0);
+    chat_close(st);
+    chat_close(held[1]);
+    dfc_rpc_client_free(local);
+    dfc_stream_cap_destroy(&chat_cap);
 }
 
 /* ---- the connection cap ---- */
@@ -408,13 +510,10 @@ static void test_bad_addresses_are_refused(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_teardown(fn, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_a_tcp_call_knows_its_peer_ip),
-        T(test_a_unix_call_has_no_peer_ip),
-        T(test_a_call_from_127_0_0_2_sees_it),
-        T(test_tcp_connections_are_capped),
-        T(test_one_address_is_capped),
-        T(test_silent_connections_are_closed),
-        cmocka_unit_test(test_bad_addresses_are_refused),
+        T(test_a_tcp_call_knows_its_peer_ip),  T(test_a_unix_call_has_no_peer_ip),
+        T(test_a_call_from_127_0_0_2_sees_it), T(test_tcp_connections_are_capped),
+        T(test_one_address_is_capped),         T(test_silent_connections_are_closed),
+        T(test_streams_are_capped_per_remote), cmocka_unit_test(test_bad_addresses_are_refused),
     };
     if (rpc_test_resolve() < 0) {
         return 1;
