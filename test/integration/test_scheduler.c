@@ -686,6 +686,52 @@ static void test_tcp_connections_are_capped(void **state) {
     assert_true(test_wait_for(host_listed, f, 10000));
 }
 
+/* A flood of connections that send nothing: before, they held the slots for the idle timeout
+ * (10 minutes); now each is closed server.firstBytesTimeout after its accept, and calls get
+ * through again without the flood going away. */
+static int setup_silent(void **state) {
+    assert_int_equal(setenv("SCHEDULER_SERVER_MAXCONNECTIONS", "4", 1), 0);
+    assert_int_equal(setenv("SCHEDULER_SERVER_FIRSTBYTESTIMEOUT", "1s", 1), 0);
+    int r = setup_with(state, false, NULL);
+    assert_int_equal(unsetenv("SCHEDULER_SERVER_MAXCONNECTIONS"), 0);
+    assert_int_equal(unsetenv("SCHEDULER_SERVER_FIRSTBYTESTIMEOUT"), 0);
+    return r;
+}
+
+static bool all_closed(void *arg) {
+    int *fds = arg, closed = 0;
+    for (int i = 0; i < N_RAW; i++) {
+        closed += test_closed_by_peer(fds[i]);
+    }
+    return closed == N_RAW;
+}
+
+static bool silence_logged(void *arg) {
+    return sched_harness_log_has(arg, "rpc.connection_silent") &&
+           sched_harness_log_has(arg, "server.firstBytesTimeout=1000ms");
+}
+
+static void test_silent_connections_are_closed(void **state) {
+    struct fx *f = *state;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->s.port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fds[N_RAW];
+    for (int i = 0; i < N_RAW; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+    }
+    double t0 = test_now_ms();
+    assert_true(test_wait_for(all_closed, fds, 10000));
+    assert_true(test_now_ms() - t0 < 4000);
+    assert_true(test_wait_for(silence_logged, &f->s, 10000));
+    /* The silent ones are gone though still open on our side: calls get in. */
+    assert_true(test_wait_for(host_listed, f, 10000));
+    for (int i = 0; i < N_RAW; i++) {
+        close(fds[i]);
+    }
+}
+
 /* ---- with Redis: every RPC ---- */
 
 static void test_upload_round_trip_and_keys(void **state) {
@@ -1555,6 +1601,67 @@ static void test_sigterm_drains_streams(void **state) {
                         "Succeeded");
 }
 
+/* Idle AnnouncePersistentCachePeer streams of one host: before, each held a stream worker for
+ * the idle timeout, and enough of them (130 at the defaults) blocked every host's downloads.
+ * Now the host's streams beyond server.maxAnnounceStreamsPerHost are refused at once,
+ * RESOURCE_EXHAUSTED naming the limit, and a download runs again once one of them ends. */
+static int setup_streams(void **state) {
+    if (!redis_harness_available()) {
+        *state = NULL;
+        return 0;
+    }
+    assert_int_equal(setenv("SCHEDULER_SERVER_MAXANNOUNCESTREAMSPERHOST", "2", 1), 0);
+    int r = setup_with(state, true, NULL);
+    assert_int_equal(unsetenv("SCHEDULER_SERVER_MAXANNOUNCESTREAMSPERHOST"), 0);
+    return r;
+}
+
+static void test_idle_announce_streams_are_capped(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    struct dfc_error err;
+    struct host_msg a, b;
+    char task[65];
+    task_id(task, 1300);
+    host_init(&a, "node-s1", "127.0.0.1");
+    host_init(&b, "node-s2", "127.0.0.2");
+    upload(f->c, &a, task, "ps-a", 4 * MiB);
+    assert_int_equal(announce(f->c, &b, &err), 0);
+    struct peer_stream idle[2], extra, real;
+    Scheduler__V2__AnnouncePersistentCachePeerResponse *resp = NULL;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ps_open(f->c, &idle[i], b.id, task, "ps-idle"), 0);
+        usleep(300000); /* the handler has taken its place */
+    }
+    assert_int_equal(ps_open(f->c, &extra, b.id, task, "ps-extra"), 0);
+    assert_true(ps_recv(&extra, &resp, &err) < 0);
+    assert_null(resp);
+    assert_non_null(strstr(err.msg, "AnnouncePersistentCachePeer: 2 streams from 127.0.0.1 "
+                                    "already open (server.maxAnnounceStreamsPerHost)"));
+    (void)ps_finish(&extra, &err);
+    assert_true(test_wait_for_log(&f->s, "event=rpc.stream_refused", 10000));
+    /* One idle stream ends: a download registers and gets its parent. */
+    dfc_rpc_stream_cancel(idle[0].st);
+    (void)ps_finish(&idle[0], &err);
+    int r = -1;
+    for (int attempt = 0; attempt < 50 && r != 1; attempt++) {
+        assert_int_equal(ps_open(f->c, &real, b.id, task, "ps-b"), 0);
+        assert_int_equal(ps_register(&real, &err), 0);
+        r = ps_recv(&real, &resp, &err);
+        if (r != 1) {
+            (void)ps_finish(&real, &err);
+            usleep(100000); /* the cancelled handler has not left yet */
+        }
+    }
+    assert_int_equal(r, 1);
+    assert_non_null(resp->normal_persistent_cache_task_response);
+    dfc_rpc_msg_free(&resp->base);
+    dfc_rpc_stream_cancel(real.st);
+    (void)ps_finish(&real, &err);
+    dfc_rpc_stream_cancel(idle[1].st);
+    (void)ps_finish(&idle[1], &err);
+}
+
 int main(void) {
     struct dfc_error err;
     if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err) < 0) {
@@ -1582,6 +1689,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_no_redis, setup_no_redis, teardown),
         cmocka_unit_test_setup_teardown(test_other_methods_unimplemented, setup_no_redis, teardown),
         cmocka_unit_test_setup_teardown(test_tcp_connections_are_capped, setup_capped, teardown),
+        cmocka_unit_test_setup_teardown(test_silent_connections_are_closed, setup_silent, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_announce_streams_are_capped, setup_streams,
+                                        teardown),
         R(test_upload_round_trip_and_keys),
         R(test_rpc_error_codes),
         R(test_list_hosts),
