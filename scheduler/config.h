@@ -46,6 +46,7 @@ struct sched_config {
     uint64_t cluster_id;             /* manager.schedulerClusterID */
     int64_t host_gc_interval;        /* scheduler.gc.hostGCInterval (ns) */
     uint64_t candidate_parent_limit; /* scheduler.candidateParentLimit */
+    uint64_t max_peers_per_task;     /* scheduler.maxPeersPerTask */
     int64_t repair_interval;         /* scheduler.replicaRepairInterval (ns) */
     uint64_t repair_concurrency;     /* scheduler.replicaRepairConcurrency */
     const char *log_level;           /* log.level (one of dfc_log_level_choices) */

@@ -113,6 +113,25 @@ static int send_parents(struct sched_service *svc, struct dfc_rpc_call *call, in
 
 /* ---- the stream's steps ---- */
 
+/* At most scheduler.maxPeersPerTask peers per task (beyond upstream): a register beyond it is
+ * refused RESOURCE_EXHAUSTED, and a peer already in the task's set may register again. Failed
+ * peers leave the set, so only live ones count. Checked before the store, so registers in
+ * flight at once may pass it by their number. */
+static int check_task_room(struct sched_service *svc, int64_t dl, const char *task_id,
+                           const char *peer_id, struct dfc_error *err) {
+    uint64_t all = 0, persistent = 0;
+    int r = sched_task_replica_counts(svc->store, dl, task_id, &all, &persistent, err);
+    if (r < 0 || all < svc->cfg->max_peers_per_task) {
+        return r;
+    }
+    r = sched_peer_in_task(svc->store, dl, task_id, peer_id, err);
+    if (r != 0) {
+        return r < 0 ? r : 0;
+    }
+    return dfc_error_set(err, -EUSERS, "task %s already has %llu peers (scheduler.maxPeersPerTask)",
+                         task_id, (unsigned long long)all);
+}
+
 static int on_register(struct sched_service *svc, struct dfc_rpc_call *call, const announce_req *m,
                        struct dfc_error *err) {
     const Scheduler__V2__RegisterPersistentCachePeerRequest *g =
@@ -129,6 +148,9 @@ static int on_register(struct sched_service *svc, struct dfc_rpc_call *call, con
         if (r == -ENOENT) {
             r = dfc_error_set(err, -ENOENT, "task %s not found", m->task_id);
         }
+    }
+    if (r == 0) {
+        r = check_task_room(svc, dl, m->task_id, m->peer_id, err);
     }
     struct sched_peer peer = {
         .id = m->peer_id,
