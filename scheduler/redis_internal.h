@@ -1,7 +1,7 @@
 /*
- * redis_internal.h - what redis.c (the pool, connecting, Sentinel discovery) shares with
- * redis_cmd.c (the commands) and redis_bounds.c (reply bounds): the client's state and the
- * slot and connection calls. Private to scheduler/redis*.c.
+ * redis_internal.h - the client's state and the slot and connection calls that redis.c (the
+ * pool, connecting, Sentinel discovery), redis_cmd.c (the commands) and redis_bounds.c (reply
+ * bounds) share. Private to scheduler/redis*.c.
  *
  * Locks: r->mu guards the fields marked "under mu"; a slot taken with sched__redis_take_slot
  * belongs to its taker alone until sched__redis_give_slot, so its connection is used without

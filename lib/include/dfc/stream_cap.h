@@ -1,8 +1,9 @@
 /*
- * stream_cap.h - at most max streams of one method open at once per remote, so that one host
- * holding long-lived streams (each holds a worker for its life) cannot block everyone else's.
- * A handler enters at its start and leaves at its end; a stream beyond the cap is refused
- * RESOURCE_EXHAUSTED (-EUSERS) naming the limit, with a rate-limited warning.
+ * stream_cap.h - per-remote caps on long-lived streams: at most max streams of one method open
+ * at once per remote, so that one host cannot block everyone else's with streams that each
+ * hold a worker for their life. A handler enters at its start and leaves at its end; a stream
+ * beyond the cap is refused RESOURCE_EXHAUSTED (-EUSERS) naming the limit, with a rate-limited
+ * warning.
  *
  * The remote is dfc_rpc_call_remote()'s key (the peer address today; a certificate's identity
  * with TLS), so the cap follows whatever that function decides.
