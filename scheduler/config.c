@@ -95,7 +95,7 @@ static const struct dfc_config_row rows[] = {
     {.key = "server.maxAnnounceStreamsPerHost",
      .type = DFC_CFG_UINT,
      .offset = F(max_announce_streams_per_host),
-     .def = "16",
+     .def = "32",
      .env = "SCHEDULER_SERVER_MAXANNOUNCESTREAMSPERHOST",
      .help = "AnnouncePersistentCachePeer streams open at once from one host (peer address); "
              "more are refused RESOURCE_EXHAUSTED",

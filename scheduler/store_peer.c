@@ -303,8 +303,8 @@ int sched_peer_load_sample_by_task(struct sched_store *s, int64_t dl, const char
         return dfc_error_set(err, -ENOMEM, "peers of task: out of memory");
     }
     struct sched_ids ids = {0};
-    if ((r = sched__srandmember(s, dl, pk, max, &ids, err)) < 0 ||
-        (r = sched__srandmember(s, dl, ak, max, &ids, err)) < 0) {
+    if (sched__srandmember(s, dl, pk, max, &ids, err) < 0 ||
+        sched__srandmember(s, dl, ak, max, &ids, err) < 0) {
         sched_ids_free(&ids);
         return dfc_error_prefix(err, "peers of task %s", task_id);
     }
