@@ -55,10 +55,14 @@ struct dfd_config {
     uint64_t upload_port;            /* upload.server.port */
     uint64_t upload_max_workers;     /* upload.server.maxWorkers */
     uint64_t upload_max_connections; /* upload.server.maxConnections */
+    uint64_t upload_max_connections_per_ip; /* upload.server.maxConnectionsPerIP */
+    int64_t upload_first_bytes_timeout;     /* upload.server.firstBytesTimeout (ns) */
+    uint64_t upload_max_sync_host_streams;  /* upload.server.maxSyncHostStreamsPerHost */
     bool disable_shared;             /* upload.disableShared: never a parent or replica target */
     char *vortex_ip;                 /* storage.server.ip: the Vortex piece server, "" = 0.0.0.0 */
     uint64_t vortex_port;            /* storage.server.tcpPort */
     uint64_t vortex_max_connections; /* storage.server.maxConnections */
+    uint64_t vortex_max_connections_per_ip; /* storage.server.maxConnectionsPerIP */
     int64_t vortex_request_timeout;  /* storage.server.requestTimeout (ns): reading a request */
     uint64_t concurrent_piece_count; /* download.concurrentPieceCount: pieces in flight */
     int64_t piece_timeout;           /* download.pieceTimeout (ns): one piece from one parent */

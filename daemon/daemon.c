@@ -32,6 +32,7 @@
 #include "dfc/id.h"
 #include "dfc/log.h"
 #include "dfc/rpc_server.h"
+#include "dfc/stream_cap.h"
 #include "dfc/units.h"
 #include "gc.h"
 #include "metrics.h"
@@ -146,7 +147,9 @@ static void gc_deleted(void *sched, const struct dfd_task_meta *t) {
 struct p2p_parts {
     struct dfd_vortex_server *vortex;
     struct dfd_p2p *engine;
-    struct dfc_rpc_server *upload; /* DfdaemonUpload on TCP */
+    struct dfc_rpc_server *upload;       /* DfdaemonUpload on TCP */
+    struct dfc_stream_cap sync_host_cap; /* SyncHost streams per remote, once cap_set */
+    bool cap_set;
 };
 
 /* The Vortex piece server, the download engine and DfdaemonUpload on TCP, after the scheduler
@@ -161,6 +164,7 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .ip = cfg->vortex_ip,
         .port = (uint16_t)cfg->vortex_port,
         .max_conns = (unsigned)cfg->vortex_max_connections,
+        .max_conns_per_ip = (unsigned)cfg->vortex_max_connections_per_ip,
         .request_timeout_ns = cfg->vortex_request_timeout,
         /* A client of ours gives one piece from one parent this long, connect to last byte. */
         .answer_timeout_ns = cfg->piece_timeout,
@@ -198,12 +202,18 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         return r;
     }
     svc->p2p = pp->engine;
+    dfc_stream_cap_init(&pp->sync_host_cap, (unsigned)cfg->upload_max_sync_host_streams, "SyncHost",
+                        "upload.server.maxSyncHostStreamsPerHost");
+    pp->cap_set = true;
+    svc->sync_host_cap = &pp->sync_host_cap;
     struct dfc_rpc_server_opts opts = {
         .max_workers = (unsigned)cfg->upload_max_workers,
         .log_level_ok = DFC_LOG_DEBUG,
         .name = "dfdaemon-upload",
         .idle_timeout_ms = cfg->idle_timeout / 1000000,
         .max_conns = (unsigned)cfg->upload_max_connections,
+        .max_conns_per_ip = (unsigned)cfg->upload_max_connections_per_ip,
+        .first_bytes_timeout_ms = cfg->upload_first_bytes_timeout / 1000000,
         .option_prefix = "upload.server.",
         .metrics = dfd_metrics_registry(m),
         .metrics_prefix = DFD_METRICS_PREFIX,
@@ -239,6 +249,11 @@ static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
     dfd_p2p_free(pp->engine);
     svc->p2p = NULL;
     dfd_vortex_server_stop(pp->vortex);
+    svc->sync_host_cap = NULL;
+    if (pp->cap_set) {
+        dfc_stream_cap_destroy(&pp->sync_host_cap);
+        pp->cap_set = false;
+    }
     pp->upload = NULL;
     pp->engine = NULL;
     pp->vortex = NULL;

@@ -205,9 +205,8 @@ static int sync_pieces(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
 
 /* This host's figures, every SYNC_HOST_INTERVAL_NS until the caller ends the stream (or takes
  * nothing for the idle timeout, which ends the send). */
-static int sync_host(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                     ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
+static int sync_host_loop(struct dfd_service *svc, struct dfc_rpc_call *call,
+                          struct dfc_error *err) {
     int r = 0;
     while (r == 0 && !dfc_rpc_call_cancelled(call)) {
         Common__V2__Host *h = NULL;
@@ -226,6 +225,24 @@ static int sync_host(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessa
         }
     }
     return r == -ECANCELED ? 0 : r;
+}
+
+/* At most upload.server.maxSyncHostStreamsPerHost streams per remote: each holds a worker for
+ * its life, so one remote's streams would otherwise take every worker streams may use and stop
+ * this node serving as a parent (RESOURCE_EXHAUSTED beyond it). */
+static int sync_host(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                     ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    char remote[DFC_RPC_REMOTE_MAX];
+    if (svc->sync_host_cap == NULL) {
+        return sync_host_loop(svc, call, err);
+    }
+    int r = dfc_stream_cap_enter(svc->sync_host_cap, call, remote, err);
+    if (r == 0) {
+        r = sync_host_loop(svc, call, err);
+        dfc_stream_cap_leave(svc->sync_host_cap, remote);
+    }
+    return r;
 }
 
 const struct dfc_rpc_method dfd__tcp_upload_methods[] = {

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "dfc/clock.h"
 #include "dfc/rpc_server.h"
+#include "dfc/stream_cap.h"
 #include "storage/storage.h"
 
 struct dfd_fdpass;
@@ -34,6 +35,9 @@ struct dfd_service {
     struct dfd_fdpass *fdpass;
     /* The daemon's metrics (metrics.h), borrowed, set by daemon.c before serving; NULL: off. */
     struct dfd_metrics *metrics;
+    /* SyncHost streams per remote on TCP (upload.server.maxSyncHostStreamsPerHost), borrowed,
+     * set by daemon.c before serving; NULL: not capped. */
+    struct dfc_stream_cap *sync_host_cap;
 };
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,

@@ -29,8 +29,11 @@ struct sched_config {
     int64_t idle_timeout;      /* server.idleTimeout (ns) */
     uint64_t max_calls;        /* server.maxCalls: calls in flight */
     uint64_t max_conns;        /* server.maxConnections: open TCP connections */
-    uint64_t max_message_size; /* server.maxMessageSize (bytes) */
-    int64_t shutdown_grace;    /* server.shutdownGrace (ns): drain time on SIGTERM */
+    uint64_t max_conns_per_ip; /* server.maxConnectionsPerIP: of them from one address */
+    int64_t first_bytes_timeout;            /* server.firstBytesTimeout (ns) */
+    uint64_t max_announce_streams_per_host; /* server.maxAnnounceStreamsPerHost */
+    uint64_t max_message_size;              /* server.maxMessageSize (bytes) */
+    int64_t shutdown_grace;                 /* server.shutdownGrace (ns): drain time on SIGTERM */
 
     struct dfc_config_list redis_addrs; /* database.redis.addrs; empty = Redis not enabled */
     char *redis_master_name;            /* database.redis.masterName (Sentinel) */
@@ -44,6 +47,7 @@ struct sched_config {
     uint64_t cluster_id;             /* manager.schedulerClusterID */
     int64_t host_gc_interval;        /* scheduler.gc.hostGCInterval (ns) */
     uint64_t candidate_parent_limit; /* scheduler.candidateParentLimit */
+    uint64_t max_peers_per_task;     /* scheduler.maxPeersPerTask */
     int64_t repair_interval;         /* scheduler.replicaRepairInterval (ns) */
     uint64_t repair_concurrency;     /* scheduler.replicaRepairConcurrency */
     const char *log_level;           /* log.level (one of dfc_log_level_choices) */

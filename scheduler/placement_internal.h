@@ -14,6 +14,8 @@
 
 /* Upstream's default scheduler.candidateParentLimit. */
 #define SCHED_DEFAULT_PARENT_LIMIT 3
+/* Candidate parents drawn per register or reschedule: from each of the task's two peer sets. */
+#define SCHED_PARENT_DRAW 64
 
 /* Ranks peers[i] (living on hosts[i]) as parents for a peer of host `asking`: keeps Running and
  * Succeeded peers whose id is not in block and whose host is not `asking`, scores them with

@@ -3,6 +3,12 @@
  * FindCandidatePersistentCacheParents (docs/dragonfly-compat.md, "Scheduler on Redis"): the
  * task's peers and their hosts loaded from the store, then ranked by placement_rank.c. Host
  * disable_shared is not checked for download parents, as upstream.
+ *
+ * Beyond upstream: a register's cost is flat in the number of the task's peers. Upstream loads
+ * every peer of the task (SMEMBERS, then a round trip per peer and per host) on every register
+ * and reschedule; here the candidates are a random draw of at most SCHED_PARENT_DRAW peers of
+ * the persistent set and as many of the all-peers set (the same as upstream while the task
+ * has no more peers than that).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +38,8 @@ int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
     }
     struct sched_peer *peers = NULL;
     size_t n_peers = 0, kept = 0;
-    int r = sched_peer_load_by_task(s, dl, task_id, &peers, &n_peers, err);
+    int r =
+        sched_peer_load_sample_by_task(s, dl, task_id, SCHED_PARENT_DRAW, &peers, &n_peers, err);
     if (r < 0) {
         return r;
     }

@@ -252,6 +252,7 @@ static int dial(const struct dfc_hostport *hp, int64_t deadline_ms, redisContext
         redisFree(c);
         return rc;
     }
+    sched__redis_bound_replies(c);
     *ret = c;
     return 0;
 }
@@ -292,7 +293,10 @@ int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_m
 int sched__redis_io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
                            struct dfc_error *err) {
     if (c->err == REDIS_ERR_OOM) {
-        return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", addr);
+        return dfc_error_set(err, -ENOMEM,
+                             "redis %s: out of memory, or a reply beyond the bounds (an array of "
+                             "more than %d elements, a string of more than %zu bytes)",
+                             addr, SCHED_REDIS_MAX_ELEMENTS, SCHED_REDIS_MAX_STRING);
     }
     if (c->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK || saved == ETIMEDOUT ||
                                    dfc_mono_ms() >= deadline_ms)) {

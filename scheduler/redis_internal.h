@@ -1,7 +1,7 @@
 /*
- * redis_internal.h - what redis.c (the pool, connecting, Sentinel discovery) shares with
- * redis_cmd.c (the commands): the client's state and the slot and connection calls. Private
- * to scheduler/redis*.c.
+ * redis_internal.h - the client's state and the slot and connection calls that redis.c (the
+ * pool, connecting, Sentinel discovery), redis_cmd.c (the commands) and redis_bounds.c (reply
+ * bounds) share. Private to scheduler/redis*.c.
  *
  * Locks: r->mu guards the fields marked "under mu"; a slot taken with sched__redis_take_slot
  * belongs to its taker alone until sched__redis_give_slot, so its connection is used without
@@ -85,5 +85,15 @@ int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_m
 /* The error of a failed hiredis call on c (errno was `saved` right after it). */
 int sched__redis_io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
                            struct dfc_error *err);
+
+/* ---- redis_bounds.c ---- */
+
+/* The largest array (elements) and string (bytes) a reply may hold; a larger one fails its
+ * command -ENOMEM and drops the connection. */
+#define SCHED_REDIS_MAX_ELEMENTS (256 * 1024)
+#define SCHED_REDIS_MAX_STRING   ((size_t)8 << 20)
+
+/* Has c's reader build replies within the bounds above (at connect). */
+void sched__redis_bound_replies(redisContext *c);
 
 #endif /* SCHED_REDIS_INTERNAL_H */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dfc/log.h"
+#include "dfc/stream_cap.h"
 #include "dfc/units.h"
 #include "service.h"
 #include "validate.h"
@@ -112,6 +113,25 @@ static int send_parents(struct sched_service *svc, struct dfc_rpc_call *call, in
 
 /* ---- the stream's steps ---- */
 
+/* At most scheduler.maxPeersPerTask peers per task (beyond upstream): a register beyond it is
+ * refused RESOURCE_EXHAUSTED, and a peer already in the task's set may register again. Failed
+ * peers leave the set, so only live ones count. Checked before the store, so registers in
+ * flight at once may pass it by their number. */
+static int check_task_room(struct sched_service *svc, int64_t dl, const char *task_id,
+                           const char *peer_id, struct dfc_error *err) {
+    uint64_t all = 0, persistent = 0;
+    int r = sched_task_replica_counts(svc->store, dl, task_id, &all, &persistent, err);
+    if (r < 0 || all < svc->cfg->max_peers_per_task) {
+        return r;
+    }
+    r = sched_peer_in_task(svc->store, dl, task_id, peer_id, err);
+    if (r != 0) {
+        return r < 0 ? r : 0;
+    }
+    return dfc_error_set(err, -EUSERS, "task %s already has %llu peers (scheduler.maxPeersPerTask)",
+                         task_id, (unsigned long long)all);
+}
+
 static int on_register(struct sched_service *svc, struct dfc_rpc_call *call, const announce_req *m,
                        struct dfc_error *err) {
     const Scheduler__V2__RegisterPersistentCachePeerRequest *g =
@@ -128,6 +148,9 @@ static int on_register(struct sched_service *svc, struct dfc_rpc_call *call, con
         if (r == -ENOENT) {
             r = dfc_error_set(err, -ENOENT, "task %s not found", m->task_id);
         }
+    }
+    if (r == 0) {
+        r = check_task_room(svc, dl, m->task_id, m->peer_id, err);
     }
     struct sched_peer peer = {
         .id = m->peer_id,
@@ -366,9 +389,8 @@ static int on_piece_failed(struct sched_service *svc, struct dfc_rpc_call *call,
     return r;
 }
 
-int sched__announce_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
-                         ProtobufCMessage *resp, struct dfc_error *err) {
-    struct sched_service *svc = svcp;
+static int announce_loop(struct sched_service *svc, struct dfc_rpc_call *call,
+                         struct dfc_error *err) {
     int r = sched__need_redis(svc, err); /* before any message, as upstream */
     bool logged = false;
     while (r == 0) {
@@ -439,6 +461,21 @@ int sched__announce_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         if (done) {
             break;
         }
+    }
+    return r;
+}
+
+/* At most server.maxAnnounceStreamsPerHost streams per remote: each holds a worker for its
+ * life, so one host's idle streams would otherwise take every worker streams may use and block
+ * every other host's downloads (RESOURCE_EXHAUSTED beyond it). */
+int sched__announce_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
+                         ProtobufCMessage *resp, struct dfc_error *err) {
+    struct sched_service *svc = svcp;
+    char remote[DFC_RPC_REMOTE_MAX];
+    int r = dfc_stream_cap_enter(&svc->announce_cap, call, remote, err);
+    if (r == 0) {
+        r = announce_loop(svc, call, err);
+        dfc_stream_cap_leave(&svc->announce_cap, remote);
     }
     return r;
 }

@@ -96,6 +96,8 @@ int sched_run(const struct sched_config *cfg, const struct dfc_server_run *run,
          * of CPU per pair). Streams are not capped by it. */
         .max_unary_running = (unsigned)cfg->redis_pool_size,
         .max_conns = (unsigned)cfg->max_conns,
+        .max_conns_per_ip = (unsigned)cfg->max_conns_per_ip,
+        .first_bytes_timeout_ms = cfg->first_bytes_timeout / DFC_NS_PER_MS,
         .option_prefix = "server.",
         .metrics = metrics.registry,
         .metrics_prefix = SCHED_METRICS_PREFIX,

@@ -28,6 +28,8 @@ int sched_service_init(struct sched_service *svc, const struct sched_config *cfg
     svc->store = store;
     svc->placement = placement;
     svc->now_ns = real_now_ns;
+    dfc_stream_cap_init(&svc->announce_cap, (unsigned)cfg->max_announce_streams_per_host,
+                        "AnnouncePersistentCachePeer", "server.maxAnnounceStreamsPerHost");
     int r = pthread_mutex_init(&svc->lock, NULL);
     return r != 0 ? dfc_error_set(err, -r, "cannot create a mutex") : 0;
 }
@@ -40,6 +42,7 @@ void sched_service_done(struct sched_service *svc) {
     free(svc->hosts);
     svc->hosts = NULL;
     svc->n_hosts = 0;
+    dfc_stream_cap_destroy(&svc->announce_cap);
     pthread_mutex_destroy(&svc->lock);
 }
 

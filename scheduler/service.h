@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "dfc/rpc_server.h"
+#include "dfc/stream_cap.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "model.h"
@@ -42,6 +43,8 @@ struct sched_service {
     struct sched_store *store;         /* NULL: Redis not enabled */
     struct sched_placement *placement; /* NULL: no replication (no Redis) */
     int64_t (*now_ns)(void);           /* CLOCK_REALTIME in ns; tests may move it */
+
+    struct dfc_stream_cap announce_cap; /* AnnouncePersistentCachePeer streams per remote */
 
     pthread_mutex_t lock; /* guards the hosts below */
     struct sched_mem_host *hosts;

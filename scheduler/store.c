@@ -471,6 +471,26 @@ int sched__smembers(struct sched_store *s, int64_t dl, const char *k, struct sch
     return r;
 }
 
+int sched__srandmember(struct sched_store *s, int64_t dl, const char *k, size_t n,
+                       struct sched_ids *out, struct dfc_error *err) {
+    char count[24];
+    snprintf(count, sizeof(count), "%zu", n);
+    const char *argv[] = {"SRANDMEMBER", k, count};
+    redisReply *rep = NULL;
+    int r = sched__cmd(s, dl, &rep, err, 3, argv);
+    if (r < 0) {
+        return r;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY) {
+        r = dfc_error_set(err, DFC_E_INTERNAL, "redis: SRANDMEMBER %s: unexpected reply type %d", k,
+                          rep->type);
+    } else {
+        r = push_elements(out, rep, err);
+    }
+    freeReplyObject(rep);
+    return r;
+}
+
 /* ---- records ---- */
 
 int sched__record_from_kv(const struct sched__record_type *t, const char *id, int r,

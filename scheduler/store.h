@@ -135,6 +135,15 @@ int sched_peer_ids_by_host(struct sched_store *s, int64_t dl, const char *host_i
 /* The loadable peers of a task (missing ones skipped). */
 int sched_peer_load_by_task(struct sched_store *s, int64_t dl, const char *task_id,
                             struct sched_peer **out, size_t *n_out, struct dfc_error *err);
+/* At most max random members of the task's persistent set and max of its all-peers set
+ * (so the persistent copies are always in the draw), loaded (missing ones skipped): a cost
+ * bounded by max whatever the task holds; every peer when the sets are that small. */
+int sched_peer_load_sample_by_task(struct sched_store *s, int64_t dl, const char *task_id,
+                                   size_t max, struct sched_peer **out, size_t *n_out,
+                                   struct dfc_error *err);
+/* 1 when peer_id is in the task's all-peers set, 0 when not, or a negative code. */
+int sched_peer_in_task(struct sched_store *s, int64_t dl, const char *task_id, const char *peer_id,
+                       struct dfc_error *err);
 void sched_peer_list_free(struct sched_peer *list, size_t n);
 
 #endif /* SCHED_STORE_H */

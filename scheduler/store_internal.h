@@ -46,6 +46,11 @@ int sched__check_peer(const struct sched_peer *p, const char *task_id, struct df
 int sched__cmd(struct sched_store *s, int64_t dl, struct redisReply **rep, struct dfc_error *err,
                int argc, const char **argv);
 
+/* Appends up to n distinct random members of set k to out (SRANDMEMBER k n: O(n) in Redis,
+ * whatever the set holds). */
+int sched__srandmember(struct sched_store *s, int64_t dl, const char *k, size_t n,
+                       struct sched_ids *out, struct dfc_error *err);
+
 /* Runs a script with NUL-terminated keys and fields-style binary args. */
 int sched__eval(struct sched_store *s, int64_t dl, struct sched_redis_script *script, int n_keys,
                 const char **keys, int n_args, const char **args, const size_t *arg_lens,

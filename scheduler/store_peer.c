@@ -288,6 +288,54 @@ void sched_peer_list_free(struct sched_peer *list, size_t n) {
     sched__records_free(&peer_type, list, n);
 }
 
+int sched_peer_load_sample_by_task(struct sched_store *s, int64_t dl, const char *task_id,
+                                   size_t max, struct sched_peer **out, size_t *n_out,
+                                   struct dfc_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    int r = sched__check_id("task id", task_id, err);
+    if (r < 0) {
+        return r;
+    }
+    _cleanup_free_ char *pk = sched__task_persistent_peers_key(s, task_id);
+    _cleanup_free_ char *ak = sched__task_peers_key(s, task_id);
+    if (pk == NULL || ak == NULL) {
+        return dfc_error_set(err, -ENOMEM, "peers of task: out of memory");
+    }
+    struct sched_ids ids = {0};
+    if (sched__srandmember(s, dl, pk, max, &ids, err) < 0 ||
+        sched__srandmember(s, dl, ak, max, &ids, err) < 0) {
+        sched_ids_free(&ids);
+        return dfc_error_prefix(err, "peers of task %s", task_id);
+    }
+    sched__ids_unique(&ids);
+    void *list;
+    r = sched__load_records(s, dl, &peer_type, &ids, 2 * max, NULL, 0, "peers of task", task_id,
+                            &list, n_out, err);
+    sched_ids_free(&ids);
+    *out = list;
+    return r;
+}
+
+int sched_peer_in_task(struct sched_store *s, int64_t dl, const char *task_id, const char *peer_id,
+                       struct dfc_error *err) {
+    _cleanup_free_ char *k = sched__task_peers_key(s, task_id);
+    if (k == NULL) {
+        return dfc_error_set(err, -ENOMEM, "peers of task: out of memory");
+    }
+    const char *argv[] = {"SISMEMBER", k, peer_id};
+    redisReply *rep = NULL;
+    int r = sched__cmd(s, dl, &rep, err, 3, argv);
+    if (r < 0) {
+        return dfc_error_prefix(err, "peers of task %s", task_id);
+    }
+    r = rep->type == REDIS_REPLY_INTEGER
+            ? rep->integer != 0
+            : dfc_error_set(err, DFC_E_INTERNAL, "redis: SISMEMBER %s: unexpected reply", k);
+    freeReplyObject(rep);
+    return r;
+}
+
 int sched_peer_load_by_task(struct sched_store *s, int64_t dl, const char *task_id,
                             struct sched_peer **out, size_t *n_out, struct dfc_error *err) {
     *out = NULL;

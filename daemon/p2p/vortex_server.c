@@ -3,7 +3,8 @@
  *
  * DESIGN. One accept thread polls the listener and an eventfd (the stop signal). Each
  * accepted connection gets a thread of its own in one of max_conns slots; with every slot
- * busy, the connection is closed at once (a rate-limited warning counts them). A slot's thread
+ * busy, or max_conns_per_ip slots held by its peer address, the connection is closed at once
+ * (a rate-limited warning counts them). A slot's thread
  * serves one request, closes its socket under the server's lock and marks the slot done; the
  * accept thread joins done slots before reusing them, and stop joins them all. Stop shuts
  * every open socket down under the same lock, so a handler blocked in poll() wakes at once
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "dfc/addr.h"
+#include "dfc/keycount.h"
 #include "dfc/log.h"
 #include "dfc/metrics.h"
 #include "p2p/sockio.h"
@@ -54,6 +56,7 @@ struct slot {
     enum slot_state state; /* under v->mu */
     int fd;                /* under v->mu: -1 once the handler closed it */
     pthread_t th;
+    char ip[INET6_ADDRSTRLEN]; /* the peer's address, counted in v->ips while RUNNING */
 };
 
 struct dfd_vortex_server {
@@ -71,6 +74,8 @@ struct dfd_vortex_server {
                                * tens of thousands of them */
     unsigned nslots;
     struct slot *slots;
+    unsigned max_per_ip;
+    struct dfc_keycount ips; /* under mu: running connections by peer address */
     /* accept thread only: the rate-limited over-the-limit warning */
     uint64_t dropped;
     int64_t last_warn_ns;
@@ -263,6 +268,7 @@ static void *conn_main(void *arg) {
     close(fd);
     sl->fd = -1;
     sl->state = SLOT_DONE;
+    dfc_keycount_put(&v->ips, sl->ip);
     pthread_mutex_unlock(&v->mu);
     return NULL;
 }
@@ -283,14 +289,15 @@ static struct slot *reap_and_find(struct dfd_vortex_server *v) {
     return free_slot;
 }
 
-static void refuse(struct dfd_vortex_server *v, int fd) {
+static void refuse(struct dfd_vortex_server *v, int fd, const char *ip) {
     close(fd);
     v->dropped++;
     int64_t now = dfc_mono_ns();
     if (v->last_warn_ns == 0 || now - v->last_warn_ns >= WARN_INTERVAL_NS) {
         DFC_LOG(DFC_LOG_WARN, "vortex.conn_limit",
-                "max_conns=%u dropped=%llu (connections closed at accept since the last warning)",
-                v->nslots, (unsigned long long)v->dropped);
+                "max_conns=%u max_conns_per_ip=%u last_peer=%s dropped=%llu (connections closed "
+                "at accept since the last warning)",
+                v->nslots, v->max_per_ip, ip, (unsigned long long)v->dropped);
         v->dropped = 0;
         v->last_warn_ns = now;
     }
@@ -330,7 +337,9 @@ static void *accept_main(void *arg) {
         if ((p[0].revents & POLLIN) == 0) {
             continue;
         }
-        int fd = accept4(v->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage sa = {0};
+        socklen_t sa_len = sizeof(sa);
+        int fd = accept4(v->lfd, (struct sockaddr *)&sa, &sa_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
                 errno != ECONNABORTED) {
@@ -341,21 +350,25 @@ static void *accept_main(void *arg) {
             }
             continue;
         }
+        char ip[INET6_ADDRSTRLEN] = "";
+        (void)dfc_addr_ip((const struct sockaddr *)&sa, ip, sizeof(ip));
         set_conn_opts(fd);
         pthread_mutex_lock(&v->mu);
         struct slot *sl = reap_and_find(v);
-        if (sl == NULL) {
+        if (sl == NULL || dfc_keycount_take(&v->ips, ip, v->max_per_ip) < 0) {
             pthread_mutex_unlock(&v->mu);
-            refuse(v, fd);
+            refuse(v, fd, ip);
             continue;
         }
         sl->fd = fd;
         sl->state = SLOT_RUNNING;
+        memcpy(sl->ip, ip, sizeof(ip));
         if (pthread_create(&sl->th, &v->conn_attr, conn_main, sl) != 0) {
             sl->fd = -1;
             sl->state = SLOT_FREE;
+            dfc_keycount_put(&v->ips, ip);
             pthread_mutex_unlock(&v->mu);
-            refuse(v, fd);
+            refuse(v, fd, ip);
             continue;
         }
         pthread_mutex_unlock(&v->mu);
@@ -424,6 +437,9 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
     v->request_timeout_ns = o->request_timeout_ns;
     v->answer_timeout_ns = o->answer_timeout_ns;
     v->nslots = o->max_conns;
+    v->max_per_ip = o->max_conns_per_ip != 0 && o->max_conns_per_ip < o->max_conns
+                        ? o->max_conns_per_ip
+                        : o->max_conns;
     v->slots = slots;
     v->lfd = -1;
     for (unsigned i = 0; i < v->nslots; i++) {
@@ -490,6 +506,7 @@ void dfd_vortex_server_stop(struct dfd_vortex_server *v) {
     close(v->stop_fd);
     pthread_attr_destroy(&v->conn_attr);
     pthread_mutex_destroy(&v->mu);
+    dfc_keycount_free(&v->ips);
     free(v->slots);
     free(v);
 }

@@ -4,7 +4,9 @@
  * the header, before anything is allocated), malformed or unknown packets get an Error frame,
  * the request read is bounded by request_timeout, the whole answer by answer_timeout (a peer
  * that reads slowly is reset then, so it cannot hold a slot), and at most max_conns connections
- * are served at once (more are closed at accept, with a rate-limited warning).
+ * are served at once, at most max_conns_per_ip of them from one peer address (more are closed
+ * at accept, with a rate-limited warning). The request deadline runs from the accept: a
+ * connection that sends nothing, or trickles its 74 bytes, is closed after request_timeout.
  *
  * It serves only committed tasks, through the storage facade (dfd_storage_pieces,
  * dfd_storage_open_content): the piece row's offset, length and stored digest go in the
@@ -28,6 +30,7 @@ struct dfd_vortex_server_opts {
     const char *ip;             /* listen address; "" or NULL = 0.0.0.0 */
     uint16_t port;              /* 0: an ephemeral port (tests), see dfd_vortex_server_port() */
     unsigned max_conns;         /* concurrent connections */
+    unsigned max_conns_per_ip;  /* of them from one peer address; 0 = max_conns */
     int64_t request_timeout_ns; /* reading the request, and each write of the answer */
     int64_t answer_timeout_ns;  /* the whole answer of one piece, header to last byte */
     const char *parent_id;      /* the host id sent as parent_id (borrowed, outlives) */

@@ -364,6 +364,20 @@ int dfc_rpc_call_peer_ip(struct dfc_rpc_call *c, char *buf, size_t size) {
     return fd >= 0 ? dfc__listener_peer_ip(c->server, fd, buf, size) : -ENOENT;
 }
 
+int dfc_rpc_call_remote(struct dfc_rpc_call *c, char *buf, size_t size) {
+    struct ucred cred;
+    int r = dfc_rpc_call_peer_ip(c, buf, size);
+    if (r != -ENOENT) {
+        return r;
+    }
+    if (dfc_rpc_call_peer_cred(c, &cred) == 0) {
+        r = snprintf(buf, size, "uid:%u", (unsigned)cred.uid);
+    } else {
+        r = snprintf(buf, size, "%s", "");
+    }
+    return r < 0 || (size_t)r >= size ? -ENAMETOOLONG : 0;
+}
+
 int dfc_rpc_call_metadata(struct dfc_rpc_call *c, const char *key, char *buf, size_t size) {
     return dfc__rpc_md_get(&c->md, key, buf, size);
 }

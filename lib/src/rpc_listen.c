@@ -16,9 +16,17 @@
  * at most one log line per LOG_EVERY_MS per listener, counting the ones in between.
  *
  * TCP connections (peers: other dfdaemons, the scheduler's clients) have no uid: they count
- * against max_conns over all listen_tcp sockets only (a count of their own, so a flood on the
- * TCP port cannot lock local pods out of the Unix socket, nor the reverse), and their calls
+ * against max_conns over all listen_tcp sockets (a count of their own, so a flood on the
+ * TCP port cannot lock local pods out of the Unix socket, nor the reverse) and against
+ * max_conns_per_ip by peer address (one address cannot take every slot), and their calls
  * have no peer credentials, so the per-uid call and worker shares do not apply to them.
+ *
+ * DESIGN: silent TCP connections. Core would keep a connection that never sends a byte until
+ * its idle timeout (minutes), holding a slot of the caps. So an admitted TCP connection first
+ * waits in the accept thread's own poll set (conn_gate.h) until the whole HTTP/2 client
+ * preface (24 bytes) has arrived, and only then goes to core; one still short of it after
+ * first_bytes_timeout_ms (trickling bytes does not extend it) is closed, with a rate-limited
+ * rpc.connection_silent line. A waiting connection counts against the caps like any other.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,10 +46,14 @@
 #include "dfc/addr.h"
 #include "dfc/clock.h"
 #include "dfc/log.h"
+#include "conn_gate.h"
 #include "rpc_server_internal.h"
 
 #define PRUNE_EVERY_MS 50
 #define LOG_EVERY_MS   10000
+/* The HTTP/2 client preface, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n": a TCP connection waits in the
+ * gate until all of it has arrived. */
+#define PREFACE_LEN 24
 
 /* Forgets the connection on fd (cred_mu held). */
 static void conn_drop(struct dfc_rpc_server *s, int fd) {
@@ -49,6 +61,7 @@ static void conn_drop(struct dfc_rpc_server *s, int fd) {
     if (e->open && e->tcp) {
         e->open = false;
         s->n_tcp_open--;
+        dfc_keycount_put(&s->conn_ips, e->ip);
     } else if (e->open) {
         e->open = false;
         s->n_conns_open--;
@@ -73,7 +86,8 @@ static unsigned conn_prune(struct dfc_rpc_server *s) {
 /* Whether one more connection like peer (a Unix one's cred, or a TCP one's) passes a cap. */
 static bool conn_over(struct dfc_rpc_server *s, const struct conn_entry *peer) {
     if (peer->tcp) {
-        return s->n_tcp_open >= s->max_conns;
+        return s->n_tcp_open >= s->max_conns ||
+               dfc_keycount_get(&s->conn_ips, peer->ip) >= s->max_conns_per_ip;
     }
     return s->n_conns_open >= s->max_conns ||
            dfc__uid_count(&s->conn_uids, peer->cred.uid) >= s->max_conns_per_uid;
@@ -107,7 +121,8 @@ static bool conn_admit(struct dfc_rpc_server *s, int fd, const struct conn_entry
             goto out;
         }
     }
-    if (!peer->tcp && dfc__uid_count_add(&s->conn_uids, peer->cred.uid) < 0) {
+    if (peer->tcp ? dfc_keycount_take(&s->conn_ips, peer->ip, 0) < 0
+                  : dfc__uid_count_add(&s->conn_uids, peer->cred.uid) < 0) {
         goto out;
     }
     s->conns[fd] = *peer;
@@ -133,12 +148,15 @@ static void log_refused(struct own_listener *l, const struct conn_entry *peer) {
     }
     pthread_mutex_lock(&s->cred_mu);
     unsigned open = peer->tcp ? s->n_tcp_open : s->n_conns_open;
-    unsigned mine = peer->tcp ? 0 : dfc__uid_count(&s->conn_uids, peer->cred.uid);
+    unsigned mine = peer->tcp ? dfc_keycount_get(&s->conn_ips, peer->ip)
+                              : dfc__uid_count(&s->conn_uids, peer->cred.uid);
     pthread_mutex_unlock(&s->cred_mu);
     if (peer->tcp) {
         DFC_LOG(DFC_LOG_WARN, "rpc.connection_refused",
-                "server=%s listener=%s refused=%u last_peer=%s open=%u %smaxConnections=%u",
-                s->name, l->path, n, peer->ip, open, s->prefix, s->max_conns);
+                "server=%s listener=%s refused=%u last_peer=%s open=%u open_ip=%u "
+                "%smaxConnections=%u %smaxConnectionsPerIP=%u",
+                s->name, l->path, n, peer->ip, open, mine, s->prefix, s->max_conns, s->prefix,
+                s->max_conns_per_ip);
         return;
     }
     DFC_LOG(DFC_LOG_WARN, "rpc.connection_refused",
@@ -163,50 +181,113 @@ static int conn_peer(const struct own_listener *l, int fd, const struct sockaddr
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &ret->cred, &len);
 }
 
+/* Closes a connection still ours (never handed to core) and forgets it. */
+static void conn_close(struct dfc_rpc_server *s, int fd, char *ip, size_t ip_size) {
+    pthread_mutex_lock(&s->cred_mu);
+    if ((size_t)fd < s->n_conn_slots) {
+        if (ip != NULL) {
+            snprintf(ip, ip_size, "%s", s->conns[fd].ip);
+        }
+        conn_drop(s, fd);
+    }
+    pthread_mutex_unlock(&s->cred_mu);
+    (void)close(fd);
+}
+
+static void hand_to_core(struct dfc_rpc_server *s, int fd) {
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_add_channel_from_fd(s->server, fd, creds); /* core owns fd from here */
+    grpc_server_credentials_release(creds);
+}
+
+/* Accepts one connection: refused beyond a cap, else into the gate (TCP with a first-bytes
+ * timeout) or straight to core. */
+static void accept_one(struct own_listener *l, struct conn_gate *gate) {
+    struct dfc_rpc_server *s = l->server;
+    struct sockaddr_storage sa = {0};
+    socklen_t sa_len = sizeof(sa);
+    int fd = accept4(l->fd, (struct sockaddr *)&sa, &sa_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE) {
+            int e = errno;
+            unsigned n;
+            if (dfc__ratelimit_hit(&l->accept_log, LOG_EVERY_MS, &n)) {
+                DFC_LOG(DFC_LOG_WARN, "rpc.accept_failed", "server=%s socket=%s errno=%d times=%u",
+                        s->name, l->path, e, n);
+            }
+            usleep(100000); /* out of descriptors: back off instead of spinning */
+        }
+        return;
+    }
+    struct conn_entry peer;
+    struct stat st;
+    if (conn_peer(l, fd, &sa, &peer) < 0 || fstat(fd, &st) < 0) {
+        (void)close(fd);
+        return;
+    }
+    if (!conn_admit(s, fd, &peer, &st)) {
+        (void)close(fd);
+        log_refused(l, &peer);
+        return;
+    }
+    if (!l->tcp || s->first_bytes_timeout_ms < 0) {
+        hand_to_core(s, fd);
+    } else if (conn_gate_add(gate, fd, PREFACE_LEN, dfc_mono_ms() + s->first_bytes_timeout_ms,
+                             NULL) < 0) {
+        conn_close(s, fd, NULL, 0);
+    }
+}
+
+/* Hands on the waiting connections whose preface arrived, closes those that failed or stayed
+ * silent past the first-bytes timeout (a rate-limited log line counts them). */
+static void gate_sweep(struct own_listener *l, struct conn_gate *gate) {
+    struct dfc_rpc_server *s = l->server;
+    int64_t now = dfc_mono_ms();
+    for (size_t i = gate->n; i-- > 0;) {
+        short ev = gate->pfd[CONN_GATE_FIXED + i].revents;
+        bool late = gate->wait[i].deadline_ms <= now;
+        if ((ev & POLLIN) != 0) {
+            hand_to_core(s, conn_gate_take(gate, i, NULL));
+        } else if (ev != 0 || late) {
+            char ip[INET6_ADDRSTRLEN] = "";
+            conn_close(s, conn_gate_take(gate, i, NULL), ip, sizeof(ip));
+            unsigned n;
+            if (ev == 0 && dfc__ratelimit_hit(&l->silent_log, LOG_EVERY_MS, &n)) {
+                DFC_LOG(DFC_LOG_WARN, "rpc.connection_silent",
+                        "server=%s listener=%s closed=%u last_peer=%s %sfirstBytesTimeout=%lldms",
+                        s->name, l->path, n, ip, s->prefix, (long long)s->first_bytes_timeout_ms);
+            }
+        }
+    }
+}
+
 static void *accept_main(void *arg) {
     struct own_listener *l = arg;
-    struct dfc_rpc_server *s = l->server;
-    struct pollfd pfd[2] = {{.fd = l->fd, .events = POLLIN}, {.fd = l->wake[0], .events = POLLIN}};
+    struct conn_gate gate;
+    if (conn_gate_init(&gate, l->fd, l->wake[0]) < 0) {
+        DFC_LOG(DFC_LOG_ERROR, "rpc.accept_stopped", "server=%s socket=%s out of memory",
+                l->server->name, l->path);
+        return NULL;
+    }
     for (;;) {
-        if (poll(pfd, 2, -1) < 0) {
+        if (conn_gate_poll(&gate) < 0) {
             if (errno == EINTR) {
                 continue;
             }
             break;
         }
-        if (pfd[1].revents) {
+        if (gate.pfd[1].revents) {
             break;
         }
-        struct sockaddr_storage sa = {0};
-        socklen_t sa_len = sizeof(sa);
-        int fd = accept4(l->fd, (struct sockaddr *)&sa, &sa_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE) {
-                int e = errno;
-                unsigned n;
-                if (dfc__ratelimit_hit(&l->accept_log, LOG_EVERY_MS, &n)) {
-                    DFC_LOG(DFC_LOG_WARN, "rpc.accept_failed",
-                            "server=%s socket=%s errno=%d times=%u", s->name, l->path, e, n);
-                }
-                usleep(100000); /* out of descriptors: back off instead of spinning */
-            }
-            continue;
+        gate_sweep(l, &gate);
+        if (gate.pfd[0].revents) {
+            accept_one(l, &gate);
         }
-        struct conn_entry peer;
-        struct stat st;
-        if (conn_peer(l, fd, &sa, &peer) < 0 || fstat(fd, &st) < 0) {
-            (void)close(fd);
-            continue;
-        }
-        if (!conn_admit(s, fd, &peer, &st)) {
-            (void)close(fd);
-            log_refused(l, &peer);
-            continue;
-        }
-        grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-        grpc_server_add_channel_from_fd(s->server, fd, creds); /* core owns fd from here */
-        grpc_server_credentials_release(creds);
     }
+    while (gate.n > 0) {
+        conn_close(l->server, conn_gate_take(&gate, gate.n - 1, NULL), NULL, 0);
+    }
+    conn_gate_free(&gate);
     return NULL;
 }
 

@@ -136,6 +136,10 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
     s->max_conns = o.max_conns ? o.max_conns : DFC_RPC_DEFAULT_MAX_CONNS;
     s->max_conns_per_uid =
         o.max_conns_per_uid ? o.max_conns_per_uid : DFC_RPC_DEFAULT_MAX_CONNS_PER_UID;
+    s->max_conns_per_ip =
+        o.max_conns_per_ip ? o.max_conns_per_ip : DFC_RPC_DEFAULT_MAX_CONNS_PER_IP;
+    s->first_bytes_timeout_ms =
+        o.first_bytes_timeout_ms ? o.first_bytes_timeout_ms : DFC_RPC_DEFAULT_FIRST_BYTES_MS;
     s->workers = calloc(s->max_workers, sizeof(*s->workers));
     if (s->workers == NULL) {
         free(s);
@@ -386,6 +390,7 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s) {
     }
     free(s->conns);
     dfc__uid_counts_free(&s->conn_uids);
+    dfc_keycount_free(&s->conn_ips);
     dfc__uid_counts_free(&s->call_uids);
     dfc__pool_free(&s->pool);
     pthread_mutex_destroy(&s->cred_mu);

@@ -25,6 +25,7 @@
 
 #include <grpc/grpc.h>
 
+#include "dfc/keycount.h"
 #include "dfc/rpc_server.h"
 #include "dfc/units.h"
 #include "rpc_pool.h"
@@ -153,6 +154,7 @@ struct own_listener {
     struct dfc_rpc_server *server;
     struct ratelimit refused_log; /* rpc.connection_refused lines (accept thread only) */
     struct ratelimit accept_log;  /* rpc.accept_failed lines (accept thread only) */
+    struct ratelimit silent_log;  /* rpc.connection_silent lines (accept thread only) */
 };
 
 struct dfc_rpc_server {
@@ -173,6 +175,8 @@ struct dfc_rpc_server {
     int64_t idle_timeout_ms; /* < 0: none */
     unsigned max_calls_per_uid;
     unsigned max_conns, max_conns_per_uid;
+    unsigned max_conns_per_ip;      /* TCP connections per peer address */
+    int64_t first_bytes_timeout_ms; /* a TCP connection's wait for its first bytes; < 0: none */
 
     struct registered *methods;
     size_t n_methods;
@@ -190,6 +194,7 @@ struct dfc_rpc_server {
     unsigned n_conns_open; /* over the listen_unix sockets */
     unsigned n_tcp_open;   /* over the listen_tcp sockets (capped by max_conns too) */
     struct uid_counts conn_uids;
+    struct dfc_keycount conn_ips; /* open TCP connections by peer address */
     int64_t last_prune_ms;
 
     /* Calls in flight by the caller's uid (listen_unix connections only); guarded by uid_mu. */

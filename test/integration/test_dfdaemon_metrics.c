@@ -253,6 +253,13 @@ static void test_readyz_follows_the_store(void **state) {
 }
 
 /* Port 0: nothing listens; both on one address: one endpoint serves every route. */
+/* 40 slow HTTP clients do not starve a node's /healthz on its health port (before, they held
+ * every slot and the probes timed out, so the kubelet would restart the node's daemon). */
+static void test_slow_clients_do_not_starve_healthz(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(test_http_probes_under_slowloris(f->hport), 5);
+}
+
 static void test_ports(void **state) {
     struct harness h;
     unsigned port = test_free_port();
@@ -289,6 +296,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_counter_deltas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readyz_follows_the_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_clients_do_not_starve_healthz, setup, teardown),
         cmocka_unit_test(test_ports),
     };
     return test_run_group(tests, NULL, NULL);

@@ -345,6 +345,49 @@ static void test_export_of_a_remote_task(void **state) {
     assert_true(harness_log_has(&B->h, "p2p.download_done"));
 }
 
+/* SyncHost streams from one remote: before, 32 of them held every upload worker streams may
+ * use, and the node stopped serving as a parent (its SyncPersistentCachePieces calls queued).
+ * Now only upload.server.maxSyncHostStreamsPerHost (4) run, the rest are refused at once
+ * RESOURCE_EXHAUSTED naming the limit, and a download from the node still works meanwhile. */
+static void test_sync_host_streams_are_capped(void **state) {
+    REQUIRE_CLUSTER();
+    enum { HELD = 4, MORE = 32 };
+    char src[512], id[65], out[600];
+    import_on(B, 4 * MiB + 77, 303, 1, src, sizeof(src), id);
+    struct dfc_rpc_client *c = tcp_client(B);
+    Dfdaemon__V2__SyncHostRequest hreq = DFDAEMON__V2__SYNC_HOST_REQUEST__INIT;
+    hreq.host_id = "test";
+    hreq.peer_id = "test";
+    struct dfc_error err;
+    struct dfc_rpc_stream *held[HELD];
+    for (int i = 0; i < HELD; i++) {
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(dfc_rpc_stream_open(c, &sync_host_m, TIMEOUT_MS, &held[i], &err), 0);
+        assert_int_equal(dfc_rpc_stream_send(held[i], &hreq.base, &err), 0);
+        assert_int_equal(dfc_rpc_stream_recv(held[i], sync_host_m.resp, &m, &err), 1);
+        dfc_rpc_msg_free(m);
+    }
+    for (int i = 0; i < MORE; i++) {
+        struct dfc_rpc_stream *st = NULL;
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(dfc_rpc_stream_open(c, &sync_host_m, TIMEOUT_MS, &st, &err), 0);
+        assert_int_equal(dfc_rpc_stream_send(st, &hreq.base, &err), 0);
+        int r = dfc_rpc_stream_recv(st, sync_host_m.resp, &m, &err);
+        assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_RESOURCE_EXHAUSTED);
+        assert_non_null(strstr(err.msg, "(upload.server.maxSyncHostStreamsPerHost)"));
+        dfc_rpc_stream_free(st);
+    }
+    /* B still serves as a parent while its share is held. */
+    snprintf(out, sizeof(out), "%s/out-a-303", cl.dir);
+    assert_int_equal(export_on(A, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+    for (int i = 0; i < HELD; i++) {
+        dfc_rpc_stream_free(held[i]); /* cancels */
+    }
+    dfc_rpc_client_free(c);
+    assert_true(harness_log_has(&B->h, "event=rpc.stream_refused"));
+}
+
 /* Two parents (A imported, B exported): C asks both for their piece lists at once and its
  * workers start on the first answers, each waiting for its own piece to be reported. A
  * worker that went ahead without waiting would skip pieces that no answer had named yet and
@@ -751,6 +794,7 @@ int main(void) {
         cmocka_unit_test(test_sync_pieces_absent_task_and_bounds),
         cmocka_unit_test(test_tcp_refuses_paths_and_content_and_syncs_host),
         cmocka_unit_test(test_export_of_a_remote_task),
+        cmocka_unit_test(test_sync_host_streams_are_capped),
         cmocka_unit_test(test_two_parents_in_one_round),
         cmocka_unit_test(test_streamed_export_of_a_remote_task),
         cmocka_unit_test(test_persistent_replica_placed),

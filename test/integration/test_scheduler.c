@@ -507,7 +507,8 @@ static void test_print_config_and_bad_usage(void **state) {
     assert_non_null(strstr(out, "    db: 0\n"));
     assert_non_null(strstr(out, "manager:\n  schedulerClusterID: 1\n"));
     assert_non_null(strstr(out, "scheduler:\n  gc:\n    hostGCInterval: 5m\n"
-                                "  candidateParentLimit: 3\n  replicaRepairInterval: 1m\n"
+                                "  candidateParentLimit: 3\n  maxPeersPerTask: 1000\n"
+                                "  replicaRepairInterval: 1m\n"
                                 "  replicaRepairConcurrency: 4\n"));
 
     /* --set and the environment, lists included; flags win over the environment. */
@@ -684,6 +685,52 @@ static void test_tcp_connections_are_capped(void **state) {
     }
     /* Once the flood is gone, calls get through again. */
     assert_true(test_wait_for(host_listed, f, 10000));
+}
+
+/* A flood of connections that send nothing: before, they held the slots for the idle timeout
+ * (10 minutes); now each is closed server.firstBytesTimeout after its accept, and calls get
+ * through again without the flood going away. */
+static int setup_silent(void **state) {
+    assert_int_equal(setenv("SCHEDULER_SERVER_MAXCONNECTIONS", "4", 1), 0);
+    assert_int_equal(setenv("SCHEDULER_SERVER_FIRSTBYTESTIMEOUT", "1s", 1), 0);
+    int r = setup_with(state, false, NULL);
+    assert_int_equal(unsetenv("SCHEDULER_SERVER_MAXCONNECTIONS"), 0);
+    assert_int_equal(unsetenv("SCHEDULER_SERVER_FIRSTBYTESTIMEOUT"), 0);
+    return r;
+}
+
+static bool all_closed(void *arg) {
+    int *fds = arg, closed = 0;
+    for (int i = 0; i < N_RAW; i++) {
+        closed += test_closed_by_peer(fds[i]);
+    }
+    return closed == N_RAW;
+}
+
+static bool silence_logged(void *arg) {
+    return sched_harness_log_has(arg, "rpc.connection_silent") &&
+           sched_harness_log_has(arg, "server.firstBytesTimeout=1000ms");
+}
+
+static void test_silent_connections_are_closed(void **state) {
+    struct fx *f = *state;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->s.port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fds[N_RAW];
+    for (int i = 0; i < N_RAW; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+    }
+    double t0 = test_now_ms();
+    assert_true(test_wait_for(all_closed, fds, 10000));
+    assert_true(test_now_ms() - t0 < 4000);
+    assert_true(test_wait_for(silence_logged, &f->s, 10000));
+    /* The silent ones are gone though still open on our side: calls get in. */
+    assert_true(test_wait_for(host_listed, f, 10000));
+    for (int i = 0; i < N_RAW; i++) {
+        close(fds[i]);
+    }
 }
 
 /* ---- with Redis: every RPC ---- */
@@ -1555,6 +1602,167 @@ static void test_sigterm_drains_streams(void **state) {
                         "Succeeded");
 }
 
+/* Idle AnnouncePersistentCachePeer streams of one host: before, each held a stream worker for
+ * the idle timeout, and enough of them (130 at the defaults) blocked every host's downloads.
+ * Now the host's streams beyond server.maxAnnounceStreamsPerHost are refused at once,
+ * RESOURCE_EXHAUSTED naming the limit, and a download runs again once one of them ends. */
+static int setup_streams(void **state) {
+    if (!redis_harness_available()) {
+        *state = NULL;
+        return 0;
+    }
+    assert_int_equal(setenv("SCHEDULER_SERVER_MAXANNOUNCESTREAMSPERHOST", "2", 1), 0);
+    int r = setup_with(state, true, NULL);
+    assert_int_equal(unsetenv("SCHEDULER_SERVER_MAXANNOUNCESTREAMSPERHOST"), 0);
+    return r;
+}
+
+static void test_idle_announce_streams_are_capped(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    struct dfc_error err;
+    struct host_msg a, b;
+    char task[65];
+    task_id(task, 1300);
+    host_init(&a, "node-s1", "127.0.0.1");
+    host_init(&b, "node-s2", "127.0.0.2");
+    upload(f->c, &a, task, "ps-a", 4 * MiB);
+    assert_int_equal(announce(f->c, &b, &err), 0);
+    struct peer_stream idle[2], extra, real;
+    Scheduler__V2__AnnouncePersistentCachePeerResponse *resp = NULL;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ps_open(f->c, &idle[i], b.id, task, "ps-idle"), 0);
+        usleep(300000); /* the handler has taken its place */
+    }
+    assert_int_equal(ps_open(f->c, &extra, b.id, task, "ps-extra"), 0);
+    assert_true(ps_recv(&extra, &resp, &err) < 0);
+    assert_null(resp);
+    assert_non_null(strstr(err.msg, "AnnouncePersistentCachePeer: 2 streams from 127.0.0.1 "
+                                    "already open (server.maxAnnounceStreamsPerHost)"));
+    (void)ps_finish(&extra, &err);
+    assert_true(test_wait_for_log(&f->s, "event=rpc.stream_refused", 10000));
+    /* One idle stream ends: a download registers and gets its parent. */
+    dfc_rpc_stream_cancel(idle[0].st);
+    (void)ps_finish(&idle[0], &err);
+    int r = -1;
+    for (int attempt = 0; attempt < 50 && r != 1; attempt++) {
+        assert_int_equal(ps_open(f->c, &real, b.id, task, "ps-b"), 0);
+        assert_int_equal(ps_register(&real, &err), 0);
+        r = ps_recv(&real, &resp, &err);
+        if (r != 1) {
+            (void)ps_finish(&real, &err);
+            usleep(100000); /* the cancelled handler has not left yet */
+        }
+    }
+    assert_int_equal(r, 1);
+    assert_non_null(resp->normal_persistent_cache_task_response);
+    dfc_rpc_msg_free(&resp->base);
+    dfc_rpc_stream_cancel(real.st);
+    (void)ps_finish(&real, &err);
+    dfc_rpc_stream_cancel(idle[1].st);
+    (void)ps_finish(&idle[1], &err);
+}
+
+/* HGETALL calls Redis has served (INFO commandstats). */
+static long redis_hgetalls(struct fx *f) {
+    redisReply *rep = redis_server_command(&f->redis, "INFO commandstats");
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    const char *at = strstr(rep->str, "cmdstat_hgetall:calls=");
+    long n = at != NULL ? strtol(at + strlen("cmdstat_hgetall:calls="), NULL, 10) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+/* A register's cost is flat in the task's peers: with 900 more ids in the task's peer set,
+ * one register reads a bounded draw of them (before: an HGETALL for every one, 900 round
+ * trips, the 11 -> 243 ms of the issue at 1.4k peers), and still finds the real parent. */
+static void test_register_cost_is_flat_in_peers(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    struct dfc_error err;
+    struct host_msg a, b;
+    char task[65], key[256];
+    task_id(task, 1400);
+    host_init(&a, "node-f1", "127.0.0.1");
+    host_init(&b, "node-f2", "127.0.0.2");
+    upload(f->c, &a, task, "pf-a", 4 * MiB);
+    assert_int_equal(announce(f->c, &b, &err), 0);
+    snprintf(key, sizeof(key),
+             P ":persistent-cache-tasks:%s:persistent-cache-peers-for-persistent-cache-task", task);
+    for (int i = 0; i < 900; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "junk-%d", i);
+        freeReplyObject(redis_server_command(&f->redis, "SADD %s %s", key, id));
+    }
+    long before = redis_hgetalls(f);
+    struct peer_stream ps;
+    Scheduler__V2__AnnouncePersistentCachePeerResponse *resp = NULL;
+    assert_int_equal(ps_open(f->c, &ps, b.id, task, "pf-b"), 0);
+    assert_int_equal(ps_register(&ps, &err), 0);
+    assert_int_equal(ps_recv(&ps, &resp, &err), 1);
+    long reads = redis_hgetalls(f) - before;
+    assert_non_null(resp->normal_persistent_cache_task_response);
+    assert_int_equal(resp->normal_persistent_cache_task_response->n_candidate_cache_parents, 1);
+    assert_string_equal(resp->normal_persistent_cache_task_response->candidate_cache_parents[0]->id,
+                        "pf-a");
+    dfc_rpc_msg_free(&resp->base);
+    dfc_rpc_stream_cancel(ps.st);
+    (void)ps_finish(&ps, &err);
+    print_message("HGETALLs for one register with 901 peers: %ld\n", reads);
+    assert_true(reads < 200);
+}
+
+/* Peers per task are bounded (scheduler.maxPeersPerTask): with the task's set full, a new
+ * peer's register is refused RESOURCE_EXHAUSTED naming the limit; a peer already in it may
+ * register again. */
+static int setup_peer_cap(void **state) {
+    if (!redis_harness_available()) {
+        *state = NULL;
+        return 0;
+    }
+    assert_int_equal(setenv("SCHEDULER_SCHEDULER_MAXPEERSPERTASK", "3", 1), 0);
+    int r = setup_with(state, true, NULL);
+    assert_int_equal(unsetenv("SCHEDULER_SCHEDULER_MAXPEERSPERTASK"), 0);
+    return r;
+}
+
+static int register_once(struct fx *f, const char *host, const char *task, const char *peer,
+                         struct dfc_error *err) {
+    struct peer_stream ps;
+    Scheduler__V2__AnnouncePersistentCachePeerResponse *resp = NULL;
+    assert_int_equal(ps_open(f->c, &ps, host, task, peer), 0);
+    assert_int_equal(ps_register(&ps, err), 0);
+    int r = ps_recv(&ps, &resp, err);
+    if (resp != NULL) {
+        dfc_rpc_msg_free(&resp->base);
+    }
+    if (r == 1) {
+        dfc_rpc_stream_cancel(ps.st);
+    }
+    struct dfc_error ferr;
+    (void)ps_finish(&ps, &ferr);
+    return r;
+}
+
+static void test_peers_per_task_are_capped(void **state) {
+    struct fx *f = *state;
+    NEED_REDIS(f);
+    struct dfc_error err;
+    struct host_msg a, b;
+    char task[65];
+    task_id(task, 1500);
+    host_init(&a, "node-c1", "127.0.0.1");
+    host_init(&b, "node-c2", "127.0.0.2");
+    upload(f->c, &a, task, "pc-a", 4 * MiB);
+    assert_int_equal(announce(f->c, &b, &err), 0);
+    assert_int_equal(register_once(f, b.id, task, "pc-1", &err), 1);
+    assert_int_equal(register_once(f, b.id, task, "pc-2", &err), 1);
+    int r = register_once(f, b.id, task, "pc-3", &err);
+    assert_int_equal(dfc_error_to_grpc(r), DFC_GRPC_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(err.msg, "already has 3 peers (scheduler.maxPeersPerTask)"));
+    assert_int_equal(register_once(f, b.id, task, "pc-1", &err), 1);
+}
+
 int main(void) {
     struct dfc_error err;
     if (dfc_rpc_client_resolve(client_methods, DFC_RPC_N(client_methods), &err) < 0) {
@@ -1582,6 +1790,11 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_no_redis, setup_no_redis, teardown),
         cmocka_unit_test_setup_teardown(test_other_methods_unimplemented, setup_no_redis, teardown),
         cmocka_unit_test_setup_teardown(test_tcp_connections_are_capped, setup_capped, teardown),
+        cmocka_unit_test_setup_teardown(test_silent_connections_are_closed, setup_silent, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_announce_streams_are_capped, setup_streams,
+                                        teardown),
+        R(test_register_cost_is_flat_in_peers),
+        cmocka_unit_test_setup_teardown(test_peers_per_task_are_capped, setup_peer_cap, teardown),
         R(test_upload_round_trip_and_keys),
         R(test_rpc_error_codes),
         R(test_list_hosts),

@@ -130,6 +130,16 @@ static void test_scheduler_endpoint(void **state) {
     free(f);
 }
 
+/* 40 slow HTTP clients do not starve the scheduler's /healthz (before, they held every slot of
+ * the endpoint and the probes timed out, so the kubelet would restart the scheduler). */
+static void test_slow_clients_do_not_starve_healthz(void **state) {
+    struct sched_harness s;
+    unsigned port = test_free_port();
+    sched_harness_start_metrics(&s, NULL, NULL, port);
+    assert_int_equal(test_http_probes_under_slowloris(port), 5);
+    assert_int_equal(sched_harness_destroy(&s), 0);
+}
+
 int main(void) {
     struct dfc_error err;
     if (dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), &err) < 0) {
@@ -138,6 +148,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scheduler_endpoint),
+        cmocka_unit_test(test_slow_clients_do_not_starve_healthz),
     };
     return test_run_group(tests, NULL, NULL);
 }

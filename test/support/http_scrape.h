@@ -115,6 +115,59 @@ static inline int test_http_get(unsigned port, const char *path, char **ret_body
     return test_http_request("127.0.0.1", port, "GET", path, ret_body);
 }
 
+/* Slowloris against a real endpoint: 40 connections to 127.0.0.1:port, eight from each of
+ * 127.0.0.1 .. 127.0.0.5, send their request a byte at a time and never finish it; meanwhile
+ * five GET /healthz from 127.0.0.1, 300 ms apart. Returns how many of the probes were answered
+ * 200 within a second each (the kubelet's default probe timeout). */
+static inline int test_http_probes_under_slowloris(unsigned port) {
+    enum { ADDRS = 5, N = 40, PROBES = 5 };
+    int slow[N];
+    for (int i = 0; i < N; i++) {
+        char from[16];
+        snprintf(from, sizeof(from), "127.0.0.%d", 1 + i % ADDRS);
+        struct sockaddr_in b = {.sin_family = AF_INET};
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        inet_pton(AF_INET, from, &b.sin_addr);
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        slow[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (slow[i] < 0 || bind(slow[i], (struct sockaddr *)&b, sizeof(b)) < 0 ||
+            connect(slow[i], (struct sockaddr *)&a, sizeof(a)) < 0) {
+            abort();
+        }
+        (void)send(slow[i], "G", 1, MSG_NOSIGNAL);
+    }
+    usleep(200000);
+    int answered = 0;
+    const char req[] = "GET /healthz HTTP/1.0\r\n\r\n";
+    for (int probe = 0; probe < PROBES; probe++) {
+        for (int i = 0; i < N; i++) {
+            (void)send(slow[i], "E", 1, MSG_NOSIGNAL);
+        }
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+            abort();
+        }
+        char buf[512];
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t k = -1;
+        if (write(fd, req, sizeof(req) - 1) == (ssize_t)sizeof(req) - 1 && poll(&p, 1, 1000) == 1) {
+            k = read(fd, buf, sizeof(buf) - 1);
+        }
+        if (k > 0) {
+            buf[k] = '\0';
+            answered += strstr(buf, " 200 ") != NULL;
+        }
+        close(fd);
+        usleep(300000);
+    }
+    for (int i = 0; i < N; i++) {
+        close(slow[i]);
+    }
+    return answered;
+}
+
 /* The parser: reads the exposition on stdin; on success prints one line per sample,
  * `name{k="v",...} value` with labels sorted by name and their values as JSON strings and the value
  * as %.17g, and exits 0; on a parse error, or a histogram whose buckets are not cumulative or whose

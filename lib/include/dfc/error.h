@@ -65,6 +65,7 @@ enum dfc_grpc_code {
     X(EMSGSIZE, -EMSGSIZE, RESOURCE_EXHAUSTED, "message too large")                                \
     X(EMFILE, -EMFILE, RESOURCE_EXHAUSTED, "too many open files")                                  \
     X(EFBIG, -EFBIG, RESOURCE_EXHAUSTED, "file too large")                                         \
+    X(EUSERS, -EUSERS, RESOURCE_EXHAUSTED, "too many users")                                       \
     X(ENOTSUP, -ENOTSUP, UNIMPLEMENTED, "operation not supported")                                 \
     X(EISDIR, -EISDIR, INVALID_ARGUMENT, "is a directory")                                         \
     X(ENOTDIR, -ENOTDIR, INVALID_ARGUMENT, "not a directory")                                      \

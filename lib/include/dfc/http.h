@@ -5,12 +5,15 @@
  * allowed, as GET).
  *
  * Built on libmicrohttpd with its own internal polling thread (never a gRPC completion-queue
- * thread), a bounded connection count, a smaller bound per client IP address (so that one
- * peer trickling requests that never end cannot take every slot and starve the kubelet's
- * probes) and a per-connection idle timeout, so a slow or idle client holds one slot for a
- * bounded time and never a storage lock: /metrics renders the registry's
- * atomics and the cheap callbacks of scrape-time gauges; /readyz runs the ready callback, which
- * must be bounded too.
+ * thread). A connection reaches it only once its whole request head has arrived, within
+ * header_timeout_ms of its accept (else it is closed: a slowloris client cannot hold a slot by
+ * trickling bytes); until then it waits in a bounded room where a new connection displaces
+ * the oldest waiting one of its address (beyond max_conns_per_ip) or of all (beyond
+ * max_conns), so the kubelet's probes are answered however many slow clients there are. Every
+ * answer closes its connection; a client that does not read it is closed after the idle
+ * timeout. The handlers never take a storage lock: /metrics renders the registry's atomics and
+ * the cheap callbacks of scrape-time gauges; /readyz runs the ready callback, which must be
+ * bounded too.
  *
  * Ownership: opts and what it points to are borrowed; metrics and the ready callback's argument
  * must outlive the endpoint (stop it first).
@@ -19,6 +22,7 @@
 #define DFC_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dfc/error.h"
 
@@ -26,6 +30,8 @@ struct dfc_metrics;
 
 #define DFC_HTTP_DEFAULT_MAX_CONNS 32
 #define DFC_HTTP_DEFAULT_TIMEOUT_S 10
+/* How long a connection may take to send its request head (slowloris): 5 s. */
+#define DFC_HTTP_DEFAULT_HEADER_TIMEOUT_MS 5000
 /* The default share of max_conns one IP address may hold: a quarter (at least 1). */
 #define DFC_HTTP_DEFAULT_PER_IP_DIVISOR 4
 
@@ -36,11 +42,13 @@ typedef int (*dfc_http_ready_fn)(void *arg, char *why, size_t size);
 struct dfc_http_opts {
     const char *ip;              /* IPv4 or IPv6 literal; NULL or "" = 127.0.0.1 */
     unsigned port;               /* 0 = no endpoint (dfc_http_start() returns 0, *ret NULL) */
-    unsigned max_conns;          /* connections at once; more wait in the listen backlog until a
-                                    slot frees (libmicrohttpd stops accepting); 0 = 32 */
-    unsigned max_conns_per_ip;   /* connections at once from one IP address; more are closed
-                                    at accept; 0 = max_conns / 4 (at least 1) */
+    unsigned max_conns;          /* connections waiting for their request head, and connections
+                                    being answered, at once; 0 = 32 */
+    unsigned max_conns_per_ip;   /* the same per client IP address; 0 = max_conns / 4 (at
+                                    least 1) */
     unsigned timeout_s;          /* an idle connection is closed after this; 0 = 10 s */
+    int64_t header_timeout_ms;   /* a connection whose request head is not all there this long
+                                    after it was accepted is closed; 0 = 5 s */
     struct dfc_metrics *metrics; /* GET /metrics; NULL = 404 */
     dfc_http_ready_fn ready;     /* GET /readyz; NULL = always ready */
     void *ready_arg;

@@ -101,30 +101,35 @@ struct dfc_rpc_server_opts {
     const char *name;     /* server name in log lines; borrowed; NULL = "rpc" */
 
     /* Limits that keep one caller from starving the others (0 = the default given). */
-    int64_t idle_timeout_ms;      /* a stream's longest wait for the client's next message, or
-                                     for the client to take the last one sent; on expiry the call
-                                     ends DEADLINE_EXCEEDED; a connection with no call for as long
-                                     is closed (GOAWAY); 0 = 30 s, < 0 = none */
-    unsigned reserved_workers;    /* workers that only unary calls may use, so they are served
-                                     while streams hold the rest; 0 = max_workers / 8, at least 1
-                                     (none when max_workers is 1); at most max_workers - 1 */
-    unsigned max_calls_per_uid;   /* calls in flight per peer uid on listen_unix sockets, uid 0
-                                     included; more get RESOURCE_EXHAUSTED; 0 = 64 */
-    unsigned max_workers_per_uid; /* workers that one peer uid's calls (unary and streams, uid
-                                     0 included) may occupy at once; its further calls wait
-                                     queued, not refused, so no uid holds every worker; calls
-                                     from other listeners are exempt; 0 = max_workers / 4, at
-                                     least 1; at most max_workers */
-    unsigned max_unary_running;   /* unary calls that run at once; the rest wait queued, taking
-                                     no thread, until one ends (a server whose unary handlers
-                                     share a pool of N backend connections sets N, so no more
-                                     threads run than can progress); 0 = no limit but
-                                     max_workers */
-    unsigned max_conns;           /* open connections over all listen_unix sockets; more are
-                                     closed as they are accepted; 0 = 1024 */
-    unsigned max_conns_per_uid;   /* the same per peer uid; 0 = 128 */
-    const char *option_prefix;    /* prepended to the limits' names in messages (the config keys:
-                                     "download.server."); borrowed; NULL = "" */
+    int64_t idle_timeout_ms;        /* a stream's longest wait for the client's next message, or
+                                       for the client to take the last one sent; on expiry the call
+                                       ends DEADLINE_EXCEEDED; a connection with no call for as long
+                                       is closed (GOAWAY); 0 = 30 s, < 0 = none */
+    unsigned reserved_workers;      /* workers that only unary calls may use, so they are served
+                                       while streams hold the rest; 0 = max_workers / 8, at least 1
+                                       (none when max_workers is 1); at most max_workers - 1 */
+    unsigned max_calls_per_uid;     /* calls in flight per peer uid on listen_unix sockets, uid 0
+                                       included; more get RESOURCE_EXHAUSTED; 0 = 64 */
+    unsigned max_workers_per_uid;   /* workers that one peer uid's calls (unary and streams, uid
+                                       0 included) may occupy at once; its further calls wait
+                                       queued, not refused, so no uid holds every worker; calls
+                                       from other listeners are exempt; 0 = max_workers / 4, at
+                                       least 1; at most max_workers */
+    unsigned max_unary_running;     /* unary calls that run at once; the rest wait queued, taking
+                                       no thread, until one ends (a server whose unary handlers
+                                       share a pool of N backend connections sets N, so no more
+                                       threads run than can progress); 0 = no limit but
+                                       max_workers */
+    unsigned max_conns;             /* open connections over all listen_unix sockets; more are
+                                       closed as they are accepted; 0 = 1024 */
+    unsigned max_conns_per_uid;     /* the same per peer uid; 0 = 128 */
+    unsigned max_conns_per_ip;      /* open connections per peer address over all listen_tcp
+                                       sockets; more are closed as they are accepted; 0 = 64 */
+    int64_t first_bytes_timeout_ms; /* a listen_tcp connection is handed to gRPC once its first
+                                       bytes (the HTTP/2 preface) have arrived; one silent for
+                                       this long is closed; 0 = 5 s, < 0 = none */
+    const char *option_prefix;      /* prepended to the limits' names in messages (the config keys:
+                                       "download.server."); borrowed; NULL = "" */
 
     /* Per-call metrics, counted by the layer once per call (never by a handler), declared in
      * metrics by dfc_rpc_server_start() with labels server (name), method (the path of every
@@ -144,6 +149,8 @@ struct dfc_rpc_server_opts {
 #define DFC_RPC_DEFAULT_MAX_CALLS_PER_UID 64
 #define DFC_RPC_DEFAULT_MAX_CONNS         1024
 #define DFC_RPC_DEFAULT_MAX_CONNS_PER_UID 128
+#define DFC_RPC_DEFAULT_MAX_CONNS_PER_IP  64
+#define DFC_RPC_DEFAULT_FIRST_BYTES_MS    5000
 
 /* Creates a server (calls grpc_init). opts may be NULL. Free with dfc_rpc_server_free(). */
 int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_server **ret,
@@ -245,6 +252,14 @@ int dfc_rpc_call_peer_cred(struct dfc_rpc_call *call, struct ucred *ret_cred);
  * as IPv4), for calls that came through dfc_rpc_server_listen_tcp(). -ENOENT for other
  * listeners, -ENAMETOOLONG when size is too small (INET6_ADDRSTRLEN is enough). */
 int dfc_rpc_call_peer_ip(struct dfc_rpc_call *call, char *buf, size_t size);
+
+/* Who the caller is, as a key for per-remote limits (dfc/stream_cap.h): the peer IP address
+ * for calls through dfc_rpc_server_listen_tcp(), "uid:<n>" for dfc_rpc_server_listen_unix(),
+ * "" when unknown (one key shared by every such caller). The one place that decides it: with
+ * TLS it becomes the certificate's identity. Returns 0 or -ENAMETOOLONG (size too small;
+ * DFC_RPC_REMOTE_MAX is enough). */
+#define DFC_RPC_REMOTE_MAX 128
+int dfc_rpc_call_remote(struct dfc_rpc_call *call, char *buf, size_t size);
 
 /* Copies the value of request metadata key (lowercase) into buf, NUL-terminated. Returns its
  * length, -ENOENT when absent, -ENAMETOOLONG when it does not fit. */

@@ -94,17 +94,23 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void start_answer(struct fx *f, unsigned max_conns, int64_t request_timeout,
+static void start_per_ip(struct fx *f, unsigned max_conns, unsigned per_ip, int64_t request_timeout,
                          int64_t answer_timeout) {
     struct dfd_vortex_server_opts o = {.ip = "127.0.0.1",
                                        .port = 0,
                                        .max_conns = max_conns,
+                                       .max_conns_per_ip = per_ip,
                                        .request_timeout_ns = request_timeout,
                                        .answer_timeout_ns = answer_timeout,
                                        .parent_id = "host-1"};
     struct dfc_error err = {0};
     assert_int_equal(dfd_vortex_server_start(f->s, &o, &f->v, &err), 0);
     assert_true(dfd_vortex_server_port(f->v) != 0);
+}
+
+static void start_answer(struct fx *f, unsigned max_conns, int64_t request_timeout,
+                         int64_t answer_timeout) {
+    start_per_ip(f, max_conns, 0, request_timeout, answer_timeout);
 }
 
 static void start(struct fx *f, unsigned max_conns, int64_t request_timeout) {
@@ -525,6 +531,72 @@ static void test_max_conns(void **state) {
     }
 }
 
+/* A raw connection from the local address from, with the tests' receive timeout. */
+static int dial_from(struct fx *f, const char *from) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in b = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, from, &b.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(dfd_vortex_server_port(f->v)),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = {.tv_sec = 30};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    return fd;
+}
+
+/* One peer address holds at most max_conns_per_ip of the slots: its next connection is closed
+ * at once, while another address still fetches. */
+static void test_max_conns_per_ip(void **state) {
+    struct fx *f = *state;
+    start_per_ip(f, 8, 2, 120 * SEC, TIMEOUT);
+    int held[2];
+    for (int i = 0; i < 2; i++) {
+        held[i] = dial_from(f, "127.0.0.2");
+    }
+    int extra = dial_from(f, "127.0.0.2");
+    uint8_t b[8];
+    assert_int_equal(recv_upto(extra, b, sizeof(b)), 0);
+    close(extra);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(recv(held[i], b, sizeof(b), MSG_DONTWAIT), -1);
+        assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+    uint8_t *buf = malloc(4 * MiB);
+    struct dfc_error err = {0};
+    assert_int_equal(dfd_vortex_fetch("127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 1,
+                                      4 * MiB, 4 * MiB, buf, TIMEOUT, NULL, &err),
+                     0);
+    assert_memory_equal(buf, f->content + 4 * MiB, 4 * MiB);
+    free(buf);
+    for (int i = 0; i < 2; i++) {
+        close(held[i]);
+    }
+}
+
+/* The request deadline runs from the accept: a peer that trickles a valid request a byte at a
+ * time (74 bytes, 7.4 s at this pace) is closed after request_timeout, unanswered. */
+static void test_trickled_request(void **state) {
+    struct fx *f = *state;
+    start(f, 4, SEC / 2);
+    int fd = dial(f);
+    uint8_t req[DFD_VORTEX_REQUEST_PACKET_LEN];
+    struct dfc_error err;
+    assert_int_equal(dfd_vortex_request_encode(0, f->task.id, 0, req, &err), 0);
+    double t0 = test_now_ms();
+    size_t sent = 0;
+    while (sent < sizeof(req) && send(fd, req + sent, 1, MSG_NOSIGNAL) == 1 &&
+           !test_closed_by_peer(fd)) {
+        sent++;
+        usleep(100 * 1000);
+    }
+    assert_true(sent < sizeof(req));
+    assert_true(test_now_ms() - t0 < 2000);
+    close(fd);
+}
+
 static void test_stop_with_connections_open(void **state) {
     struct fx *f = *state;
     start(f, 4, 120 * SEC);
@@ -598,6 +670,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_stalled_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_reader_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_conns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_conns_per_ip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trickled_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_with_connections_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_errors, setup, teardown),
     };

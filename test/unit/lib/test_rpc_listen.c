@@ -2,7 +2,8 @@
  * Tests for the TCP listeners of lib/src/rpc_listen.c (dfc_rpc_server_listen_tcp,
  * dfc_rpc_call_peer_ip): a real server on 127.0.0.1 or 0.0.0.0 with an ephemeral port, real
  * gRPC clients, a connection from 127.0.0.2 (through a relay whose outgoing socket is bound
- * there, since the kernel picks 127.0.0.1 for a plain connect), and raw sockets for the cap.
+ * there, since the kernel picks 127.0.0.1 for a plain connect), and raw sockets for the caps
+ * (in all, per address) and the first-bytes deadline.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include "dfc/log.h"
 #include "dfc/rpc_client.h"
 #include "dfc/rpc_server.h"
+#include "dfc/stream_cap.h"
 #include "test/rpc_test.pb-c.h"
 #include "rpc_test_service.h"
 #include "test_support.h"
@@ -52,6 +54,23 @@ static int echo_peer(void *svc, struct dfc_rpc_call *call, const ProtobufCMessag
 
 static const struct rpc_test_handlers handlers = {echo_peer, echo_peer, echo_peer, rpc_test_chat};
 
+/* Chat under a per-remote stream cap (dfc/stream_cap.h). */
+static struct dfc_stream_cap chat_cap;
+
+static int capped_chat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
+                       ProtobufCMessage *resp, struct dfc_error *err) {
+    char remote[DFC_RPC_REMOTE_MAX];
+    int r = dfc_stream_cap_enter(&chat_cap, call, remote, err);
+    if (r == 0) {
+        r = rpc_test_chat(svc, call, req, resp, err);
+        dfc_stream_cap_leave(&chat_cap, remote);
+    }
+    return r;
+}
+
+static const struct rpc_test_handlers capped_handlers = {echo_peer, echo_peer, echo_peer,
+                                                         capped_chat};
+
 struct fx {
     char dir[256];
     char sock[300];
@@ -59,20 +78,29 @@ struct fx {
     struct dfc_rpc_server *server;
 };
 
-static struct fx *fx_start(const char *ip, unsigned max_conns) {
+static struct fx *fx_start_with(const char *ip, struct dfc_rpc_server_opts o,
+                                const struct rpc_test_handlers *h) {
     struct fx *f = calloc(1, sizeof(*f));
     struct dfc_error err;
-    struct dfc_rpc_server_opts o = {
-        .max_conns = max_conns, .idle_timeout_ms = -1, .option_prefix = "test."};
     test_mkdtemp(f->dir, sizeof(f->dir), "rpc-listen");
     snprintf(f->sock, sizeof(f->sock), "%s/l.sock", f->dir);
     assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
-    assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
+    assert_int_equal(rpc_test_add_service(f->server, h, NULL, &err), 0);
     assert_int_equal(dfc_rpc_server_listen_tcp(f->server, ip, 0, &f->port, &err), 0);
     assert_true(f->port > 0);
     assert_int_equal(dfc_rpc_server_listen_unix(f->server, f->sock, 0600, -1, &err), 0);
     assert_int_equal(dfc_rpc_server_start(f->server, &err), 0);
     return f;
+}
+
+static struct fx *fx_start_opts(const char *ip, struct dfc_rpc_server_opts o) {
+    return fx_start_with(ip, o, &handlers);
+}
+
+static struct fx *fx_start(const char *ip, unsigned max_conns) {
+    struct dfc_rpc_server_opts o = {
+        .max_conns = max_conns, .idle_timeout_ms = -1, .option_prefix = "test."};
+    return fx_start_opts(ip, o);
 }
 
 static int teardown(void **state) {
@@ -217,15 +245,102 @@ static void test_a_call_from_127_0_0_2_sees_it(void **state) {
     assert_string_equal(p.ip, "127.0.0.1");
 }
 
+/* ---- the per-remote stream cap ---- */
+
+/* Opens a Chat stream on c and has one message echoed: 0 once the handler runs, else the
+ * stream's error (the stream is then freed and *ret NULL). */
+static int chat_open(struct dfc_rpc_client *c, struct dfc_rpc_stream **ret, struct dfc_error *err) {
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    int r = dfc_rpc_stream_open(c, &rt.chat, 10000, ret, err);
+    if (r == 0 && (r = dfc_rpc_stream_send(*ret, &in.base, err)) == 0) {
+        r = dfc_rpc_stream_recv(*ret, &dfc__test__v1__chunk__descriptor, &out, err);
+        dfc_rpc_msg_free(out);
+        r = r == 1 ? 0 : r == 0 ? -EPROTO : r;
+    }
+    if (r < 0 && *ret != NULL) {
+        dfc_rpc_stream_free(*ret);
+        *ret = NULL;
+    }
+    return r;
+}
+
+static void chat_close(struct dfc_rpc_stream *st) {
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_stream_finish(st, &err), 0);
+    dfc_rpc_stream_free(st);
+}
+
+/* Two idle streams of 127.0.0.1 fill its share: its third is refused RESOURCE_EXHAUSTED
+ * naming the limit, while 127.0.0.2 (through the relay) and a local caller (Unix socket, keyed
+ * by uid) still open theirs; once one closes, 127.0.0.1 gets one again. */
+static void test_streams_are_capped_per_remote(void **state) {
+    dfc_stream_cap_init(&chat_cap, 2, "Chat", "test.maxChatStreamsPerHost");
+    struct dfc_rpc_server_opts o = {.idle_timeout_ms = -1, .option_prefix = "test."};
+    struct fx *f = fx_start_with("", o, &capped_handlers);
+    *state = f;
+    struct dfc_error err;
+    char target[320];
+    struct dfc_rpc_client *local, *other, *unix_c;
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &local, &err), 0);
+    struct dfc_rpc_stream *held[2], *extra = NULL;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(chat_open(local, &held[i], &err), 0);
+    }
+    assert_true(chat_open(local, &extra, &err) < 0);
+    assert_null(extra);
+    assert_non_null(strstr(err.msg, "Chat: 2 streams from 127.0.0.1 already open "
+                                    "(test.maxChatStreamsPerHost)"));
+    /* Another address has its own share. */
+    struct relay rl = {.server_port = f->port};
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    inet_pton(AF_INET, "127.0.0.3", &sa.sin_addr);
+    rl.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(rl.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(rl.lfd, 4), 0);
+    assert_int_equal(getsockname(rl.lfd, (struct sockaddr *)&sa, &len), 0);
+    assert_int_equal(pthread_create(&rl.thread, NULL, relay_main, &rl), 0);
+    tcp_target("127.0.0.3", ntohs(sa.sin_port), target, sizeof(target));
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &other, &err), 0);
+    struct dfc_rpc_stream *st;
+    assert_int_equal(chat_open(other, &st, &err), 0);
+    chat_close(st);
+    dfc_rpc_client_free(other);
+    pthread_join(rl.thread, NULL);
+    close(rl.lfd);
+    snprintf(target, sizeof(target), "unix:%s", f->sock);
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &unix_c, &err), 0);
+    assert_int_equal(chat_open(unix_c, &st, &err), 0);
+    chat_close(st);
+    dfc_rpc_client_free(unix_c);
+    /* A closed stream frees its place. */
+    chat_close(held[0]);
+    assert_int_equal(chat_open(local, &st, &err), 0);
+    chat_close(st);
+    chat_close(held[1]);
+    dfc_rpc_client_free(local);
+    dfc_stream_cap_destroy(&chat_cap);
+}
+
 /* ---- the connection cap ---- */
 
-static int raw_tcp(unsigned port) {
+/* A raw connection to 127.0.0.1:port from the local address from. */
+static int raw_tcp_from(const char *from, unsigned port) {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in src = {.sin_family = AF_INET};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    inet_pton(AF_INET, from, &src.sin_addr);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     return fd;
+}
+
+static int raw_tcp(unsigned port) {
+    return raw_tcp_from("127.0.0.1", port);
 }
 
 static bool closed(void *arg) {
@@ -273,6 +388,110 @@ static void test_tcp_connections_are_capped(void **state) {
     assert_string_equal(p.ip, "127.0.0.1");
 }
 
+/* One peer address holds at most maxConnectionsPerIP of the TCP connections: the one beyond is
+ * closed as it is accepted, with a line naming the limit, while another address still gets in
+ * (before the cap, one address could take all of maxConnections). */
+static void test_one_address_is_capped(void **state) {
+    struct dfc_rpc_server_opts o = {.max_conns = 16,
+                                    .max_conns_per_ip = 2,
+                                    .first_bytes_timeout_ms = -1,
+                                    .idle_timeout_ms = -1,
+                                    .option_prefix = "test."};
+    struct fx *f = fx_start_opts("127.0.0.1", o);
+    *state = f;
+    rpc_test_refused_start();
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_tcp_from("127.0.0.2", f->port);
+    }
+    assert_true(test_wait_for(closed, &fds[2], 10000));
+    usleep(200000);
+    assert_false(test_closed_by_peer(fds[0]));
+    assert_false(test_closed_by_peer(fds[1]));
+    char line[512];
+    assert_int_equal(rpc_test_refused_stop(line, sizeof(line)), 1);
+    assert_non_null(strstr(line, "last_peer=127.0.0.2 "));
+    assert_non_null(strstr(line, "open_ip=2 "));
+    assert_non_null(strstr(line, "test.maxConnectionsPerIP=2"));
+    /* 127.0.0.1 has its own share. */
+    char target[64];
+    struct peer p;
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(ask(target, &p), 0);
+    assert_string_equal(p.ip, "127.0.0.1");
+    for (int i = 0; i < 3; i++) {
+        close(fds[i]);
+    }
+}
+
+/* The rpc.connection_silent lines; guarded by silent_mu. */
+static char silent_line[512];
+static int n_silent;
+static pthread_mutex_t silent_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void capture_silent(int level, const char *line, size_t len, void *ud) {
+    (void)level;
+    (void)ud;
+    if (strstr(line, "rpc.connection_silent") != NULL) {
+        pthread_mutex_lock(&silent_mu);
+        if (n_silent++ == 0) {
+            snprintf(silent_line, sizeof(silent_line), "%.*s", (int)len, line);
+        }
+        pthread_mutex_unlock(&silent_mu);
+    }
+}
+
+/* A flood of connections that send nothing held every TCP slot until the idle timeout (here:
+ * none), locking real callers out. Now each is closed firstBytesTimeout after its accept, and
+ * so is one that trickles the HTTP/2 preface a byte at a time (it never completes it in time);
+ * then a real call gets in. */
+static void test_silent_connections_are_closed(void **state) {
+    enum { SLOTS = 4 };
+    struct dfc_rpc_server_opts o = {.max_conns = SLOTS,
+                                    .first_bytes_timeout_ms = 500,
+                                    .idle_timeout_ms = -1,
+                                    .option_prefix = "test."};
+    struct fx *f = fx_start_opts("127.0.0.1", o);
+    *state = f;
+    pthread_mutex_lock(&silent_mu);
+    n_silent = 0;
+    pthread_mutex_unlock(&silent_mu);
+    dfc_log_set_sink(capture_silent, NULL);
+    double t0 = test_now_ms();
+    int fds[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        fds[i] = raw_tcp(f->port);
+    }
+    /* fds[SLOTS - 1] trickles the preface: one byte per 100 ms (24 bytes would take 2.4 s). */
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    bool all_closed = false;
+    for (size_t b = 0; b < sizeof(preface) - 1 && !all_closed; b++) {
+        (void)send(fds[SLOTS - 1], preface + b, 1, MSG_NOSIGNAL);
+        usleep(100000);
+        all_closed = true;
+        for (int i = 0; i < SLOTS; i++) {
+            all_closed = all_closed && test_closed_by_peer(fds[i]);
+        }
+    }
+    double took = test_now_ms() - t0;
+    assert_true(all_closed);
+    assert_true(took >= 400 && took < 2300);
+    pthread_mutex_lock(&silent_mu);
+    assert_true(n_silent >= 1);
+    assert_non_null(strstr(silent_line, "last_peer=127.0.0.1 "));
+    assert_non_null(strstr(silent_line, "test.firstBytesTimeout=500ms"));
+    pthread_mutex_unlock(&silent_mu);
+    dfc_log_set_sink(NULL, NULL);
+    /* The slots are free: a real call gets in. */
+    char target[64];
+    struct peer p;
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    assert_int_equal(ask(target, &p), 0);
+    for (int i = 0; i < SLOTS; i++) {
+        close(fds[i]);
+    }
+}
+
 static void test_bad_addresses_are_refused(void **state) {
     struct dfc_rpc_server *s;
     struct dfc_error err;
@@ -291,11 +510,10 @@ static void test_bad_addresses_are_refused(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_teardown(fn, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_a_tcp_call_knows_its_peer_ip),
-        T(test_a_unix_call_has_no_peer_ip),
-        T(test_a_call_from_127_0_0_2_sees_it),
-        T(test_tcp_connections_are_capped),
-        cmocka_unit_test(test_bad_addresses_are_refused),
+        T(test_a_tcp_call_knows_its_peer_ip),  T(test_a_unix_call_has_no_peer_ip),
+        T(test_a_call_from_127_0_0_2_sees_it), T(test_tcp_connections_are_capped),
+        T(test_one_address_is_capped),         T(test_silent_connections_are_closed),
+        T(test_streams_are_capped_per_remote), cmocka_unit_test(test_bad_addresses_are_refused),
     };
     if (rpc_test_resolve() < 0) {
         return 1;

@@ -94,6 +94,36 @@ static void assert_stored(const struct redis_server *s, const char *key, const c
 
 /* ---- commands ---- */
 
+/* Junk in Redis cannot make the scheduler build a reply of any size: a set of 300k members
+ * (beyond the 256Ki-element bound) and a 9 MiB string (beyond 8 MiB) fail their command
+ * -ENOMEM naming the bounds, and the pool (of one connection) goes on with the next command. */
+static void test_replies_are_bounded(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct sched_redis *r = open_direct(&plain, 1);
+    freeReplyObject(redis_server_command(&plain, "EVAL %s 1 %s",
+                                         "for i=1,300000 do redis.call('SADD', KEYS[1], i) end",
+                                         "junk-set"));
+    freeReplyObject(redis_server_command(&plain, "SETRANGE %s %d x", "junk-str", 9 << 20));
+    redisReply *rep = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(cmd(r, 10000, &rep, &err, 2, "SMEMBERS", "junk-set"), -ENOMEM);
+    assert_null(rep);
+    assert_non_null(strstr(err.msg, "a reply beyond the bounds (an array of more than 262144"));
+    assert_int_equal(cmd(r, 10000, &rep, &err, 2, "GET", "junk-str"), -ENOMEM);
+    assert_null(rep);
+    /* Within the bounds: read as always, on a new connection. */
+    freeReplyObject(redis_server_command(&plain, "SET %s %s", "small", "ok"));
+    set_eventually(r, "small2", "ok");
+    assert_int_equal(cmd(r, 10000, &rep, &err, 2, "GET", "small"), 0);
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_string_equal(rep->str, "ok");
+    freeReplyObject(rep);
+    assert_int_equal(cmd(r, 10000, &rep, &err, 3, "SRANDMEMBER", "junk-set", "1000"), 0);
+    freeReplyObject(rep);
+    freeReplyObject(redis_server_command(&plain, "DEL junk-set junk-str small small2"));
+    sched_redis_free(r);
+}
+
 static void test_commands_binary_safe(void **state) {
     REDIS_HARNESS_REQUIRE();
     struct sched_redis *r = open_direct(&plain, 0);
@@ -714,6 +744,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_commands_binary_safe),
         cmocka_unit_test(test_pipeline_replies_in_order),
+        cmocka_unit_test(test_replies_are_bounded),
         cmocka_unit_test(test_error_reply_is_internal_with_redis_text),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_script_survives_script_flush),
