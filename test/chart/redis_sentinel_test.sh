@@ -54,8 +54,16 @@ redis:
   auth:
     password: 'pa ss"wo\rd'
 YAML
+# Sentinel auth (redis.sentinel.auth.enabled, on by default) needs a scheduler that
+# authenticates to the Sentinels (database.redis.sentinelPassword); with a scheduler built
+# without that key the test renders the chart with it off.
+sentinel_auth=true
+"$build/scheduler/scheduler" --set database.redis.addrs=127.0.0.1:1 \
+    --set database.redis.sentinelPassword=x --print-config >/dev/null 2>&1 || sentinel_auth=false
+echo "redis_sentinel_test: Sentinel auth $sentinel_auth"
 "$build/chart-render" --chart "$chart" --name df --namespace "$ns" \
     -f "$chart/ci/bundled-redis-values.yaml" -f "$work/password-values.yaml" \
+    --set redis.sentinel.auth.enabled=$sentinel_auth \
     --set redis.port=$redis_port,redis.sentinel.port=$sentinel_port \
     --set redis.sentinel.downAfterMilliseconds=1500,redis.sentinel.failoverTimeout=10000 \
     >"$work/rendered.yaml" || {
@@ -121,7 +129,9 @@ declare -A pid_of
 start() {
     local i=$1 what=$2 d=$work/pod$1
     local envs=(POD_NAME="df-dragonfly-csi-redis-$i" REDIS_PASSWORD="$password" PATH="$d/bin:$PATH")
-    [ "$what" = redis ] && envs+=(REDISCLI_AUTH="$password")
+    if [ "$what" = redis ] || [ "$sentinel_auth" = true ]; then
+        envs+=(REDISCLI_AUTH="$password")
+    fi
     env "${envs[@]}" sh "$d/scripts/start-$what.sh" >>"$d/$what.log" 2>&1 &
     pids+=("$!")
     pid_of[$what$i]=$!
@@ -134,7 +144,11 @@ rcli() { # rcli POD ARGS...: a command to pod's Redis
 scli() { # scli POD ARGS...: a command to pod's Sentinel
     local i=$1
     shift
-    timeout 5 redis-cli -h "$(ip "$i")" -p $sentinel_port --raw "$@" 2>/dev/null
+    if [ "$sentinel_auth" = true ]; then
+        REDISCLI_AUTH=$password timeout 5 redis-cli -h "$(ip "$i")" -p $sentinel_port --no-auth-warning --raw "$@" 2>/dev/null
+    else
+        timeout 5 redis-cli -h "$(ip "$i")" -p $sentinel_port --raw "$@" 2>/dev/null
+    fi
 }
 # wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds (a liveness deadline).
 wait_for() {
@@ -185,12 +199,24 @@ if [ "$(env -u REDISCLI_AUTH timeout 5 redis-cli -h "$(ip 0)" -p $redis_port pin
 else
     ok "Redis requires the password"
 fi
+if [ "$sentinel_auth" = true ]; then
+    # A stranger can neither ask a Sentinel for the master nor re-point it.
+    out=$(env -u REDISCLI_AUTH timeout 5 redis-cli -h "$(ip 0)" -p $sentinel_port sentinel get-master-addr-by-name dragonfly 2>&1)
+    out2=$(env -u REDISCLI_AUTH timeout 5 redis-cli -h "$(ip 0)" -p $sentinel_port sentinel set dragonfly down-after-milliseconds 1 2>&1)
+    if grep -q NOAUTH <<<"$out" && grep -q NOAUTH <<<"$out2"; then
+        ok "the Sentinels require the password (NOAUTH for a stranger's query and SENTINEL SET)"
+    else
+        fail "a Sentinel answered without the password: $out / $out2"
+    fi
+fi
 
 # ---- the real scheduler, with the rendered database.redis settings ----
 sed -n '/^database:/,/^[a-z]/p' "$work/scheduler.yaml" | sed '$d' >"$work/sched-db.yaml"
 grep -q "masterName: dragonfly" "$work/sched-db.yaml" || fail "scheduler.yaml: no masterName: $(cat "$work/sched-db.yaml")"
 sched_port=21393
-SCHEDULER_DATABASE_REDIS_PASSWORD=$password "$build/scheduler/scheduler" --config "$work/sched-db.yaml" \
+sentinel_env=()
+[ "$sentinel_auth" = true ] && sentinel_env=(SCHEDULER_DATABASE_REDIS_SENTINELPASSWORD="$password")
+env "${sentinel_env[@]}" SCHEDULER_DATABASE_REDIS_PASSWORD="$password" "$build/scheduler/scheduler" --config "$work/sched-db.yaml" \
     --set server.listenIP=127.0.0.1 --set server.port=$sched_port --set server.advertiseIP=127.0.0.1 \
     --set metrics.server.port=0 >"$work/scheduler.log" 2>&1 &
 sched_pid=$!

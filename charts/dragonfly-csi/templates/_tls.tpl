@@ -92,7 +92,7 @@ or the hostPath of tls.nodeCertificates. Call with (dict "ctx" $ "component" "sc
 {{- else }}
   secret:
     secretName: {{ if eq .component "scheduler" }}{{ include "dragonfly-csi.tls.schedulerSecret" .ctx }}{{ else }}{{ include "dragonfly-csi.tls.nodeSecret" .ctx }}{{ end }}
-    defaultMode: 0440
+    defaultMode: 288 # 0440: read by root and the fsGroup
     items:
       - key: ca.crt
         path: ca.crt
