@@ -221,7 +221,7 @@ env "${sentinel_env[@]}" SCHEDULER_DATABASE_REDIS_PASSWORD="$password" "$build/s
     --set metrics.server.port=0 >"$work/scheduler.log" 2>&1 &
 sched_pid=$!
 pids+=("$sched_pid")
-sched_ready() { grep -q "scheduler.ready" "$work/scheduler.log" || ! kill -0 "$sched_pid" 2>/dev/null; }
+sched_ready() { grep -qs "scheduler.ready" "$work/scheduler.log" || ! kill -0 "$sched_pid" 2>/dev/null; }
 wait_for 30 "the scheduler is ready" sched_ready
 kill -0 "$sched_pid" 2>/dev/null || fail "the scheduler exited: $(cat "$work/scheduler.log")"
 

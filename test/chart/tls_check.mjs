@@ -4,7 +4,7 @@
 //   node test/chart/tls_check.mjs RENDERED.yaml CASE OUTDIR
 // Prints "ok   ..." and "FAIL: ..." lines; exit 1 when any check failed. The generated PEM files
 // of the Secrets are written to OUTDIR/<secret>.<key> (for openssl in tls_test.sh).
-// CASE: generated, cert-manager, issuer-ref, tls-off, host-path, server-auth, sentinel-auth,
+// CASE: dump (only writes the files, with the Redis Secret's), generated, cert-manager, issuer-ref, tls-off, host-path, server-auth, sentinel-auth,
 // sentinel-no-auth, netpol-cidrs, netpol-off.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -77,7 +77,7 @@ function nodeVolumeIsSharedSecret() {
 function dumpSecrets() {
   mkdirSync(outDir, { recursive: true });
   for (const s of all("Secret")) {
-    if (!TLS_SECRETS.includes(s.metadata.name)) continue;
+    if (!TLS_SECRETS.includes(s.metadata.name) && s.metadata.name !== `${P}-redis`) continue;
     for (const [k, v] of Object.entries(s.data || {})) writeFileSync(`${outDir}/${s.metadata.name}.${k}`, Buffer.from(v, "base64"));
   }
 }
@@ -86,6 +86,9 @@ function certificate(name) {
 }
 
 switch (kase) {
+  case "dump":
+    dumpSecrets();
+    break;
   case "generated":
   case "server-auth": {
     tlsConfigured(kase === "generated" ? "mutual" : "server-auth");

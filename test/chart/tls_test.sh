@@ -74,6 +74,47 @@ for bad in tls.certManager=maybe tls.policy=off tls.nodeCertificates.source=csi;
     fi
 done
 
+# ---- helm upgrade: the Secrets read back with lookup (chart-render --lookup) are kept ----
+# dump NAME ARGS...: renders and writes the Secrets' files to $work/NAME.pem/.
+dump() {
+    local name=$1
+    shift
+    "$render" --chart "$chart" --name dfc --namespace dragonfly-system "$@" >"$work/$name.yaml" &&
+        node "$root/test/chart/tls_check.mjs" "$work/$name.yaml" dump "$work/$name.pem" >/dev/null
+}
+sec=dfc-dragonfly-csi
+dump again && dump upgrade --lookup "$work/generated.yaml" || die "rendering for the upgrade checks failed"
+if ! cmp -s "$work/generated.pem/$sec-ca.tls.key" "$work/again.pem/$sec-ca.tls.key"; then
+    ok "without lookup (an install) a new CA is made"
+else
+    fail "two installs made the same CA key"
+fi
+same=1
+for f in "$work"/generated.pem/*; do
+    cmp -s "$f" "$work/upgrade.pem/$(basename "$f")" || same=0
+done
+if [ "$same" = 1 ] && [ "$(find "$work/upgrade.pem" -type f | wc -l)" -eq 10 ]; then
+    ok "upgrade: the CA, scheduler and node Secrets and the Redis password are kept (lookup)"
+else
+    fail "upgrade: a Secret changed although lookup found it"
+fi
+# Only the CA Secret left (the leaves deleted): new leaves, signed by the kept CA.
+NODE_PATH=$root/hack/chart/node_modules node -e '
+const { parseAllDocuments } = require("yaml");
+const fs = require("fs");
+const docs = parseAllDocuments(fs.readFileSync(process.argv[1], "utf8")).map((d) => d.toJS()).filter(Boolean);
+const ca = docs.find((d) => d.kind === "Secret" && d.metadata.name === process.argv[2]);
+fs.writeFileSync(process.argv[3], JSON.stringify(ca));' "$work/generated.yaml" "$sec-ca" "$work/ca-only.json"
+dump leaves --lookup "$work/ca-only.json"
+if cmp -s "$work/generated.pem/$sec-ca.tls.crt" "$work/leaves.pem/$sec-ca.tls.crt" &&
+    ! cmp -s "$work/generated.pem/$sec-scheduler-tls.tls.key" "$work/leaves.pem/$sec-scheduler-tls.tls.key" &&
+    openssl verify -CAfile "$work/generated.pem/$sec-ca.ca.crt" "$work/leaves.pem/$sec-scheduler-tls.tls.crt" \
+        "$work/leaves.pem/$sec-node-tls.tls.crt" >/dev/null 2>&1; then
+    ok "upgrade with only the CA Secret left: the CA is kept, new leaves are signed by it"
+else
+    fail "upgrade with only the CA Secret left: CA not kept or leaves not signed by it"
+fi
+
 # ---- the generated certificates, for real ----
 pem=$work/generated.pem
 ca=$pem/dfc-dragonfly-csi-ca.ca.crt
