@@ -83,7 +83,9 @@ dump() {
         node "$root/test/chart/tls_check.mjs" "$work/$name.yaml" dump "$work/$name.pem" >/dev/null
 }
 sec=dfc-dragonfly-csi
-dump again && dump upgrade --lookup "$work/generated.yaml" || die "rendering for the upgrade checks failed"
+if ! dump again || ! dump upgrade --lookup "$work/generated.yaml"; then
+    die "rendering for the upgrade checks failed"
+fi
 if ! cmp -s "$work/generated.pem/$sec-ca.tls.key" "$work/again.pem/$sec-ca.tls.key"; then
     ok "without lookup (an install) a new CA is made"
 else
