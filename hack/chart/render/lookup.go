@@ -1,6 +1,6 @@
-// lookup: Helm's `lookup apiVersion kind namespace name` against objects given with --lookup
-// FILE (multi-document YAML, e.g. the Secrets of an earlier rendering), the way `helm upgrade`
-// sees a live cluster. Without --lookup it finds nothing, as under `helm template`.
+// Helm's `lookup apiVersion kind namespace name` against the objects of --lookup FILE, as `helm
+// upgrade` sees a live cluster (the file: multi-document YAML, such as an earlier rendering).
+// Without --lookup it finds nothing, as under `helm template`.
 package main
 
 import (
