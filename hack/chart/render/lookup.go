@@ -1,5 +1,5 @@
 // Helm's `lookup apiVersion kind namespace name` against the objects of --lookup FILE, as `helm
-// upgrade` sees a live cluster (the file: multi-document YAML, such as an earlier rendering).
+// upgrade` sees a live cluster (FILE is multi-document YAML, such as an earlier rendering).
 // Without --lookup it finds nothing, as under `helm template`.
 package main
 
