@@ -1,7 +1,8 @@
 {{/*
-Named templates shared by every manifest of the chart. Kept to Go text/template builtins,
-sprig, include, tpl, required, toYaml and fromYaml (the functions the project's renderer
-implements; see the chart README).
+Named templates shared by every manifest of the chart (TLS ones in _tls.tpl). Kept to Go
+text/template builtins, sprig (genCAWithKey, genSignedCertWithKey, buildCustomCert for TLS),
+include, tpl, required, lookup, toYaml, fromYaml, toJson and fromJsonArray (the functions the
+project's renderer implements; docs/kubernetes.md).
 */}}
 
 {{/* The chart's name: app.kubernetes.io/name (tools/kubectl-dfcache selects on it). */}}
