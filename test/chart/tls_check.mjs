@@ -28,7 +28,7 @@ const P = "dfc-dragonfly-csi";
 const NS = "dragonfly-system";
 const schedFQDN = `${P}-scheduler-headless.${NS}.svc.cluster.local`;
 const FILES = { caCert: "/etc/dragonfly-tls/ca.crt", cert: "/etc/dragonfly-tls/tls.crt", key: "/etc/dragonfly-tls/tls.key" };
-const TLS_SECRETS = [`${P}-ca`, `${P}-scheduler-tls`, `${P}-node-tls`];
+const TLS_SECRETS = [`${P}-ca`, `${P}-scheduler-tls`, `${P}-node-tls`, `${P}-redis-tls`];
 
 const cmData = (name, key) => {
   const cm = find("ConfigMap", name);
@@ -92,7 +92,8 @@ switch (kase) {
   case "generated":
   case "server-auth": {
     tlsConfigured(kase === "generated" ? "mutual" : "server-auth");
-    for (const n of TLS_SECRETS) {
+    check(!find("Secret", `${P}-redis-tls`), "no Redis certificate without redis.tls.enabled");
+    for (const n of TLS_SECRETS.slice(0, 3)) {
       const s = find("Secret", n);
       check(s && s.type === "kubernetes.io/tls" && ["ca.crt", "tls.crt", "tls.key"].every((k) => s.data && s.data[k]),
         `Secret ${n} (kubernetes.io/tls) holds ca.crt, tls.crt, tls.key`);
@@ -135,6 +136,41 @@ switch (kase) {
     check(v && v.hostPath && v.hostPath.path === "/etc/dfc-node-tls" && v.hostPath.type === "Directory", "the node pods' tls volume is the hostPath /etc/dfc-node-tls");
     check(!find("Secret", `${P}-node-tls`) && !certificate(`${P}-node`), "no shared node certificate");
     check(find("Secret", `${P}-ca`) && find("Secret", `${P}-scheduler-tls`), "the CA and the scheduler's Secrets are still there");
+    break;
+  }
+  case "redis-tls":
+  case "redis-tls-cert-manager": {
+    const redisDir = "/etc/redis-tls";
+    const conf = cmData(`${P}-redis`, "redis.conf") || "";
+    const sentinel = cmData(`${P}-redis`, "start-sentinel.sh") || "";
+    check(/^port 0$/m.test(conf) && /^tls-port 6379$/m.test(conf) && /^tls-auth-clients yes$/m.test(conf) &&
+      /^tls-replication yes$/m.test(conf) && conf.includes(`tls-ca-cert-file ${redisDir}/ca.crt`),
+      "redis.conf: TLS only (port 0, tls-port 6379), client certificates, TLS replication");
+    check(sentinel.includes('echo "port 0"') && sentinel.includes('echo "tls-port 26379"') && sentinel.includes('echo "tls-replication yes"'),
+      "sentinel.conf: TLS only (tls-port 26379), TLS to Redis and the other Sentinels");
+    const cli = `redis-cli --tls --cacert ${redisDir}/ca.crt --cert ${redisDir}/tls.crt --key ${redisDir}/tls.key -h`;
+    const scripts = (cmData(`${P}-redis`, "start-redis.sh") || "") + sentinel;
+    check((scripts.match(/redis-cli/g) || []).length === (scripts.split(cli).length - 1) && scripts.includes(cli),
+      "every redis-cli of the start scripts speaks TLS with the pod's certificate");
+    const sts = find("StatefulSet", `${P}-redis`);
+    for (const c of ["redis", "sentinel"]) {
+      const m = mountOf(sts, c, "redis-tls");
+      const probe = sts.spec.template.spec.containers.find((x) => x.name === c).readinessProbe.exec.command[2];
+      check(m && m.mountPath === redisDir && probe.startsWith(cli), `the ${c} container mounts ${redisDir} and probes over TLS`);
+    }
+    const v = podVolume(sts, "redis-tls");
+    check(v && v.secret.secretName === `${P}-redis-tls` && sts.spec.template.spec.securityContext.fsGroup === 999, `Secret ${P}-redis-tls, readable by the redis user`);
+    check(same(sideFiles(schedCfg.database.redis.tls), FILES), "the scheduler's database.redis.tls names its own certificate");
+    const names = [`${P}-redis.${NS}.svc.cluster.local`, `*.${P}-redis-headless.${NS}.svc.cluster.local`];
+    if (kase === "redis-tls") {
+      const s = find("Secret", `${P}-redis-tls`);
+      check(s && ["ca.crt", "tls.crt", "tls.key"].every((k) => s.data[k]), `Secret ${P}-redis-tls holds ca.crt, tls.crt, tls.key`);
+      dumpSecrets();
+    } else {
+      const c = certificate(`${P}-redis`);
+      check(c && c.spec.secretName === `${P}-redis-tls` && names.every((n) => c.spec.dnsNames.includes(n)) && c.spec.issuerRef.name === `${P}-ca`,
+        `Certificate ${P}-redis: Secret ${P}-redis-tls, DNS ${names.join(", ")}`);
+    }
     break;
   }
   case "tls-off": {

@@ -296,6 +296,10 @@ externalRedis). Rendered as YAML.
 {{- $peer := default dict (get $cfg "peer") -}}
 {{- $_ := set $peer "tls" (merge (deepCopy $files) (default dict (get $peer "tls"))) -}}
 {{- $_ := set $cfg "peer" $peer -}}
+{{- if include "dragonfly-csi.tls.redis" . -}}
+{{- /* TLS to the bundled Redis and Sentinels, with the scheduler's certificate as the client's. */ -}}
+{{- $_ := set $redis "tls" (merge (deepCopy $files) (default dict (get $redis "tls"))) -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}

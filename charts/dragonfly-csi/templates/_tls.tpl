@@ -102,3 +102,39 @@ or the hostPath of tls.nodeCertificates. Call with (dict "ctx" $ "component" "sc
         path: tls.key
 {{- end }}
 {{- end -}}
+
+{{/* "true" when the bundled Redis (and Sentinel) speaks TLS (redis.tls.enabled with tls.enabled). */}}
+{{- define "dragonfly-csi.tls.redis" -}}
+{{- if and .Values.scheduler.enabled .Values.redis.enabled .Values.redis.tls.enabled -}}
+{{- if not .Values.tls.enabled -}}
+{{- fail "redis.tls.enabled needs tls.enabled (the chart's CA and the scheduler's certificate)" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "dragonfly-csi.tls.redisSecret" -}}
+{{- printf "%s-redis-tls" (include "dragonfly-csi.fullname" .) -}}
+{{- end -}}
+
+{{/* Where the Redis and Sentinel containers see the Redis certificate. */}}
+{{- define "dragonfly-csi.tls.redisMountPath" -}}/etc/redis-tls{{- end -}}
+
+{{/* The Redis certificate's DNS names: its Services and every pod under the headless one, as a JSON list. */}}
+{{- define "dragonfly-csi.tls.redisDNSNames" -}}
+{{- $names := list -}}
+{{- $headless := include "dragonfly-csi.redisHeadlessName" . -}}
+{{- range $svc := list (include "dragonfly-csi.redisName" .) $headless -}}
+{{- $names = concat $names (list $svc (printf "%s.%s" $svc $.Release.Namespace) (printf "%s.%s.svc" $svc $.Release.Namespace) (printf "%s.%s.svc.%s" $svc $.Release.Namespace $.Values.clusterDomain)) -}}
+{{- end -}}
+{{- $names = append $names (printf "*.%s.%s.svc.%s" $headless .Release.Namespace .Values.clusterDomain) -}}
+{{- toJson $names -}}
+{{- end -}}
+
+{{/* redis-cli's TLS options in the Redis pod's scripts and probes ("" without Redis TLS). */}}
+{{- define "dragonfly-csi.tls.redisCli" -}}
+{{- if include "dragonfly-csi.tls.redis" . -}}
+{{- $d := include "dragonfly-csi.tls.redisMountPath" . -}}
+--tls --cacert {{ $d }}/ca.crt --cert {{ $d }}/tls.crt --key {{ $d }}/tls.key
+{{- end -}}
+{{- end -}}
