@@ -19,7 +19,11 @@
 //     the container name; also `sh -c` scripts) use only flags that the built binary's --help
 //     lists (asked at check time);
 //   - the ConfigMap file that dfdaemon's and the scheduler's --config points at is accepted by
-//     the real binary (`--config F --print-config` exits 0).
+//     the real binary (`--config F --print-config` exits 0);
+//   - every TLS file the effective configuration names (a caCert, cert or key key) is mounted in
+//     that container: from a Secret volume (a rendered Secret that has the key, or the
+//     secretName of a rendered cert-manager Certificate, which holds ca.crt, tls.crt, tls.key),
+//     a ConfigMap volume with the key, or a hostPath, csi or projected volume (not checkable).
 //
 //   node hack/chart/validate.mjs --build BUILD_DIR [--examples] FILE|-...
 // --examples: the files are plain manifests a user applies with `kubectl apply -n NS` (the
@@ -253,6 +257,7 @@ const SHELLS = new Set(["sh", "bash", "dash", "ash"]);
 const WRAPPERS = new Set(["tini", "dumb-init", "tini-static", "catatonit"]);
 let runsChecked = 0;
 let configsChecked = 0;
+let tlsFilesChecked = 0;
 // Each run of one of our binaries inside a container: { bin, sub, argv, where }.
 function invocations(c) {
   const cmd = Array.isArray(c.command) ? c.command.map(String) : [];
@@ -413,6 +418,71 @@ function socketPathFromConfig(yamlText) {
   }
 }
 
+// The TLS file settings of a --print-config output: [{ key: "upload.server.caCert", path }].
+const TLS_FILE_KEYS = new Set(["caCert", "cert", "key"]);
+function tlsFilesFromConfig(yamlText) {
+  let v;
+  try {
+    const docs = parseAllDocuments(yamlText);
+    v = (Array.isArray(docs) ? docs[0] : docs).toJS();
+  } catch {
+    return [];
+  }
+  const out = [];
+  const walk = (o, prefix) => {
+    if (!o || typeof o !== "object" || Array.isArray(o)) return;
+    for (const [k, x] of Object.entries(o)) {
+      const key = prefix ? `${prefix}.${k}` : k;
+      if (TLS_FILE_KEYS.has(k) && typeof x === "string" && x !== "") out.push({ key, path: x });
+      else walk(x, key);
+    }
+  };
+  walk(v, "");
+  return out;
+}
+
+// Why the file at path p is not where container c of pod template pt can read it, or null.
+const CERT_MANAGER_KEYS = new Set(["ca.crt", "tls.crt", "tls.key"]);
+function tlsFileProblem(pt, c, p) {
+  const mounts = Array.isArray(c.volumeMounts) ? c.volumeMounts : [];
+  let best = null;
+  for (const m of mounts) {
+    if (!m || typeof m.mountPath !== "string") continue;
+    const mp = m.mountPath.replace(/\/+$/, "");
+    if (p.startsWith(mp + "/") && (!best || mp.length > best.mp.length)) best = { m, mp };
+  }
+  if (!best) return `no volumeMount contains ${p}`;
+  const vol = (Array.isArray(pt.spec.volumes) ? pt.spec.volumes : []).find((v) => v && v.name === best.m.name);
+  if (!vol) return null; // an undeclared volume is reported above
+  if (vol.hostPath || vol.csi || vol.projected) return null;
+  const src = vol.secret || vol.configMap;
+  if (!src) return `${p} is on volume ${vol.name} (${Object.keys(vol).filter((k) => k !== "name").join(",")}), not a Secret, ConfigMap, hostPath, csi or projected volume`;
+  let rel = posix.relative(best.mp, p);
+  if (best.m.subPath) rel = posix.join(best.m.subPath, rel);
+  let key = rel;
+  if (Array.isArray(src.items) && src.items.length) {
+    const item = src.items.find((it) => it && it.path === rel);
+    if (!item) return `volume ${vol.name} has no item with path ${rel}`;
+    key = item.key;
+  }
+  const ns = pt.obj.value.metadata.namespace;
+  if (vol.configMap) {
+    const cm = findObject("ConfigMap", ns, src.name);
+    if (!cm) return src.optional ? null : `ConfigMap ${src.name} is not rendered`;
+    return cm.value.data && typeof cm.value.data[key] === "string" ? null : `ConfigMap ${src.name} has no key ${key}`;
+  }
+  const secret = findObject("Secret", ns, src.secretName);
+  if (secret) {
+    const data = Object.assign({}, secret.value.data || {}, secret.value.stringData || {});
+    return key in data ? null : `Secret ${src.secretName} has no key ${key}`;
+  }
+  const cert = objects.find((o) => o.kind === "Certificate" && o.value.spec && o.value.spec.secretName === src.secretName &&
+    (!o.value.metadata.namespace || !ns || o.value.metadata.namespace === ns));
+  if (cert) return CERT_MANAGER_KEYS.has(key) ? null : `Certificate ${cert.name}'s Secret ${src.secretName} has no key ${key} (only ca.crt, tls.crt, tls.key)`;
+  if (examples) return null;
+  return `Secret ${src.secretName} is neither rendered nor the secretName of a rendered Certificate`;
+}
+
 function portDeclared(c, port) {
   const ports = Array.isArray(c.ports) ? c.ports : [];
   if (typeof port === "number") return ports.some((p) => p && p.containerPort === port);
@@ -475,6 +545,13 @@ for (const pt of podTemplates) {
             problem(obj, `${full}.${run.where}`, `${run.bin} --config ${cfg}: ${f.reason}`);
           } else {
             const printed = printConfig(f.cm, `data.${f.key}`, run.bin, f.text);
+            if (printed !== null) {
+              for (const t of tlsFilesFromConfig(printed)) {
+                tlsFilesChecked++;
+                const why = tlsFileProblem(pt, c, t.path);
+                if (why) problem(obj, `${full}.volumeMounts`, `${run.bin} ${t.key} ${t.path}: ${why}`);
+              }
+            }
             if (printed !== null && run.bin === "dfdaemon") {
               const sp = values.get("--socket-path") ?? envValue(c, "DFDAEMON_SOCKET_PATH") ?? socketPathFromConfig(printed);
               if (sp) socketDirs.add(posix.dirname(sp));
@@ -562,4 +639,4 @@ if (problems.length) {
   process.stderr.write(`validate: ${problems.length} problem(s) in ${objects.length} objects\n`);
   process.exit(1);
 }
-process.stdout.write(`validate: ${objects.length} objects ok (${runsChecked} runs of our binaries checked against their --help, ${configsChecked} config files through --print-config)\n`);
+process.stdout.write(`validate: ${objects.length} objects ok (${runsChecked} runs of our binaries checked against their --help, ${configsChecked} config files through --print-config, ${tlsFilesChecked} TLS files mounted)\n`);

@@ -87,6 +87,9 @@ expect_problem noNamespace "^ConfigMap/dfc-dfdaemon .*metadata.namespace: missin
 expect_problem clusterNamespace "^CSIDriver/.*metadata.namespace: set on cluster-scoped kind CSIDriver"
 expect_problem pluginSocketDir "^$ds.containers\[csi-plugin\].args: csi-plugin --socket-dir /csi is host path .*, dfdaemon's socket dir is host path /var/run/dragonfly"
 expect_problem missingConfigMap "^$ds.volumes\[config\].configMap.name: ConfigMap dfc-dfdaemon-gone is not rendered"
+expect_problem tlsUnmounted "^$ds.containers\[dfdaemon\].volumeMounts: dfdaemon upload.server.caCert /etc/dfc-tls/ca.crt: no volumeMount contains"
+expect_problem tlsMissingKey "^$ds.containers\[dfdaemon\].volumeMounts: dfdaemon (upload|scheduler)[a-z.]*.key /etc/dfc-tls/tls.key: Secret dfc-node-tls has no key tls.key"
+expect_problem tlsMissingSecret "^Deployment/dfc-scheduler .*containers\[scheduler\].volumeMounts: scheduler server.tls.caCert /etc/tls/ca.crt: Secret dfc-scheduler-tls-gone is neither rendered nor the secretName of a rendered Certificate"
 
 # Input the validator must refuse on its own: not YAML, not an object, no name.
 printf -- '---\n# Source: x/templates/a.yaml\nkind: [\n---\n# Source: x/templates/b.yaml\n- 1\n---\n# Source: x/templates/c.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  namespace: ns\n' >"$tmp/broken.yaml"

@@ -54,8 +54,20 @@ redis:
   auth:
     password: 'pa ss"wo\rd'
 YAML
+# Sentinel auth (redis.sentinel.auth.enabled, on by default) needs a scheduler that
+# authenticates to the Sentinels (database.redis.sentinelPassword); with a scheduler built
+# without that key the test renders the chart with it off.
+sentinel_auth=true
+"$build/scheduler/scheduler" --set database.redis.addrs=127.0.0.1:1 \
+    --set database.redis.sentinelPassword=x --print-config >/dev/null 2>&1 || sentinel_auth=false
+# Likewise TLS to Redis and the Sentinels (redis.tls.enabled, database.redis.tls.*).
+redis_tls=true
+"$build/scheduler/scheduler" --set database.redis.addrs=127.0.0.1:1 \
+    --set database.redis.tls.caCert=x --print-config >/dev/null 2>&1 || redis_tls=false
+echo "redis_sentinel_test: Sentinel auth $sentinel_auth, Redis TLS $redis_tls"
 "$build/chart-render" --chart "$chart" --name df --namespace "$ns" \
     -f "$chart/ci/bundled-redis-values.yaml" -f "$work/password-values.yaml" \
+    --set redis.sentinel.auth.enabled=$sentinel_auth,redis.tls.enabled=$redis_tls \
     --set redis.port=$redis_port,redis.sentinel.port=$sentinel_port \
     --set redis.sentinel.downAfterMilliseconds=1500,redis.sentinel.failoverTimeout=10000 \
     >"$work/rendered.yaml" || {
@@ -79,6 +91,12 @@ for (const d of docs) {
   if (d.kind === "Secret" && d.metadata.name === "df-dragonfly-csi-redis") {
     fs.writeFileSync(`${out}/password`, Buffer.from(d.data.password, "base64").toString());
   }
+  // The certificates of Redis (redis.tls.enabled) and of the scheduler.
+  const certDirs = { "df-dragonfly-csi-redis-tls": "redis-tls", "df-dragonfly-csi-scheduler-tls": "sched-tls" };
+  if (d.kind === "Secret" && certDirs[d.metadata.name]) {
+    fs.mkdirSync(`${out}/${certDirs[d.metadata.name]}`, { recursive: true });
+    for (const [k, v] of Object.entries(d.data)) fs.writeFileSync(`${out}/${certDirs[d.metadata.name]}/${k}`, Buffer.from(v, "base64"));
+  }
   if (d.kind === "StatefulSet") {
     fs.writeFileSync(`${out}/replicas`, String(d.spec.replicas));
   }
@@ -88,6 +106,15 @@ for (const [k, n] of Object.entries(want)) {
 }
 JS
 [ -s "$work/password" ] || { echo "redis_sentinel_test: no Redis password rendered" >&2; exit 1; }
+if [ "$redis_tls" = true ]; then
+    if [ ! -s "$work/redis-tls/tls.key" ] || [ ! -s "$work/sched-tls/tls.key" ]; then
+        echo "redis_sentinel_test: no Redis or scheduler certificate rendered" >&2
+        exit 1
+    fi
+fi
+# redis-cli's TLS options as the rendered scripts have them, with /etc/redis-tls mapped.
+tls_args=()
+[ "$redis_tls" = true ] && tls_args=(--tls --cacert "$work/redis-tls/ca.crt" --cert "$work/redis-tls/tls.crt" --key "$work/redis-tls/tls.key")
 [ "$(cat "$work/replicas")" = 3 ] || fail "StatefulSet replicas: want 3, got $(cat "$work/replicas")"
 password=$(cat "$work/password")
 [ "$password" = 'pa ss"wo\rd' ] || fail "the Secret's password: got $password"
@@ -107,10 +134,11 @@ mount --bind "$work/hosts" /etc/hosts || { echo "redis_sentinel_test: cannot bin
 make_pod() {
     local i=$1 d=$work/pod$1
     mkdir -p "$d/scripts" "$d/run/redis" "$d/run/sentinel" "$d/data" "$d/bin"
-    sed "s|^bind .*|bind $(ip "$i")|; s|^dir /data$|dir $d/data|" "$work/redis.conf" >"$d/scripts/redis.conf"
+    sed "s|^bind .*|bind $(ip "$i")|; s|^dir /data$|dir $d/data|; s|/etc/redis-tls/|$work/redis-tls/|g" \
+        "$work/redis.conf" >"$d/scripts/redis.conf"
     grep -q "^bind $(ip "$i")\$" "$d/scripts/redis.conf" || fail "redis.conf has no bind line to map"
     for s in start-redis.sh start-sentinel.sh; do
-        sed "s|/scripts/|$d/scripts/|g; s|/run/redis|$d/run/redis|g; s|/run/sentinel|$d/run/sentinel|g" \
+        sed "s|/scripts/|$d/scripts/|g; s|/run/redis|$d/run/redis|g; s|/run/sentinel|$d/run/sentinel|g; s|/etc/redis-tls/|$work/redis-tls/|g" \
             "$work/$s" >"$d/scripts/$s"
     done
     printf '#!/bin/sh\nexec /usr/bin/redis-sentinel "$@" --bind %s\n' "$(ip "$i")" >"$d/bin/redis-sentinel"
@@ -121,7 +149,9 @@ declare -A pid_of
 start() {
     local i=$1 what=$2 d=$work/pod$1
     local envs=(POD_NAME="df-dragonfly-csi-redis-$i" REDIS_PASSWORD="$password" PATH="$d/bin:$PATH")
-    [ "$what" = redis ] && envs+=(REDISCLI_AUTH="$password")
+    if [ "$what" = redis ] || [ "$sentinel_auth" = true ]; then
+        envs+=(REDISCLI_AUTH="$password")
+    fi
     env "${envs[@]}" sh "$d/scripts/start-$what.sh" >>"$d/$what.log" 2>&1 &
     pids+=("$!")
     pid_of[$what$i]=$!
@@ -129,12 +159,16 @@ start() {
 rcli() { # rcli POD ARGS...: a command to pod's Redis
     local i=$1
     shift
-    REDISCLI_AUTH=$password timeout 5 redis-cli -h "$(ip "$i")" -p $redis_port --no-auth-warning --raw "$@" 2>/dev/null
+    REDISCLI_AUTH=$password timeout 5 redis-cli "${tls_args[@]}" -h "$(ip "$i")" -p $redis_port --no-auth-warning --raw "$@" 2>/dev/null
 }
 scli() { # scli POD ARGS...: a command to pod's Sentinel
     local i=$1
     shift
-    timeout 5 redis-cli -h "$(ip "$i")" -p $sentinel_port --raw "$@" 2>/dev/null
+    if [ "$sentinel_auth" = true ]; then
+        REDISCLI_AUTH=$password timeout 5 redis-cli "${tls_args[@]}" -h "$(ip "$i")" -p $sentinel_port --no-auth-warning --raw "$@" 2>/dev/null
+    else
+        timeout 5 redis-cli "${tls_args[@]}" -h "$(ip "$i")" -p $sentinel_port --raw "$@" 2>/dev/null
+    fi
 }
 # wait_for SECONDS DESCRIPTION COMMAND...: polls until COMMAND succeeds (a liveness deadline).
 wait_for() {
@@ -180,22 +214,53 @@ for i in 0 1 2; do
         wait_for 60 "Sentinel $i knows 2 replicas and 2 Sentinels" sentinel_knows "$i" &&
         ok "Sentinel $i: master $(host 0), 2 replicas, 2 other Sentinels"
 done
-if [ "$(env -u REDISCLI_AUTH timeout 5 redis-cli -h "$(ip 0)" -p $redis_port ping 2>&1)" = PONG ]; then
+if [ "$(env -u REDISCLI_AUTH timeout 5 redis-cli "${tls_args[@]}" -h "$(ip 0)" -p $redis_port ping 2>&1)" = PONG ]; then
     fail "Redis answers without the password"
 else
     ok "Redis requires the password"
+fi
+if [ "$sentinel_auth" = true ]; then
+    # A stranger can neither ask a Sentinel for the master nor re-point it.
+    out=$(env -u REDISCLI_AUTH timeout 5 redis-cli "${tls_args[@]}" -h "$(ip 0)" -p $sentinel_port sentinel get-master-addr-by-name dragonfly 2>&1)
+    out2=$(env -u REDISCLI_AUTH timeout 5 redis-cli "${tls_args[@]}" -h "$(ip 0)" -p $sentinel_port sentinel set dragonfly down-after-milliseconds 1 2>&1)
+    if grep -q NOAUTH <<<"$out" && grep -q NOAUTH <<<"$out2"; then
+        ok "the Sentinels require the password (NOAUTH for a stranger's query and SENTINEL SET)"
+    else
+        fail "a Sentinel answered without the password: $out / $out2"
+    fi
+fi
+
+if [ "$redis_tls" = true ]; then
+    # Plaintext, or TLS without a client certificate, gets nothing from Redis or a Sentinel.
+    bad=0
+    for p in $redis_port $sentinel_port; do
+        [ "$(REDISCLI_AUTH=$password timeout 5 redis-cli -h "$(ip 0)" -p "$p" --no-auth-warning ping 2>&1)" = PONG ] && bad=1
+        [ "$(REDISCLI_AUTH=$password timeout 5 redis-cli --tls --cacert "$work/redis-tls/ca.crt" -h "$(ip 0)" -p "$p" \
+            --no-auth-warning ping 2>&1)" = PONG ] && bad=1
+    done
+    if [ "$bad" = 0 ]; then
+        ok "Redis and the Sentinels take only TLS with a client certificate of the CA"
+    else
+        fail "Redis or a Sentinel answered plaintext or a client without a certificate"
+    fi
 fi
 
 # ---- the real scheduler, with the rendered database.redis settings ----
 sed -n '/^database:/,/^[a-z]/p' "$work/scheduler.yaml" | sed '$d' >"$work/sched-db.yaml"
 grep -q "masterName: dragonfly" "$work/sched-db.yaml" || fail "scheduler.yaml: no masterName: $(cat "$work/sched-db.yaml")"
+if [ "$redis_tls" = true ]; then
+    grep -q "caCert: /etc/dragonfly-tls/ca.crt" "$work/sched-db.yaml" || fail "scheduler.yaml: no database.redis.tls"
+    sed -i "s|/etc/dragonfly-tls/|$work/sched-tls/|" "$work/sched-db.yaml"
+fi
 sched_port=21393
-SCHEDULER_DATABASE_REDIS_PASSWORD=$password "$build/scheduler/scheduler" --config "$work/sched-db.yaml" \
+sentinel_env=()
+[ "$sentinel_auth" = true ] && sentinel_env=(SCHEDULER_DATABASE_REDIS_SENTINELPASSWORD="$password")
+env "${sentinel_env[@]}" SCHEDULER_DATABASE_REDIS_PASSWORD="$password" "$build/scheduler/scheduler" --config "$work/sched-db.yaml" \
     --set server.listenIP=127.0.0.1 --set server.port=$sched_port --set server.advertiseIP=127.0.0.1 \
     --set metrics.server.port=0 >"$work/scheduler.log" 2>&1 &
 sched_pid=$!
 pids+=("$sched_pid")
-sched_ready() { grep -q "scheduler.ready" "$work/scheduler.log" || ! kill -0 "$sched_pid" 2>/dev/null; }
+sched_ready() { grep -qs "scheduler.ready" "$work/scheduler.log" || ! kill -0 "$sched_pid" 2>/dev/null; }
 wait_for 30 "the scheduler is ready" sched_ready
 kill -0 "$sched_pid" 2>/dev/null || fail "the scheduler exited: $(cat "$work/scheduler.log")"
 
@@ -227,7 +292,8 @@ wait "$daemon_pid" 2>/dev/null
 
 # ---- failover: kill pod 0's Redis ----
 rcli 0 set dfc-test-key before-failover >/dev/null
-wait_for 30 "the key reached both replicas" sh -c "[ \"\$(REDISCLI_AUTH='$password' redis-cli -h $(ip 1) -p $redis_port --no-auth-warning get dfc-test-key)\" = before-failover ] && [ \"\$(REDISCLI_AUTH='$password' redis-cli -h $(ip 2) -p $redis_port --no-auth-warning get dfc-test-key)\" = before-failover ]"
+key_on_replicas() { [ "$(rcli 1 get dfc-test-key)" = before-failover ] && [ "$(rcli 2 get dfc-test-key)" = before-failover ]; }
+wait_for 30 "the key reached both replicas" key_on_replicas
 kill -KILL "${pid_of[redis0]}"
 wait "${pid_of[redis0]}" 2>/dev/null
 new_master=

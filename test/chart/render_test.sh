@@ -70,6 +70,8 @@ expect_output set --chart "$b" -f "$b/override.yaml" \
 expect_output caps --chart "$b" --kube-version v1.24.3 --api-versions monitoring.coreos.com/v1 \
     --name rel --namespace ns
 expect_output notes --chart "$b" --name rel --notes
+# --lookup: lookup finds the objects of the file (by apiVersion, kind, namespace and name).
+expect_output lookup --chart "$b" --lookup "$fx/lookup.yaml"
 
 f=$fx/failing
 expect_output failing-ok --chart "$f"
@@ -83,6 +85,7 @@ expect_fail no-chart 2 '--chart DIR is required'
 expect_fail bad-kube-version 2 'kube-version' --chart "$b" --kube-version 1
 expect_fail bad-set 1 'has no value' --chart "$b" --set replicas
 expect_fail missing-values-file 1 'nope.yaml' --chart "$b" -f "$tmp/nope.yaml"
+expect_fail missing-lookup-file 1 'lookup.*nope.yaml' --chart "$b" --lookup "$tmp/nope.yaml"
 
 # What the renderer does not implement it refuses (exit 1, naming it), never renders a guess
 # that could differ from helm template: the template functions it lacks, and the chart files

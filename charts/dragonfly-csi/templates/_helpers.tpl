@@ -1,7 +1,8 @@
 {{/*
-Named templates shared by every manifest of the chart. Kept to Go text/template builtins,
-sprig, include, tpl, required, toYaml and fromYaml (the functions the project's renderer
-implements; see the chart README).
+Named templates shared by every manifest of the chart (TLS ones in _tls.tpl). Kept to Go
+text/template builtins, sprig (genCAWithKey, genSignedCertWithKey, buildCustomCert for TLS),
+include, tpl, required, lookup, toYaml, fromYaml, toJson and fromJsonArray (the functions the
+project's renderer implements; docs/kubernetes.md).
 */}}
 
 {{/* The chart's name: app.kubernetes.io/name (tools/kubectl-dfcache selects on it). */}}
@@ -193,6 +194,11 @@ db: {{ .Values.externalRedis.db | default 0 | int }}
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when the bundled Sentinels require the Redis password (redis.sentinel.auth.enabled with a password). */}}
+{{- define "dragonfly-csi.sentinelAuth" -}}
+{{- if and .Values.redis.enabled .Values.redis.sentinel.enabled .Values.redis.sentinel.auth.enabled .Values.redis.auth.enabled -}}true{{- end -}}
+{{- end -}}
+
 {{- define "dragonfly-csi.redisSecretKey" -}}
 {{- if .Values.redis.enabled -}}
 {{- if .Values.redis.auth.existingSecret -}}
@@ -226,6 +232,19 @@ chart runs the scheduler). Rendered as YAML.
 {{- $sched := default dict (get $cfg "scheduler") -}}
 {{- $_ := set $sched "addrs" (list (include "dragonfly-csi.schedulerAddr" .)) -}}
 {{- $_ := set $cfg "scheduler" $sched -}}
+{{- end -}}
+{{- if include "dragonfly-csi.tls.enabled" . -}}
+{{- /* TLS: one certificate (the pod's tls volume) for the upload servers, as a client of the other nodes and of the scheduler. */ -}}
+{{- $files := fromYaml (include "dragonfly-csi.tls.files" .) -}}
+{{- $security := default dict (get $cfg "security") -}}
+{{- $_ := set $security "tlsPolicy" (include "dragonfly-csi.tls.policy" .) -}}
+{{- $_ := set $cfg "security" $security -}}
+{{- $upload := default dict (get $cfg "upload") -}}
+{{- range $side := list "server" "client" -}}
+{{- $_ := set $upload $side (merge (deepCopy $files) (default dict (get $upload $side))) -}}
+{{- end -}}
+{{- $_ := set $cfg "upload" $upload -}}
+{{- $_ := set $cfg "scheduler" (merge (deepCopy $files) (default dict (get $cfg "scheduler"))) -}}
 {{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
@@ -267,5 +286,20 @@ externalRedis). Rendered as YAML.
 {{- end -}}
 {{- $_ := set $database "redis" $redis -}}
 {{- $_ := set $cfg "database" $database -}}
+{{- if include "dragonfly-csi.tls.enabled" . -}}
+{{- /* TLS: one certificate (the pod's tls volume) for the gRPC server and the calls to the nodes. */ -}}
+{{- $files := fromYaml (include "dragonfly-csi.tls.files" .) -}}
+{{- $security := default dict (get $cfg "security") -}}
+{{- $_ := set $security "tlsPolicy" (include "dragonfly-csi.tls.policy" .) -}}
+{{- $_ := set $cfg "security" $security -}}
+{{- $_ := set $server "tls" (merge (deepCopy $files) (default dict (get $server "tls"))) -}}
+{{- $peer := default dict (get $cfg "peer") -}}
+{{- $_ := set $peer "tls" (merge (deepCopy $files) (default dict (get $peer "tls"))) -}}
+{{- $_ := set $cfg "peer" $peer -}}
+{{- if include "dragonfly-csi.tls.redis" . -}}
+{{- /* TLS to the bundled Redis and Sentinels, with the scheduler's certificate as the client's. */ -}}
+{{- $_ := set $redis "tls" (merge (deepCopy $files) (default dict (get $redis "tls"))) -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}

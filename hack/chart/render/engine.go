@@ -118,10 +118,8 @@ func baseFuncs() template.FuncMap {
 		"fromJson":      fromJSON,
 		"fromJsonArray": fromJSONArray,
 		"required":      required,
-		// helm template has no cluster: lookup finds nothing.
-		"lookup": func(string, string, string, string) (map[string]interface{}, error) {
-			return map[string]interface{}{}, nil
-		},
+		// The objects of --lookup FILE; none (as under helm template) without it.
+		"lookup":        lookup,
 		"toToml":        notImplemented("toToml"),
 		"getHostByName": notImplemented("getHostByName"),
 		"include":       func(string, interface{}) string { return "not implemented" },

@@ -2,10 +2,11 @@
 //
 //	chart-render --chart DIR [--values FILE]... [--set K=V]... [--set-string K=V]...
 //	             [--name RELEASE] [--namespace NS] [--kube-version 1.26] [--api-versions G/V]...
-//	             [--notes]
+//	             [--lookup FILE]... [--notes]
 //
 // Prints the manifests as multi-document YAML on stdout (or, with --notes, only the rendered
-// templates/NOTES.txt). Exit 1 on a chart, values or template error (the message names the
+// templates/NOTES.txt). --lookup FILE gives `lookup` the objects of a multi-document YAML file
+// as the cluster's (without it lookup finds nothing, as under helm template). Exit 1 on a chart, values or template error (the message names the
 // file), 2 on a bad command line.
 package main
 
@@ -30,12 +31,13 @@ func fail(code int, format string, args ...interface{}) {
 func main() {
 	fl := flag.NewFlagSet("chart-render", flag.ContinueOnError)
 	chart := fl.String("chart", "", "chart directory (required)")
-	var valueFiles, sets, setStrings, apiVersions multiFlag
+	var valueFiles, sets, setStrings, apiVersions, lookupFiles multiFlag
 	fl.Var(&valueFiles, "values", "values file, merged over values.yaml in order (repeatable)")
 	fl.Var(&valueFiles, "f", "short for --values")
 	fl.Var(&sets, "set", "a.b=c[,d[0]=e]: set values, typed like helm --set (repeatable)")
 	fl.Var(&setStrings, "set-string", "like --set, every value a string (repeatable)")
 	fl.Var(&apiVersions, "api-versions", "extra API version for .Capabilities.APIVersions (repeatable)")
+	fl.Var(&lookupFiles, "lookup", "objects (multi-document YAML) that lookup finds, as in a cluster (repeatable)")
 	name := fl.String("name", "release-name", "release name (.Release.Name)")
 	namespace := fl.String("namespace", "default", "release namespace (.Release.Namespace)")
 	kube := fl.String("kube-version", "1.26.0", "Kubernetes version for .Capabilities.KubeVersion")
@@ -55,6 +57,12 @@ func main() {
 	kv, err := parseKubeVersion(*kube)
 	if err != nil {
 		fail(2, "%v", err)
+	}
+
+	for _, f := range lookupFiles {
+		if err := readLookupFile(f); err != nil {
+			fail(1, "--lookup %v", err)
+		}
 	}
 
 	c, err := loadChart(*chart)
