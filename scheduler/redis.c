@@ -1,7 +1,8 @@
 /*
- * redis.c - the scheduler's Redis client: a pool of hiredis sync connections with per-command
- * deadlines, capped exponential reconnect back-off and Sentinel master discovery (see redis.h
- * and docs/dragonfly-compat.md, "Scheduler on Redis"). The commands that run on the pool are
+ * redis.c - the scheduler's Redis client: a pool of connections (redis_conn.c: TCP or TLS,
+ * hiredis for the protocol) with per-command deadlines, capped exponential reconnect back-off
+ * and Sentinel master discovery from authenticated Sentinels (see redis.h and
+ * docs/dragonfly-compat.md, "Scheduler on Redis"). The commands that run on the pool are
  * redis_cmd.c.
  *
  * DESIGN

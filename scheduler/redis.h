@@ -1,5 +1,5 @@
 /*
- * redis.h - the scheduler's Redis client: a small pool of hiredis connections to one Redis
+ * redis.h - the scheduler's Redis client: a small pool of TCP or TLS connections to one Redis
  * server, or to the master that a set of Sentinels names.
  *
  * Every command carries a deadline. A connection error, a timeout or a -READONLY reply (a
