@@ -61,6 +61,12 @@ static bool set(const char *s) {
     return s != NULL && *s != '\0';
 }
 
+/* libc's text for errno e ("Connection refused"), as hiredis worded it. */
+static const char *errtext(int e) {
+    const char *s = strerrordesc_np(e);
+    return s != NULL ? s : "unknown error";
+}
+
 /* The newest OpenSSL error of this thread as text ("" when none); clears the queue. */
 static const char *ssl_error(char *buf, size_t len) {
     unsigned long e = ERR_peek_last_error();
@@ -245,7 +251,7 @@ static int handshake(struct sched_redis_conn *c, const struct sched_redis_tls *t
             snprintf(why, sizeof(why), "TLS handshake: %s", ssl_error(buf, sizeof(buf)));
         } else {
             snprintf(why, sizeof(why), "TLS handshake: %s",
-                     e == SSL_ERROR_SYSCALL && saved != 0 ? strerror(saved)
+                     e == SSL_ERROR_SYSCALL && saved != 0 ? errtext(saved)
                                                           : "connection closed by the server");
         }
         ERR_clear_error();
@@ -270,7 +276,7 @@ int sched__redis_conn_dial(const struct dfc_hostport *hp, const struct sched_red
     int g = getaddrinfo(hp->host, port, &hints, &ais);
     if (g != 0) {
         return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", a,
-                             g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+                             g == EAI_SYSTEM ? errtext(errno) : gai_strerror(g));
     }
     int fd = -1, rc = -ECONNREFUSED;
     for (const struct addrinfo *ai = ais; ai != NULL && fd < 0; ai = ai->ai_next) {
@@ -282,7 +288,7 @@ int sched__redis_conn_dial(const struct dfc_hostport *hp, const struct sched_red
     freeaddrinfo(ais);
     if (fd < 0) {
         return dfc_error_set(err, rc == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED, "redis %s: %s", a,
-                             rc == -ETIMEDOUT ? "connect timed out" : strerror(-rc));
+                             rc == -ETIMEDOUT ? "connect timed out" : errtext(-rc));
     }
     struct sched_redis_conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
@@ -330,7 +336,7 @@ static int ssl_retry(struct sched_redis_conn *c, int rc, const char *a, int64_t 
     }
     ERR_clear_error();
     if (e == SSL_ERROR_SYSCALL && saved != 0) {
-        return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", a, strerror(saved));
+        return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", a, errtext(saved));
     }
     return dfc_error_set(err, -ECONNREFUSED, "redis %s: Server closed the connection", a);
 }
@@ -359,7 +365,7 @@ static int write_all(struct sched_redis_conn *c, const char *a, const char *p, s
                 continue;
             }
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", a, strerror(errno));
+                return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", a, errtext(errno));
             }
             int w = wait_fd(c->fd, POLLOUT, deadline_ms);
             if (w < 0) {
@@ -402,7 +408,7 @@ static int read_some(struct sched_redis_conn *c, const char *a, int64_t deadline
                     continue;
                 }
                 if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                    return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", a, strerror(errno));
+                    return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", a, errtext(errno));
                 }
                 int w = wait_fd(c->fd, POLLIN, deadline_ms);
                 if (w < 0) {

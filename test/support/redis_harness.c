@@ -117,6 +117,9 @@ static void write_sentinel_tls(FILE *f, const struct redis_server *s) {
     if (s->password[0] != '\0') {
         fprintf(f, "requirepass %s\n", s->password);
     }
+    if (s->acl_user[0] != '\0') {
+        fprintf(f, "user %s on >%s +@all\n", s->acl_user, s->acl_pass);
+    }
 }
 
 static void write_sentinel_conf(struct redis_server *s, const char *master_name, int master_port) {
@@ -599,6 +602,8 @@ void redis_sentinel_alone(struct redis_server *s, const char *master_name, int m
     take_tls(s, opts);
     if (opts != NULL) {
         copy_str(s->password, sizeof(s->password), opts->password);
+        copy_str(s->acl_user, sizeof(s->acl_user), opts->acl_user);
+        copy_str(s->acl_pass, sizeof(s->acl_pass), opts->acl_pass);
     }
     for (int attempt = 0; attempt < 10; attempt++) {
         write_sentinel_conf(s, master_name, master_port);

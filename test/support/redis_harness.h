@@ -129,7 +129,8 @@ int redis_sentinel_master_port(const struct redis_sentinel_setup *t);
 
 /* A Sentinel alone that monitors 127.0.0.1:master_port as master_name (nothing needs to run
  * there: it names that address whatever it finds). opts: password is the Sentinel's own
- * requirepass; tls_* give it a TLS port (and TLS towards the master). */
+ * requirepass, acl_user and acl_pass an ACL user of it; tls_* give it a TLS port (and TLS
+ * towards the master). */
 void redis_sentinel_alone(struct redis_server *s, const char *master_name, int master_port,
                           const struct redis_server_opts *opts);
 

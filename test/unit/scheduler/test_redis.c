@@ -652,8 +652,12 @@ static void *record(void *arg) {
             pthread_mutex_lock(&f->mu);
             size_t room = sizeof(f->got) - 1 - f->len;
             size_t take = (size_t)k < room ? (size_t)k : room;
-            for (size_t j = 0; j < take; j++) { /* RESP holds no NUL here: keep it a string */
-                f->got[f->len++] = buf[j] != '\0' ? buf[j] : '.';
+            for (size_t j = 0; j < take; j++) { /* keep it a string: a NUL becomes '.' */
+                f->got[f->len] = buf[j];
+                if (f->got[f->len] == '\0') {
+                    f->got[f->len] = '.';
+                }
+                f->len++;
             }
             f->got[f->len] = '\0';
             pthread_mutex_unlock(&f->mu);
@@ -708,7 +712,8 @@ static void test_sentinel_must_authenticate(void **state) {
     redis_sentinel_alone(&open_sen, "mymaster", fake.port, NULL);
     struct redis_server_opts mo = {.password = "redis-pw-7"};
     redis_server_start(&m, &mo);
-    struct redis_server_opts so = {.password = "sentinel-pw"};
+    struct redis_server_opts so = {
+        .password = "sentinel-pw", .acl_user = "watcher", .acl_pass = "watcher-pw"};
     redis_sentinel_alone(&auth_sen, "mymaster", m.port, &so);
     struct dfc_error err = {0};
     struct sched_redis *r = NULL;
@@ -744,10 +749,21 @@ static void test_sentinel_must_authenticate(void **state) {
     assert_stored(&m, "k", "trusted");
     sched_redis_free(r);
 
-    /* A wrong sentinel password: refused by the real Sentinel, so no master at all. */
+    /* The Sentinel's ACL user (sentinelUsername). */
     const char *only_auth[] = {auth_sen.addr};
     o.addrs = only_auth;
     o.n_addrs = 1;
+    o.sentinel_username = "watcher";
+    o.sentinel_password = "watcher-pw";
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    if (cmd(r, 3000, NULL, &err, 3, "SET", "k", "as-watcher") != 0) {
+        fail_msg("SET via the Sentinel's ACL user: %s", err.msg);
+    }
+    assert_stored(&m, "k", "as-watcher");
+    sched_redis_free(r);
+
+    /* A wrong sentinel password: refused by the real Sentinel, so no master at all. */
+    o.sentinel_username = NULL;
     o.sentinel_password = "wrong";
     assert_int_equal(sched_redis_new(&o, &r, &err), 0);
     assert_int_equal(cmd(r, 2000, NULL, &err, 3, "SET", "k", "v"), -ECONNREFUSED);
@@ -758,6 +774,7 @@ static void test_sentinel_must_authenticate(void **state) {
     usleep(200000); /* anything on its way to the fake master has arrived */
     assert_false(recorder_saw(&fake, "redis-pw-7"));
     assert_false(recorder_saw(&fake, "sentinel-pw"));
+    assert_false(recorder_saw(&fake, "watcher-pw"));
 
     /* No sentinel password: the open Sentinel is believed, and its master gets the password. */
     o.addrs = only_open;
