@@ -22,7 +22,12 @@
  *   database.redis.tls.caCert (the system's roots when it is empty) and its certificate
  *   against the host dialled (an IP SAN for an IP address, a DNS name otherwise, which is
  *   also sent as SNI), a client certificate when database.redis.tls.cert is set.
- *   insecureSkipVerify turns both checks off (redis.c warns at start).
+ *   insecureSkipVerify turns both checks off (redis.c warns at start). Rotated files are
+ *   picked up without a restart: a new connection looks at them (at most once a second) and
+ *   loads them again when one changed; connections already open keep their session.
+ *
+ * Locks: sched_redis_tls.mu guards the current SSL_CTX and the files' stamps; held while the
+ * files are read, never across network I/O, and nothing else is locked under it.
  */
 #include "redis_conn.h"
 
@@ -35,20 +40,40 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dfc/clock.h"
 #include "dfc/log.h"
 
-#define READ_CHUNK 16384
+#define READ_CHUNK   16384
+#define TLS_CHECK_MS 1000 /* how often the TLS files are looked at for a rotation */
+
+/* What identifies one version of a file: a rotation (a rename over it, Kubernetes's swap of a
+ * Secret volume's ..data link, or a rewrite) changes at least one of these. */
+struct file_stamp {
+    bool ok; /* stat worked */
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
 
 struct sched_redis_tls {
-    SSL_CTX *ctx;
+    /* Immutable after sched__redis_tls_new. */
     bool verify;
+    char *path[3]; /* caCert, cert, key; NULL: not set */
+
+    pthread_mutex_t mu;
+    /* Under mu. */
+    SSL_CTX *ctx;               /* the newest context that loaded */
+    struct file_stamp stamp[3]; /* the files as last looked at */
+    int64_t checked_ms;         /* when they were last looked at */
 };
 
 struct sched_redis_conn {
@@ -80,23 +105,78 @@ static const char *ssl_error(char *buf, size_t len) {
 
 /* ---- TLS context ---- */
 
-static int load_failed(struct sched_redis_tls *t, const char *key, const char *path,
-                       struct dfc_error *err) {
+static const char *const key_names[3] = {"caCert", "cert", "key"};
+
+/* A new context from the files: -EINVAL naming the key of a file that does not load. */
+static int build_ctx(const struct sched_redis_tls *t, SSL_CTX **ret, struct dfc_error *err) {
     char e[256];
-    int rc = dfc_error_set(err, -EINVAL, "database.redis.tls.%s `%s`: %s", key, path,
-                           ssl_error(e, sizeof(e)));
-    sched__redis_tls_free(t);
-    return rc;
+    int bad = -1;
+    ERR_clear_error();
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL) {
+        return dfc_error_set(err, -ENOMEM, "redis TLS: %s", ssl_error(e, sizeof(e)));
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, t->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+    if (t->path[0] != NULL ? SSL_CTX_load_verify_locations(ctx, t->path[0], NULL) != 1
+                           : SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        bad = 0;
+    } else if (t->path[1] != NULL && SSL_CTX_use_certificate_chain_file(ctx, t->path[1]) != 1) {
+        bad = 1;
+    } else if (t->path[1] != NULL &&
+               (SSL_CTX_use_PrivateKey_file(ctx, t->path[2], SSL_FILETYPE_PEM) != 1 ||
+                SSL_CTX_check_private_key(ctx) != 1)) {
+        bad = 2;
+    }
+    if (bad >= 0) {
+        SSL_CTX_free(ctx);
+        return dfc_error_set(err, -EINVAL, "database.redis.tls.%s `%s`: %s", key_names[bad],
+                             t->path[bad] != NULL ? t->path[bad] : "(system roots)",
+                             ssl_error(e, sizeof(e)));
+    }
+    *ret = ctx;
+    return 0;
+}
+
+static void stamp_files(const struct sched_redis_tls *t, struct file_stamp st[3]) {
+    for (int i = 0; i < 3; i++) {
+        struct stat sb;
+        st[i] = (struct file_stamp){0};
+        if (t->path[i] != NULL && stat(t->path[i], &sb) == 0) {
+            st[i] = (struct file_stamp){.ok = true,
+                                        .dev = sb.st_dev,
+                                        .ino = sb.st_ino,
+                                        .size = sb.st_size,
+                                        .mtime = sb.st_mtim};
+        }
+    }
+}
+
+static bool same_stamp(const struct file_stamp *a, const struct file_stamp *b) {
+    return a->ok == b->ok && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+void sched__redis_tls_free(struct sched_redis_tls *t) {
+    if (t == NULL) {
+        return;
+    }
+    SSL_CTX_free(t->ctx);
+    pthread_mutex_destroy(&t->mu);
+    for (int i = 0; i < 3; i++) {
+        free(t->path[i]);
+    }
+    free(t);
 }
 
 int sched__redis_tls_new(const struct sched_redis_opts *opts, struct sched_redis_tls **ret,
                          struct dfc_error *err) {
     *ret = NULL;
-    if (!set(opts->tls_ca_cert) && !set(opts->tls_cert) && !set(opts->tls_key) &&
-        !opts->tls_insecure_skip_verify) {
+    const char *in[3] = {opts->tls_ca_cert, opts->tls_cert, opts->tls_key};
+    if (!set(in[0]) && !set(in[1]) && !set(in[2]) && !opts->tls_insecure_skip_verify) {
         return 0;
     }
-    if (set(opts->tls_cert) != set(opts->tls_key)) {
+    if (set(in[1]) != set(in[2])) {
         return dfc_error_set(err, -EINVAL,
                              "database.redis.tls.cert and database.redis.tls.key: both or neither");
     }
@@ -104,43 +184,63 @@ int sched__redis_tls_new(const struct sched_redis_opts *opts, struct sched_redis
     if (t == NULL) {
         return dfc_error_set(err, -ENOMEM, "redis TLS: out of memory");
     }
-    ERR_clear_error();
-    t->ctx = SSL_CTX_new(TLS_client_method());
-    if (t->ctx == NULL) {
-        return load_failed(t, "caCert", "", err);
-    }
+    pthread_mutex_init(&t->mu, NULL);
     t->verify = !opts->tls_insecure_skip_verify;
-    SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
-    SSL_CTX_set_verify(t->ctx, t->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
-    if (set(opts->tls_ca_cert)) {
-        if (SSL_CTX_load_verify_locations(t->ctx, opts->tls_ca_cert, NULL) != 1) {
-            return load_failed(t, "caCert", opts->tls_ca_cert, err);
+    for (int i = 0; i < 3; i++) {
+        if (set(in[i]) && (t->path[i] = strdup(in[i])) == NULL) {
+            sched__redis_tls_free(t);
+            return dfc_error_set(err, -ENOMEM, "redis TLS: out of memory");
         }
-    } else if (SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-        return load_failed(t, "caCert", "(system roots)", err);
     }
-    if (set(opts->tls_cert)) {
-        if (SSL_CTX_use_certificate_chain_file(t->ctx, opts->tls_cert) != 1) {
-            return load_failed(t, "cert", opts->tls_cert, err);
-        }
-        if (SSL_CTX_use_PrivateKey_file(t->ctx, opts->tls_key, SSL_FILETYPE_PEM) != 1 ||
-            SSL_CTX_check_private_key(t->ctx) != 1) {
-            return load_failed(t, "key", opts->tls_key, err);
-        }
+    stamp_files(t, t->stamp);
+    t->checked_ms = dfc_mono_ms();
+    int rc = build_ctx(t, &t->ctx, err);
+    if (rc < 0) {
+        sched__redis_tls_free(t);
+        return rc;
     }
     *ret = t;
     return 0;
 }
 
-void sched__redis_tls_free(struct sched_redis_tls *t) {
-    if (t != NULL) {
-        SSL_CTX_free(t->ctx);
-        free(t);
-    }
-}
-
 bool sched__redis_tls_verifies(const struct sched_redis_tls *t) {
     return t != NULL && t->verify;
+}
+
+/* The context for a new connection (a reference the caller SSL_CTX_free()s). At most once per
+ * TLS_CHECK_MS, looks whether a file changed, and if so loads them again; files that do not
+ * load (a rotation half done) keep the previous context, with a warning, until they change
+ * again. */
+static SSL_CTX *tls_ctx(struct sched_redis_tls *t) {
+    pthread_mutex_lock(&t->mu);
+    int64_t now = dfc_mono_ms();
+    if (now - t->checked_ms >= TLS_CHECK_MS) {
+        t->checked_ms = now;
+        struct file_stamp st[3];
+        stamp_files(t, st);
+        bool changed = false;
+        for (int i = 0; i < 3; i++) {
+            changed = changed || !same_stamp(&st[i], &t->stamp[i]);
+        }
+        if (changed) {
+            memcpy(t->stamp, st, sizeof(st));
+            SSL_CTX *fresh = NULL;
+            struct dfc_error e = {0};
+            if (build_ctx(t, &fresh, &e) == 0) {
+                SSL_CTX_free(t->ctx);
+                t->ctx = fresh;
+                DFC_LOG(DFC_LOG_INFO, "redis.tls_reloaded",
+                        "msg=\"new connections use the new database.redis.tls files\"");
+            } else {
+                DFC_LOG(DFC_LOG_WARN, "redis.tls_reload_failed",
+                        "msg=\"%s; new connections keep the previous files\"", e.msg);
+            }
+        }
+    }
+    SSL_CTX *ctx = t->ctx;
+    SSL_CTX_up_ref(ctx);
+    pthread_mutex_unlock(&t->mu);
+    return ctx;
 }
 
 /* ---- waiting ---- */
@@ -211,10 +311,12 @@ static int tcp_connect(const struct addrinfo *ai, int64_t deadline_ms, int *fd) 
 }
 
 /* The TLS handshake on c: the certificate must name host. */
-static int handshake(struct sched_redis_conn *c, const struct sched_redis_tls *tls,
-                     const char *host, const char *a, int64_t deadline_ms, struct dfc_error *err) {
+static int handshake(struct sched_redis_conn *c, struct sched_redis_tls *tls, const char *host,
+                     const char *a, int64_t deadline_ms, struct dfc_error *err) {
+    SSL_CTX *ctx = tls_ctx(tls);
     ERR_clear_error();
-    c->ssl = SSL_new(tls->ctx);
+    c->ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx); /* the SSL holds its own reference */
     if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) {
         return dfc_error_set(err, -ENOMEM, "redis %s: TLS: out of memory", a);
     }
@@ -261,7 +363,7 @@ static int handshake(struct sched_redis_conn *c, const struct sched_redis_tls *t
     }
 }
 
-int sched__redis_conn_dial(const struct dfc_hostport *hp, const struct sched_redis_tls *tls,
+int sched__redis_conn_dial(const struct dfc_hostport *hp, struct sched_redis_tls *tls,
                            int64_t deadline_ms, struct sched_redis_conn **ret,
                            struct dfc_error *err) {
     char a[DFC_ADDR_STR_MAX];

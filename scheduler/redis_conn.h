@@ -12,8 +12,9 @@
  * the caller frees it.
  *
  * Ownership: a connection belongs to one thread at a time (a pool slot); a sched_redis_tls is
- * immutable once made and shared by every connection (OpenSSL's SSL_CTX is thread-safe for
- * SSL_new). Replies are the caller's to freeReplyObject().
+ * shared by every connection and thread-safe: it swaps in a new SSL_CTX under its own lock when
+ * the files are rotated (a connection keeps a reference to the one it was made with). Replies are
+ * the caller's to freeReplyObject().
  */
 #ifndef SCHED_REDIS_CONN_H
 #define SCHED_REDIS_CONN_H
@@ -30,8 +31,9 @@
 struct sched_redis_conn;
 struct sched_redis_tls;
 
-/* The TLS context of opts (CA, client certificate and key, minimum TLS 1.2): *ret stays NULL
- * when opts configure no TLS. -EINVAL naming the key of a file that does not load. */
+/* The TLS context of opts (CA, client certificate and key, minimum TLS 1.2), loaded again when
+ * the files change: *ret stays NULL when opts configure no TLS. -EINVAL naming the key of a
+ * file that does not load. */
 int sched__redis_tls_new(const struct sched_redis_opts *opts, struct sched_redis_tls **ret,
                          struct dfc_error *err);
 void sched__redis_tls_free(struct sched_redis_tls *t);
@@ -40,7 +42,7 @@ bool sched__redis_tls_verifies(const struct sched_redis_tls *t);
 
 /* Connects to hp (TLS when tls is not NULL: the certificate must name hp's host) within
  * deadline_ms. A TLS handshake that fails is also logged as a warning naming the peer. */
-int sched__redis_conn_dial(const struct dfc_hostport *hp, const struct sched_redis_tls *tls,
+int sched__redis_conn_dial(const struct dfc_hostport *hp, struct sched_redis_tls *tls,
                            int64_t deadline_ms, struct sched_redis_conn **ret,
                            struct dfc_error *err);
 void sched__redis_conn_free(struct sched_redis_conn *c);

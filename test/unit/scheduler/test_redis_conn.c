@@ -4,7 +4,8 @@
  * certificates made by the openssl command in a temp dir: mutual TLS with a password, a
  * connection kept across TLS 1.3 session tickets, a wrong CA and a certificate for another
  * address refused with a log line naming the peer, no client certificate refused,
- * insecureSkipVerify, bad TLS files at start, and TLS through an authenticated Sentinel.
+ * insecureSkipVerify, bad TLS files at start, rotated files picked up without a restart, and
+ * TLS through an authenticated Sentinel.
  * TLS off is test_redis.c, on the same code path.
  */
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dfc/log.h"
@@ -308,6 +310,71 @@ static void test_bad_tls_options(void **state) {
     sched_redis_free(r);
 }
 
+/* Copies file from to to through a temp file and a rename, as a rotation does. */
+static void replace_file(const char *from, const char *to) {
+    char line[2048];
+    snprintf(line, sizeof(line), "cp '%s' '%s.new' && mv '%s.new' '%s'", from, to, to, to);
+    assert_int_equal(system(line), 0);
+}
+
+/* Rotated files are picked up by new connections without a new client: a CA file that held
+ * the wrong CA, replaced by the right one; then a client certificate the server refuses (from
+ * the other CA) put in place of a good one. */
+static void test_rotated_files_picked_up(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_server s;
+    struct redis_server_opts so = {.tls_dir = pki, .tls_auth_clients = true};
+    redis_server_start(&s, &so);
+    char dir[256], ca[320], crt[320], key[320];
+    test_mkdtemp(dir, sizeof(dir), "redis-rotate");
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    snprintf(crt, sizeof(crt), "%s/tls.crt", dir);
+    snprintf(key, sizeof(key), "%s/tls.key", dir);
+    replace_file(other_ca_crt, ca);
+    replace_file(client_crt, crt);
+    replace_file(client_key, key);
+    const char *addrs[] = {s.tls_addr};
+    struct sched_redis_opts o = {.addrs = addrs,
+                                 .n_addrs = 1,
+                                 .pool_size = 1,
+                                 .backoff_min_ms = 1,
+                                 .backoff_max_ms = 1,
+                                 .tls_ca_cert = ca,
+                                 .tls_cert = crt,
+                                 .tls_key = key};
+    struct sched_redis *r = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 3000, NULL, &err, 1, "PING"), -ECONNREFUSED);
+
+    log_reset();
+    replace_file(ca_crt, ca);
+    usleep(1100 * 1000); /* the files are looked at once a second */
+    if (cmd(r, 3000, NULL, &err, 1, "PING") != 0) {
+        fail_msg("PING after the CA was rotated: %s", err.msg);
+    }
+    assert_true(logged("event=redis.tls_reloaded", "new connections"));
+
+    /* A client certificate from another CA: new connections use it, and are refused. */
+    char other_dir[320];
+    snprintf(other_dir, sizeof(other_dir), "%s/other", dir);
+    assert_int_equal(mkdir(other_dir, 0700), 0);
+    redis_tls_make_cert(other_ca, other_dir, "client", "DNS:scheduler");
+    char ocrt[400], okey[400];
+    snprintf(ocrt, sizeof(ocrt), "%s/client.crt", other_dir);
+    snprintf(okey, sizeof(okey), "%s/client.key", other_dir);
+    replace_file(okey, key);
+    replace_file(ocrt, crt);
+    usleep(1100 * 1000);
+    redisReply *rep = redis_server_command(&s, "CLIENT KILL TYPE normal"); /* a new connection */
+    freeReplyObject(rep);
+    assert_true(cmd(r, 3000, NULL, &err, 1, "PING") < 0);
+    print_message("client certificate from another CA: %s\n", err.msg);
+    sched_redis_free(r);
+    test_rmtree(dir);
+    redis_server_destroy(&s);
+}
+
 /* ---- through Sentinel ---- */
 
 /* A Sentinel on TLS with a password names a Redis on TLS: the client authenticates to the
@@ -361,6 +428,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_ca_and_wrong_name_refused),
         cmocka_unit_test(test_missing_client_cert_and_mismatched_ports),
         cmocka_unit_test(test_bad_tls_options),
+        cmocka_unit_test(test_rotated_files_picked_up),
         cmocka_unit_test(test_tls_through_authenticated_sentinel),
     };
     (void)signal(SIGPIPE, SIG_IGN);
