@@ -35,14 +35,20 @@ struct sched_config {
     uint64_t max_message_size;              /* server.maxMessageSize (bytes) */
     int64_t shutdown_grace;                 /* server.shutdownGrace (ns): drain time on SIGTERM */
 
-    struct dfc_config_list redis_addrs; /* database.redis.addrs; empty = Redis not enabled */
-    char *redis_master_name;            /* database.redis.masterName (Sentinel) */
-    char *redis_username;               /* database.redis.username */
-    char *redis_password;               /* database.redis.password */
-    int64_t redis_db;                   /* database.redis.db */
-    uint64_t redis_pool_size;           /* database.redis.poolSize */
-    int64_t redis_timeout;              /* database.redis.timeout (ns): longest Redis wait of
-                                           one RPC, within the call's own deadline */
+    struct dfc_config_list redis_addrs;  /* database.redis.addrs; empty = Redis not enabled */
+    char *redis_master_name;             /* database.redis.masterName (Sentinel) */
+    char *redis_username;                /* database.redis.username */
+    char *redis_password;                /* database.redis.password */
+    char *redis_sentinel_username;       /* database.redis.sentinelUsername */
+    char *redis_sentinel_password;       /* database.redis.sentinelPassword */
+    char *redis_tls_ca_cert;             /* database.redis.tls.caCert (PEM file) */
+    char *redis_tls_cert;                /* database.redis.tls.cert */
+    char *redis_tls_key;                 /* database.redis.tls.key */
+    bool redis_tls_insecure_skip_verify; /* database.redis.tls.insecureSkipVerify */
+    int64_t redis_db;                    /* database.redis.db */
+    uint64_t redis_pool_size;            /* database.redis.poolSize */
+    int64_t redis_timeout;               /* database.redis.timeout (ns): longest Redis wait of
+                                            one RPC, within the call's own deadline */
 
     uint64_t cluster_id;             /* manager.schedulerClusterID */
     int64_t host_gc_interval;        /* scheduler.gc.hostGCInterval (ns) */

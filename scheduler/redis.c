@@ -1,7 +1,8 @@
 /*
- * redis.c - the scheduler's Redis client: a pool of hiredis sync connections with per-command
- * deadlines, capped exponential reconnect back-off and Sentinel master discovery (see redis.h
- * and docs/dragonfly-compat.md, "Scheduler on Redis"). The commands that run on the pool are
+ * redis.c - the scheduler's Redis client: a pool of connections (redis_conn.c: TCP or TLS,
+ * hiredis for the protocol) with per-command deadlines, capped exponential reconnect back-off
+ * and Sentinel master discovery from authenticated Sentinels (see redis.h and
+ * docs/dragonfly-compat.md, "Scheduler on Redis"). The commands that run on the pool are
  * redis_cmd.c.
  *
  * DESIGN
@@ -27,16 +28,23 @@
  *   retried (at most twice) on a connection to the newly named master: the server refused the
  *   write, so sending it again cannot apply it twice.
  *
- *   Limits: the deadline bounds connect, send and receive (connect timeout and SO_RCVTIMEO /
- *   SO_SNDTIMEO from the time left), but not name resolution: hiredis resolves a host name
- *   with a blocking getaddrinfo, so give IP addresses where a hung DNS must not stall a call.
- *   hiredis writes with write(2): the process must ignore SIGPIPE (dfc_signals_block does).
+ *   Sentinel trust: with database.redis.sentinelPassword set, each Sentinel gets AUTH
+ *   ([sentinelUsername] sentinelPassword) on a fresh connection before the question; an error
+ *   reply (a wrong password, or a Sentinel that needs none: Redis answers AUTH there with an
+ *   error too) or no reply makes it untrusted and the next one is asked, so the master address
+ *   and hence the Redis password's destination come only from an authenticated Sentinel.
+ *   Without a sentinel password the Sentinels are trusted as they are (upstream's behaviour),
+ *   and sched_redis_new warns that a re-pointed Sentinel would receive the Redis password's
+ *   next connection.
+ *
+ *   Connections are redis_conn.c's (TCP or TLS, hiredis only for the protocol): the deadline
+ *   bounds connect, the TLS handshake, send and receive, but not name resolution (a blocking
+ *   getaddrinfo): give IP addresses where a hung DNS must not stall a call.
  */
 #include "redis.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,6 +54,7 @@
 
 #include "dfc/addr.h"
 #include "dfc/clock.h"
+#include "dfc/log.h"
 #include "redis_internal.h"
 
 #define DEFAULT_POOL_SIZE   20
@@ -75,9 +84,10 @@ void sched_redis_free(struct sched_redis *r) {
     }
     for (unsigned i = 0; r->slots != NULL && i < r->pool_size; i++) {
         if (r->slots[i].c != NULL) {
-            redisFree(r->slots[i].c);
+            sched__redis_conn_free(r->slots[i].c);
         }
     }
+    sched__redis_tls_free(r->tls);
     pthread_cond_destroy(&r->idle_cv);
     pthread_mutex_destroy(&r->mu);
     free(r->slots);
@@ -86,7 +96,30 @@ void sched_redis_free(struct sched_redis *r) {
     free(r->master_name);
     free(r->username);
     free(r->password);
+    free(r->sentinel_username);
+    free(r->sentinel_password);
     free(r);
+}
+
+/* The settings that leave Redis open to the network, said once at start. */
+static void warn_at_start(const struct sched_redis *r) {
+    if (r->tls == NULL) {
+        DFC_LOG(DFC_LOG_WARN, "redis.tls_off",
+                "msg=\"database.redis.tls is not configured: Redis%s traffic, the password "
+                "included, is plaintext\"",
+                r->master_name != NULL ? " and Sentinel" : "");
+    } else if (!sched__redis_tls_verifies(r->tls)) {
+        DFC_LOG(DFC_LOG_WARN, "redis.tls_insecure",
+                "msg=\"database.redis.tls.insecureSkipVerify is true: Redis%s server "
+                "certificates are NOT checked; anyone on the path can pose as Redis and read the "
+                "password\"",
+                r->master_name != NULL ? " and Sentinel" : "");
+    }
+    if (r->master_name != NULL && r->sentinel_password == NULL && r->password != NULL) {
+        DFC_LOG(DFC_LOG_WARN, "redis.sentinel_unauthenticated",
+                "msg=\"database.redis.sentinelPassword is not set: the Sentinels are not "
+                "authenticated, and the Redis password goes to whatever master they name\"");
+    }
 }
 
 int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **ret,
@@ -127,7 +160,11 @@ int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **re
     r->master_name = dup_opt(opts->master_name);
     r->username = dup_opt(opts->username);
     r->password = dup_opt(opts->password);
+    r->sentinel_username = dup_opt(opts->sentinel_username);
+    r->sentinel_password = dup_opt(opts->sentinel_password);
     if (r->addrs == NULL || r->slots == NULL || r->idle == NULL ||
+        (opts->sentinel_username && *opts->sentinel_username && !r->sentinel_username) ||
+        (opts->sentinel_password && *opts->sentinel_password && !r->sentinel_password) ||
         (opts->master_name && *opts->master_name && !r->master_name) ||
         (opts->username && *opts->username && !r->username) ||
         (opts->password && *opts->password && !r->password)) {
@@ -146,6 +183,17 @@ int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **re
         sched_redis_free(r);
         return dfc_error_set(err, -EINVAL, "database.redis.username: set without a password");
     }
+    if (r->sentinel_username != NULL && r->sentinel_password == NULL) {
+        sched_redis_free(r);
+        return dfc_error_set(err, -EINVAL,
+                             "database.redis.sentinelUsername: set without a sentinelPassword");
+    }
+    int trc = sched__redis_tls_new(opts, &r->tls, err);
+    if (trc < 0) {
+        sched_redis_free(r);
+        return trc;
+    }
+    warn_at_start(r);
     for (unsigned i = 0; i < r->pool_size; i++) {
         r->idle[i] = r->pool_size - 1 - i;
     }
@@ -204,7 +252,7 @@ void sched__redis_give_slot(struct sched_redis *r, unsigned idx) {
 
 void sched__redis_drop(struct slot *s) {
     if (s->c != NULL) {
-        redisFree(s->c);
+        sched__redis_conn_free(s->c);
         s->c = NULL;
     }
 }
@@ -218,113 +266,52 @@ void sched__redis_mark_stale(struct sched_redis *r) {
     }
 }
 
-/* True when an idle connection can be used: no EOF or stray bytes are waiting on it. */
-static bool looks_alive(redisContext *c) {
-    struct pollfd p = {.fd = c->fd, .events = POLLIN};
-    int n = poll(&p, 1, 0);
-    return n == 0;
-}
-
 /* ---- talking to one server ---- */
 
-/* Connects to hp within deadline_ms; sets err naming the address. */
-static int dial(const struct dfc_hostport *hp, int64_t deadline_ms, redisContext **ret,
-                struct dfc_error *err) {
-    char a[DFC_ADDR_STR_MAX];
-    dfc_addr_format(hp->host, hp->port, a, sizeof(a));
-    int64_t left = deadline_ms - dfc_mono_ms();
-    if (left <= 0) {
-        return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed before connecting", a);
-    }
-    errno = 0;
-    redisContext *c = redisConnectWithTimeout(hp->host, (int)hp->port, sched__redis_ms_to_tv(left));
-    int saved = errno;
-    if (c == NULL) {
-        return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", a);
-    }
-    if (c->err != 0) {
-        /* hiredis 0.14 has no timeout error of its own: a connect that did not complete in
-         * time is REDIS_ERR_IO with errno ETIMEDOUT (its poll ran out, or the kernel gave up). */
-        bool timed_out =
-            dfc_mono_ms() >= deadline_ms || (c->err == REDIS_ERR_IO && saved == ETIMEDOUT);
-        int rc = dfc_error_set(err, timed_out ? -ETIMEDOUT : -ECONNREFUSED, "redis %s: %s", a,
-                               c->errstr);
-        redisFree(c);
+/* Connects to hp (TLS when configured) within deadline_ms; sets err naming the address. */
+static int dial(struct sched_redis *r, const struct dfc_hostport *hp, int64_t deadline_ms,
+                struct sched_redis_conn **ret, struct dfc_error *err) {
+    return sched__redis_conn_dial(hp, r->tls, deadline_ms, ret, err);
+}
+
+int sched__redis_roundtrip(struct sched_redis_conn *c, const char *addr, int64_t deadline_ms,
+                           int argc, const char **argv, const size_t *lens, redisReply **reply,
+                           struct dfc_error *err) {
+    struct sched_redis_cmd one = {.argc = argc, .argv = argv, .lens = lens};
+    return sched__redis_conn_run(c, addr, deadline_ms, 1, &one, reply, err);
+}
+
+/* AUTH [user] password on c: 0, or an error naming what (e.g. "redis sentinel X: AUTH"). */
+static int auth(struct sched_redis_conn *c, const char *what, const char *a, const char *user,
+                const char *password, int64_t deadline_ms, struct dfc_error *err) {
+    const char *argv[3] = {"AUTH", user ? user : password, password};
+    size_t lens[3] = {4, strlen(argv[1]), strlen(password)};
+    redisReply *rep = NULL;
+    int rc = sched__redis_roundtrip(c, a, deadline_ms, user ? 3 : 2, argv, lens, &rep, err);
+    if (rc < 0) {
         return rc;
     }
-    sched__redis_bound_replies(c);
-    *ret = c;
-    return 0;
-}
-
-int sched__redis_set_deadline(redisContext *c, const char *addr, int64_t deadline_ms,
-                              struct dfc_error *err) {
-    int64_t left = deadline_ms - dfc_mono_ms();
-    if (left <= 0) {
-        return dfc_error_set(err, -ETIMEDOUT, "redis %s: deadline passed", addr);
+    if (rep->type == REDIS_REPLY_ERROR) {
+        rc = dfc_error_set(err, DFC_E_INTERNAL, "%s %s: AUTH%s%s: %s", what, a, user ? " as " : "",
+                           user ? user : "", rep->str);
+    } else if (rep->type != REDIS_REPLY_STATUS || strcmp(rep->str, "OK") != 0) {
+        rc = dfc_error_set(err, DFC_E_INTERNAL, "%s %s: AUTH%s%s: unexpected reply", what, a,
+                           user ? " as " : "", user ? user : "");
     }
-    if (redisSetTimeout(c, sched__redis_ms_to_tv(left)) != REDIS_OK) {
-        return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
-    }
-    return 0;
-}
-
-/* Runs argv on c within deadline_ms. A reply (error replies included) goes to *reply; an I/O
- * failure or timeout returns -ECONNREFUSED or -ETIMEDOUT and leaves c unusable. */
-int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
-                           const char **argv, const size_t *lens, redisReply **reply,
-                           struct dfc_error *err) {
-    int r = sched__redis_set_deadline(c, addr, deadline_ms, err);
-    if (r < 0) {
-        return r;
-    }
-    errno = 0;
-    redisReply *rep = redisCommandArgv(c, argc, argv, lens);
-    int saved = errno;
-    if (rep != NULL) {
-        *reply = rep;
-        return 0;
-    }
-    int rc = sched__redis_io_failed(c, addr, deadline_ms, saved, err);
-    return rc < 0 ? rc : -ECONNREFUSED; /* always < 0: no reply was set */
-}
-
-/* The error of a failed hiredis call on c (errno was `saved` right after it). */
-int sched__redis_io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
-                           struct dfc_error *err) {
-    if (c->err == REDIS_ERR_OOM) {
-        return dfc_error_set(err, -ENOMEM,
-                             "redis %s: out of memory, or a reply beyond the bounds (an array of "
-                             "more than %d elements, a string of more than %zu bytes)",
-                             addr, SCHED_REDIS_MAX_ELEMENTS, SCHED_REDIS_MAX_STRING);
-    }
-    if (c->err == REDIS_ERR_IO && (saved == EAGAIN || saved == EWOULDBLOCK || saved == ETIMEDOUT ||
-                                   dfc_mono_ms() >= deadline_ms)) {
-        return dfc_error_set(err, -ETIMEDOUT, "redis %s: no reply within the deadline", addr);
-    }
-    return dfc_error_set(err, -ECONNREFUSED, "redis %s: %s", addr, c->errstr);
+    freeReplyObject(rep);
+    return rc;
 }
 
 /* AUTH and SELECT on a fresh connection. */
-static int handshake(struct sched_redis *r, redisContext *c, const char *addr, int64_t deadline_ms,
-                     struct dfc_error *err) {
+static int handshake(struct sched_redis *r, struct sched_redis_conn *c, const char *addr,
+                     int64_t deadline_ms, struct dfc_error *err) {
     redisReply *rep = NULL;
     int rc;
     if (r->password != NULL) {
-        const char *argv[3] = {"AUTH", r->username ? r->username : r->password, r->password};
-        size_t lens[3] = {4, strlen(argv[1]), strlen(r->password)};
-        rc = sched__redis_roundtrip(c, addr, deadline_ms, r->username ? 3 : 2, argv, lens, &rep,
-                                    err);
+        rc = auth(c, "redis", addr, r->username, r->password, deadline_ms, err);
         if (rc < 0) {
             return rc;
         }
-        if (rep->type == REDIS_REPLY_ERROR) {
-            rc = dfc_error_set(err, DFC_E_INTERNAL, "redis %s: AUTH%s%s: %s", addr,
-                               r->username ? " as " : "", r->username ? r->username : "", rep->str);
-            freeReplyObject(rep);
-            return rc;
-        }
-        freeReplyObject(rep);
     }
     if (r->db > 0) {
         char db[16];
@@ -353,16 +340,30 @@ static int ask_sentinel(struct sched_redis *r, const struct dfc_hostport *sentin
                         int64_t deadline_ms, struct dfc_hostport *hp, struct dfc_error *err) {
     char a[DFC_ADDR_STR_MAX];
     dfc_addr_format(sentinel->host, sentinel->port, a, sizeof(a));
-    redisContext *c = NULL;
-    int rc = dial(sentinel, deadline_ms, &c, err);
+    struct sched_redis_conn *c = NULL;
+    int rc = dial(r, sentinel, deadline_ms, &c, err);
     if (rc < 0) {
         return rc;
+    }
+    /* An unauthenticated or refusing Sentinel is not asked: its answer could send the Redis
+     * password anywhere. */
+    if (r->sentinel_password != NULL) {
+        rc = auth(c, "redis sentinel", a, r->sentinel_username, r->sentinel_password, deadline_ms,
+                  err);
+        if (rc < 0) {
+            sched__redis_conn_free(c);
+            if (rc == DFC_E_INTERNAL) {
+                dfc_error_prefix(err, "not trusted");
+                rc = -ECONNREFUSED;
+            }
+            return rc;
+        }
     }
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", r->master_name};
     size_t lens[3] = {8, 23, strlen(r->master_name)};
     redisReply *rep = NULL;
     rc = sched__redis_roundtrip(c, a, deadline_ms, 3, argv, lens, &rep, err);
-    redisFree(c);
+    sched__redis_conn_free(c);
     if (rc < 0) {
         return rc;
     }
@@ -497,14 +498,14 @@ static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_
     }
     char a[DFC_ADDR_STR_MAX];
     dfc_addr_format(target.host, target.port, a, sizeof(a));
-    redisContext *c = NULL;
+    struct sched_redis_conn *c = NULL;
     if (rc == 0) {
-        rc = dial(&target, deadline_ms, &c, &e);
+        rc = dial(r, &target, deadline_ms, &c, &e);
     }
     if (rc == 0) {
         rc = handshake(r, c, a, deadline_ms, &e);
         if (rc < 0) {
-            redisFree(c);
+            sched__redis_conn_free(c);
         }
     }
     if (rc < 0) {
@@ -532,7 +533,7 @@ int sched__redis_ready_slot(struct sched_redis *r, struct slot *s, int64_t deadl
         pthread_mutex_lock(&r->mu);
         bool current = s->gen == r->gen;
         pthread_mutex_unlock(&r->mu);
-        if (!current || !looks_alive(s->c)) {
+        if (!current || !sched__redis_conn_idle_ok(s->c)) {
             sched__redis_drop(s);
         }
     }

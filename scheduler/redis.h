@@ -1,11 +1,17 @@
 /*
- * redis.h - the scheduler's Redis client: a small pool of hiredis connections to one Redis
+ * redis.h - the scheduler's Redis client: a small pool of TCP or TLS connections to one Redis
  * server, or to the master that a set of Sentinels names.
  *
  * Every command carries a deadline. A connection error, a timeout or a -READONLY reply (a
  * demoted master after a Sentinel failover) drops that connection; the next command reconnects,
  * asking the Sentinels again when masterName is set, with a capped exponential back-off between
  * failed attempts so a dead Redis is not hammered. Nothing here blocks past the deadline.
+ *
+ * TLS (database.redis.tls.*) covers the Redis connections and the Sentinel ones alike: the
+ * server's certificate is checked against the CA and the address dialled. With Sentinels and a
+ * sentinel password, each Sentinel must accept AUTH before it is asked for the master; one that
+ * refuses it (or needs none: it answers AUTH with an error) is not trusted, so the Redis
+ * password only goes to a master that an authenticated Sentinel named.
  *
  * Errors: -ECONNREFUSED (UNAVAILABLE) when no server answers, with err naming the address
  * ("redis 127.0.0.1:6379: Connection refused", "redis sentinel master mymaster: no sentinel
@@ -20,6 +26,7 @@
 #ifndef SCHED_REDIS_H
 #define SCHED_REDIS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,9 +46,17 @@ struct sched_redis_opts {
     const char *username;    /* NULL or "" = no AUTH user (AUTH password alone when set) */
     const char *password;    /* NULL or "" = no AUTH */
     int db;                  /* SELECT db after connecting when > 0 */
-    unsigned pool_size;      /* connections kept open; 0 = 20, as upstream */
-    int64_t backoff_min_ms;  /* first reconnect delay; 0 = 100 ms */
-    int64_t backoff_max_ms;  /* cap; 0 = 5 s */
+    /* Sentinels: AUTH [sentinel_username] sentinel_password before asking them anything. */
+    const char *sentinel_username; /* NULL or "" = AUTH password alone */
+    const char *sentinel_password; /* NULL or "" = no AUTH (Sentinels trusted unauthenticated) */
+    /* TLS to Redis and the Sentinels: on when any of these is set. PEM files. */
+    const char *tls_ca_cert; /* the CA the servers' certificates chain to; "" = system's */
+    const char *tls_cert;    /* a client certificate (with tls_key), or NULL */
+    const char *tls_key;
+    bool tls_insecure_skip_verify; /* no certificate check at all (warned at start) */
+    unsigned pool_size;            /* connections kept open; 0 = 20, as upstream */
+    int64_t backoff_min_ms;        /* first reconnect delay; 0 = 100 ms */
+    int64_t backoff_max_ms;        /* cap; 0 = 5 s */
     /* Optional metrics (borrowed, outlive the pool; NULL: not counted), series by kind:
      * 0 a command (sched_redis_argv), 1 a script (sched_redis_eval), 2 a pipeline. latency
      * observes seconds from the call to its reply (a wait for a free connection included);

@@ -7,7 +7,7 @@
  * SCHED_REDIS_MAX_ELEMENTS elements (checked from the array's header, before any element is
  * read) and a string of more than SCHED_REDIS_MAX_STRING bytes. A refusal is the reader's
  * out-of-memory error: it frees what it built and its buffer, the command fails -ENOMEM and the
- * pool drops the connection (redis_cmd.c), so nothing of such a reply stays. What the bounds
+ * pool drops the connection (redis_conn.c), so nothing of such a reply stays. What the bounds
  * leave: one string up to Redis's own limit is buffered before it is refused (hiredis reads a
  * bulk whole before building it).
  *
@@ -31,18 +31,18 @@ static void *create_array(const redisReadTask *task, int elements) {
     return elements > SCHED_REDIS_MAX_ELEMENTS ? NULL : defaults.createArray(task, elements);
 }
 
-void sched__redis_bound_replies(redisContext *c) {
-    if (c->reader == NULL || c->reader->fn == NULL || c->reader->fn == &bounded) {
+void sched__redis_bound_replies(redisReader *reader) {
+    if (reader == NULL || reader->fn == NULL || reader->fn == &bounded) {
         return;
     }
     pthread_mutex_lock(&mu);
     if (!ready) {
-        defaults = *c->reader->fn;
+        defaults = *reader->fn;
         bounded = defaults;
         bounded.createString = create_string;
         bounded.createArray = create_array;
         ready = true;
     }
     pthread_mutex_unlock(&mu);
-    c->reader->fn = &bounded;
+    reader->fn = &bounded;
 }

@@ -161,37 +161,6 @@ int sched_redis_argv(struct sched_redis *r, int64_t deadline_ms, int argc, const
     return rc;
 }
 
-/* Appends the n commands to c's output buffer, then reads n replies (the first read writes
- * the buffer out). On failure no reply is kept and c is unusable. */
-static int pipeline_io(redisContext *c, const char *addr, int64_t deadline_ms, size_t n,
-                       const struct sched_redis_cmd *cmds, redisReply **replies,
-                       struct dfc_error *err) {
-    int r = sched__redis_set_deadline(c, addr, deadline_ms, err);
-    if (r < 0) {
-        return r;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (redisAppendCommandArgv(c, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK) {
-            return dfc_error_set(err, -ENOMEM, "redis %s: out of memory", addr);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        void *rep = NULL;
-        errno = 0;
-        if (redisGetReply(c, &rep) != REDIS_OK || rep == NULL) {
-            int saved = errno;
-            for (size_t j = 0; j < i; j++) {
-                freeReplyObject(replies[j]);
-                replies[j] = NULL;
-            }
-            int rc = sched__redis_io_failed(c, addr, deadline_ms, saved, err);
-            return rc < 0 ? rc : -ECONNREFUSED;
-        }
-        replies[i] = rep;
-    }
-    return 0;
-}
-
 int sched_redis_pipeline(struct sched_redis *r, int64_t deadline_ms, size_t n,
                          const struct sched_redis_cmd *cmds, struct redisReply **replies,
                          struct dfc_error *err) {
@@ -215,7 +184,7 @@ int sched_redis_pipeline(struct sched_redis *r, int64_t deadline_ms, size_t n,
     struct slot *s = &r->slots[idx];
     rc = sched__redis_ready_slot(r, s, deadline_ms, err);
     if (rc == 0) {
-        rc = pipeline_io(s->c, s->addr, deadline_ms, n, cmds, replies, err);
+        rc = sched__redis_conn_run(s->c, s->addr, deadline_ms, n, cmds, replies, err);
         if (rc < 0) {
             sched__redis_drop(s); /* the stream may hold late replies or half a command */
             if (rc != -ETIMEDOUT) {

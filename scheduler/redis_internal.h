@@ -14,15 +14,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/time.h>
 
 #include "dfc/addr.h"
 #include "dfc/error.h"
 #include "redis.h"
+#include "redis_conn.h"
 
 struct slot {
-    redisContext *c; /* NULL: not connected */
-    uint64_t gen;    /* r->gen when c was made */
+    struct sched_redis_conn *c; /* NULL: not connected */
+    uint64_t gen;               /* r->gen when c was made */
     char addr[DFC_ADDR_STR_MAX];
 };
 
@@ -33,6 +33,9 @@ struct sched_redis {
     char *master_name; /* NULL: direct */
     char *username;
     char *password;
+    char *sentinel_username;
+    char *sentinel_password;
+    struct sched_redis_tls *tls; /* NULL: plaintext */
     int db;
     unsigned pool_size;
     int64_t backoff_min_ms;
@@ -57,11 +60,6 @@ struct sched_redis {
     char current[DFC_ADDR_STR_MAX]; /* last address connected to, "" before */
 };
 
-static inline struct timeval sched__redis_ms_to_tv(int64_t ms) {
-    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
-    return tv;
-}
-
 /* An idle slot's index, waiting until deadline_ms for one: -ETIMEDOUT when none came free. */
 int sched__redis_take_slot(struct sched_redis *r, int64_t deadline_ms, unsigned *idx,
                            struct dfc_error *err);
@@ -73,17 +71,10 @@ void sched__redis_mark_stale(struct sched_redis *r);
 /* Makes sure s holds a usable connection (dropping a stale or dead one first). */
 int sched__redis_ready_slot(struct sched_redis *r, struct slot *s, int64_t deadline_ms,
                             struct dfc_error *err);
-/* Sets c's I/O timeout to what is left until deadline_ms: -ETIMEDOUT when it has passed,
- * -ECONNREFUSED when hiredis refuses the timeout. */
-int sched__redis_set_deadline(redisContext *c, const char *addr, int64_t deadline_ms,
-                              struct dfc_error *err);
 /* Runs argv on c within deadline_ms. A reply (error replies included) goes to *reply; an I/O
  * failure or timeout returns -ECONNREFUSED or -ETIMEDOUT and leaves c unusable. */
-int sched__redis_roundtrip(redisContext *c, const char *addr, int64_t deadline_ms, int argc,
-                           const char **argv, const size_t *lens, redisReply **reply,
-                           struct dfc_error *err);
-/* The error of a failed hiredis call on c (errno was `saved` right after it). */
-int sched__redis_io_failed(redisContext *c, const char *addr, int64_t deadline_ms, int saved,
+int sched__redis_roundtrip(struct sched_redis_conn *c, const char *addr, int64_t deadline_ms,
+                           int argc, const char **argv, const size_t *lens, redisReply **reply,
                            struct dfc_error *err);
 
 /* ---- redis_bounds.c ---- */
@@ -93,7 +84,7 @@ int sched__redis_io_failed(redisContext *c, const char *addr, int64_t deadline_m
 #define SCHED_REDIS_MAX_ELEMENTS (256 * 1024)
 #define SCHED_REDIS_MAX_STRING   ((size_t)8 << 20)
 
-/* Has c's reader build replies within the bounds above (at connect). */
-void sched__redis_bound_replies(redisContext *c);
+/* Has reader build replies within the bounds above (at connect). */
+void sched__redis_bound_replies(redisReader *reader);
 
 #endif /* SCHED_REDIS_INTERNAL_H */

@@ -91,6 +91,10 @@ static int free_port(void) {
 static void set_port(struct redis_server *s, int port) {
     s->port = port;
     snprintf(s->addr, sizeof(s->addr), "127.0.0.1:%d", port);
+    if (s->tls_port > 0) {
+        s->tls_port = free_port();
+        snprintf(s->tls_addr, sizeof(s->tls_addr), "127.0.0.1:%d", s->tls_port);
+    }
 }
 
 static void copy_str(char *dst, size_t len, const char *src) {
@@ -98,6 +102,26 @@ static void copy_str(char *dst, size_t len, const char *src) {
 }
 
 /* Writes the Sentinel's config (it rewrites the file itself as it learns the topology). */
+static void write_sentinel_tls(FILE *f, const struct redis_server *s) {
+    if (s->tls_port > 0) {
+        fprintf(f,
+                "tls-port %d\n"
+                "tls-cert-file %s/%s.crt\n"
+                "tls-key-file %s/%s.key\n"
+                "tls-ca-cert-file %s/ca.crt\n"
+                "tls-auth-clients %s\n"
+                "tls-replication yes\n",
+                s->tls_port, s->tls_dir, s->tls_name, s->tls_dir, s->tls_name, s->tls_dir,
+                s->tls_auth_clients ? "yes" : "no");
+    }
+    if (s->password[0] != '\0') {
+        fprintf(f, "requirepass %s\n", s->password);
+    }
+    if (s->acl_user[0] != '\0') {
+        fprintf(f, "user %s on >%s +@all\n", s->acl_user, s->acl_pass);
+    }
+}
+
 static void write_sentinel_conf(struct redis_server *s, const char *master_name, int master_port) {
     char path[400];
     snprintf(path, sizeof(path), "%s/sentinel.conf", s->dir);
@@ -116,14 +140,20 @@ static void write_sentinel_conf(struct redis_server *s, const char *master_name,
             "sentinel failover-timeout %s 5000\n"
             "sentinel parallel-syncs %s 1\n",
             s->port, s->dir, master_name, master_port, master_name, master_name, master_name);
+    write_sentinel_tls(f, s);
     fclose(f);
 }
 
 /* Builds argv (pointers into s and static strings) for s; returns argc. */
+/* Paths and the TLS port of s, for build_argv. */
+struct tls_bufs {
+    char port[16], cert[320], key[320], ca[320];
+};
+
 static int build_argv(struct redis_server *s, const char *bin, char *port_buf, size_t port_len,
                       char *replica_buf, size_t replica_len, char *acl_pass_buf,
                       size_t acl_pass_len, char *extra_buf, size_t extra_len, char *conf_buf,
-                      size_t conf_len, const char **argv) {
+                      size_t conf_len, struct tls_bufs *tb, const char **argv) {
     int n = 0;
     argv[n++] = bin;
     if (s->sentinel) {
@@ -150,6 +180,22 @@ static int build_argv(struct redis_server *s, const char *bin, char *port_buf, s
     argv[n++] = "";
     argv[n++] = "--repl-diskless-sync-delay"; /* a replica syncs at once, not after 5 s */
     argv[n++] = "0";
+    if (s->tls_port > 0) {
+        snprintf(tb->port, sizeof(tb->port), "%d", s->tls_port);
+        snprintf(tb->cert, sizeof(tb->cert), "%s/%s.crt", s->tls_dir, s->tls_name);
+        snprintf(tb->key, sizeof(tb->key), "%s/%s.key", s->tls_dir, s->tls_name);
+        snprintf(tb->ca, sizeof(tb->ca), "%s/ca.crt", s->tls_dir);
+        argv[n++] = "--tls-port";
+        argv[n++] = tb->port;
+        argv[n++] = "--tls-cert-file";
+        argv[n++] = tb->cert;
+        argv[n++] = "--tls-key-file";
+        argv[n++] = tb->key;
+        argv[n++] = "--tls-ca-cert-file";
+        argv[n++] = tb->ca;
+        argv[n++] = "--tls-auth-clients";
+        argv[n++] = s->tls_auth_clients ? "yes" : "no";
+    }
     if (s->password[0] != '\0') {
         argv[n++] = "--requirepass";
         argv[n++] = s->password;
@@ -236,8 +282,9 @@ static bool spawn_once(struct redis_server *s) {
      * the child calls only async-signal-safe functions before exec. */
     char port_buf[16], replica_buf[16], acl_pass_buf[80], extra_buf[256], conf_buf[400];
     const char *argv[MAX_ARGS];
+    struct tls_bufs tb;
     build_argv(s, bin, port_buf, sizeof(port_buf), replica_buf, sizeof(replica_buf), acl_pass_buf,
-               sizeof(acl_pass_buf), extra_buf, sizeof(extra_buf), conf_buf, sizeof(conf_buf),
+               sizeof(acl_pass_buf), extra_buf, sizeof(extra_buf), conf_buf, sizeof(conf_buf), &tb,
                argv);
     int logfd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (logfd < 0) {
@@ -304,8 +351,21 @@ static void init(struct redis_server *s, const char *kind) {
     set_port(s, free_port());
 }
 
+/* Takes opts' TLS settings: a TLS port besides the plain one. */
+static void take_tls(struct redis_server *s, const struct redis_server_opts *opts) {
+    if (opts == NULL || opts->tls_dir == NULL) {
+        return;
+    }
+    copy_str(s->tls_dir, sizeof(s->tls_dir), opts->tls_dir);
+    copy_str(s->tls_name, sizeof(s->tls_name), opts->tls_name ? opts->tls_name : "server");
+    s->tls_auth_clients = opts->tls_auth_clients;
+    s->tls_port = 1; /* set_port picks a real one */
+    set_port(s, s->port);
+}
+
 void redis_server_start(struct redis_server *s, const struct redis_server_opts *opts) {
     init(s, "redis");
+    take_tls(s, opts);
     if (opts != NULL) {
         copy_str(s->password, sizeof(s->password), opts->password);
         copy_str(s->acl_user, sizeof(s->acl_user), opts->acl_user);
@@ -530,6 +590,59 @@ int redis_sentinel_failover(struct redis_sentinel_setup *t) {
     }
     t->master = next;
     return next;
+}
+
+void redis_sentinel_alone(struct redis_server *s, const char *master_name, int master_port,
+                          const struct redis_server_opts *opts) {
+    init(s, "sentinel");
+    s->sentinel = true;
+    copy_str(s->master_name, sizeof(s->master_name), master_name);
+    s->master_port = master_port;
+    snprintf(s->log, sizeof(s->log), "%s/sentinel.log", s->dir);
+    take_tls(s, opts);
+    if (opts != NULL) {
+        copy_str(s->password, sizeof(s->password), opts->password);
+        copy_str(s->acl_user, sizeof(s->acl_user), opts->acl_user);
+        copy_str(s->acl_pass, sizeof(s->acl_pass), opts->acl_pass);
+    }
+    for (int attempt = 0; attempt < 10; attempt++) {
+        write_sentinel_conf(s, master_name, master_port);
+        if (spawn_once(s)) {
+            return;
+        }
+        set_port(s, free_port());
+    }
+    die(s, "sentinel found no free port");
+}
+
+/* Runs one shell command line; aborts when it fails. */
+static void run_sh(const char *line) {
+    if (system(line) != 0) {
+        die(NULL, "failed: %s", line);
+    }
+}
+
+void redis_tls_make_ca(const char *dir) {
+    char line[1024];
+    snprintf(line, sizeof(line),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout '%s/ca.key' -out '%s/ca.crt' -days 2 -subj /CN=dfc-test-ca 2>/dev/null",
+             dir, dir);
+    run_sh(line);
+}
+
+void redis_tls_make_cert(const char *ca_dir, const char *out_dir, const char *name,
+                         const char *san) {
+    char line[2048];
+    snprintf(line, sizeof(line),
+             "set -e; cd '%s'; printf 'subjectAltName=%s\\n' > '%s.ext'; "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout '%s.key' -out '%s.csr' -subj /CN=%s 2>/dev/null; "
+             "openssl x509 -req -in '%s.csr' -CA '%s/ca.crt' -CAkey '%s/ca.key' "
+             "-CAcreateserial -out '%s.crt' -days 2 -extfile '%s.ext' 2>/dev/null; "
+             "chmod 644 '%s.key'",
+             out_dir, san, name, name, name, name, name, ca_dir, ca_dir, name, name, name);
+    run_sh(line);
 }
 
 void redis_sentinel_destroy(struct redis_sentinel_setup *t) {

@@ -7,6 +7,10 @@
  * the test crashes; start servers from the main thread (the death signal follows the thread
  * that forked). Failures to start abort the test binary with the server's log on stderr.
  *
+ * TLS: a server given tls_dir listens on a second port with TLS (tls_addr) besides its plain
+ * one (addr, which the harness's own checks and commands use). redis_tls_make_ca and
+ * redis_tls_make_cert write the CA and certificates with the openssl command.
+ *
  * Skipping: call REDIS_HARNESS_REQUIRE() (needs test_support.h first) at the top of a test; it
  * skips (test_skip) with a message naming the package when redis-server is not installed.
  *
@@ -33,6 +37,10 @@ struct redis_server_opts {
     const char *acl_pass;  /* ... and this password (both or neither) */
     int replica_of_port;   /* > 0: --replicaof 127.0.0.1 <port> (masterauth = password) */
     const char *extra_arg; /* one more "--name value" pair as a single string, or NULL */
+    /* TLS on a second port: tls_dir holds ca.crt and <tls_name>.crt/.key (redis_tls_make_*) */
+    const char *tls_dir;
+    const char *tls_name;  /* NULL: "server" */
+    bool tls_auth_clients; /* require a client certificate signed by ca.crt */
 };
 
 struct redis_server {
@@ -47,6 +55,14 @@ struct redis_server {
     char acl_pass[64];
     int replica_of_port;
     char extra_arg[256];
+    int tls_port;      /* 0: no TLS */
+    char tls_addr[32]; /* "127.0.0.1:<tls_port>" */
+    char tls_dir[256];
+    char tls_name[32];
+    bool tls_auth_clients;
+    /* A Sentinel alone (redis_sentinel_alone): the master it monitors. */
+    char master_name[32];
+    int master_port;
 };
 
 /* One master, one replica of it and one Sentinel monitoring them (quorum 1, short timeouts). */
@@ -110,6 +126,21 @@ int redis_sentinel_failover(struct redis_sentinel_setup *t);
 
 /* The port the Sentinel currently reports for the master (get-master-addr-by-name). */
 int redis_sentinel_master_port(const struct redis_sentinel_setup *t);
+
+/* A Sentinel alone that monitors 127.0.0.1:master_port as master_name (nothing needs to run
+ * there: it names that address whatever it finds). opts: password is the Sentinel's own
+ * requirepass, acl_user and acl_pass an ACL user of it; tls_* give it a TLS port (and TLS
+ * towards the master). */
+void redis_sentinel_alone(struct redis_server *s, const char *master_name, int master_port,
+                          const struct redis_server_opts *opts);
+
+/* A CA into dir/ca.crt and dir/ca.key (EC P-256, valid 2 days). */
+void redis_tls_make_ca(const char *dir);
+
+/* A certificate signed by ca_dir's CA into out_dir/<name>.crt and <name>.key, with the SAN
+ * san ("IP:127.0.0.1"). */
+void redis_tls_make_cert(const char *ca_dir, const char *out_dir, const char *name,
+                         const char *san);
 
 /* Kills all three processes and removes their temp dirs. Safe on a zeroed struct. */
 void redis_sentinel_destroy(struct redis_sentinel_setup *t);

@@ -2,8 +2,9 @@
  * Tests for scheduler/redis*.c against real redis-server processes (test/support/redis_harness):
  * binary-safe commands, error replies, scripts after SCRIPT FLUSH, AUTH (password and ACL
  * user) and SELECT, the deadline on a hung (SIGSTOPped) server, a killed and restarted
- * server, a Sentinel failover with a -READONLY retry, 8 threads at once, and a pool
- * exhausted until the deadline.
+ * server, a Sentinel failover with a -READONLY retry, a re-pointed Sentinel that must
+ * authenticate before it is believed, 8 threads at once, and a pool exhausted until the
+ * deadline.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +12,10 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -633,6 +636,194 @@ static void test_sentinel_failover(void **state) {
     redis_sentinel_destroy(&t);
 }
 
+/* ---- Sentinel trust ---- */
+
+/* A fake master: accepts every connection on a free 127.0.0.1 port and records all it
+ * receives, answering nothing. */
+struct recorder {
+    int listener;
+    int port;
+    pthread_t th;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    char got[8192];
+    size_t len;
+    int conns;
+};
+
+static void *record(void *arg) {
+    struct recorder *f = arg;
+    struct pollfd p[17] = {{.fd = f->listener, .events = POLLIN}};
+    nfds_t n = 1;
+    while (!atomic_load(&f->stop)) {
+        if (poll(p, n, 50) <= 0) {
+            continue;
+        }
+        if ((p[0].revents & POLLIN) != 0 && n < 17) {
+            int c = accept4(f->listener, NULL, NULL, SOCK_CLOEXEC);
+            if (c >= 0) {
+                p[n++] = (struct pollfd){.fd = c, .events = POLLIN};
+                pthread_mutex_lock(&f->mu);
+                f->conns++;
+                pthread_mutex_unlock(&f->mu);
+            }
+        }
+        for (nfds_t i = 1; i < n; i++) {
+            if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+                continue;
+            }
+            char buf[1024];
+            ssize_t k = read(p[i].fd, buf, sizeof(buf));
+            if (k <= 0) {
+                close(p[i].fd);
+                p[i--] = p[--n];
+                continue;
+            }
+            pthread_mutex_lock(&f->mu);
+            size_t room = sizeof(f->got) - 1 - f->len;
+            size_t take = (size_t)k < room ? (size_t)k : room;
+            for (size_t j = 0; j < take; j++) { /* keep it a string: a NUL becomes '.' */
+                f->got[f->len] = buf[j];
+                if (f->got[f->len] == '\0') {
+                    f->got[f->len] = '.';
+                }
+                f->len++;
+            }
+            f->got[f->len] = '\0';
+            pthread_mutex_unlock(&f->mu);
+        }
+    }
+    for (nfds_t i = 1; i < n; i++) {
+        close(p[i].fd);
+    }
+    return NULL;
+}
+
+static void recorder_start(struct recorder *f) {
+    memset(f, 0, sizeof(*f));
+    pthread_mutex_init(&f->mu, NULL);
+    f->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(f->listener >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(bind(f->listener, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(f->listener, 16), 0);
+    assert_int_equal(getsockname(f->listener, (struct sockaddr *)&sa, &sl), 0);
+    f->port = ntohs(sa.sin_port);
+    assert_int_equal(pthread_create(&f->th, NULL, record, f), 0);
+}
+
+static bool recorder_saw(struct recorder *f, const char *what) {
+    pthread_mutex_lock(&f->mu);
+    bool saw = strstr(f->got, what) != NULL;
+    pthread_mutex_unlock(&f->mu);
+    return saw;
+}
+
+static void recorder_stop(struct recorder *f) {
+    atomic_store(&f->stop, true);
+    pthread_join(f->th, NULL);
+    close(f->listener);
+    pthread_mutex_destroy(&f->mu);
+}
+
+/* A re-pointed Sentinel: a real redis-sentinel without auth that names a fake master. With a
+ * sentinel password set, the client does not believe it (AUTH there fails: it has no
+ * password), says so naming it, and asks the next one, a Sentinel that takes the password;
+ * the fake master never hears from the client, the Redis password least of all. A wrong
+ * sentinel password is refused too. Without a sentinel password (upstream's behaviour, warned
+ * at start), the same Sentinel sends the password to the fake master: what the setting
+ * closes, and proof that the recorder hears it. */
+static void test_sentinel_must_authenticate(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct recorder fake;
+    recorder_start(&fake);
+    struct redis_server open_sen, auth_sen, m;
+    redis_sentinel_alone(&open_sen, "mymaster", fake.port, NULL);
+    struct redis_server_opts mo = {.password = "redis-pw-7"};
+    redis_server_start(&m, &mo);
+    struct redis_server_opts so = {
+        .password = "sentinel-pw", .acl_user = "watcher", .acl_pass = "watcher-pw"};
+    redis_sentinel_alone(&auth_sen, "mymaster", m.port, &so);
+    struct dfc_error err = {0};
+    struct sched_redis *r = NULL;
+
+    const char *only_open[] = {open_sen.addr};
+    struct sched_redis_opts o = {.addrs = only_open,
+                                 .n_addrs = 1,
+                                 .master_name = "mymaster",
+                                 .password = "redis-pw-7",
+                                 .sentinel_password = "sentinel-pw",
+                                 .pool_size = 2,
+                                 .backoff_min_ms = 1,
+                                 .backoff_max_ms = 1};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 2000, NULL, &err, 3, "SET", "k", "v"), -ECONNREFUSED);
+    print_message("open Sentinel: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "not trusted"));
+    assert_non_null(strstr(err.msg, open_sen.addr));
+    sched_redis_free(r);
+
+    /* The open Sentinel first, then the authenticated one: the real master. */
+    const char *both[] = {open_sen.addr, auth_sen.addr};
+    o.addrs = both;
+    o.n_addrs = 2;
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    for (int i = 0; i < 4; i++) {
+        if (cmd(r, 3000, NULL, &err, 3, "SET", "k", "trusted") != 0) {
+            fail_msg("SET via the authenticated Sentinel: %s", err.msg);
+        }
+    }
+    char buf[64];
+    assert_string_equal(sched_redis_current_addr(r, buf, sizeof(buf)), m.addr);
+    assert_stored(&m, "k", "trusted");
+    sched_redis_free(r);
+
+    /* The Sentinel's ACL user (sentinelUsername). */
+    const char *only_auth[] = {auth_sen.addr};
+    o.addrs = only_auth;
+    o.n_addrs = 1;
+    o.sentinel_username = "watcher";
+    o.sentinel_password = "watcher-pw";
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    if (cmd(r, 3000, NULL, &err, 3, "SET", "k", "as-watcher") != 0) {
+        fail_msg("SET via the Sentinel's ACL user: %s", err.msg);
+    }
+    assert_stored(&m, "k", "as-watcher");
+    sched_redis_free(r);
+
+    /* A wrong sentinel password: refused by the real Sentinel, so no master at all. */
+    o.sentinel_username = NULL;
+    o.sentinel_password = "wrong";
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 2000, NULL, &err, 3, "SET", "k", "v"), -ECONNREFUSED);
+    assert_non_null(strstr(err.msg, "AUTH"));
+    assert_non_null(strstr(err.msg, auth_sen.addr));
+    sched_redis_free(r);
+
+    usleep(200000); /* anything on its way to the fake master has arrived */
+    assert_false(recorder_saw(&fake, "redis-pw-7"));
+    assert_false(recorder_saw(&fake, "sentinel-pw"));
+    assert_false(recorder_saw(&fake, "watcher-pw"));
+
+    /* No sentinel password: the open Sentinel is believed, and its master gets the password. */
+    o.addrs = only_open;
+    o.sentinel_password = NULL;
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_true(cmd(r, 1000, NULL, &err, 3, "SET", "k", "v") < 0);
+    sched_redis_free(r);
+    double until = test_now_ms() + 3000;
+    while (!recorder_saw(&fake, "redis-pw-7") && test_now_ms() < until) {
+        usleep(10000);
+    }
+    assert_true(recorder_saw(&fake, "redis-pw-7"));
+
+    redis_server_destroy(&auth_sen);
+    redis_server_destroy(&m);
+    redis_server_destroy(&open_sen);
+    recorder_stop(&fake);
+}
+
 /* ---- concurrency ---- */
 
 struct worker {
@@ -755,6 +946,7 @@ int main(void) {
         cmocka_unit_test(test_backoff_spaces_failed_connects),
         cmocka_unit_test(test_closed_connection_costs_no_failed_command),
         cmocka_unit_test(test_sentinel_failover),
+        cmocka_unit_test(test_sentinel_must_authenticate),
         cmocka_unit_test(test_eight_threads),
         cmocka_unit_test(test_pool_exhausted_waits_until_deadline),
     };
