@@ -154,9 +154,9 @@ static void reset_on_close(int fd) {
     (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
-/* Sends an Error packet, then stops writing and drains what the client may still send (at
- * most DRAIN_MAX bytes, until the deadline), so that closing does not reset the connection
- * and destroy the Error frame before the client reads it. */
+static void drain(struct dfd_vortex_server *v, int fd);
+
+/* Sends an Error packet, then stops writing and drains (drain()). */
 static void send_error(struct dfd_vortex_server *v, const struct dfd_conn *c, uint8_t code,
                        const char *msg) {
     uint8_t out[DFD_VORTEX_HEADER_LEN + 1 + DFC_ERROR_MSG_MAX + 160];
@@ -171,6 +171,13 @@ static void send_error(struct dfd_vortex_server *v, const struct dfd_conn *c, ui
     if (c->tls != NULL) {
         dfc_tls_shutdown(c->tls); /* the client's TLS layer may still send: drained raw below */
     }
+    drain(v, fd);
+}
+
+/* Stops writing and drains what the client may still send (at most DRAIN_MAX bytes, until
+ * request_timeout), so that closing does not reset the connection and destroy what was sent
+ * last (an Error frame, a TLS alert) before the client reads it. */
+static void drain(struct dfd_vortex_server *v, int fd) {
     shutdown(fd, SHUT_WR);
     int64_t deadline = dfd_deadline_after(v->request_timeout_ns);
     size_t drained = 0;
@@ -339,6 +346,7 @@ static struct dfc_tls_conn *tls_accept(struct dfd_vortex_server *v, int fd, int6
     struct dfc_error err = {0};
     if (dfc_tls_accept(v->tls, fd, peer, deadline, &t, &err) < 0) {
         tls_refused(v, &err);
+        drain(v, fd); /* so the client reads the alert that says why */
         return NULL;
     }
     return t;

@@ -53,6 +53,36 @@ struct dfc_tls_conn {
     int fd;
 };
 
+/* OpenSSL's socket BIO with writes that never raise SIGPIPE (send with MSG_NOSIGNAL): a peer
+ * that closed first must cost an error, not the process. Made once. */
+static BIO_METHOD *nosig_method;
+static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *buf, int len) {
+    int fd = -1;
+    (void)BIO_get_fd(b, &fd);
+    BIO_clear_retry_flags(b);
+    ssize_t k = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        BIO_set_retry_write(b);
+    }
+    return (int)k;
+}
+
+static void nosig_init(void) {
+    const BIO_METHOD *sock = BIO_s_socket();
+    BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "dfc socket");
+    if (m != NULL && (BIO_meth_set_write(m, nosig_write) != 1 ||
+                      BIO_meth_set_read(m, BIO_meth_get_read(sock)) != 1 ||
+                      BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock)) != 1 ||
+                      BIO_meth_set_create(m, BIO_meth_get_create(sock)) != 1 ||
+                      BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock)) != 1)) {
+        BIO_meth_free(m);
+        m = NULL;
+    }
+    nosig_method = m;
+}
+
 static bool given(const char *p) {
     return p != NULL && p[0] != '\0';
 }
@@ -333,6 +363,19 @@ static int after(struct dfc_tls_conn *t, int ret, int64_t deadline, bool *eof, c
     return -ECONNABORTED;
 }
 
+/* A client's check of the server's certificate: it must name host (an IP SAN for a numeric
+ * address, else a DNS name, which goes in the SNI too). */
+static int expect_name(SSL *s, const char *host, const char *peer, struct dfc_error *err) {
+    if (dfc_addr_is_ip(host)) {
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host) != 1) {
+            return dfc_error_set(err, -EINVAL, "TLS handshake with %s: bad address", peer);
+        }
+    } else if (SSL_set1_host(s, host) != 1 || SSL_set_tlsext_host_name(s, host) != 1) {
+        return dfc_error_set(err, -EINVAL, "TLS handshake with %s: bad host name", peer);
+    }
+    return 0;
+}
+
 static int handshake(struct dfc_tls_ctx *c, int fd, const char *host, const char *peer,
                      int64_t deadline, struct dfc_tls_conn **ret, struct dfc_error *err) {
     SSL_CTX *x = current(c);
@@ -347,16 +390,14 @@ static int handshake(struct dfc_tls_ctx *c, int fd, const char *host, const char
     t->ssl = s;
     t->fd = fd;
     int r = 0;
-    if (SSL_set_fd(s, fd) != 1) {
+    (void)pthread_once(&nosig_once, nosig_init);
+    BIO *bio = nosig_method != NULL ? BIO_new(nosig_method) : NULL;
+    if (bio == NULL) {
         r = dfc_error_set(err, -ENOMEM, "TLS handshake with %s: cannot attach the socket", peer);
-    } else if (host != NULL && dfc_addr_is_ip(host)) {
-        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host) != 1) {
-            r = dfc_error_set(err, -EINVAL, "TLS handshake with %s: bad address", peer);
-        }
-    } else if (host != NULL) {
-        if (SSL_set1_host(s, host) != 1 || SSL_set_tlsext_host_name(s, host) != 1) {
-            r = dfc_error_set(err, -EINVAL, "TLS handshake with %s: bad host name", peer);
-        }
+    } else {
+        BIO_set_fd(bio, fd, BIO_NOCLOSE);
+        SSL_set_bio(s, bio, bio); /* s owns it now */
+        r = host != NULL ? expect_name(s, host, peer, err) : 0;
     }
     char why[400];
     while (r == 0) {
