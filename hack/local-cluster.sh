@@ -27,6 +27,12 @@
 #   CLUSTER_LOG_LEVEL     the daemons' and the scheduler's log.level (default info)
 #   CLUSTER_GC_INTERVAL   the daemons' gc.interval (default 5s, so TTL expiry shows quickly)
 #   CLUSTER_SCHED_IP      the scheduler's address (default 127.0.0.1, see below)
+#   CLUSTER_TLS           1: mutual TLS (security.tlsPolicy mutual) with one CA per cluster,
+#                         made by test/support/make-certs.sh at `up` (default 0: no TLS):
+#                           tls/ca.crt, tls/ca.key          the cluster's CA
+#                           node<i>/tls/tls.crt, tls.key    node i's (SAN: its IP and
+#                                                           URI dragonfly://host/<host id>)
+#                           scheduler/tls/tls.crt, tls.key  the scheduler's (SAN: its IP)
 #
 # Addresses: Redis 127.0.0.1:<free port>; the scheduler 127.0.0.1:8002 (another free port if
 # 8002 is taken); node i on 127.0.0.(10+i), hostname dfc-node<i>, host id
@@ -46,7 +52,7 @@
 #
 # cluster.env defines: CLUSTER_NODES, REDIS_PORT, REDIS_ADDR, SCHED_IP, SCHED_PORT, SCHED_ADDR,
 # UPLOAD_PORT, VORTEX_PORT, REDIS_PREFIX (the scheduler's key prefix, docs/dragonfly-compat.md
-# section 7.2) and BIN_DIR (the absolute build dir).
+# section 7.2), BIN_DIR (the absolute build dir) and TLS (1 with CLUSTER_TLS=1, else 0).
 #
 # `up` is idempotent: on a running cluster of the same size it starts only what is not running.
 # `down` is idempotent too, and removes only a directory that holds a cluster.env.
@@ -61,6 +67,7 @@ up_timeout=${CLUSTER_UP_TIMEOUT:-30}
 log_level=${CLUSTER_LOG_LEVEL:-info}
 gc_interval=${CLUSTER_GC_INTERVAL:-5s}
 sched_ip=${CLUSTER_SCHED_IP:-127.0.0.1}
+cluster_tls=${CLUSTER_TLS:-0}
 
 die() {
     echo "local-cluster: $*" >&2
@@ -213,6 +220,37 @@ start_redis() {
     die "redis-server did not start on 127.0.0.1:$REDIS_PORT"
 }
 
+# With TLS: the YAML lines of one side's files (cert-manager's layout): "<indent><key>:" (no
+# key: none), then the extra line if any, then caCert (the cluster's CA), cert and key of dir
+# (at in2, default indent + 2, 2 more after an extra line). Without TLS: nothing.
+tls_files() {
+    local indent=$1 key=$2 d=$3 extra=${4:-} in2=${5:-"$1  "}
+    [ "${TLS:-0}" = 1 ] || return 0
+    if [ -n "$key" ]; then echo "$indent$key:"; fi
+    if [ -n "$extra" ]; then
+        echo "$indent$extra"
+        in2="$in2  "
+    fi
+    printf '%scaCert: "%s"\n%scert: "%s"\n%skey: "%s"\n' "$in2" "$dir/tls/ca.crt" \
+        "$in2" "$d/tls.crt" "$in2" "$d/tls.key"
+}
+
+tls_policy() {
+    [ "${TLS:-0}" = 1 ] || return 0
+    printf 'security:\n  tlsPolicy: mutual\n'
+}
+
+# The cluster's CA and every process's certificate (CLUSTER_TLS=1).
+make_certs() {
+    local n=$1 i mk=$root/test/support/make-certs.sh
+    bash "$mk" ca "$dir/tls"
+    bash "$mk" leaf "$dir/tls" "$dir/scheduler/tls" "IP:$SCHED_IP" --cn dfc-scheduler
+    for i in $(seq "$n"); do
+        bash "$mk" leaf "$dir/tls" "$dir/node$i/tls" \
+            "IP:$(node_ip "$i"),URI:dragonfly://host/$(node_id "$i")" --cn "$(node_host "$i")"
+    done
+}
+
 write_scheduler_config() {
     mkdir -p "$dir/scheduler"
     cat >"$dir/scheduler/scheduler.yaml" <<EOF
@@ -222,6 +260,7 @@ server:
   port: $SCHED_PORT
   advertiseIP: "$SCHED_IP"
   shutdownGrace: 2s
+$(tls_files "  " tls "$dir/scheduler/tls")
 metrics:
   server:
     ip: "$SCHED_IP"
@@ -236,6 +275,8 @@ scheduler:
   gc:
     hostGCInterval: 5s
   replicaRepairInterval: 2s
+$(tls_files "" peer "$dir/scheduler/tls" "  tls:")
+$(tls_policy)
 log:
   level: "$log_level"
 EOF
@@ -284,10 +325,14 @@ host:
 scheduler:
   addrs: ["$SCHED_ADDR"]
   announceInterval: 2s
+$(tls_files "" "" "$nd/tls" "" "  ")
 upload:
   server:
     ip: "$ip"
     port: $UPLOAD_PORT
+$(tls_files "    " "" "$nd/tls" "" "    ")
+$(tls_files "  " client "$nd/tls")
+$(tls_policy)
 metrics:
   server:
     ip: "$ip"
@@ -396,8 +441,10 @@ UPLOAD_PORT=$up
 VORTEX_PORT=$vp
 REDIS_PREFIX=scheduler:scheduler-clusters:1
 BIN_DIR=$build
+TLS=$([ "$cluster_tls" = 1 ] && echo 1 || echo 0)
 EOF
         load_env
+        if [ "${TLS:-0}" = 1 ]; then make_certs "$n"; fi
         write_scheduler_config
         for i in $(seq "$n"); do write_node_config "$i"; done
     fi
