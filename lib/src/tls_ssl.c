@@ -333,7 +333,7 @@ static int after(struct dfc_tls_conn *t, int ret, int64_t deadline, bool *eof, c
         ERR_clear_error();
         int r = wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
         if (r < 0) {
-            snprintf(why, size, "%s", r == -ETIMEDOUT ? "timed out" : strerror(-r));
+            snprintf(why, size, "%s", r == -ETIMEDOUT ? "timed out" : dfc_strerror(r));
             return r;
         }
         return 1;
@@ -349,7 +349,7 @@ static int after(struct dfc_tls_conn *t, int ret, int64_t deadline, bool *eof, c
                 snprintf(why, size, "connection closed by the peer");
                 return -EPROTO;
             }
-            snprintf(why, size, "%s", strerror(saved));
+            snprintf(why, size, "%s", dfc_strerror(-saved));
             return -saved;
         }
         break;

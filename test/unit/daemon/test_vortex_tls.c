@@ -197,17 +197,21 @@ static struct dfc_tls_ctx *ctx(const char *name, enum dfc_tls_policy p, bool ser
     return ctx_dir(dir, p, server, DFC_TLS_RECHECK_NS);
 }
 
-static void start_with(struct fx *f, struct dfc_tls_ctx *stls) {
+static void start_timeout(struct fx *f, struct dfc_tls_ctx *stls, int64_t request_timeout) {
     f->stls = stls;
     struct dfd_vortex_server_opts o = {.ip = "127.0.0.1",
                                        .port = 0,
                                        .max_conns = 16,
-                                       .request_timeout_ns = 5 * SEC,
+                                       .request_timeout_ns = request_timeout,
                                        .answer_timeout_ns = TIMEOUT,
                                        .parent_id = "host-1",
                                        .tls = stls};
     struct dfc_error err = {0};
     assert_int_equal(dfd_vortex_server_start(f->s, &o, &f->v, &err), 0);
+}
+
+static void start_with(struct fx *f, struct dfc_tls_ctx *stls) {
+    start_timeout(f, stls, 5 * SEC);
 }
 
 static int fetch(struct fx *f, struct dfc_tls_ctx *ctls, uint32_t n, uint8_t *buf,
@@ -350,6 +354,33 @@ static void test_client_refuses_foreign_expired_and_misnamed_servers(void **stat
         dfc_tls_ctx_free(f->stls);
         f->stls = NULL;
     }
+}
+
+static bool closed(void *fdp) {
+    return test_closed_by_peer(*(int *)fdp);
+}
+
+/* A connection that never finishes its handshake (nothing sent, or half a ClientHello) is
+ * closed once request_timeout has passed, without a byte of the framing. */
+static void test_unfinished_handshake_closed(void **state) {
+    struct fx *f = *state;
+    start_timeout(f, ctx("server", DFC_TLS_MUTUAL, true), SEC / 2);
+    for (int half = 0; half < 2; half++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons(dfd_vortex_server_port(f->v)),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        if (half) {
+            const uint8_t hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc};
+            assert_int_equal(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
+        }
+        int64_t t0 = dfc_mono_ns();
+        assert_true(test_wait_for(closed, &fd, 10000));
+        assert_true(dfc_mono_ns() - t0 >= SEC / 2 - SEC / 10);
+        close(fd);
+    }
+    assert_true(test_wait_for(logged, "timed out", 5000));
 }
 
 /* ---- rotation ---- */
@@ -506,6 +537,7 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(test_client_refuses_foreign_expired_and_misnamed_servers,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unfinished_handshake_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rotation_mid_transfer, setup, teardown),
         cmocka_unit_test(test_bad_files),
     };
