@@ -33,6 +33,7 @@
 #include "dfc/log.h"
 #include "dfc/rpc_server.h"
 #include "dfc/stream_cap.h"
+#include "dfc/tls_ssl.h"
 #include "dfc/units.h"
 #include "gc.h"
 #include "metrics.h"
@@ -150,7 +151,27 @@ struct p2p_parts {
     struct dfc_rpc_server *upload;       /* DfdaemonUpload on TCP */
     struct dfc_stream_cap sync_host_cap; /* SyncHost streams per remote, once cap_set */
     bool cap_set;
+    /* Vortex TLS (cfg->tls not off): the server's context (upload.server.*) and the one for
+     * fetching from other nodes (upload.client.*); NULL with TLS off. */
+    struct dfc_tls_ctx *tls_server, *tls_client;
 };
+
+/* The Vortex TLS contexts from cfg->tls and the two file sets; none with TLS off. */
+static int p2p_tls(const struct dfd_config *cfg, struct p2p_parts *pp, struct dfc_error *err) {
+    if (cfg->tls == DFC_TLS_OFF) {
+        return 0;
+    }
+    struct dfc_tls_files sf = dfd_tls_upload_server(cfg), cf = dfd_tls_upload_client(cfg);
+    int r = dfc_tls_ctx_new(cfg->tls, &sf, true, DFC_TLS_RECHECK_NS, &pp->tls_server, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "storage.server (Vortex) upload.server.*");
+    }
+    r = dfc_tls_ctx_new(cfg->tls, &cf, false, DFC_TLS_RECHECK_NS, &pp->tls_client, err);
+    if (r < 0) {
+        return dfc_error_prefix(err, "Vortex client upload.client.*");
+    }
+    return 0;
+}
 
 /* The Vortex piece server, the download engine and DfdaemonUpload on TCP, after the scheduler
  * client (svc->sched); wires the engine into svc. Standalone: nothing. */
@@ -159,6 +180,10 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
     struct dfd_metrics *m = svc->metrics;
     if (svc->sched == NULL) {
         return 0;
+    }
+    int r = p2p_tls(cfg, pp, err);
+    if (r < 0) {
+        return r;
     }
     struct dfd_vortex_server_opts vo = {
         .ip = cfg->vortex_ip,
@@ -171,8 +196,9 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .parent_id = svc->host_id,
         .served_pieces = dfd_metrics_served_pieces(m),
         .served_bytes = dfd_metrics_served_bytes(m),
+        .tls = pp->tls_server,
     };
-    int r = dfd_vortex_server_start(storage, &vo, &pp->vortex, err);
+    r = dfd_vortex_server_start(storage, &vo, &pp->vortex, err);
     if (r < 0) {
         return dfc_error_prefix(err, "storage.server (Vortex) %s:%llu",
                                 cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0",
@@ -197,6 +223,7 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
                   .peer_reschedule = dfd_sched_peer_reschedule,
                   .peer_piece_finished = dfd_sched_peer_piece_finished,
                   .peer_piece_failed = dfd_sched_peer_piece_failed},
+        .vortex_tls = pp->tls_client,
     };
     if ((r = dfd_p2p_new(storage, &po, &pp->engine, err)) < 0) {
         return r;
@@ -231,9 +258,10 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
     if ((r = dfc_rpc_server_start(pp->upload, err)) < 0) {
         return r;
     }
-    DFC_LOG(DFC_LOG_INFO, "dfdaemon.p2p_ready", "upload=%s:%llu vortex=%s:%u",
+    DFC_LOG(DFC_LOG_INFO, "dfdaemon.p2p_ready", "upload=%s:%llu vortex=%s:%u vortex_tls=%s",
             cfg->upload_ip[0] ? cfg->upload_ip : "0.0.0.0", (unsigned long long)cfg->upload_port,
-            cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0", dfd_vortex_server_port(pp->vortex));
+            cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0", dfd_vortex_server_port(pp->vortex),
+            dfc_tls_policy_name(cfg->tls));
     return 0;
 }
 
@@ -254,6 +282,10 @@ static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
         dfc_stream_cap_destroy(&pp->sync_host_cap);
         pp->cap_set = false;
     }
+    dfc_tls_ctx_free(pp->tls_client);
+    dfc_tls_ctx_free(pp->tls_server);
+    pp->tls_client = NULL;
+    pp->tls_server = NULL;
     pp->upload = NULL;
     pp->engine = NULL;
     pp->vortex = NULL;

@@ -45,6 +45,7 @@
 #include "storage/storage.h"
 
 struct dfc_metric;
+struct dfc_tls_ctx;
 struct dfd_p2p;
 
 struct dfd_p2p_opts {
@@ -59,6 +60,9 @@ struct dfd_p2p_opts {
      * refused for its CRC (NULL: not counted). */
     struct dfc_metric *fetched_pieces, *fetched_bytes, *crc_failures;
     struct dfd_p2p_sched sched; /* the scheduler calls (sched.s must not be NULL) */
+    /* TLS to the parents' Vortex servers: a client context (dfc/tls_ssl.h), or NULL for plain
+     * TCP. */
+    struct dfc_tls_ctx *vortex_tls;
 };
 
 int dfd_p2p_new(struct dfd_storage *storage, const struct dfd_p2p_opts *o, struct dfd_p2p **ret,

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "dfc/clock.h"
+#include "dfc/tls_ssl.h"
 #include "dfc/units.h"
 
 int64_t dfd_deadline_after(int64_t ns) {
@@ -81,4 +82,20 @@ int dfd_send_all(int fd, const void *buf, size_t n, int64_t deadline) {
         }
     }
     return 0;
+}
+
+int dfd_conn_recv_all(const struct dfd_conn *c, void *buf, size_t n, int64_t deadline,
+                      size_t *ret_got, struct dfc_error *err) {
+    if (c->tls == NULL) {
+        return dfd_recv_all(c->fd, buf, n, deadline, ret_got);
+    }
+    return dfc_tls_read(c->tls, buf, n, deadline, ret_got, err);
+}
+
+int dfd_conn_send_all(const struct dfd_conn *c, const void *buf, size_t n, int64_t deadline,
+                      struct dfc_error *err) {
+    if (c->tls == NULL) {
+        return dfd_send_all(c->fd, buf, n, deadline);
+    }
+    return dfc_tls_write(c->tls, buf, n, deadline, err);
 }

@@ -7,6 +7,9 @@
  * into the caller's buffer, or through a small one to the caller's sink (dfd_vortex_fetch_to):
  * each chunk is CRC'd and handed on while it is still in the CPU cache, instead of three passes
  * over a 4 MiB piece in memory (receive, CRC, write).
+ *
+ * With a TLS context the connection's handshake follows connect, within the same deadline, and
+ * the same exchange runs over the session (sockio.h's struct dfd_conn).
  */
 #include "p2p/vortex_client.h"
 
@@ -23,6 +26,7 @@
 
 #include "dfc/addr.h"
 #include "dfc/digest.h"
+#include "dfc/tls_ssl.h"
 #include "p2p/sockio.h"
 #include "p2p/vortex.h"
 #include "storage/piece.h" /* dfd_task_id_valid */
@@ -91,19 +95,28 @@ static int connect_to(const char *ip, uint16_t port, int64_t deadline, int *ret_
     return 0;
 }
 
-static int send_all(int fd, const uint8_t *p, size_t n, int64_t deadline, struct dfc_error *err) {
-    int r = dfd_send_all(fd, p, n, deadline);
+static int send_all(const struct dfd_conn *c, const uint8_t *p, size_t n, int64_t deadline,
+                    struct dfc_error *err) {
+    struct dfc_error terr = {0};
+    int r = dfd_conn_send_all(c, p, n, deadline, &terr);
     if (r == -ETIMEDOUT) {
         return dfc_error_set(err, r, "timed out sending the request");
+    }
+    if (r == -ECONNABORTED) {
+        return dfc_error_set(err, r, "send the request: %s", terr.msg);
     }
     return r < 0 ? dfc_error_errno(err, r, "send the request") : 0;
 }
 
 /* Reads exactly n bytes; what names them in errors. A close before the end is -EPROTO. */
-static int recv_all(int fd, void *buf, size_t n, int64_t deadline, const char *what,
-                    struct dfc_error *err) {
-    size_t got;
-    int r = dfd_recv_all(fd, buf, n, deadline, &got);
+static int recv_all(const struct dfd_conn *c, void *buf, size_t n, int64_t deadline,
+                    const char *what, struct dfc_error *err) {
+    size_t got = 0;
+    struct dfc_error terr = {0};
+    int r = dfd_conn_recv_all(c, buf, n, deadline, &got, &terr);
+    if (r == -ECONNABORTED) {
+        return dfc_error_set(err, r, "read %s: %s", what, terr.msg);
+    }
     if (r == -EPROTO) {
         return dfc_error_set(err, r, "connection closed after %zu of %zu bytes of %s", got, n,
                              what);
@@ -142,13 +155,14 @@ static const char *error_code_name(uint8_t code) {
 }
 
 /* The parent's Error packet, header already read: its code as our error. */
-static int read_error(int fd, uint32_t length, int64_t deadline, struct dfc_error *err) {
+static int read_error(const struct dfd_conn *c, uint32_t length, int64_t deadline,
+                      struct dfc_error *err) {
     if (length < 1 || length > 1 + DFD_VORTEX_ERROR_MAX) {
         return dfc_error_set(err, -EPROTO, "error packet length %u outside 1..%d", length,
                              1 + DFD_VORTEX_ERROR_MAX);
     }
     uint8_t value[1 + DFD_VORTEX_ERROR_MAX];
-    int r = recv_all(fd, value, length, deadline, "the error packet", err);
+    int r = recv_all(c, value, length, deadline, "the error packet", err);
     if (r < 0) {
         return r;
     }
@@ -203,8 +217,8 @@ struct dest {
 };
 
 /* Reads the piece's length bytes to d, CRC over them as they arrive. */
-static int recv_piece(int fd, const struct dest *d, uint64_t length, int64_t deadline,
-                      uint32_t *ret_crc, struct dfc_error *err) {
+static int recv_piece(const struct dfd_conn *c, const struct dest *d, uint64_t length,
+                      int64_t deadline, uint32_t *ret_crc, struct dfc_error *err) {
     uint32_t crc = 0;
     uint64_t done = 0;
     while (done < length) {
@@ -214,7 +228,7 @@ static int recv_piece(int fd, const struct dest *d, uint64_t length, int64_t dea
         uint8_t *at = supplied          ? d->sink->buffer(d->sink->arg)
                       : d->sink != NULL ? d->buf
                                         : (uint8_t *)d->buf + done;
-        int r = recv_all(fd, at, n, deadline, "the piece", err);
+        int r = recv_all(c, at, n, deadline, "the piece", err);
         if (r < 0) {
             if (supplied) {
                 d->sink->release(d->sink->arg, at);
@@ -232,9 +246,9 @@ static int recv_piece(int fd, const struct dest *d, uint64_t length, int64_t dea
     return 0;
 }
 
-static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offset, uint64_t length,
-                    const struct dest *d, int64_t deadline, struct dfd_vortex_fetched *ret,
-                    struct dfc_error *err) {
+static int exchange(const struct dfd_conn *c, const char *task_id, uint32_t number, uint64_t offset,
+                    uint64_t length, const struct dest *d, int64_t deadline,
+                    struct dfd_vortex_fetched *ret, struct dfc_error *err) {
     uint8_t packet_id = 0;
     if (getrandom(&packet_id, 1, GRND_NONBLOCK) != 1) {
         packet_id = (uint8_t)dfc_mono_ns(); /* not used for matching: any value will do */
@@ -244,17 +258,17 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
     if (r < 0) {
         return r;
     }
-    if ((r = send_all(fd, req, sizeof(req), deadline, err)) < 0) {
+    if ((r = send_all(c, req, sizeof(req), deadline, err)) < 0) {
         return r;
     }
     uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    if ((r = recv_all(fd, hb, sizeof(hb), deadline, "the header", err)) < 0) {
+    if ((r = recv_all(c, hb, sizeof(hb), deadline, "the header", err)) < 0) {
         return r;
     }
     struct dfd_vortex_header h;
     dfd_vortex_header_decode(hb, &h);
     if (h.tag == DFD_VORTEX_TAG_ERROR) {
-        return read_error(fd, h.length, deadline, err);
+        return read_error(c, h.length, deadline, err);
     }
     if (h.tag != DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT) {
         return dfc_error_set(err, -EPROTO, "unexpected tag %u (want %d)", h.tag,
@@ -265,7 +279,7 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
                              4 + DFD_VORTEX_METADATA_MAX);
     }
     uint8_t value[4 + DFD_VORTEX_METADATA_MAX];
-    if ((r = recv_all(fd, value, h.length, deadline, "the metadata", err)) < 0) {
+    if ((r = recv_all(c, value, h.length, deadline, "the metadata", err)) < 0) {
         return r;
     }
     struct dfd_vortex_piece p;
@@ -284,7 +298,7 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
         return r;
     }
     uint32_t crc = 0;
-    if ((r = recv_piece(fd, d, length, deadline, &crc, err)) < 0) {
+    if ((r = recv_piece(c, d, length, deadline, &crc, err)) < 0) {
         return r;
     }
     char have[DFC_CRC32_DIGEST_MAX];
@@ -297,9 +311,9 @@ static int exchange(int fd, const char *task_id, uint32_t number, uint64_t offse
     return 0;
 }
 
-static int fetch(const char *ip, uint16_t port, const char *task_id, uint32_t number,
-                 uint64_t offset, uint64_t length, const struct dest *d, int64_t timeout_ns,
-                 struct dfd_vortex_fetched *ret, struct dfc_error *err) {
+static int fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
+                 uint32_t number, uint64_t offset, uint64_t length, const struct dest *d,
+                 int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err) {
     int64_t start = dfc_mono_ns();
     const char *shown_ip = ip != NULL ? ip : "(null)";
     const char *shown_id = task_id != NULL && dfd_task_id_valid(task_id) ? task_id : "?";
@@ -324,8 +338,15 @@ static int fetch(const char *ip, uint16_t port, const char *task_id, uint32_t nu
         r = connect_to(ip, port, deadline, &fd, err);
     }
     struct dfd_vortex_fetched f = {0};
+    struct dfd_conn c = {.fd = fd, .tls = NULL};
+    if (r == 0 && tls != NULL) {
+        r = dfc_tls_connect(tls, fd, ip, port, deadline, &c.tls, err);
+    }
     if (r == 0) {
-        r = exchange(fd, task_id, number, offset, length, d, deadline, &f, err);
+        r = exchange(&c, task_id, number, offset, length, d, deadline, &f, err);
+    }
+    if (fd >= 0) {
+        dfc_tls_conn_free(c.tls);
         close(fd);
     }
     if (r < 0) {
@@ -342,20 +363,20 @@ static int fetch(const char *ip, uint16_t port, const char *task_id, uint32_t nu
     return 0;
 }
 
-int dfd_vortex_fetch(const char *ip, uint16_t port, const char *task_id, uint32_t number,
-                     uint64_t offset, uint64_t length, void *buf, int64_t timeout_ns,
-                     struct dfd_vortex_fetched *ret, struct dfc_error *err) {
+int dfd_vortex_fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
+                     uint32_t number, uint64_t offset, uint64_t length, void *buf,
+                     int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err) {
     struct dest d = {.buf = buf, .buf_len = RECV_CHUNK, .sink = NULL};
-    return fetch(ip, port, task_id, number, offset, length, &d, timeout_ns, ret, err);
+    return fetch(tls, ip, port, task_id, number, offset, length, &d, timeout_ns, ret, err);
 }
 
-int dfd_vortex_fetch_to(const char *ip, uint16_t port, const char *task_id, uint32_t number,
-                        uint64_t offset, uint64_t length, const struct dfd_vortex_sink *sink,
-                        void *buf, size_t buf_len, int64_t timeout_ns,
-                        struct dfd_vortex_fetched *ret, struct dfc_error *err) {
+int dfd_vortex_fetch_to(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
+                        uint32_t number, uint64_t offset, uint64_t length,
+                        const struct dfd_vortex_sink *sink, void *buf, size_t buf_len,
+                        int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err) {
     struct dest d = {.buf = buf, .buf_len = buf_len, .sink = sink};
     if (sink == NULL) {
         return dfc_error_set(err, -EINVAL, "no sink");
     }
-    return fetch(ip, port, task_id, number, offset, length, &d, timeout_ns, ret, err);
+    return fetch(tls, ip, port, task_id, number, offset, length, &d, timeout_ns, ret, err);
 }

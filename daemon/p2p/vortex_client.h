@@ -23,15 +23,20 @@ struct dfd_vortex_fetched {
     uint64_t cost_ns; /* the whole exchange, measured here */
 };
 
+struct dfc_tls_ctx;
+
 /* Fetches piece number of task_id (64 hex digits) from ip:port into buf, which holds length
  * bytes (the piece's length from the geometry). Returns 0; -ENOENT when the parent answers
  * Error NotFound; DFC_E_DATA_LOSS when the CRC differs or the digest is empty or malformed;
  * -EPROTO for a malformed or unexpected answer (wrong tag, number, offset or length);
  * -ETIMEDOUT; -ECONNREFUSED and other connect errors as negative errno. err names the parent
- * ("vortex 127.0.0.12:4005 piece <task>-<n>: ..."). Thread-safe. */
-int dfd_vortex_fetch(const char *ip, uint16_t port, const char *task_id, uint32_t number,
-                     uint64_t offset, uint64_t length, void *buf, int64_t timeout_ns,
-                     struct dfd_vortex_fetched *ret, struct dfc_error *err);
+ * ("vortex 127.0.0.12:4005 piece <task>-<n>: ..."). Thread-safe.
+ * tls: NULL for plain TCP, else a client context (dfc/tls_ssl.h; borrowed): the parent must
+ * prove with a certificate that names ip, and is shown ours under mutual TLS; a failed
+ * handshake or a TLS alert is -ECONNABORTED, err giving OpenSSL's reason. */
+int dfd_vortex_fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
+                     uint32_t number, uint64_t offset, uint64_t length, void *buf,
+                     int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err);
 
 /* Where dfd_vortex_fetch_to hands the bytes: write(arg, at, data, n) for each chunk in order,
  * at = its offset within the piece; a negative return ends the fetch with that error. The
@@ -52,9 +57,9 @@ struct dfd_vortex_sink {
 /* As dfd_vortex_fetch, but the bytes go to sink a chunk of at most buf_len (> 0) bytes at a
  * time, CRC'd as they pass, through buf or (sink->buffer set, buf NULL) the sink's buffers;
  * the same checks and errors, and the sink's errors. */
-int dfd_vortex_fetch_to(const char *ip, uint16_t port, const char *task_id, uint32_t number,
-                        uint64_t offset, uint64_t length, const struct dfd_vortex_sink *sink,
-                        void *buf, size_t buf_len, int64_t timeout_ns,
-                        struct dfd_vortex_fetched *ret, struct dfc_error *err);
+int dfd_vortex_fetch_to(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
+                        uint32_t number, uint64_t offset, uint64_t length,
+                        const struct dfd_vortex_sink *sink, void *buf, size_t buf_len,
+                        int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err);
 
 #endif /* DFD_P2P_VORTEX_CLIENT_H */

@@ -16,6 +16,13 @@
  * the content through the storage facade, the content packet, and the bytes with sendfile,
  * each write waiting at most request_timeout and the whole answer done within answer_timeout
  * (else the connection is reset: a peer that drips its reads cannot keep a slot).
+ *
+ * TLS (opts.tls set): the same port speaks TLS only. The handshake comes first, within the
+ * request's request_timeout (a refused or failed one is logged, rate-limited, naming the peer
+ * and OpenSSL's reason, and the connection closed); then the same framing over the session, and
+ * the bytes read from the content with pread, TLS_CHUNK at a time, into a buffer of the
+ * connection's and written as records (no sendfile: the kernel here has no kTLS). After the
+ * answer, close_notify.
  */
 #include "p2p/vortex_server.h"
 
@@ -38,6 +45,7 @@
 #include "dfc/keycount.h"
 #include "dfc/log.h"
 #include "dfc/metrics.h"
+#include "dfc/tls_ssl.h"
 #include "p2p/sockio.h"
 #include "p2p/vortex.h"
 #include "storage/storage.h"
@@ -48,6 +56,7 @@
 #define DRAIN_MAX        65536 /* after an Error: what a client may still have in flight */
 #define TRAFFIC_REMOTE   1     /* common.v2.TrafficType REMOTE_PEER */
 #define CONN_STACK       ((size_t)512 * 1024)
+#define TLS_CHUNK        ((size_t)256 * 1024) /* pread size under TLS (a heap buffer) */
 
 enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_DONE };
 
@@ -62,6 +71,7 @@ struct slot {
 struct dfd_vortex_server {
     struct dfc_metric *served_pieces, *served_bytes; /* borrowed; NULL: not counted */
     struct dfd_storage *storage;
+    struct dfc_tls_ctx *tls; /* borrowed; NULL: plain TCP */
     const char *parent_id;
     int64_t request_timeout_ns;
     int64_t answer_timeout_ns;
@@ -79,6 +89,9 @@ struct dfd_vortex_server {
     /* accept thread only: the rate-limited over-the-limit warning */
     uint64_t dropped;
     int64_t last_warn_ns;
+    /* under mu: the rate-limited warning of refused TLS handshakes */
+    uint64_t tls_refused;
+    int64_t tls_warn_ns;
 };
 
 /* Sends length bytes of content_fd from offset with sendfile, each wait at most timeout_ns and
@@ -111,6 +124,34 @@ static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, i
     return 0;
 }
 
+/* send_file under TLS: pread into a buffer, written as TLS records; the same deadlines. */
+static int send_file_tls(const struct dfd_conn *c, int content_fd, uint64_t offset, uint64_t length,
+                         int64_t timeout_ns, int64_t deadline, struct dfc_error *err) {
+    size_t cap = length < TLS_CHUNK ? (size_t)length : TLS_CHUNK;
+    uint8_t *buf = malloc(cap > 0 ? cap : 1);
+    if (buf == NULL) {
+        return -ENOMEM;
+    }
+    uint64_t done = 0;
+    int r = 0;
+    while (done < length && r == 0) {
+        size_t n = length - done < cap ? (size_t)(length - done) : cap;
+        ssize_t k = pread(content_fd, buf, n, (off_t)(offset + done));
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            r = k == 0 ? -EPROTO : -errno;
+            break;
+        }
+        int64_t wait = dfd_deadline_after(timeout_ns);
+        r = dfd_conn_send_all(c, buf, (size_t)k, wait < deadline ? wait : deadline, err);
+        done += (uint64_t)k;
+    }
+    free(buf);
+    return r;
+}
+
 /* Ends a connection whose answer ran out of time with a reset: a graceful close would leave the
  * kernel trickling the rest of the send buffer to the same slow peer. */
 static void reset_on_close(int fd) {
@@ -118,18 +159,30 @@ static void reset_on_close(int fd) {
     (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
-/* Sends an Error packet, then stops writing and drains what the client may still send (at
- * most DRAIN_MAX bytes, until the deadline), so that closing does not reset the connection
- * and destroy the Error frame before the client reads it. */
-static void send_error(struct dfd_vortex_server *v, int fd, uint8_t code, const char *msg) {
+static void drain(struct dfd_vortex_server *v, int fd);
+
+/* Sends an Error packet, then stops writing and drains (drain()). */
+static void send_error(struct dfd_vortex_server *v, const struct dfd_conn *c, uint8_t code,
+                       const char *msg) {
     uint8_t out[DFD_VORTEX_HEADER_LEN + 1 + DFC_ERROR_MSG_MAX + 160];
     size_t len = 0;
+    int fd = c->fd;
     if (dfd_vortex_error_encode(0, code, msg, out, sizeof(out), &len, NULL) < 0) {
         return;
     }
-    if (dfd_send_all(fd, out, len, dfd_deadline_after(v->request_timeout_ns)) < 0) {
+    if (dfd_conn_send_all(c, out, len, dfd_deadline_after(v->request_timeout_ns), NULL) < 0) {
         return;
     }
+    if (c->tls != NULL) {
+        dfc_tls_shutdown(c->tls); /* the client's TLS layer may still send: drained raw below */
+    }
+    drain(v, fd);
+}
+
+/* Stops writing and drains what the client may still send (at most DRAIN_MAX bytes, until
+ * request_timeout), so that closing does not reset the connection and destroy what was sent
+ * last (an Error frame, a TLS alert) before the client reads it. */
+static void drain(struct dfd_vortex_server *v, int fd) {
     shutdown(fd, SHUT_WR);
     int64_t deadline = dfd_deadline_after(v->request_timeout_ns);
     size_t drained = 0;
@@ -172,10 +225,11 @@ static int find_piece(struct dfd_vortex_server *v, const char *id, uint32_t numb
     return r;
 }
 
-static void serve(struct dfd_vortex_server *v, int fd) {
-    int64_t deadline = dfd_deadline_after(v->request_timeout_ns);
+/* Serves the one request of connection c, read by deadline. */
+static void serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t deadline) {
+    int fd = c->fd;
     uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    if (dfd_recv_all(fd, hb, sizeof(hb), deadline, NULL) < 0) {
+    if (dfd_conn_recv_all(c, hb, sizeof(hb), deadline, NULL, NULL) < 0) {
         return; /* closed, stalled or reset before a whole header: nothing to answer */
     }
     struct dfd_vortex_header h;
@@ -186,18 +240,18 @@ static void serve(struct dfd_vortex_server *v, int fd) {
         snprintf(msg, sizeof(msg), "unsupported packet: tag %u length %u (want tag %d length %d)",
                  h.tag, h.length, DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE,
                  DFD_VORTEX_REQUEST_LEN);
-        send_error(v, fd, DFD_VORTEX_ERR_INVALID_ARGUMENT, msg);
+        send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, msg);
         return;
     }
     uint8_t value[DFD_VORTEX_REQUEST_LEN];
-    if (dfd_recv_all(fd, value, sizeof(value), deadline, NULL) < 0) {
+    if (dfd_conn_recv_all(c, value, sizeof(value), deadline, NULL, NULL) < 0) {
         return;
     }
     char id[DFD_VORTEX_TASK_ID_LEN + 1];
     uint32_t number = 0;
     struct dfc_error err = {0};
     if (dfd_vortex_request_decode(value, sizeof(value), id, &number, &err) < 0) {
-        send_error(v, fd, DFD_VORTEX_ERR_INVALID_ARGUMENT, err.msg);
+        send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, err.msg);
         return;
     }
     struct dfd_piece_meta pm;
@@ -208,7 +262,7 @@ static void serve(struct dfd_vortex_server *v, int fd) {
     }
     if (r == -ENOENT) {
         snprintf(msg, sizeof(msg), "piece %s-%u not found", id, number);
-        send_error(v, fd, DFD_VORTEX_ERR_NOT_FOUND, msg);
+        send_error(v, c, DFD_VORTEX_ERR_NOT_FOUND, msg);
         return;
     }
     if (r < 0) {
@@ -216,7 +270,7 @@ static void serve(struct dfd_vortex_server *v, int fd) {
                 dfc_error_msg(&err));
         snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number,
                  dfc_error_msg(&err));
-        send_error(v, fd, DFD_VORTEX_ERR_INTERNAL, msg);
+        send_error(v, c, DFD_VORTEX_ERR_INTERNAL, msg);
         return;
     }
     struct dfd_vortex_piece p = {
@@ -236,13 +290,19 @@ static void serve(struct dfd_vortex_server *v, int fd) {
     r = dfd_vortex_content_encode(0, &p, out, sizeof(out), &len, &err);
     if (r < 0) {
         snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number, err.msg);
-        send_error(v, fd, DFD_VORTEX_ERR_INTERNAL, msg);
+        send_error(v, c, DFD_VORTEX_ERR_INTERNAL, msg);
     } else {
         int64_t answer = dfd_deadline_after(v->answer_timeout_ns);
         int64_t first = dfd_deadline_after(v->request_timeout_ns);
-        r = dfd_send_all(fd, out, len, first < answer ? first : answer);
-        if (r == 0) {
+        r = dfd_conn_send_all(c, out, len, first < answer ? first : answer, NULL);
+        if (r == 0 && c->tls == NULL) {
             r = send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer);
+        } else if (r == 0) {
+            r = send_file_tls(c, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer,
+                              NULL);
+            if (r == 0) {
+                dfc_tls_shutdown(c->tls);
+            }
         }
         if (r == 0) {
             dfc_metric_inc(v->served_pieces, 0, 1);
@@ -257,13 +317,61 @@ static void serve(struct dfd_vortex_server *v, int fd) {
     close(content_fd);
 }
 
+/* Logs a refused handshake, at most once per WARN_INTERVAL_NS with the count of the others. */
+static void tls_refused(struct dfd_vortex_server *v, const struct dfc_error *err) {
+    int64_t now = dfc_mono_ns();
+    pthread_mutex_lock(&v->mu);
+    uint64_t others = v->tls_refused;
+    bool log = v->tls_warn_ns == 0 || now - v->tls_warn_ns >= WARN_INTERVAL_NS;
+    if (log) {
+        v->tls_refused = 0;
+        v->tls_warn_ns = now;
+    } else {
+        v->tls_refused++;
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (log) {
+        DFC_LOG(DFC_LOG_WARN, "vortex.tls_refused", "err=\"%s\" refused_since_last_warning=%llu",
+                dfc_error_msg(err), (unsigned long long)others);
+    }
+}
+
+/* The TLS handshake of an accepted connection by deadline; NULL when it failed (logged). */
+static struct dfc_tls_conn *tls_accept(struct dfd_vortex_server *v, int fd, int64_t deadline) {
+    struct dfc_sockaddr sa = {.len = sizeof(sa.ss)};
+    char ip[DFC_TLS_IP_MAX] = "?";
+    char peer[DFC_ADDR_STR_MAX];
+    unsigned port = 0;
+    if (getpeername(fd, (struct sockaddr *)&sa.ss, &sa.len) == 0) {
+        (void)dfc_addr_ip((struct sockaddr *)&sa.ss, ip, sizeof(ip));
+        port = dfc_addr_port(&sa.ss);
+    }
+    dfc_addr_format(ip, port, peer, sizeof(peer));
+    struct dfc_tls_conn *t = NULL;
+    struct dfc_error err = {0};
+    if (dfc_tls_accept(v->tls, fd, peer, deadline, &t, &err) < 0) {
+        tls_refused(v, &err);
+        drain(v, fd); /* so the client reads the alert that says why */
+        return NULL;
+    }
+    return t;
+}
+
 static void *conn_main(void *arg) {
     struct slot *sl = arg;
     struct dfd_vortex_server *v = sl->v;
     pthread_mutex_lock(&v->mu);
     int fd = sl->fd;
     pthread_mutex_unlock(&v->mu);
-    serve(v, fd);
+    /* The handshake and the request together within request_timeout. */
+    int64_t deadline = dfd_deadline_after(v->request_timeout_ns);
+    struct dfd_conn c = {.fd = fd, .tls = NULL};
+    if (v->tls == NULL) {
+        serve(v, &c, deadline);
+    } else if ((c.tls = tls_accept(v, fd, deadline)) != NULL) {
+        serve(v, &c, deadline);
+        dfc_tls_conn_free(c.tls);
+    }
     pthread_mutex_lock(&v->mu);
     close(fd);
     sl->fd = -1;
@@ -431,6 +539,7 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
         return dfc_error_set(err, -ENOMEM, "vortex server: out of memory");
     }
     v->storage = storage;
+    v->tls = o->tls;
     v->parent_id = parent_id;
     v->served_pieces = o->served_pieces;
     v->served_bytes = o->served_bytes;

@@ -23,6 +23,7 @@
 #include "dfc/error.h"
 
 struct dfc_metric;
+struct dfc_tls_ctx;
 struct dfd_storage;
 struct dfd_vortex_server;
 
@@ -38,6 +39,10 @@ struct dfd_vortex_server_opts {
      * counted; borrowed, outlive the server). */
     struct dfc_metric *served_pieces;
     struct dfc_metric *served_bytes;
+    /* TLS on the port (dfc/tls_ssl.h, a server context): every connection must complete a
+     * handshake, within request_timeout, before its request is read. NULL: plain TCP. Borrowed,
+     * outlives the server. */
+    struct dfc_tls_ctx *tls;
 };
 
 /* Binds, listens and starts serving on its own threads. */
