@@ -39,6 +39,7 @@
 #include "dfc/clock.h"
 #include "dfc/log.h"
 #include "rpc_server_internal.h"
+#include "rpc_tls.h"
 
 #define PRUNE_EVERY_MS 50
 #define LOG_EVERY_MS   10000
@@ -203,6 +204,10 @@ static void *accept_main(void *arg) {
             log_refused(l, &peer);
             continue;
         }
+        if (l->tcp && s->tls_handler != NULL) { /* TLS: core handshakes it (rpc_tls.c) */
+            dfc__tls_handoff(s->tls_handler, l->fd, fd);
+            continue;
+        }
         grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
         grpc_server_add_channel_from_fd(s->server, fd, creds); /* core owns fd from here */
         grpc_server_credentials_release(creds);
@@ -266,6 +271,9 @@ int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned
     struct sockaddr_storage sa = addr.ss;
     socklen_t sa_len = addr.len;
     r = listener_check(s, name, err);
+    if (r == 0 && s->tls_creds != NULL) {
+        r = dfc__server_listen_tls(s, name, err);
+    }
     struct own_listener *l = NULL;
     if (r < 0 || (r = listener_new(s, name, true, &l, err)) < 0) {
         return r;
