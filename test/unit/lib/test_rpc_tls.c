@@ -229,8 +229,200 @@ static void test_wrong_ca_client_is_refused(void **state) {
     refused_client(f, "client2");
 }
 
+static void test_expired_client_is_refused(void **state) {
+    struct fx *f = *state;
+    leaf(f, "ca", "old", "IP:127.0.0.2", "--expired");
+    start(f, DFC_TLS_MUTUAL, "server");
+    refused_client(f, "old");
+}
+
+/* A client without a certificate: refused by a mutual server, served by a server-auth one
+ * (unauthenticated). */
+static void test_no_client_cert(void **state) {
+    struct fx *f = *state;
+    char text[4096];
+    struct dfc_error err;
+    start(f, DFC_TLS_MUTUAL, "server");
+    assert_int_not_equal(ask(f, DFC_TLS_SERVER_AUTH, "client", NULL, 0, &err), 0);
+    dfc_rpc_server_free(f->server);
+    f->server = NULL;
+    start(f, DFC_TLS_SERVER_AUTH, "server");
+    assert_int_equal(ask(f, DFC_TLS_SERVER_AUTH, "client", text, sizeof(text), &err), 0);
+    assert_non_null(strstr(text, "ip=127.0.0.1 tls=1 auth=0 cn= ips= uris="));
+    /* a client that offers a certificate anyway is not asked for it */
+    assert_int_equal(ask(f, DFC_TLS_MUTUAL, "client", text, sizeof(text), &err), 0);
+    assert_non_null(strstr(text, "auth=0"));
+}
+
+/* The client refuses a server whose certificate does not chain to its CA, has expired or does
+ * not name the dialled IP; its error names the server's address. */
+static void refused_server(struct fx *f, const char *name) {
+    struct dfc_error err;
+    char addr[64];
+    start(f, DFC_TLS_MUTUAL, name);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", f->port);
+    assert_int_not_equal(ask(f, DFC_TLS_MUTUAL, "client", NULL, 0, &err), 0);
+    print_message("server %s: %s\n", name, err.msg);
+    assert_non_null(strstr(err.msg, addr));
+}
+
+static void test_wrong_ca_server_is_refused(void **state) {
+    struct fx *f = *state;
+    leaf(f, "ca2", "server2", "IP:127.0.0.1", "");
+    sh("cp %s/ca/ca.crt %s/server2/ca.crt", f->dir, f->dir); /* it trusts our clients */
+    refused_server(f, "server2");
+}
+
+static void test_expired_server_is_refused(void **state) {
+    struct fx *f = *state;
+    leaf(f, "ca", "oldserver", "IP:127.0.0.1", "--expired");
+    refused_server(f, "oldserver");
+}
+
+static void test_server_naming_another_ip_is_refused(void **state) {
+    struct fx *f = *state;
+    leaf(f, "ca", "elsewhere", "IP:127.0.0.9", "");
+    refused_server(f, "elsewhere");
+}
+
+/* A plaintext client gets nothing from a TLS port; TLS off still serves plaintext. */
+static void test_plaintext(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    char text[4096];
+    start(f, DFC_TLS_MUTUAL, "server");
+    assert_int_not_equal(ask(f, DFC_TLS_OFF, "client", NULL, 0, &err), 0);
+    dfc_rpc_server_free(f->server);
+    f->server = NULL;
+    start(f, DFC_TLS_OFF, "server");
+    assert_int_equal(ask(f, DFC_TLS_OFF, "client", text, sizeof(text), &err), 0);
+    assert_non_null(strstr(text, "ip=127.0.0.1 tls=0 auth=0"));
+    assert_int_not_equal(ask(f, DFC_TLS_MUTUAL, "client", NULL, 0, &err), 0);
+}
+
+struct closed_arg {
+    int fd;
+};
+
+static bool closed(void *arg) {
+    return test_closed_by_peer(((struct closed_arg *)arg)->fd);
+}
+
+/* A connection that never finishes its handshake is closed after the handshake timeout. */
+static void test_silent_connection_is_closed(void **state) {
+    struct fx *f = *state;
+    start(f, DFC_TLS_MUTUAL, "server");
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    struct closed_arg a = {socket(AF_INET, SOCK_STREAM, 0)};
+    assert_int_equal(connect(a.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    double t0 = test_now_ms();
+    assert_false(closed(&a));
+    assert_true(test_wait_for(closed, &a, 5000));
+    double ms = test_now_ms() - t0;
+    print_message("closed after %.0f ms\n", ms);
+    assert_true(ms >= 300 && ms < 3000); /* tls_handshake_timeout_ms is 500 */
+    close(a.fd);
+}
+
+/* Files the options name that cannot be read fail the server's creation. */
+static void test_missing_file(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_tls_files tf = files(f, "server", 0);
+    tf.key = "/nonexistent/tls.key";
+    struct dfc_rpc_server_opts o = {.tls = DFC_TLS_MUTUAL, .tls_files = tf};
+    assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "/nonexistent/tls.key"));
+    struct dfc_rpc_client *c = NULL;
+    struct dfc_rpc_client_opts co = {.tls = DFC_TLS_MUTUAL, .tls_files = tf};
+    assert_int_equal(dfc_rpc_client_new("127.0.0.1:1", &co, &c, &err), -ENOENT);
+}
+
+/* The serial of the certificate the server at port presents to a new connection. */
+static void served_serial(struct fx *f, char *buf, size_t size) {
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "openssl s_client -connect 127.0.0.1:%u -CAfile %s/ca/ca.crt -cert %s/client/tls.crt "
+             "-key %s/client/tls.key </dev/null 2>/dev/null | openssl x509 -noout -serial",
+             f->port, f->dir, f->dir, f->dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    if (fgets(buf, (int)size, p) == NULL) {
+        buf[0] = '\0';
+    }
+    pclose(p);
+}
+
+static void file_serial(const char *path, char *buf, size_t size) {
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "openssl x509 -noout -serial -in %s", path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    if (fgets(buf, (int)size, p) == NULL) {
+        buf[0] = '\0';
+    }
+    pclose(p);
+}
+
+static bool serial_is_new(void *arg) {
+    struct fx *f = arg;
+    char want[256], got[256];
+    char path[512];
+    snprintf(path, sizeof(path), "%s/server/tls.crt", f->dir);
+    file_serial(path, want, sizeof(want));
+    served_serial(f, got, sizeof(got));
+    return got[0] != '\0' && strcmp(want, got) == 0;
+}
+
+/* Rotation: the server's files are replaced (a new certificate from the same CA) while a
+ * stream is open; the stream goes on and ends OK, and a new connection gets the new
+ * certificate after the refresh. */
+static void test_rotation(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    start(f, DFC_TLS_MUTUAL, "server");
+    char target[64], before[256], after[256];
+    snprintf(target, sizeof(target), "127.0.0.1:%u", f->port);
+    served_serial(f, before, sizeof(before));
+    assert_true(before[0] != '\0');
+
+    struct dfc_rpc_client_opts o = {
+        .tls = DFC_TLS_MUTUAL, .tls_files = files(f, "client", 1), .tls_refresh_s = 1};
+    struct dfc_rpc_client *c;
+    struct dfc_rpc_stream *st;
+    assert_int_equal(dfc_rpc_client_new(target, &o, &c, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(c, &rt.chat, 30000, &st, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *m = NULL;
+    in.seq = 1;
+    assert_int_equal(dfc_rpc_stream_send(st, &in.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err), 1);
+    dfc_rpc_msg_free(m);
+
+    leaf(f, "ca", "server-new", "IP:127.0.0.1", "--cn server-new");
+    sh("cd %s && cp server-new/tls.key server/tls.key.tmp && cp server-new/tls.crt "
+       "server/tls.crt.tmp && mv server/tls.key.tmp server/tls.key && mv server/tls.crt.tmp "
+       "server/tls.crt",
+       f->dir);
+    assert_true(test_wait_for(serial_is_new, f, 10000));
+    served_serial(f, after, sizeof(after));
+    assert_string_not_equal(before, after);
+
+    in.seq = 2; /* the stream opened before the rotation goes on */
+    assert_int_equal(dfc_rpc_stream_send(st, &in.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err), 1);
+    assert_int_equal(((Dfc__Test__V1__Chunk *)m)->seq, 1002);
+    dfc_rpc_msg_free(m);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_finish(st, &err), 0);
+    dfc_rpc_stream_free(st);
+    dfc_rpc_client_free(c);
+    char text[4096]; /* and new calls work */
+    assert_int_equal(ask(f, DFC_TLS_MUTUAL, "client", text, sizeof(text), &err), 0);
+}
+
 int main(void) {
-    dfc_log_set_level(DFC_LOG_DEBUG);
     if (rpc_test_resolve() < 0) {
         return 1;
     }
@@ -238,6 +430,15 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_mutual_call_and_identity),
         T(test_wrong_ca_client_is_refused),
+        T(test_expired_client_is_refused),
+        T(test_no_client_cert),
+        T(test_wrong_ca_server_is_refused),
+        T(test_expired_server_is_refused),
+        T(test_server_naming_another_ip_is_refused),
+        T(test_plaintext),
+        T(test_silent_connection_is_closed),
+        T(test_missing_file),
+        T(test_rotation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
