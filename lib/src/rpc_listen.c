@@ -205,7 +205,7 @@ static void *accept_main(void *arg) {
             continue;
         }
         if (l->tcp && s->tls_handler != NULL) { /* TLS: core handshakes it (rpc_tls.c) */
-            dfc__tls_handoff(s->tls_handler, l->fd, fd);
+            dfc__tls_handoff(s->tls_handler, s->name, l->fd, fd);
             continue;
         }
         grpc_server_credentials *creds = grpc_insecure_server_credentials_create();

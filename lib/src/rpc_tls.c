@@ -23,10 +23,16 @@
  * policy and files share one reference-counted entry of a small list (cache_mu), freed with
  * its last client.
  *
- * Log lines. Core reports a refused handshake through gpr_log without the peer's address. Once
- * a TLS credential exists, core's lines go through this project's log (gpr_set_log_function):
- * a failed handshake becomes rpc.tls_handshake_failed; core's "Handshaking failed" (debug) line
- * carries the peer, so core logs at debug and the hook drops debug lines but that one.
+ * Connections. gRPC core 1.51 takes a TLS connection by fd only from its fd handler (what
+ * C++'s ExternalConnectionAcceptor uses): grpc_server_add_channel_from_fd() accepts insecure
+ * credentials only. So a TLS server adds core's listener at "external:dfc-tls" with its TLS
+ * credentials, core stores that listener's handler into the pointer a server channel arg
+ * names, and rpc_listen.c, which still accepts and caps the TCP connections, hands each fd to
+ * it (dfc__tls_handoff): core runs the handshake under GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS.
+ *
+ * Log lines. Once a TLS credential exists, core's lines go through this project's log
+ * (gpr_set_log_function: grpc.core, and its failed handshakes as rpc.tls_handshake_refused
+ * naming the peer, see "who failed a handshake" below).
  */
 #include "rpc_tls.h"
 
@@ -36,13 +42,156 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <grpc/support/alloc.h>
 #include <grpc/support/log.h>
 
 #include "dfc/addr.h"
+#include "dfc/clock.h"
 #include "dfc/log.h"
+
+/* ---- who failed a handshake ----
+ *
+ * Core logs a failed handshake without the peer's address, on the thread that ran it, before
+ * it closes the connection. The connections that rpc_listen.c hands over are remembered here
+ * (recent: fd, its socket's dev and ino, the peer); the log hook notes which of them are still
+ * open and queues the failure; the watcher thread then names the ones that closed within
+ * WATCH_MS: the refused peer (with any connection that happened to close in the same
+ * milliseconds). A failure no accepted connection matches is this process's own client
+ * refusing a server, whose error already names the address. */
+
+#define RECENT_MAX 128
+#define WATCH_MS   200
+#define FAIL_MAX   16
+
+struct recent {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    bool open;
+    char peer[DFC_ADDR_STR_MAX];
+    char server[32];
+};
+
+struct failure {
+    char reason[256];
+    unsigned char was_open[RECENT_MAX]; /* 1: recent[i] was open at the failure */
+};
+
+static pthread_mutex_t recent_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t recent_cv = PTHREAD_COND_INITIALIZER;
+static struct recent recent[RECENT_MAX]; /* guarded by recent_mu */
+static size_t recent_next;
+static struct failure fails[FAIL_MAX]; /* queued for the watcher, guarded by recent_mu */
+static size_t n_fails;
+static unsigned fails_dropped;
+static pthread_once_t watcher_once = PTHREAD_ONCE_INIT;
+
+/* Whether recent[i]'s socket is still open on its fd (recent_mu held). */
+static bool recent_alive(const struct recent *e) {
+    struct stat st;
+    return e->open && fstat(e->fd, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino;
+}
+
+static void name_refused(const struct failure *f) {
+    char peers[512] = "";
+    char server[32] = "";
+    size_t n = 0;
+    int64_t until = dfc_mono_ms() + WATCH_MS;
+    do {
+        usleep(5000);
+        pthread_mutex_lock(&recent_mu);
+        n = 0;
+        peers[0] = '\0';
+        for (size_t i = 0; i < RECENT_MAX; i++) {
+            if (f->was_open[i] && !recent_alive(&recent[i])) {
+                size_t len = strlen(peers);
+                snprintf(peers + len, sizeof(peers) - len, "%s%s", n ? "," : "",
+                         recent[i].peer);
+                snprintf(server, sizeof(server), "%s", recent[i].server);
+                n++;
+            }
+        }
+        pthread_mutex_unlock(&recent_mu);
+    } while (n == 0 && dfc_mono_ms() < until);
+    if (n > 0) {
+        DFC_LOG(DFC_LOG_WARN, "rpc.tls_handshake_refused", "server=%s peer=%s reason=\"%s\"",
+                server, peers, f->reason);
+    } else {
+        DFC_LOG(DFC_LOG_WARN, "rpc.tls_handshake_failed", "reason=\"%s\"", f->reason);
+    }
+}
+
+static void *watcher_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&recent_mu);
+    for (;;) {
+        while (n_fails == 0) {
+            pthread_cond_wait(&recent_cv, &recent_mu);
+        }
+        struct failure f = fails[0];
+        memmove(&fails[0], &fails[1], (n_fails - 1) * sizeof(fails[0]));
+        n_fails--;
+        unsigned dropped = fails_dropped;
+        fails_dropped = 0;
+        pthread_mutex_unlock(&recent_mu);
+        if (dropped > 0) {
+            DFC_LOG(DFC_LOG_WARN, "rpc.tls_handshake_failed", "unnamed=%u", dropped);
+        }
+        name_refused(&f);
+        pthread_mutex_lock(&recent_mu);
+    }
+    return NULL;
+}
+
+static void watcher_start(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, watcher_main, NULL) == 0) {
+        pthread_detach(t);
+    }
+}
+
+/* On core's thread, before it closes the connection: note what is open, queue the rest. */
+static void failure_note(const char *reason) {
+    pthread_once(&watcher_once, watcher_start);
+    pthread_mutex_lock(&recent_mu);
+    if (n_fails == FAIL_MAX) {
+        fails_dropped++;
+    } else {
+        struct failure *f = &fails[n_fails++];
+        snprintf(f->reason, sizeof(f->reason), "%s", reason);
+        for (size_t i = 0; i < RECENT_MAX; i++) {
+            recent[i].open = recent_alive(&recent[i]);
+            f->was_open[i] = recent[i].open;
+        }
+        pthread_cond_signal(&recent_cv);
+    }
+    pthread_mutex_unlock(&recent_mu);
+}
+
+static void recent_add(const char *server, int fd) {
+    struct stat st;
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    char ip[INET6_ADDRSTRLEN];
+    if (fstat(fd, &st) < 0 || getpeername(fd, (struct sockaddr *)&sa, &len) < 0 ||
+        dfc_addr_ip((const struct sockaddr *)&sa, ip, sizeof(ip)) < 0) {
+        return;
+    }
+    pthread_mutex_lock(&recent_mu);
+    struct recent *e = &recent[recent_next];
+    recent_next = (recent_next + 1) % RECENT_MAX;
+    e->fd = fd;
+    e->dev = st.st_dev;
+    e->ino = st.st_ino;
+    e->open = true;
+    dfc_addr_format(ip, dfc_addr_port(&sa), e->peer, sizeof(e->peer));
+    snprintf(e->server, sizeof(e->server), "%s", server);
+    pthread_mutex_unlock(&recent_mu);
+}
 
 /* ---- core's log lines ---- */
 
@@ -50,8 +199,7 @@ static void core_log(gpr_log_func_args *a) {
     const char *msg = a->message != NULL ? a->message : "";
     const char *hs = strstr(msg, "Handshake failed with fatal error ");
     if (hs != NULL) {
-        DFC_LOG(DFC_LOG_WARN, "rpc.tls_handshake_failed", "reason=\"%s\"",
-                hs + strlen("Handshake failed with fatal error "));
+        failure_note(hs + strlen("Handshake failed with fatal error "));
         return;
     }
     int level = a->severity == GPR_LOG_SEVERITY_ERROR  ? DFC_LOG_ERROR
@@ -223,7 +371,8 @@ void dfc__tls_client_put(struct dfc__tls_client *t) {
  * pending_read) takes fd over as a connection of the listener that made the handler. */
 typedef void (*fd_handle_fn)(void *self, int listener_fd, int fd, grpc_byte_buffer *pending);
 
-void dfc__tls_handoff(void *handler, int listener_fd, int fd) {
+void dfc__tls_handoff(void *handler, const char *server, int listener_fd, int fd) {
+    recent_add(server, fd);
     void *const *vtbl;
     memcpy(&vtbl, handler, sizeof(vtbl));
     fd_handle_fn handle;

@@ -50,8 +50,10 @@ void dfc__tls_handler_arg(void **slot, grpc_arg *ret);
 
 /* Hands the accepted connection fd of listening socket listener_fd to core's TLS listener
  * through its fd handler (core owns fd from here, as with grpc_server_add_channel_from_fd):
- * core runs the TLS handshake within the server's handshake timeout. */
-void dfc__tls_handoff(void *handler, int listener_fd, int fd);
+ * core runs the TLS handshake within the server's handshake timeout. The connection is
+ * remembered so that a refused handshake's log line names its peer; server names the server in
+ * that line. */
+void dfc__tls_handoff(void *handler, const char *server, int listener_fd, int fd);
 
 /* The IP address in core's peer string of call ("ipv4:10.0.0.1:5000", "ipv6:[::1]:5000") as
  * dfc_rpc_call_peer_ip() gives it. -ENOENT for another kind of peer ("unix:", "fd:"). */

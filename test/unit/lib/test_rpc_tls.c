@@ -214,7 +214,7 @@ static void refused_client(struct fx *f, const char *name) {
     log_start();
     assert_int_not_equal(ask(f, DFC_TLS_MUTUAL, name, NULL, 0, &err), 0);
     print_message("client %s: %s\n", name, err.msg);
-    struct want w = {"event=rpc.tls_handshake_failed", "peer=127.0.0.1:"};
+    struct want w = {"event=rpc.tls_handshake_refused", "peer=127.0.0.1:"};
     bool ok = test_wait_for(logged, &w, 5000);
     if (!ok) {
         print_message("%s", log_text);
