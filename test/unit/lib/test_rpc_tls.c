@@ -440,5 +440,5 @@ int main(void) {
         T(test_missing_file),
         T(test_rotation),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_run_group(tests, NULL, NULL);
 }
