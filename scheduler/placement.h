@@ -47,7 +47,7 @@ int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
 double sched_parent_score(const struct sched_host *parent, const struct sched_host *child);
 
 struct sched_placement_opts {
-    const char *advertise_ip;    /* remote_ip sent to dfdaemons; borrowed */
+    const char *advertise_ip; /* remote_ip sent to dfdaemons; borrowed */
     /* TLS of the calls to the dfdaemons (peer.tls.*): policy and files, borrowed; zero =
      * plaintext. */
     enum dfc_tls_policy tls;

@@ -75,10 +75,9 @@ int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opt
     args[1].value.integer = DFC_RPC_MAX_RECONNECT_BACKOFF_MS;
     grpc_channel_args chargs = {2, args};
     if (opts != NULL && opts->tls != DFC_TLS_OFF) {
-        int r = dfc__tls_client_get(opts->tls, &opts->tls_files,
-                                    opts->tls_refresh_s ? opts->tls_refresh_s
-                                                        : DFC_RPC_TLS_REFRESH_S,
-                                    &c->tls, err);
+        int r = dfc__tls_client_get(
+            opts->tls, &opts->tls_files,
+            opts->tls_refresh_s ? opts->tls_refresh_s : DFC_RPC_TLS_REFRESH_S, &c->tls, err);
         if (r < 0) {
             free(c);
             grpc_shutdown();

@@ -200,10 +200,9 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
      * connections that never do cannot pile up. */
     args[7].type = GRPC_ARG_INTEGER;
     args[7].key = (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
-    args[7].value.integer =
-        o.tls_handshake_timeout_ms > 0 && o.tls_handshake_timeout_ms < INT32_MAX
-            ? (int)o.tls_handshake_timeout_ms
-            : DFC_RPC_TLS_HANDSHAKE_TIMEOUT_MS;
+    args[7].value.integer = o.tls_handshake_timeout_ms > 0 && o.tls_handshake_timeout_ms < INT32_MAX
+                                ? (int)o.tls_handshake_timeout_ms
+                                : DFC_RPC_TLS_HANDSHAKE_TIMEOUT_MS;
     dfc__tls_handler_arg(&s->tls_handler, &args[8]);
     grpc_channel_args chargs = {s->tls_creds != NULL ? 9 : 7, args};
     s->server = grpc_server_create(&chargs, NULL);

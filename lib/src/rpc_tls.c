@@ -109,8 +109,7 @@ static void name_refused(const struct failure *f) {
         for (size_t i = 0; i < RECENT_MAX; i++) {
             if (f->was_open[i] && !recent_alive(&recent[i])) {
                 size_t len = strlen(peers);
-                snprintf(peers + len, sizeof(peers) - len, "%s%s", n ? "," : "",
-                         recent[i].peer);
+                snprintf(peers + len, sizeof(peers) - len, "%s%s", n ? "," : "", recent[i].peer);
                 snprintf(server, sizeof(server), "%s", recent[i].server);
                 n++;
             }
@@ -257,8 +256,8 @@ int dfc__tls_server_creds(const char *name, enum dfc_tls_policy p, const struct 
         grpc_tls_credentials_options_set_cert_request_type(
             o, GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     } else {
-        grpc_tls_credentials_options_set_cert_request_type(o,
-                                                           GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+        grpc_tls_credentials_options_set_cert_request_type(
+            o, GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
     }
     *ret = grpc_tls_server_credentials_create(o);
     if (*ret == NULL) {
@@ -439,9 +438,7 @@ static int peer_host_ip(const char *p, char *buf, size_t size) {
 int dfc__tls_peer_ip(grpc_call *call, char *buf, size_t size) {
     char *peer = grpc_call_get_peer(call);
     int r = -ENOENT;
-    if (peer != NULL && strncmp(peer, "ipv4:", 5) == 0) {
-        r = peer_host_ip(peer + 5, buf, size);
-    } else if (peer != NULL && strncmp(peer, "ipv6:", 5) == 0) {
+    if (peer != NULL && (strncmp(peer, "ipv4:", 5) == 0 || strncmp(peer, "ipv6:", 5) == 0)) {
         r = peer_host_ip(peer + 5, buf, size);
     }
     gpr_free(peer);
@@ -466,7 +463,8 @@ void dfc__tls_peer_identity(grpc_call *call, struct dfc_peer_identity *ret) {
         DFC_LOG(DFC_LOG_DEBUG, "rpc.tls_prop", "name=%s value=\"%.*s\"", p->name,
                 (int)p->value_length, p->value);
         if (strcmp(p->name, GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME) == 0) {
-            ret->tls = p->value_length == 3 && (memcmp(p->value, "tls", 3) == 0 || memcmp(p->value, "ssl", 3) == 0);
+            ret->tls = p->value_length == 3 &&
+                       (memcmp(p->value, "tls", 3) == 0 || memcmp(p->value, "ssl", 3) == 0);
         } else if (strcmp(p->name, GRPC_X509_CN_PROPERTY_NAME) == 0) {
             copy_value(ret->common_name, sizeof(ret->common_name), p);
         } else if (strcmp(p->name, GRPC_PEER_IP_PROPERTY_NAME) == 0 &&

@@ -23,8 +23,7 @@
  * name names the server in log lines. -ENOENT (err names the option) when a file cannot be
  * read. */
 int dfc__tls_server_creds(const char *name, enum dfc_tls_policy p, const struct dfc_tls_files *f,
-                          unsigned refresh_s, grpc_server_credentials **ret,
-                          struct dfc_error *err);
+                          unsigned refresh_s, grpc_server_credentials **ret, struct dfc_error *err);
 
 struct dfc__tls_client;
 

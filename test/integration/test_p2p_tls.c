@@ -5,7 +5,9 @@
  * scheduler over TLS, a task imported on A is exported on B (B asks A's DfdaemonUpload for its
  * pieces over TLS) and placed by the scheduler as a persistent replica (its pull on B's
  * DfdaemonUpload over TLS); a plaintext client, and a client with a certificate from another
- * CA, get nothing from a node's port, which logs the refused peer.
+ * CA, get nothing from a node's port, which logs the refused peer; a node takes a delete only
+ * from the scheduler's certificate, not from another node's connecting from the scheduler's
+ * address.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -235,6 +237,46 @@ static void test_strangers_are_refused(void **state) {
     assert_true(test_wait_for(refused_logged, NULL, 5000));
 }
 
+/* DeletePersistentCacheTask on A's TCP port from a client with dir/<name>'s certificate: the
+ * gRPC code, the message in err. */
+static int tcp_delete_as(const char *name, const char *id, struct dfc_error *err) {
+    char ca[300], cert[300], key[300];
+    snprintf(ca, sizeof(ca), "%s/%s/ca.crt", cl.dir, name);
+    snprintf(cert, sizeof(cert), "%s/%s/tls.crt", cl.dir, name);
+    snprintf(key, sizeof(key), "%s/%s/tls.key", cl.dir, name);
+    struct dfc_rpc_client_opts o = {.tls = DFC_TLS_MUTUAL, .tls_files = {ca, cert, key}};
+    struct dfc_rpc_client *c;
+    int r = dfc_rpc_client_new(A->upload_target, &o, &c, err);
+    if (r < 0) {
+        return dfc_error_to_grpc(r);
+    }
+    Dfdaemon__V2__DeletePersistentCacheTaskRequest req =
+        DFDAEMON__V2__DELETE_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = (char *)id;
+    ProtobufCMessage *resp = NULL;
+    r = dfc_rpc_unary(c, &hm.delete_task, &req.base, TIMEOUT_MS, &resp, err);
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_client_free(c);
+    return dfc_error_to_grpc(r);
+}
+
+/* Identity is authority: B's certificate cannot delete A's copy although B's call comes from
+ * 127.0.0.1, the scheduler's address (every loopback connection does); the scheduler's
+ * certificate can. */
+static void test_delete_only_with_the_schedulers_certificate(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], path[600];
+    import_on(A, 1 * MiB, 33, 1, src, sizeof(src), id);
+    p2p_content_path(A, id, path, sizeof(path));
+    struct dfc_error err;
+    assert_int_equal(tcp_delete_as("b", id, &err), DFC_GRPC_PERMISSION_DENIED);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "with a certificate naming 127.0.0.32"));
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(tcp_delete_as("scheduler", id, &err), DFC_GRPC_OK);
+    assert_int_not_equal(access(path, F_OK), 0);
+}
+
 int main(void) {
     if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
         return 1;
@@ -244,6 +286,7 @@ int main(void) {
         cmocka_unit_test(test_export_of_a_remote_task),
         cmocka_unit_test(test_persistent_replica_placed),
         cmocka_unit_test(test_strangers_are_refused),
+        cmocka_unit_test(test_delete_only_with_the_schedulers_certificate),
     };
     return test_run_group(tests, cluster_up, cluster_down);
 }

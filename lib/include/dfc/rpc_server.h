@@ -3,8 +3,8 @@
  *
  * Every gRPC core call of the project lives in the rpc_*.c files of lib/src (rpc_server.c,
  * rpc_listen.c, rpc_client.c, rpc_common.c, rpc_tls.c, ...; private headers rpc_internal.h,
- * rpc_server_internal.h and rpc_tls.h). The core C API changes between minor versions, so nothing else
- * includes <grpc/grpc.h> (docs/dragonfly-compat.md, "gRPC core").
+ * rpc_server_internal.h and rpc_tls.h). The core C API changes between minor versions, so nothing
+ * else includes <grpc/grpc.h> (docs/dragonfly-compat.md, "gRPC core").
  *
  * A service is a table of struct dfc_rpc_method rows. dfc_rpc_server_add_service() checks each
  * row against the protobuf-c service descriptor (method name, request and response types), so
@@ -157,8 +157,8 @@ struct dfc_rpc_server_opts {
 
 /* How often TLS certificate files are re-read (seconds), and how long a TLS handshake may take
  * before the connection is closed (ms). */
-#define DFC_RPC_TLS_REFRESH_S              10
-#define DFC_RPC_TLS_HANDSHAKE_TIMEOUT_MS   5000
+#define DFC_RPC_TLS_REFRESH_S            10
+#define DFC_RPC_TLS_HANDSHAKE_TIMEOUT_MS 5000
 
 #define DFC_RPC_DEFAULT_IDLE_TIMEOUT_MS   30000
 #define DFC_RPC_DEFAULT_MAX_CALLS_PER_UID 64

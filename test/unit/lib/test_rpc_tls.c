@@ -49,8 +49,8 @@ static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMe
     if (text == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    snprintf(text, 4096, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s", ip, id.tls,
-             id.authenticated, id.common_name, ips, uris);
+    snprintf(text, 4096, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s", ip, id.tls, id.authenticated,
+             id.common_name, ips, uris);
     out->data.data = (uint8_t *)text;
     out->data.len = strlen(text);
     return 0;
