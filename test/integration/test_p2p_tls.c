@@ -7,7 +7,8 @@
  * DfdaemonUpload over TLS); a plaintext client, and a client with a certificate from another
  * CA, get nothing from a node's port, which logs the refused peer; a node takes a delete only
  * from the scheduler's certificate, not from another node's connecting from the scheduler's
- * address.
+ * address; the scheduler takes AnnounceHost and DeleteHost for a host only from a certificate
+ * naming its address.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "dfc/error.h"
 #include "dfc/rpc_client.h"
 #include "dragonfly/dfdaemon.pb-c.h"
+#include "dragonfly/scheduler.pb-c.h"
 #include "p2p_harness.h"
 #include "redis_harness.h"
 #include "scheduler_harness.h"
@@ -32,9 +34,12 @@
 #define REPLICA_BOUND_MS 30000
 #define TIMEOUT_MS       60000
 
-static struct dfc_rpc_client_method sync_host_m;
+static struct dfc_rpc_client_method sync_host_m, announce_m, delete_host_m, list_hosts_m;
 static const struct dfc_rpc_client_row client_methods[] = {
     DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncHost", &sync_host_m),
+    DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "AnnounceHost", &announce_m),
+    DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "DeleteHost", &delete_host_m),
+    DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "ListHosts", &list_hosts_m),
 };
 
 static struct {
@@ -277,6 +282,69 @@ static void test_delete_only_with_the_schedulers_certificate(void **state) {
     assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* A client of the scheduler with dir/<name>'s certificate. */
+static struct dfc_rpc_client *sched_client_as(const char *name) {
+    static char paths[3][300];
+    snprintf(paths[0], sizeof(paths[0]), "%s/%s/ca.crt", cl.dir, name);
+    snprintf(paths[1], sizeof(paths[1]), "%s/%s/tls.crt", cl.dir, name);
+    snprintf(paths[2], sizeof(paths[2]), "%s/%s/tls.key", cl.dir, name);
+    struct dfc_rpc_client_opts o = {.tls = DFC_TLS_MUTUAL,
+                                    .tls_files = {paths[0], paths[1], paths[2]}};
+    struct dfc_rpc_client *c;
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_client_new(cl.sched.target, &o, &c, &err), 0);
+    return c;
+}
+
+/* Identity is authority at the scheduler: B's certificate may not announce a host at A's
+ * address, re-announce A's host id with its own address, nor delete A's host; A's own
+ * certificate may re-announce it. */
+static void test_host_only_by_its_identity(void **state) {
+    REQUIRE_CLUSTER();
+    struct dfc_error err;
+    struct dfc_rpc_client *b = sched_client_as("b");
+    Scheduler__V2__ListHostsRequest lreq = SCHEDULER__V2__LIST_HOSTS_REQUEST__INIT;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(dfc_rpc_unary(b, &list_hosts_m, &lreq.base, TIMEOUT_MS, &resp, &err), 0);
+    const Scheduler__V2__ListHostsResponse *list = (const void *)resp;
+    Common__V2__Host *ha = NULL;
+    for (size_t i = 0; i < list->n_hosts; i++) {
+        if (strcmp(list->hosts[i]->id, A->host_id) == 0) {
+            ha = list->hosts[i];
+        }
+    }
+    assert_non_null(ha);
+
+    Scheduler__V2__AnnounceHostRequest areq = SCHEDULER__V2__ANNOUNCE_HOST_REQUEST__INIT;
+    areq.host = ha;
+    ProtobufCMessage *empty = NULL;
+    assert_int_equal(dfc_rpc_unary(b, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err),
+                     -EACCES);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "a certificate naming 127.0.0.32 may not announce host"));
+
+    char *a_ip = ha->ip;
+    ha->ip = B->ip; /* A's id with B's own address: a take-over */
+    assert_int_equal(dfc_rpc_unary(b, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err),
+                     -EACCES);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "may not take over host"));
+    ha->ip = a_ip;
+
+    Scheduler__V2__DeleteHostRequest dreq = SCHEDULER__V2__DELETE_HOST_REQUEST__INIT;
+    dreq.host_id = A->host_id;
+    assert_int_equal(dfc_rpc_unary(b, &delete_host_m, &dreq.base, TIMEOUT_MS, &empty, &err),
+                     -EACCES);
+    assert_true(p2p_host_announced(&cl.redis, A->host_id));
+
+    struct dfc_rpc_client *a = sched_client_as("a");
+    assert_int_equal(dfc_rpc_unary(a, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err), 0);
+    dfc_rpc_msg_free(empty);
+    dfc_rpc_client_free(a);
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_client_free(b);
+}
+
 int main(void) {
     if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
         return 1;
@@ -287,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_persistent_replica_placed),
         cmocka_unit_test(test_strangers_are_refused),
         cmocka_unit_test(test_delete_only_with_the_schedulers_certificate),
+        cmocka_unit_test(test_host_only_by_its_identity),
     };
     return test_run_group(tests, cluster_up, cluster_down);
 }
