@@ -83,13 +83,30 @@ static void leaf(struct fx *f, const char *ca, const char *name, const char *san
     sh("bash %s leaf %s/%s %s/%s '%s' %s", MAKE_CERTS, f->dir, ca, f->dir, name, san, more);
 }
 
-static int setup(void **state) {
-    struct fx *f = calloc(1, sizeof(*f));
+/* One directory of certificates for the whole run (making them is the slow part): a CA, a
+ * second CA, the server's (naming 127.0.0.1) and a client's; tests add their own leaves. */
+static struct fx shared;
+
+static int group_setup(void **state) {
+    (void)state;
+    struct fx *f = &shared;
     test_mkdtemp(f->dir, sizeof(f->dir), "rpc-tls");
     sh("bash %s ca %s/ca && bash %s ca %s/ca2", MAKE_CERTS, f->dir, MAKE_CERTS, f->dir);
     leaf(f, "ca", "server", "IP:127.0.0.1", "--cn server");
     leaf(f, "ca", "client", "IP:127.0.0.2,URI:dragonfly://host/h1", "--cn node-1");
-    *state = f;
+    return 0;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    test_rmtree(shared.dir);
+    return 0;
+}
+
+static int setup(void **state) {
+    shared.server = NULL;
+    shared.port = 0;
+    *state = &shared;
     return 0;
 }
 
@@ -97,8 +114,7 @@ static int teardown(void **state) {
     struct fx *f = *state;
     dfc_log_set_sink(NULL, NULL);
     dfc_rpc_server_free(f->server);
-    test_rmtree(f->dir);
-    free(f);
+    f->server = NULL;
     return 0;
 }
 
@@ -369,7 +385,7 @@ static bool serial_is_new(void *arg) {
     struct fx *f = arg;
     char want[256], got[256];
     char path[512];
-    snprintf(path, sizeof(path), "%s/server/tls.crt", f->dir);
+    snprintf(path, sizeof(path), "%s/rot/tls.crt", f->dir);
     file_serial(path, want, sizeof(want));
     served_serial(f, got, sizeof(got));
     return got[0] != '\0' && strcmp(want, got) == 0;
@@ -381,7 +397,8 @@ static bool serial_is_new(void *arg) {
 static void test_rotation(void **state) {
     struct fx *f = *state;
     struct dfc_error err;
-    start(f, DFC_TLS_MUTUAL, "server");
+    leaf(f, "ca", "rot", "IP:127.0.0.1", "--cn rot");
+    start(f, DFC_TLS_MUTUAL, "rot");
     char target[64], before[256], after[256];
     snprintf(target, sizeof(target), "127.0.0.1:%u", f->port);
     served_serial(f, before, sizeof(before));
@@ -401,9 +418,8 @@ static void test_rotation(void **state) {
     dfc_rpc_msg_free(m);
 
     leaf(f, "ca", "server-new", "IP:127.0.0.1", "--cn server-new");
-    sh("cd %s && cp server-new/tls.key server/tls.key.tmp && cp server-new/tls.crt "
-       "server/tls.crt.tmp && mv server/tls.key.tmp server/tls.key && mv server/tls.crt.tmp "
-       "server/tls.crt",
+    sh("cd %s && cp server-new/tls.key rot/tls.key.tmp && cp server-new/tls.crt rot/tls.crt.tmp "
+       "&& mv rot/tls.key.tmp rot/tls.key && mv rot/tls.crt.tmp rot/tls.crt",
        f->dir);
     assert_true(test_wait_for(serial_is_new, f, 10000));
     served_serial(f, after, sizeof(after));
@@ -440,5 +456,5 @@ int main(void) {
         T(test_missing_file),
         T(test_rotation),
     };
-    return test_run_group(tests, NULL, NULL);
+    return test_run_group(tests, group_setup, group_teardown);
 }
