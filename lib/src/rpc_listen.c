@@ -4,6 +4,9 @@
  * records them by fd and hands the fd to gRPC core with grpc_server_add_channel_from_fd().
  * Core names such a call's peer "fd:<n>", which maps it back to its connection; a closed
  * connection's entry stays until a new connection reuses the fd number and overwrites it.
+ * With TLS on (opts.tls), a TCP connection goes to core's TLS listener instead
+ * (dfc__tls_handoff, rpc_tls.c), which handshakes it; the caps below apply all the same, and
+ * its calls' peer is "ipv4:<ip>:<port>" (dfc_rpc_call_peer_ip reads it from there).
  *
  * DESIGN: the connection caps. Every pod can connect, and each connection costs the daemon a
  * descriptor, so the accept thread caps open connections (max_conns) and open connections per

@@ -15,7 +15,7 @@
  *
  * Peer credentials and addresses. gRPC core does not expose SO_PEERCRED, nor the address of a
  * connection handed to it by fd: rpc_listen.c accepts Unix and TCP sockets itself and hands
- * each connection's fd to core (see there).
+ * each connection's fd to core (see there), to its TLS listener when TLS is on (rpc_tls.c).
  *
  * No caller starves the others. The socket is shared by every pod, so each scarce thing has
  * a bound: a stream that sends nothing (or takes nothing) for idle_timeout_ms is ended

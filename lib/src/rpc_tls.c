@@ -1,8 +1,8 @@
 /*
- * rpc_tls.c - TLS for the RPC layer: gRPC core's TLS credentials (grpc/grpc_security.h) over
- * certificate files in cert-manager's layout, a call's peer address and identity, and core's
- * log lines (a refused handshake among them) as this project's log lines. See rpc_tls.h and
- * docs/trust-model.md.
+ * rpc_tls.c - TLS for the RPC layer: gRPC core's TLS credentials over watched certificate files,
+ * accepted connections handed to core's TLS listener, a call's peer address and identity, and
+ * core's log lines with the peer of a refused handshake. See rpc_tls.h, grpc/grpc_security.h
+ * and docs/trust-model.md.
  *
  * DESIGN
  *

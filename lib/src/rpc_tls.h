@@ -1,7 +1,7 @@
 /*
- * rpc_tls.h - TLS credentials of the RPC layer (rpc_tls.c): gRPC core's TLS credentials over
- * certificate files that core re-reads, shared client credentials, the peer's address and
- * identity of a call, and the log line of a refused handshake. Private to lib/.
+ * rpc_tls.h - TLS in the RPC layer, private to lib/: server and shared client credentials over
+ * certificate files that core re-reads, the hand-over of accepted connections to core's TLS
+ * listener, a call's peer address and identity (rpc_tls.c).
  *
  * Ownership: dfc__tls_server_creds() returns a reference the caller releases
  * (grpc_server_credentials_release); a struct dfc__tls_client is shared and reference-counted

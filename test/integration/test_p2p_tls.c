@@ -318,15 +318,13 @@ static void test_host_only_by_its_identity(void **state) {
     Scheduler__V2__AnnounceHostRequest areq = SCHEDULER__V2__ANNOUNCE_HOST_REQUEST__INIT;
     areq.host = ha;
     ProtobufCMessage *empty = NULL;
-    assert_int_equal(dfc_rpc_unary(b, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err),
-                     -EACCES);
+    assert_int_equal(dfc_rpc_unary(b, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err), -EACCES);
     print_message("%s\n", err.msg);
     assert_non_null(strstr(err.msg, "a certificate naming 127.0.0.32 may not announce host"));
 
     char *a_ip = ha->ip;
     ha->ip = B->ip; /* A's id with B's own address: a take-over */
-    assert_int_equal(dfc_rpc_unary(b, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err),
-                     -EACCES);
+    assert_int_equal(dfc_rpc_unary(b, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err), -EACCES);
     print_message("%s\n", err.msg);
     assert_non_null(strstr(err.msg, "may not take over host"));
     ha->ip = a_ip;
