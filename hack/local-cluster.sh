@@ -27,6 +27,15 @@
 #   CLUSTER_LOG_LEVEL     the daemons' and the scheduler's log.level (default info)
 #   CLUSTER_GC_INTERVAL   the daemons' gc.interval (default 5s, so TTL expiry shows quickly)
 #   CLUSTER_SCHED_IP      the scheduler's address (default 127.0.0.1, see below)
+#   CLUSTER_TLS           mutual (default): mutual TLS between every process, one CA per
+#                         cluster (test/support/make-certs.sh); off: plaintext, as before
+#
+# TLS (an interface: keep the layout): the CA at $CLUSTER_DIR/tls/ca.crt (its key beside it),
+# node i's certificate and key at $CLUSTER_DIR/node<i>/tls/tls.crt and tls.key, the
+# scheduler's at $CLUSTER_DIR/scheduler/tls/tls.crt and tls.key, each directory with a copy of
+# ca.crt; every certificate's SAN is its process's IP address. A node uses its one identity on
+# every side (upload.server, upload.client, scheduler), the scheduler on both of its own
+# (server.tls, peer.tls).
 #
 # Addresses: Redis 127.0.0.1:<free port>; the scheduler 127.0.0.1:8002 (another free port if
 # 8002 is taken); node i on 127.0.0.(10+i), hostname dfc-node<i>, host id
@@ -42,11 +51,14 @@
 # (lo's primary address) unless the client binds another one, which gRPC's client does not. A
 # scheduler on 127.0.0.2 is therefore seen as a stranger at 127.0.0.1: its promotions are
 # refused and its pulls make cached, not persistent, copies. The flip side: the daemons' own
-# calls to each other also come from 127.0.0.1, so here they pass that check too.
+# calls to each other also come from 127.0.0.1, so here they pass that check too. With
+# CLUSTER_TLS=mutual (the default) the check is the caller's certificate instead (the
+# scheduler's names SCHED_IP; docs/trust-model.md), so the source address no longer matters.
 #
 # cluster.env defines: CLUSTER_NODES, REDIS_PORT, REDIS_ADDR, SCHED_IP, SCHED_PORT, SCHED_ADDR,
 # UPLOAD_PORT, VORTEX_PORT, REDIS_PREFIX (the scheduler's key prefix, docs/dragonfly-compat.md
-# section 7.2) and BIN_DIR (the absolute build dir).
+# section 7.2), BIN_DIR (the absolute build dir) and CLUSTER_TLS (mutual or off; a cluster made
+# before it existed is off).
 #
 # `up` is idempotent: on a running cluster of the same size it starts only what is not running.
 # `down` is idempotent too, and removes only a directory that holds a cluster.env.
@@ -61,6 +73,14 @@ up_timeout=${CLUSTER_UP_TIMEOUT:-30}
 log_level=${CLUSTER_LOG_LEVEL:-info}
 gc_interval=${CLUSTER_GC_INTERVAL:-5s}
 sched_ip=${CLUSTER_SCHED_IP:-127.0.0.1}
+cluster_tls=${CLUSTER_TLS:-mutual}
+case $cluster_tls in
+mutual | off) ;;
+*)
+    echo "local-cluster: CLUSTER_TLS is mutual or off" >&2
+    exit 1
+    ;;
+esac
 
 die() {
     echo "local-cluster: $*" >&2
@@ -213,8 +233,33 @@ start_redis() {
     die "redis-server did not start on 127.0.0.1:$REDIS_PORT"
 }
 
+# The cluster's CA, and a certificate naming $2 in directory $1 (both kept when there).
+make_cert() {
+    local out=$1 ip=$2
+    [ -f "$dir/tls/ca.crt" ] || bash "$root/test/support/make-certs.sh" ca "$dir/tls"
+    [ -f "$out/tls.crt" ] || bash "$root/test/support/make-certs.sh" leaf "$dir/tls" "$out" "IP:$ip"
+}
+
+# One side's TLS keys (caCert, cert, key) indented by $1, the files in directory $2.
+tls_keys() {
+    local pad=$1 d=$2
+    printf '%scaCert: "%s/ca.crt"\n%scert: "%s/tls.crt"\n%skey: "%s/tls.key"\n' \
+        "$pad" "$d" "$pad" "$d" "$pad" "$d"
+}
+
 write_scheduler_config() {
     mkdir -p "$dir/scheduler"
+    local server_tls="" tls=""
+    if [ "${CLUSTER_TLS:-off}" = mutual ]; then
+        make_cert "$dir/scheduler/tls" "$SCHED_IP"
+        server_tls="  tls:
+$(tls_keys "    " "$dir/scheduler/tls")"
+        tls="security:
+  tlsPolicy: mutual
+peer:
+  tls:
+$(tls_keys "    " "$dir/scheduler/tls")"
+    fi
     cat >"$dir/scheduler/scheduler.yaml" <<EOF
 # Written by hack/local-cluster.sh.
 server:
@@ -222,6 +267,7 @@ server:
   port: $SCHED_PORT
   advertiseIP: "$SCHED_IP"
   shutdownGrace: 2s
+$server_tls
 metrics:
   server:
     ip: "$SCHED_IP"
@@ -238,6 +284,7 @@ scheduler:
   replicaRepairInterval: 2s
 log:
   level: "$log_level"
+$tls
 EOF
 }
 
@@ -266,6 +313,16 @@ write_node_config() {
     ip=$(node_ip "$i")
     nd=$dir/node$i
     mkdir -p "$nd/storage" "$nd/run"
+    local sched_tls="" upload_tls="" security=""
+    if [ "${CLUSTER_TLS:-off}" = mutual ]; then
+        make_cert "$nd/tls" "$ip"
+        sched_tls=$(tls_keys "  " "$nd/tls")
+        upload_tls="$(tls_keys "    " "$nd/tls")
+  client:
+$(tls_keys "    " "$nd/tls")"
+        security="security:
+  tlsPolicy: mutual"
+    fi
     cat >"$nd/dfdaemon.yaml" <<EOF
 # Written by hack/local-cluster.sh: node $i of the local cluster.
 download:
@@ -284,10 +341,13 @@ host:
 scheduler:
   addrs: ["$SCHED_ADDR"]
   announceInterval: 2s
+$sched_tls
 upload:
   server:
     ip: "$ip"
     port: $UPLOAD_PORT
+$upload_tls
+$security
 metrics:
   server:
     ip: "$ip"
@@ -396,6 +456,7 @@ UPLOAD_PORT=$up
 VORTEX_PORT=$vp
 REDIS_PREFIX=scheduler:scheduler-clusters:1
 BIN_DIR=$build
+CLUSTER_TLS=$cluster_tls
 EOF
         load_env
         write_scheduler_config
