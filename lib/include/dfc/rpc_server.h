@@ -141,14 +141,14 @@ struct dfc_rpc_server_opts {
     const char *metrics_prefix; /* "dragonfly_dfdaemon_"; borrowed; NULL = "" */
 
     /* TLS on the TCP listeners of dfc_rpc_server_listen_tcp() (Unix sockets never use it).
-     * DFC_TLS_OFF (the zero value): plaintext, accepted by this layer (rpc_listen.c). Else the
-     * TCP port is gRPC core's own listener with TLS credentials (rpc_tls.c): the files are
+     * DFC_TLS_OFF (the zero value): plaintext. Else this layer still accepts (and caps) the
+     * TCP connections but hands them to gRPC core's TLS listener (rpc_tls.c): the files are
      * re-read every tls_refresh_s, so rotated files serve new handshakes without a restart
      * (connections and calls in flight keep theirs); a connection that has not finished its
      * handshake after tls_handshake_timeout_ms is closed; under DFC_TLS_MUTUAL a client must
      * present a certificate that chains to tls_files.ca_cert (dfc_rpc_call_peer_identity).
-     * The max_conns cap and the accept-time checks of rpc_listen.c do not apply to such a
-     * port (core accepts it). tls_files' paths are copied by dfc_rpc_server_new(). */
+     * A refused handshake is logged (rpc.tls_handshake_refused) naming the peer. The files
+     * must be readable when the server is created; their paths are copied. */
     enum dfc_tls_policy tls;
     struct dfc_tls_files tls_files;
     unsigned tls_refresh_s;           /* 0 = DFC_RPC_TLS_REFRESH_S */
