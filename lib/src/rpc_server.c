@@ -152,7 +152,7 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
 
     dfc__rpc_init();
     if (o.tls != DFC_TLS_OFF) {
-        int r = dfc__tls_server_creds(s->name, o.tls, &o.tls_files,
+        int r = dfc__tls_server_creds(o.tls, &o.tls_files,
                                       o.tls_refresh_s ? o.tls_refresh_s : DFC_RPC_TLS_REFRESH_S,
                                       &s->tls_creds, err);
         if (r < 0) {

@@ -229,10 +229,8 @@ static bool given(const char *path) {
     return path != NULL && path[0] != '\0';
 }
 
-int dfc__tls_server_creds(const char *name, enum dfc_tls_policy p, const struct dfc_tls_files *f,
-                          unsigned refresh_s, grpc_server_credentials **ret,
-                          struct dfc_error *err) {
-    (void)name;
+int dfc__tls_server_creds(enum dfc_tls_policy p, const struct dfc_tls_files *f, unsigned refresh_s,
+                          grpc_server_credentials **ret, struct dfc_error *err) {
     bool mutual = p == DFC_TLS_MUTUAL;
     int r = readable("certificate", f->cert, err);
     if (r == 0) {
@@ -460,8 +458,6 @@ void dfc__tls_peer_identity(grpc_call *call, struct dfc_peer_identity *ret) {
     grpc_auth_property_iterator it = grpc_auth_context_property_iterator(ctx);
     const grpc_auth_property *p;
     while ((p = grpc_auth_property_iterator_next(&it)) != NULL) {
-        DFC_LOG(DFC_LOG_DEBUG, "rpc.tls_prop", "name=%s value=\"%.*s\"", p->name,
-                (int)p->value_length, p->value);
         if (strcmp(p->name, GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME) == 0) {
             ret->tls = p->value_length == 3 &&
                        (memcmp(p->value, "tls", 3) == 0 || memcmp(p->value, "ssl", 3) == 0);

@@ -20,10 +20,9 @@
 #include "dfc/tls.h"
 
 /* Server credentials for policy p (not DFC_TLS_OFF) over f's files, re-read every refresh_s.
- * name names the server in log lines. -ENOENT (err names the option) when a file cannot be
- * read. */
-int dfc__tls_server_creds(const char *name, enum dfc_tls_policy p, const struct dfc_tls_files *f,
-                          unsigned refresh_s, grpc_server_credentials **ret, struct dfc_error *err);
+ * -ENOENT, or the errno of access(), with err naming the file when one cannot be read. */
+int dfc__tls_server_creds(enum dfc_tls_policy p, const struct dfc_tls_files *f, unsigned refresh_s,
+                          grpc_server_credentials **ret, struct dfc_error *err);
 
 struct dfc__tls_client;
 
