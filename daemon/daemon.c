@@ -215,6 +215,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .fetched_pieces = dfd_metrics_fetched_pieces(m),
         .fetched_bytes = dfd_metrics_fetched_bytes(m),
         .crc_failures = dfd_metrics_crc_failures(m),
+        .tls = cfg->tls,
+        .tls_files = dfd_tls_upload_client(cfg),
         .sched = {.s = svc->sched,
                   .stat_task = dfd_sched_stat_task,
                   .announce_open = dfd_sched_announce_peer_open,
@@ -244,7 +246,15 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .option_prefix = "upload.server.",
         .metrics = dfd_metrics_registry(m),
         .metrics_prefix = DFD_METRICS_PREFIX,
+        .tls = cfg->tls,
+        .tls_files = dfd_tls_upload_server(cfg),
     };
+    if (cfg->tls == DFC_TLS_OFF) {
+        DFC_LOG(DFC_LOG_WARN, "dfdaemon.tls_off",
+                "msg=\"TLS is off: DfdaemonUpload, Vortex and the calls to the schedulers and "
+                "other nodes are plaintext and unauthenticated (security.tlsPolicy, "
+                "upload.server.*, upload.client.*, scheduler.*; docs/trust-model.md)\"");
+    }
     if ((r = dfc_rpc_server_new(&opts, &pp->upload, err)) < 0 ||
         (r = dfd_service_register_tcp(svc, pp->upload, err)) < 0) {
         return r;

@@ -2,13 +2,14 @@
  * rpc_upload.c - dfdaemon.v2.DfdaemonUpload as served on TCP (upload.server.ip:port) to other
  * peers and the scheduler, as a method table with thin handlers.
  *
- * A TCP caller has no SO_PEERCRED and is trusted no further than its address: nothing here
+ * A TCP caller has no SO_PEERCRED and is trusted no further than its identity: nothing here
  * reads or writes a path a caller names (output_path and need_piece_content are refused: they
- * stay on the Unix socket), and what changes the store is accepted only from the scheduler's
- * addresses (dfd_sched_is_scheduler_ip): UpdatePersistentCacheTask, DeletePersistentCacheTask,
- * and the persistent flag of a DownloadPersistentCacheTask (the scheduler's replication pull;
- * anyone else's pull makes an ordinary, evictable copy). The ports belong on a trusted network,
- * as upstream's do.
+ * stay on the Unix socket), and what changes the store is accepted only from a scheduler
+ * (from_scheduler: under mutual TLS a certificate naming a scheduler's address, else a
+ * connection from one, dfd_sched_is_scheduler_ip): UpdatePersistentCacheTask,
+ * DeletePersistentCacheTask, and the persistent flag of a DownloadPersistentCacheTask (the
+ * scheduler's replication pull; anyone else's pull makes an ordinary, evictable copy). Without
+ * mutual TLS the ports belong on a trusted network, as upstream's do.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -33,19 +34,41 @@
 
 #define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
 
-/* Whether the caller is one of the schedulers; ip receives its address for messages. */
-static bool from_scheduler(const struct dfd_service *svc, struct dfc_rpc_call *call, char *ip,
+/* Whether the caller is one of the schedulers; who receives who it is, for messages. A caller
+ * with a verified client certificate (mutual TLS) is a scheduler when its certificate names a
+ * scheduler's address (a SAN IP among those of scheduler.addrs), whatever address it connects
+ * from; a caller without one (TLS off, or server-auth) when it connects from such an address,
+ * as before TLS (docs/trust-model.md). */
+static bool from_scheduler(const struct dfd_service *svc, struct dfc_rpc_call *call, char *who,
                            size_t size) {
-    if (dfc_rpc_call_peer_ip(call, ip, size) < 0) {
-        snprintf(ip, size, "an unknown address");
-        return false;
+    char ip[INET6_ADDRSTRLEN];
+    if (dfc_rpc_call_peer_ip(call, ip, sizeof(ip)) < 0) {
+        snprintf(ip, sizeof(ip), "an unknown address");
     }
-    return svc->sched != NULL && dfd_sched_is_scheduler_ip(svc->sched, ip);
+    struct dfc_peer_identity id;
+    dfc_rpc_call_peer_identity(call, &id);
+    if (id.authenticated) {
+        int n = snprintf(who, size, "%s with a certificate naming", ip);
+        bool yes = false;
+        for (unsigned i = 0; i < id.n_ips; i++) {
+            yes = yes || (svc->sched != NULL && dfd_sched_is_scheduler_ip(svc->sched, id.ips[i]));
+            if (n > 0 && (size_t)n < size) {
+                n += snprintf(who + n, size - (size_t)n, " %s", id.ips[i]);
+            }
+        }
+        if (id.n_ips == 0 && n > 0 && (size_t)n < size) {
+            snprintf(who + n, size - (size_t)n, " no IP");
+        }
+        return yes;
+    }
+    snprintf(who, size, "%s", ip);
+    return svc->sched != NULL && strcmp(ip, "an unknown address") != 0 &&
+           dfd_sched_is_scheduler_ip(svc->sched, ip);
 }
 
 static int need_scheduler(const struct dfd_service *svc, struct dfc_rpc_call *call,
                           const char *verb, struct dfc_error *err) {
-    char ip[INET6_ADDRSTRLEN + 32];
+    char ip[512];
     if (from_scheduler(svc, call, ip, sizeof(ip))) {
         return 0;
     }
@@ -81,7 +104,7 @@ static int download_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCM
     if (r < 0) {
         return r;
     }
-    char ip[INET6_ADDRSTRLEN + 32];
+    char ip[512];
     bool persistent = req->persistent && from_scheduler(svc, call, ip, sizeof(ip));
     dfc_rpc_call_log_field(call, "task_id", req->task_id);
     struct dfd_fetch f;

@@ -299,7 +299,9 @@ int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_
          * failed channel first tries one fresh connection (SCHED_RECONNECT_WAIT_MS), so a
          * restarted scheduler is used by the next call, not after gRPC's back-off. */
         struct dfc_rpc_client_opts opts = {.wait_for_ready = false,
-                                           .reconnect_wait_ms = SCHED_RECONNECT_WAIT_MS};
+                                           .reconnect_wait_ms = SCHED_RECONNECT_WAIT_MS,
+                                           .tls = cfg->tls,
+                                           .tls_files = dfd_tls_scheduler(cfg)};
         if ((r = dfc_rpc_client_new(addr, &opts, &a->client, err)) < 0) {
             dfc_error_prefix(err, "scheduler %s", addr);
             goto fail;

@@ -46,13 +46,13 @@
 # 2 x its 2 s announce interval is gone within ~10 s, replica repair every 2 s), so a killed
 # node's copies are restored within seconds.
 #
-# Why the scheduler is on 127.0.0.1: a daemon takes UpdatePersistentCacheTask, Delete and a
-# persistent replication pull over TCP only from the scheduler's address (scheduler.addrs), and
-# the kernel gives every connection to a 127.0.0.0/8 address the source address 127.0.0.1
-# (lo's primary address) unless the client binds another one, which gRPC's client does not. A
-# scheduler on 127.0.0.2 is therefore seen as a stranger at 127.0.0.1: its promotions are
-# refused and its pulls make cached, not persistent, copies. The flip side: the daemons' own
-# calls to each other also come from 127.0.0.1, so here they pass that check too.
+# Why the scheduler is on 127.0.0.1 by default: a daemon takes UpdatePersistentCacheTask,
+# Delete and a persistent replication pull only from a scheduler. With mutual TLS that is a
+# caller whose certificate names one of scheduler.addrs' IPs, wherever the call comes from. With
+# CLUSTER_TLS=off it is the caller's source address, and the kernel gives every connection to a
+# 127.0.0.0/8 address the source address 127.0.0.1 (lo's primary address) unless the client
+# binds another one, which gRPC's client does not: a scheduler elsewhere than 127.0.0.1 would be
+# a stranger then (and the daemons' own calls to each other, also from 127.0.0.1, pass).
 #
 # cluster.env defines: CLUSTER_NODES, REDIS_PORT, REDIS_ADDR, SCHED_IP, SCHED_PORT, SCHED_ADDR,
 # UPLOAD_PORT, VORTEX_PORT, REDIS_PREFIX (the scheduler's key prefix, docs/dragonfly-compat.md

@@ -44,25 +44,26 @@ int sched_dfdaemon_target(const struct sched_host *host, char *buf, size_t size,
 }
 
 /* Opens a client to host's dfdaemon; target receives the address for messages. */
-static int connect_host(const struct sched_host *host, char *target, size_t size,
-                        struct dfc_rpc_client **ret, struct dfc_error *err) {
+static int connect_host(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
+                        char *target, size_t size, struct dfc_rpc_client **ret,
+                        struct dfc_error *err) {
     int r = sched_dfdaemon_target(host, target, size, err);
     if (r < 0) {
         return r;
     }
-    r = dfc_rpc_client_new(target, NULL, ret, err);
+    r = dfc_rpc_client_new(target, &m->client, ret, err);
     if (r < 0) {
         return dfc_error_prefix(err, "dfdaemon %s", target);
     }
     return 0;
 }
 
-static int unary(const struct dfc_rpc_client_method *m, const struct sched_host *host,
-                 const char *what, const ProtobufCMessage *req, int64_t timeout_ms,
-                 struct dfc_error *err) {
+static int unary(const struct sched_dfdaemon_methods *ms, const struct dfc_rpc_client_method *m,
+                 const struct sched_host *host, const char *what, const ProtobufCMessage *req,
+                 int64_t timeout_ms, struct dfc_error *err) {
     char target[128];
     struct dfc_rpc_client *c = NULL;
-    int r = connect_host(host, target, sizeof(target), &c, err);
+    int r = connect_host(ms, host, target, sizeof(target), &c, err);
     if (r < 0) {
         return r;
     }
@@ -88,7 +89,7 @@ int sched_dfdaemon_update(const struct sched_dfdaemon_methods *m, const struct s
             DFDAEMON__V2__UPDATE_PERSISTENT_CACHE_TASK_REQUEST__OPT_REMOTE_IP_REMOTE_IP;
         req.remote_ip = (char *)remote_ip;
     }
-    return unary(&m->update, host, "UpdatePersistentCacheTask", &req.base, timeout_ms, err);
+    return unary(m, &m->update, host, "UpdatePersistentCacheTask", &req.base, timeout_ms, err);
 }
 
 int sched_dfdaemon_delete(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
@@ -102,7 +103,7 @@ int sched_dfdaemon_delete(const struct sched_dfdaemon_methods *m, const struct s
             DFDAEMON__V2__DELETE_PERSISTENT_CACHE_TASK_REQUEST__OPT_REMOTE_IP_REMOTE_IP;
         req.remote_ip = (char *)remote_ip;
     }
-    return unary(&m->delete_task, host, "DeletePersistentCacheTask", &req.base, timeout_ms, err);
+    return unary(m, &m->delete_task, host, "DeletePersistentCacheTask", &req.base, timeout_ms, err);
 }
 
 void sched_dfdaemon_cancel_init(struct sched_dfdaemon_cancel *c) {
@@ -158,7 +159,7 @@ int sched_dfdaemon_download(const struct sched_dfdaemon_methods *m, const struct
 
     char target[128];
     struct dfc_rpc_client *c = NULL;
-    int r = connect_host(host, target, sizeof(target), &c, err);
+    int r = connect_host(m, host, target, sizeof(target), &c, err);
     if (r < 0) {
         return r;
     }

@@ -30,6 +30,9 @@
 
 struct sched_dfdaemon_methods {
     struct dfc_rpc_client_method update, download, delete_task;
+    /* How calls reach the nodes: TLS policy and files (peer.tls.*); zero = plaintext. Set by
+     * the owner after sched_dfdaemon_methods_resolve(); the paths are borrowed. */
+    struct dfc_rpc_client_opts client;
 };
 
 int sched_dfdaemon_methods_resolve(struct sched_dfdaemon_methods *m, struct dfc_error *err);

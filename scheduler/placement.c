@@ -249,6 +249,8 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
         free(p);
         return r;
     }
+    p->m.client.tls = opts->tls;
+    p->m.client.tls_files = opts->tls_files;
     p->store = s;
     p->tail = &p->head;
     p->repair_interval_ns = opts->repair_interval_ns > 0 ? opts->repair_interval_ns : 0;

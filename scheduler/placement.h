@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "dfc/error.h"
+#include "dfc/tls.h"
 #include "model.h"
 #include "store.h"
 
@@ -46,7 +47,11 @@ int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
 double sched_parent_score(const struct sched_host *parent, const struct sched_host *child);
 
 struct sched_placement_opts {
-    const char *advertise_ip;    /* remote_ip sent to dfdaemons; borrowed */
+    const char *advertise_ip; /* remote_ip sent to dfdaemons; borrowed */
+    /* TLS of the calls to the dfdaemons (peer.tls.*): policy and files, borrowed; zero =
+     * plaintext. */
+    enum dfc_tls_policy tls;
+    struct dfc_tls_files tls_files;
     int64_t repair_interval_ns;  /* scheduler.replicaRepairInterval; 0 = no repair loop */
     unsigned repair_concurrency; /* scheduler.replicaRepairConcurrency: replications in flight
                                     (worker threads), whoever queued them; 0 = 4; more than 256

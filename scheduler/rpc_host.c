@@ -5,11 +5,15 @@
  * P:persistent-cache-hosts:<id>, ListHosts lists that set, DeleteHost removes a host (and its
  * peers) whichever instance it was announced to. Without Redis an instance keeps the hosts
  * announced to it in memory, as upstream's standard host manager.
+ *
+ * Under mutual TLS a caller announces or deletes only a host at one of its certificate's
+ * addresses, and cannot re-announce a stored host id with another address (authz.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "authz.h"
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
 #include "dfc/units.h"
@@ -124,6 +128,9 @@ int sched__announce_host(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         return r;
     }
     dfc_rpc_call_log_field(call, "host_id", req->host->id);
+    if ((r = sched_authz_host(call, "announce", req->host->id, req->host->ip, err)) < 0) {
+        return r;
+    }
     if (svc->store == NULL) {
         return mem_announce(svc, req->host, err);
     }
@@ -137,6 +144,10 @@ int sched__announce_host(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         memset(&h, 0, sizeof(h));
         h.created_at = now;
     } else if (r < 0) {
+        return r;
+    } else if (h.ip != NULL && strcmp(h.ip, req->host->ip) != 0 &&
+               (r = sched_authz_host(call, "take over", req->host->id, h.ip, err)) < 0) {
+        sched_host_done(&h); /* stored with another address that the caller does not hold */
         return r;
     }
     r = sched__host_from_proto(req->host, &h, err);
@@ -159,6 +170,10 @@ static int redis_delete_host(struct sched_service *svc, struct dfc_rpc_call *cal
     struct sched_host h = {0};
     int r = sched_host_load(svc->store, dl, id, &h, err);
     bool found = r == 0;
+    if (found && h.ip != NULL && (r = sched_authz_host(call, "delete", id, h.ip, err)) < 0) {
+        sched_host_done(&h);
+        return r;
+    }
     sched_host_done(&h);
     if (r < 0 && r != -ENOENT) {
         return r;

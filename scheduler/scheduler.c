@@ -45,6 +45,8 @@ static int open_redis(const struct sched_config *cfg, const struct sched_metrics
     };
     struct sched_placement_opts po = {
         .advertise_ip = cfg->advertise_ip,
+        .tls = cfg->tls,
+        .tls_files = sched_tls_peer(cfg),
         .repair_interval_ns = cfg->repair_interval,
         .repair_concurrency = (unsigned)cfg->repair_concurrency,
         .host_gc_interval_ns = cfg->host_gc_interval,
@@ -107,7 +109,15 @@ int sched_run(const struct sched_config *cfg, const struct dfc_server_run *run,
         .option_prefix = "server.",
         .metrics = metrics.registry,
         .metrics_prefix = SCHED_METRICS_PREFIX,
+        .tls = cfg->tls,
+        .tls_files = sched_tls_server(cfg),
     };
+    if (cfg->tls == DFC_TLS_OFF) {
+        DFC_LOG(DFC_LOG_WARN, "scheduler.tls_off",
+                "msg=\"TLS is off: the gRPC port and the calls to the nodes are plaintext and "
+                "unauthenticated (security.tlsPolicy, server.tls.*, peer.tls.*; "
+                "docs/trust-model.md)\"");
+    }
     /* Accepted by the RPC layer itself, so the connections are capped (max_conns). */
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = sched_service_register(&svc, server, err)) < 0 ||

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "dfc/error.h"
+#include "dfc/tls.h"
 #include "p2p/sched_ops.h"
 #include "storage/storage.h"
 
@@ -63,6 +64,10 @@ struct dfd_p2p_opts {
     /* TLS to the parents' Vortex servers: a client context (dfc/tls_ssl.h), or NULL for plain
      * TCP. */
     struct dfc_tls_ctx *vortex_tls;
+    /* TLS of the calls to parents' DfdaemonUpload (upload.client.*): policy and files, the
+     * paths borrowed for the engine's life; zero = plaintext. */
+    enum dfc_tls_policy tls;
+    struct dfc_tls_files tls_files;
 };
 
 int dfd_p2p_new(struct dfd_storage *storage, const struct dfd_p2p_opts *o, struct dfd_p2p **ret,

@@ -128,7 +128,8 @@ static void sync_parent(struct run *rd, size_t k) {
     req.interested_piece_numbers = rd->missing;
     req.n_interested_piece_numbers = rd->n_missing;
     size_t reported = 0;
-    int r = dfc_rpc_client_new(target, NULL, &c, &err);
+    struct dfc_rpc_client_opts co = {.tls = rd->p->o.tls, .tls_files = rd->p->o.tls_files};
+    int r = dfc_rpc_client_new(target, &co, &c, &err);
     if (r == 0) {
         r = dfc_rpc_stream_open(c, &rd->p->sync_pieces, rd->p->o.piece_timeout_ns / DFC_NS_PER_MS,
                                 &st, &err);

@@ -30,6 +30,7 @@
 #include "dfc/units.h"
 #include "rpc_internal.h"
 #include "rpc_server_internal.h"
+#include "rpc_tls.h"
 
 /* ---- waiters ---- */
 
@@ -361,12 +362,29 @@ int dfc_rpc_call_peer_cred(struct dfc_rpc_call *c, struct ucred *ret_cred) {
 
 int dfc_rpc_call_peer_ip(struct dfc_rpc_call *c, char *buf, size_t size) {
     int fd = call_fd(c);
-    return fd >= 0 ? dfc__listener_peer_ip(c->server, fd, buf, size) : -ENOENT;
+    if (fd >= 0) {
+        return dfc__listener_peer_ip(c->server, fd, buf, size);
+    }
+    /* A TLS port is core's listener: its calls' peers are "ipv4:..." or "ipv6:..." */
+    return c->server->tls_creds != NULL ? dfc__tls_peer_ip(c->call, buf, size) : -ENOENT;
+}
+
+int dfc_rpc_call_peer_identity(struct dfc_rpc_call *c, struct dfc_peer_identity *ret) {
+    dfc__tls_peer_identity(c->call, ret);
+    return 0;
 }
 
 int dfc_rpc_call_remote(struct dfc_rpc_call *c, char *buf, size_t size) {
     struct ucred cred;
-    int r = dfc_rpc_call_peer_ip(c, buf, size);
+    struct dfc_peer_identity id;
+    int r;
+    if (dfc_rpc_call_peer_identity(c, &id) == 0 && id.authenticated) {
+        /* The certificate, not the address: nodes behind one address keep their own share. */
+        const char *who = id.n_uris > 0 ? id.uris[0] : id.n_ips > 0 ? id.ips[0] : id.common_name;
+        r = snprintf(buf, size, "cert:%s", who);
+        return r < 0 || (size_t)r >= size ? -ENAMETOOLONG : 0;
+    }
+    r = dfc_rpc_call_peer_ip(c, buf, size);
     if (r != -ENOENT) {
         return r;
     }

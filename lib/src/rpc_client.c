@@ -27,9 +27,11 @@
 
 #include "dfc/rpc_server.h" /* DFC_RPC_DEFAULT_MAX_MSG, dfc_rpc_msg_free */
 #include "rpc_internal.h"
+#include "rpc_tls.h"
 
 struct dfc_rpc_client {
     grpc_channel *channel;
+    struct dfc__tls_client *tls; /* shared TLS credentials; NULL without TLS */
     bool wait_for_ready;
     int reconnect_wait_ms;
 };
@@ -72,10 +74,23 @@ int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opt
     args[1].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[1].value.integer = DFC_RPC_MAX_RECONNECT_BACKOFF_MS;
     grpc_channel_args chargs = {2, args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    c->channel = grpc_channel_create(target, creds, &chargs);
-    grpc_channel_credentials_release(creds);
+    if (opts != NULL && opts->tls != DFC_TLS_OFF) {
+        int r = dfc__tls_client_get(
+            opts->tls, &opts->tls_files,
+            opts->tls_refresh_s ? opts->tls_refresh_s : DFC_RPC_TLS_REFRESH_S, &c->tls, err);
+        if (r < 0) {
+            free(c);
+            grpc_shutdown();
+            return r;
+        }
+        c->channel = grpc_channel_create(target, dfc__tls_client_creds(c->tls), &chargs);
+    } else {
+        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+        c->channel = grpc_channel_create(target, creds, &chargs);
+        grpc_channel_credentials_release(creds);
+    }
     if (c->channel == NULL) {
+        dfc__tls_client_put(c->tls);
         free(c);
         grpc_shutdown();
         return dfc_error_set(err, -EINVAL, "cannot create a channel to %s", target);
@@ -89,6 +104,7 @@ void dfc_rpc_client_free(struct dfc_rpc_client *c) {
         return;
     }
     grpc_channel_destroy(c->channel);
+    dfc__tls_client_put(c->tls);
     free(c);
     grpc_shutdown();
 }

@@ -4,6 +4,9 @@
  * records them by fd and hands the fd to gRPC core with grpc_server_add_channel_from_fd().
  * Core names such a call's peer "fd:<n>", which maps it back to its connection; a closed
  * connection's entry stays until a new connection reuses the fd number and overwrites it.
+ * With TLS on (opts.tls), a TCP connection goes to core's TLS listener instead
+ * (dfc__tls_handoff, rpc_tls.c), which handshakes it; the caps below apply all the same, and
+ * its calls' peer is "ipv4:<ip>:<port>" (dfc_rpc_call_peer_ip reads it from there).
  *
  * DESIGN: the connection caps. Every pod can connect, and each connection costs the daemon a
  * descriptor, so the accept thread caps open connections (max_conns) and open connections per
@@ -23,8 +26,9 @@
  *
  * DESIGN: silent TCP connections. Core would keep a connection that never sends a byte until
  * its idle timeout (minutes), holding a slot of the caps. So an admitted TCP connection first
- * waits in the accept thread's own poll set (conn_gate.h) until the whole HTTP/2 client
- * preface (24 bytes) has arrived, and only then goes to core; one still short of it after
+ * waits in the accept thread's own poll set (conn_gate.h) until its first 24 bytes (the whole
+ * HTTP/2 client preface, or with TLS the start of the ClientHello) have arrived (SO_RCVLOWAT:
+ * nothing is read), and only then goes to core; one still short of it after
  * first_bytes_timeout_ms (trickling bytes does not extend it) is closed, with a rate-limited
  * rpc.connection_silent line. A waiting connection counts against the caps like any other.
  */
@@ -48,6 +52,7 @@
 #include "dfc/log.h"
 #include "conn_gate.h"
 #include "rpc_server_internal.h"
+#include "rpc_tls.h"
 
 #define PRUNE_EVERY_MS 50
 #define LOG_EVERY_MS   10000
@@ -194,7 +199,14 @@ static void conn_close(struct dfc_rpc_server *s, int fd, char *ip, size_t ip_siz
     (void)close(fd);
 }
 
-static void hand_to_core(struct dfc_rpc_server *s, int fd) {
+/* Hands fd to core: to its TLS listener when the server has TLS (rpc_tls.c handshakes it there),
+ * else as a plaintext channel. Core owns fd from here. */
+static void hand_to_core(struct own_listener *l, int fd) {
+    struct dfc_rpc_server *s = l->server;
+    if (l->tcp && s->tls_handler != NULL) {
+        dfc__tls_handoff(s->tls_handler, s->name, l->fd, fd);
+        return;
+    }
     grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
     grpc_server_add_channel_from_fd(s->server, fd, creds); /* core owns fd from here */
     grpc_server_credentials_release(creds);
@@ -231,7 +243,7 @@ static void accept_one(struct own_listener *l, struct conn_gate *gate) {
         return;
     }
     if (!l->tcp || s->first_bytes_timeout_ms < 0) {
-        hand_to_core(s, fd);
+        hand_to_core(l, fd);
     } else if (conn_gate_add(gate, fd, PREFACE_LEN, dfc_mono_ms() + s->first_bytes_timeout_ms,
                              NULL) < 0) {
         conn_close(s, fd, NULL, 0);
@@ -247,7 +259,7 @@ static void gate_sweep(struct own_listener *l, struct conn_gate *gate) {
         short ev = gate->pfd[CONN_GATE_FIXED + i].revents;
         bool late = gate->wait[i].deadline_ms <= now;
         if ((ev & POLLIN) != 0) {
-            hand_to_core(s, conn_gate_take(gate, i, NULL));
+            hand_to_core(l, conn_gate_take(gate, i, NULL));
         } else if (ev != 0 || late) {
             char ip[INET6_ADDRSTRLEN] = "";
             conn_close(s, conn_gate_take(gate, i, NULL), ip, sizeof(ip));
@@ -347,6 +359,9 @@ int dfc_rpc_server_listen_tcp(struct dfc_rpc_server *s, const char *ip, unsigned
     struct sockaddr_storage sa = addr.ss;
     socklen_t sa_len = addr.len;
     r = listener_check(s, name, err);
+    if (r == 0 && s->tls_creds != NULL) {
+        r = dfc__server_listen_tls(s, name, err);
+    }
     struct own_listener *l = NULL;
     if (r < 0 || (r = listener_new(s, name, true, &l, err)) < 0) {
         return r;

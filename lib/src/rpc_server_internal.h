@@ -9,6 +9,7 @@
  *   rpc_call.c         what handlers call: recv, send, cancellation, metadata, the arena
  *   rpc_listen.c       Unix and TCP sockets accepted by the layer (SO_PEERCRED, peer address)
  *   rpc_limits.c       counts by uid, rate-limited log lines
+ *   rpc_tls.c          TLS credentials, a call's peer address and identity over TLS
  */
 #ifndef DFC_RPC_SERVER_INTERNAL_H
 #define DFC_RPC_SERVER_INTERNAL_H
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
 
 #include "dfc/keycount.h"
 #include "dfc/rpc_server.h"
@@ -181,6 +183,12 @@ struct dfc_rpc_server {
     struct registered *methods;
     size_t n_methods;
 
+    /* TLS on listen_tcp ports (opts.tls); NULL when off. Set at creation, then read-only.
+     * tls_handler: core's fd handler of its TLS listener, set by the first listen_tcp
+     * (rpc_tls.h); rpc_listen.c hands accepted TCP connections to it. */
+    grpc_server_credentials *tls_creds;
+    void *tls_handler;
+
     char *unix_paths[MAX_LISTENERS];
     size_t n_unix_paths;
     struct own_listener *own[MAX_LISTENERS];
@@ -260,6 +268,12 @@ void dfc__pool_enqueue(struct dfc_rpc_server *s, struct dfc_rpc_call *c);
 
 /* Stops the workers once their calls are done and joins them (shutdown). */
 void dfc__pool_stop(struct dfc_rpc_server *s);
+
+/* ---- rpc_server.c ---- */
+
+/* Makes core's TLS listener (once per server) whose fd handler takes the connections of
+ * s's listen_tcp sockets (TLS on). */
+int dfc__server_listen_tls(struct dfc_rpc_server *s, const char *name, struct dfc_error *err);
 
 /* ---- rpc_listen.c ---- */
 

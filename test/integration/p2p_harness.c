@@ -25,16 +25,26 @@ int p2p_free_port(const char *ip) {
 
 static void write_config(FILE *f, const struct harness *h, void *arg) {
     const struct p2p_node *n = arg;
+    const char *d = n->tls_dir;
     fprintf(f,
             "download:\n  server:\n    socketPath: %s\n"
             "storage:\n  dir: %s\n  server:\n    ip: %s\n    tcpPort: %d\n"
             "log:\n  level: info\n"
             "gc:\n  interval: 1h\n"
             "host:\n  ip: %s\n  hostname: %s\n"
-            "scheduler:\n  addrs:\n    - %s\n  announceInterval: 1s\n"
-            "upload:\n  server:\n    ip: %s\n    port: %d\n",
-            h->socket, h->store, n->ip, n->vortex_port, n->ip, n->hostname, n->sched_addr, n->ip,
-            n->upload_port);
+            "scheduler:\n  addrs:\n    - %s\n  announceInterval: 1s\n",
+            h->socket, h->store, n->ip, n->vortex_port, n->ip, n->hostname, n->sched_addr);
+    if (d[0] != '\0') { /* one identity for every side, as the local cluster does */
+        fprintf(f, "  caCert: %s/ca.crt\n  cert: %s/tls.crt\n  key: %s/tls.key\n", d, d, d);
+    }
+    fprintf(f, "upload:\n  server:\n    ip: %s\n    port: %d\n", n->ip, n->upload_port);
+    if (d[0] != '\0') {
+        fprintf(f,
+                "    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n"
+                "  client:\n    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n"
+                "security:\n  tlsPolicy: mutual\n",
+                d, d, d, d, d, d);
+    }
 }
 
 bool p2p_host_announced(const struct redis_server *redis, const char *host_id) {
@@ -46,7 +56,14 @@ bool p2p_host_announced(const struct redis_server *redis, const char *host_id) {
 
 void p2p_node_start(struct p2p_node *n, const char *ip, const char *name, const char *sched_addr,
                     const struct redis_server *redis) {
+    p2p_node_start_tls(n, ip, name, sched_addr, redis, NULL);
+}
+
+void p2p_node_start_tls(struct p2p_node *n, const char *ip, const char *name,
+                        const char *sched_addr, const struct redis_server *redis,
+                        const char *tls_dir) {
     memset(n, 0, sizeof(*n));
+    snprintf(n->tls_dir, sizeof(n->tls_dir), "%s", tls_dir != NULL ? tls_dir : "");
     snprintf(n->ip, sizeof(n->ip), "%s", ip);
     snprintf(n->hostname, sizeof(n->hostname), "%s", name);
     snprintf(n->sched_addr, sizeof(n->sched_addr), "%s", sched_addr);

@@ -112,13 +112,35 @@ static void spawn(struct sched_harness *h, int port) {
     abort();
 }
 
+static void start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml,
+                  unsigned metrics_port, const char *tls_dir);
+
 void sched_harness_start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml) {
-    sched_harness_start_metrics(h, redis_addr, extra_yaml, 0);
+    start(h, redis_addr, extra_yaml, 0, NULL);
+}
+
+void sched_harness_start_tls(struct sched_harness *h, const char *redis_addr, const char *tls_dir) {
+    char yaml[2048];
+    snprintf(yaml, sizeof(yaml),
+             "security:\n  tlsPolicy: mutual\n"
+             "peer:\n  tls:\n    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n",
+             tls_dir, tls_dir, tls_dir);
+    start(h, redis_addr, yaml, 0, tls_dir);
 }
 
 void sched_harness_start_metrics(struct sched_harness *h, const char *redis_addr,
                                  const char *extra_yaml, unsigned metrics_port) {
+    start(h, redis_addr, extra_yaml, metrics_port, NULL);
+}
+
+/* Writes the config (the server's TLS files from tls_dir, NULL = none) and starts the
+ * scheduler; h need not be initialised. */
+static void start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml,
+                  unsigned metrics_port, const char *tls_dir) {
     memset(h, 0, sizeof(*h));
+    if (tls_dir != NULL) {
+        snprintf(h->server_tls_dir, sizeof(h->server_tls_dir), "%s", tls_dir);
+    }
     h->metrics_port = metrics_port;
     test_mkdtemp(h->dir, sizeof(h->dir), "sched");
     snprintf(h->config, sizeof(h->config), "%s/scheduler.yaml", h->dir);
@@ -127,8 +149,12 @@ void sched_harness_start_metrics(struct sched_harness *h, const char *redis_addr
     if (f == NULL) {
         die("write config");
     }
+    fprintf(f, "server:\n  listenIP: 127.0.0.1\n  port: 0\n  advertiseIP: 127.0.0.1\n");
+    if (tls_dir != NULL) {
+        fprintf(f, "  tls:\n    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n",
+                tls_dir, tls_dir, tls_dir);
+    }
     fprintf(f,
-            "server:\n  listenIP: 127.0.0.1\n  port: 0\n  advertiseIP: 127.0.0.1\n"
             "database:\n  redis:\n    addrs: [%s]\n"
             "log:\n  level: debug\n%s",
             redis_addr != NULL ? redis_addr : "", extra_yaml != NULL ? extra_yaml : "");

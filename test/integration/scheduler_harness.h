@@ -22,12 +22,19 @@ struct sched_harness {
      * default after sched_harness_start, so parallel tests never compete for 8000) is off;
      * set it before sched_harness_restart() to serve the endpoint. */
     unsigned metrics_port;
+    /* With sched_harness_start_tls: the directory of its ca.crt, tls.crt and tls.key. */
+    char server_tls_dir[256];
 };
 
 /* Writes a config (server on 127.0.0.1, advertiseIP 127.0.0.1, database.redis.addrs
  * [redis_addr] unless NULL, log.level debug, then extra_yaml), starts the scheduler and waits
  * for its ready line. Aborts with the log on stderr when it does not come up. */
 void sched_harness_start(struct sched_harness *h, const char *redis_addr, const char *extra_yaml);
+
+/* sched_harness_start() with mutual TLS (security.tlsPolicy mutual) on its gRPC port and to the
+ * nodes, both with tls_dir's ca.crt, tls.crt and tls.key (a certificate naming 127.0.0.1). The
+ * caller zeroes *h first. */
+void sched_harness_start_tls(struct sched_harness *h, const char *redis_addr, const char *tls_dir);
 
 /* sched_harness_start() with metrics.server.port (0: off). */
 void sched_harness_start_metrics(struct sched_harness *h, const char *redis_addr,

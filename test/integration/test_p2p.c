@@ -255,6 +255,9 @@ static void test_sync_pieces_absent_task_and_bounds(void **state) {
  * socket, where the caller's credentials are known). SyncHost streams this host's figures. */
 static void test_tcp_refuses_paths_and_content_and_syncs_host(void **state) {
     REQUIRE_CLUSTER();
+    /* This cluster runs without TLS, and each process says so at start. */
+    assert_true(sched_harness_log_has(&cl.sched, "event=scheduler.tls_off"));
+    assert_true(harness_log_has(&B->h, "event=dfdaemon.tls_off"));
     char src[512], id[65];
     import_on(A, 1000, 909, 1, src, sizeof(src), id);
     struct dfc_rpc_client *c = tcp_client(B);

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "dfc/error.h"
+#include "dfc/tls.h"
 
 struct dfc_rpc_bulk;
 struct dfc_rpc_bulk_in;
@@ -84,6 +85,15 @@ struct dfc_rpc_client_opts {
      * server that restarted is used at once instead of after the back-off (up to
      * DFC_RPC_MAX_RECONNECT_BACKOFF_MS). 0: such calls fail fast with UNAVAILABLE. */
     int reconnect_wait_ms;
+    /* TLS to the server (rpc_tls.c). DFC_TLS_OFF (the zero value): plaintext. Else the server's
+     * certificate must chain to tls_files.ca_cert and name the dialled host (its IP in the SAN
+     * for an IP target); under DFC_TLS_MUTUAL the client presents tls_files.cert and key. The
+     * files are re-read every tls_refresh_s (0 = DFC_RPC_TLS_REFRESH_S, rpc_server.h) for new
+     * connections. Clients with the same policy and files share one set of credentials (and so
+     * gRPC core's subchannels). The paths are copied. */
+    enum dfc_tls_policy tls;
+    struct dfc_tls_files tls_files;
+    unsigned tls_refresh_s;
 };
 
 /* The longest pause between two connection attempts of a client's channel. */

@@ -1,10 +1,10 @@
 /*
  * rpc_server.h - a gRPC server whose services are tables of methods with thin handlers.
  *
- * Every gRPC core call of the project lives in four files of lib/src: rpc_server.c,
- * rpc_listen.c, rpc_client.c and rpc_common.c (with their private headers rpc_internal.h and
- * rpc_server_internal.h). The core C API changes between minor versions, so nothing else
- * includes <grpc/grpc.h> (docs/dragonfly-compat.md, "gRPC core").
+ * Every gRPC core call of the project lives in the rpc_*.c files of lib/src (rpc_server.c,
+ * rpc_listen.c, rpc_client.c, rpc_common.c, rpc_tls.c, ...; private headers rpc_internal.h,
+ * rpc_server_internal.h and rpc_tls.h). The core C API changes between minor versions, so nothing
+ * else includes <grpc/grpc.h> (docs/dragonfly-compat.md, "gRPC core").
  *
  * A service is a table of struct dfc_rpc_method rows. dfc_rpc_server_add_service() checks each
  * row against the protobuf-c service descriptor (method name, request and response types), so
@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "dfc/error.h"
+#include "dfc/tls.h"
 #include "google/protobuf/duration.pb-c.h"
 #include "google/protobuf/timestamp.pb-c.h"
 
@@ -143,7 +144,26 @@ struct dfc_rpc_server_opts {
      * the server. NULL = no metrics. */
     struct dfc_metrics *metrics;
     const char *metrics_prefix; /* "dragonfly_dfdaemon_"; borrowed; NULL = "" */
+
+    /* TLS on the TCP listeners of dfc_rpc_server_listen_tcp() (Unix sockets never use it).
+     * DFC_TLS_OFF (the zero value): plaintext. Else this layer still accepts (and caps) the
+     * TCP connections but hands them to gRPC core's TLS listener (rpc_tls.c): the files are
+     * re-read every tls_refresh_s, so rotated files serve new handshakes without a restart
+     * (connections and calls in flight keep theirs); a connection that has not finished its
+     * handshake after tls_handshake_timeout_ms is closed; under DFC_TLS_MUTUAL a client must
+     * present a certificate that chains to tls_files.ca_cert (dfc_rpc_call_peer_identity).
+     * A refused handshake is logged (rpc.tls_handshake_refused) naming the peer. The files
+     * must be readable when the server is created; their paths are copied. */
+    enum dfc_tls_policy tls;
+    struct dfc_tls_files tls_files;
+    unsigned tls_refresh_s;           /* 0 = DFC_RPC_TLS_REFRESH_S */
+    int64_t tls_handshake_timeout_ms; /* 0 = DFC_RPC_TLS_HANDSHAKE_TIMEOUT_MS */
 };
+
+/* How often TLS certificate files are re-read (seconds), and how long a TLS handshake may take
+ * before the connection is closed (ms). */
+#define DFC_RPC_TLS_REFRESH_S            10
+#define DFC_RPC_TLS_HANDSHAKE_TIMEOUT_MS 5000
 
 #define DFC_RPC_DEFAULT_IDLE_TIMEOUT_MS   30000
 #define DFC_RPC_DEFAULT_MAX_CALLS_PER_UID 64
@@ -249,17 +269,37 @@ struct ucred;
 int dfc_rpc_call_peer_cred(struct dfc_rpc_call *call, struct ucred *ret_cred);
 
 /* The connecting peer's IP address as text ("127.0.0.12", "::1"; an IPv4-mapped IPv6 address
- * as IPv4), for calls that came through dfc_rpc_server_listen_tcp(). -ENOENT for other
- * listeners, -ENAMETOOLONG when size is too small (INET6_ADDRSTRLEN is enough). */
+ * as IPv4), for calls that came through dfc_rpc_server_listen_tcp() (with TLS or without).
+ * -ENOENT for other listeners, -ENAMETOOLONG when size is too small (INET6_ADDRSTRLEN is
+ * enough). */
 int dfc_rpc_call_peer_ip(struct dfc_rpc_call *call, char *buf, size_t size);
 
-/* Who the caller is, as a key for per-remote limits (dfc/stream_cap.h): the peer IP address
- * for calls through dfc_rpc_server_listen_tcp(), "uid:<n>" for dfc_rpc_server_listen_unix(),
- * "" when unknown (one key shared by every such caller). The one place that decides it: with
- * TLS it becomes the certificate's identity. Returns 0 or -ENAMETOOLONG (size too small;
- * DFC_RPC_REMOTE_MAX is enough). */
-#define DFC_RPC_REMOTE_MAX 128
+/* Who the caller is, as a key for per-remote limits (dfc/stream_cap.h): "cert:<first SAN URI,
+ * else first SAN IP, else CN>" for a peer with a verified certificate (mutual TLS), else the
+ * peer IP address for calls through dfc_rpc_server_listen_tcp(), "uid:<n>" for
+ * dfc_rpc_server_listen_unix(), "" when unknown (one key shared by every such caller). The one
+ * place that decides it. Returns 0 or -ENAMETOOLONG (size too small; DFC_RPC_REMOTE_MAX is
+ * enough). */
+#define DFC_RPC_REMOTE_MAX (DFC_PEER_URI_MAX + 8)
 int dfc_rpc_call_remote(struct dfc_rpc_call *call, char *buf, size_t size);
+#define DFC_PEER_SAN_MAX 8   /* SAN entries of each kind kept; more are ignored */
+#define DFC_PEER_URI_MAX 256 /* a SAN URI with its NUL; longer ones are ignored */
+
+/* What the TLS handshake established about a call's peer. A plain value: the caller owns it,
+ * it borrows nothing. */
+struct dfc_peer_identity {
+    bool tls;           /* the call came over TLS */
+    bool authenticated; /* the peer presented a certificate that chains to the CA */
+    unsigned n_ips, n_uris;
+    char ips[DFC_PEER_SAN_MAX][46];                /* SAN IP addresses, as text */
+    char uris[DFC_PEER_SAN_MAX][DFC_PEER_URI_MAX]; /* SAN URIs ("spiffe://...", ...) */
+    char common_name[DFC_PEER_URI_MAX];            /* the subject's CN, "" without */
+};
+
+/* Fills *ret with the identity the peer's certificate proves. Always 0: a call without TLS, or
+ * a TLS call without a client certificate (DFC_TLS_SERVER_AUTH), gets authenticated false and
+ * no SAN entries. */
+int dfc_rpc_call_peer_identity(struct dfc_rpc_call *call, struct dfc_peer_identity *ret);
 
 /* Copies the value of request metadata key (lowercase) into buf, NUL-terminated. Returns its
  * length, -ENOENT when absent, -ENAMETOOLONG when it does not fit. */

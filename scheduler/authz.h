@@ -1,0 +1,23 @@
+/*
+ * authz.h - who may act for a host at the scheduler: identity is authority (docs/trust-model.md).
+ * Under mutual TLS every caller proves a certificate from the cluster's CA, whose SAN IPs name
+ * the host it may act for: a node announces, re-announces and deletes only a host at one of its
+ * certificate's addresses, and no certificate takes over a host id stored with another address.
+ * A caller without a verified certificate (TLS off, or server-auth) may act for any host, as
+ * before TLS; the scheduler warns at start that TLS is off.
+ *
+ * Ownership: nothing is kept; arguments are borrowed for the call.
+ */
+#ifndef SCHED_AUTHZ_H
+#define SCHED_AUTHZ_H
+
+#include "dfc/error.h"
+#include "dfc/rpc_server.h"
+
+/* 0 when call may act for host_id at ip: it has no verified certificate, or its certificate
+ * names ip. -EACCES naming the host, the address and the certificate's addresses otherwise.
+ * what ("announce", "delete") is for the message. */
+int sched_authz_host(struct dfc_rpc_call *call, const char *what, const char *host_id,
+                     const char *ip, struct dfc_error *err);
+
+#endif /* SCHED_AUTHZ_H */
