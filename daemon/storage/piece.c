@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 uint64_t dfd_piece_length_auto(uint64_t content_length) {
@@ -44,8 +45,12 @@ int dfd_digester_init(struct dfd_digester *d, const struct dfd_digest_params *p)
     memset(d, 0, sizeof(*d));
     d->p = *p;
     d->unit = p->piece_length ? p->piece_length : p->unit ? p->unit : DFC_PIECE_LENGTH_MIN;
-    if (p->hash_content) {
-        return dfc_sha256_init(&d->sha);
+    if (dfc_sha256_init(&d->sha) < 0) {
+        return -ENOMEM;
+    }
+    if (dfc_sha256_init(&d->usha) < 0) {
+        dfc_sha256_done(&d->sha);
+        return -ENOMEM;
     }
     return 0;
 }
@@ -58,12 +63,18 @@ static int push_unit(struct dfd_digester *d) {
             return -ENOMEM;
         }
         d->unit_crcs = u;
+        uint8_t(*h)[DFC_SHA256_LEN] = realloc(d->unit_shas, cap * sizeof(*h));
+        if (h == NULL) {
+            return -ENOMEM;
+        }
+        d->unit_shas = h;
         d->cap_units = cap;
     }
+    dfc_sha256_final(&d->usha, d->unit_shas[d->n_units]);
     d->unit_crcs[d->n_units++] = d->crc;
     d->crc = 0;
     d->in_unit = 0;
-    return 0;
+    return dfc_sha256_reset(&d->usha);
 }
 
 int dfd_digester_update(struct dfd_digester *d, const void *buf, size_t len) {
@@ -72,9 +83,7 @@ int dfd_digester_update(struct dfd_digester *d, const void *buf, size_t len) {
 }
 
 void dfd_digester_update_sha(struct dfd_digester *d, const void *buf, size_t len) {
-    if (d->p.hash_content) {
-        dfc_sha256_update(&d->sha, buf, len);
-    }
+    dfc_sha256_update(&d->sha, buf, len);
 }
 
 int dfd_digester_update_crc(struct dfd_digester *d, const void *buf, size_t len) {
@@ -84,6 +93,7 @@ int dfd_digester_update_crc(struct dfd_digester *d, const void *buf, size_t len)
         uint64_t room = d->unit - d->in_unit;
         size_t k = len < room ? len : (size_t)room;
         d->crc = dfc_crc32_update(d->crc, p, k);
+        dfc_sha256_update(&d->usha, p, k);
         d->in_unit += k;
         p += k;
         len -= k;
@@ -108,9 +118,21 @@ int dfd_digester_finish(struct dfd_digester *d, struct dfd_digest_result *ret) {
     ret->content_length = d->total;
     ret->piece_length = d->p.piece_length ? d->p.piece_length : dfd_piece_length_auto(d->total);
     ret->piece_count = dfd_piece_count(d->total, ret->piece_length);
+    if (ret->piece_length < d->unit || ret->piece_length % d->unit != 0) {
+        return -EINVAL; /* a unit fixed from a length the content did not have */
+    }
     ret->piece_crcs = calloc(ret->piece_count ? ret->piece_count : 1, sizeof(uint32_t));
     if (ret->piece_crcs == NULL) {
         return -ENOMEM;
+    }
+    if (d->n_units == ret->piece_count) { /* each piece is one unit */
+        ret->piece_shas = calloc(ret->piece_count ? ret->piece_count : 1, DFC_SHA256_LEN);
+        if (ret->piece_shas == NULL) {
+            return -ENOMEM;
+        }
+        if (d->n_units > 0) {
+            memcpy(ret->piece_shas, d->unit_shas, d->n_units * sizeof(*d->unit_shas));
+        }
     }
     /* Fold units into pieces: pieces are whole multiples of units, but for the last. */
     uint64_t per = ret->piece_length / d->unit;
@@ -126,34 +148,85 @@ int dfd_digester_finish(struct dfd_digester *d, struct dfd_digest_result *ret) {
                                                                d->unit_crcs[u], (z_off_t)unit_len);
     }
     if (d->p.hash_content) {
-        /* Dragonfly's id: content, tag, application, the requested piece length in decimal
-         * (only when the request gave one), then "PERSISTENT_CACHE"; no separators. */
-        if (d->p.tag != NULL) {
-            dfc_sha256_update(&d->sha, d->p.tag, strlen(d->p.tag));
+        struct dfc_sha256 idh;
+        if (dfc_sha256_copy(&idh, &d->sha) < 0) {
+            return -ENOMEM;
         }
-        if (d->p.application != NULL) {
-            dfc_sha256_update(&d->sha, d->p.application, strlen(d->p.application));
-        }
-        if (d->p.piece_length != 0) {
-            char pl[24];
-            int n = snprintf(pl, sizeof(pl), "%" PRIu64, d->p.piece_length);
-            dfc_sha256_update(&d->sha, pl, (size_t)n);
-        }
-        dfc_sha256_update(&d->sha, "PERSISTENT_CACHE", 16);
-        dfc_sha256_final_hex(&d->sha, ret->task_id);
+        dfd_task_id_finish(&idh, d->p.tag, d->p.application, d->p.piece_length, ret->task_id);
+        dfc_sha256_done(&idh);
     }
+    dfc_sha256_final(&d->sha, ret->content_sha256);
     return 0;
 }
 
-void dfd_digester_done(struct dfd_digester *d) {
-    if (d->p.hash_content) {
-        dfc_sha256_done(&d->sha);
+void dfd_task_id_finish(struct dfc_sha256 *h, const char *tag, const char *application,
+                        uint64_t piece_length, char out[DFD_TASK_ID_LEN + 1]) {
+    /* Dragonfly's id: content, tag, application, the requested piece length in decimal (only
+     * when the request gave one), then "PERSISTENT_CACHE"; no separators. */
+    if (tag != NULL) {
+        dfc_sha256_update(h, tag, strlen(tag));
     }
+    if (application != NULL) {
+        dfc_sha256_update(h, application, strlen(application));
+    }
+    if (piece_length != 0) {
+        char pl[24];
+        int n = snprintf(pl, sizeof(pl), "%" PRIu64, piece_length);
+        dfc_sha256_update(h, pl, (size_t)n);
+    }
+    dfc_sha256_update(h, "PERSISTENT_CACHE", 16);
+    dfc_sha256_final_hex(h, out);
+}
+
+int dfd_digest_pieces_from_fd(int fd, uint64_t content_length, uint64_t piece_length,
+                              uint8_t (*shas)[DFC_SHA256_LEN]) {
+    enum { CHUNK = 1 << 20 };
+    uint8_t *buf = malloc(CHUNK);
+    struct dfc_sha256 h;
+    if (buf == NULL || dfc_sha256_init(&h) < 0) {
+        free(buf);
+        return -ENOMEM;
+    }
+    int r = 0;
+    uint32_t n = dfd_piece_count(content_length, piece_length);
+    for (uint32_t i = 0; i < n && r == 0; i++) {
+        uint64_t off = (uint64_t)i * piece_length;
+        uint64_t end = off + piece_length < content_length ? off + piece_length : content_length;
+        r = dfc_sha256_reset(&h);
+        while (r == 0 && off < end) {
+            size_t want = end - off < CHUNK ? (size_t)(end - off) : CHUNK;
+            ssize_t got = pread(fd, buf, want, (off_t)off);
+            if (got < 0 && errno == EINTR) {
+                continue;
+            }
+            if (got <= 0) {
+                r = got < 0 ? -errno : -EIO;
+                break;
+            }
+            dfc_sha256_update(&h, buf, (size_t)got);
+            off += (uint64_t)got;
+        }
+        if (r == 0) {
+            dfc_sha256_final(&h, shas[i]);
+        }
+    }
+    dfc_sha256_done(&h);
+    free(buf);
+    return r;
+}
+
+void dfd_digester_done(struct dfd_digester *d) {
+    dfc_sha256_done(&d->sha);
+    dfc_sha256_done(&d->usha);
     free(d->unit_crcs);
     d->unit_crcs = NULL;
+    free(d->unit_shas);
+    d->unit_shas = NULL;
 }
 
 void dfd_digest_result_done(struct dfd_digest_result *r) {
     free(r->piece_crcs);
     r->piece_crcs = NULL;
+    free(r->piece_shas);
+    r->piece_shas = NULL;
 }

@@ -4,10 +4,13 @@
  * "Persistent-cache task id" and "Piece geometry and digests").
  *
  * Pure functions plus one incremental digester that a single read pass feeds: it computes the
- * SHA-256 task id and every piece's CRC-32 at once, even when the piece length is only known
- * at the end (a stream of unknown length): CRCs are then kept per 4 MiB unit and combined
- * into pieces afterwards, since an automatic piece length is always a power-of-two multiple
- * of 4 MiB.
+ * SHA-256 of the content (and from it the task id), and every piece's CRC-32 and SHA-256
+ * (docs/integrity.md) at once, even when the piece length is only known at the end (a stream
+ * of unknown length): CRCs are then kept per 4 MiB unit and combined into pieces afterwards,
+ * since an automatic piece length is always a power-of-two multiple of 4 MiB. SHA-256 does
+ * not combine: per-unit SHA-256s are the pieces' only when the unit is the piece length
+ * (always when the length is known up front); otherwise the result has none and the caller
+ * hashes the pieces from the spool (dfd_digest_pieces_from_fd).
  */
 #ifndef DFD_STORAGE_PIECE_H
 #define DFD_STORAGE_PIECE_H
@@ -36,17 +39,20 @@ bool dfd_task_id_valid(const char *id);
 
 /* What the digester needs to know up front. */
 struct dfd_digest_params {
-    bool hash_content; /* false when content_for_calculating_task_id is given */
+    bool hash_content; /* false when content_for_calculating_task_id is given: no task id */
     const char *tag;   /* NULL when absent; "" contributes nothing */
     const char *application;
     uint64_t piece_length; /* 0: automatic, fixed at the end from the byte count */
     uint64_t unit;         /* CRC granularity when automatic; 0 = 4 MiB. Must divide every
-                              automatic piece length (a power of two up to 4 MiB does). */
+                              automatic piece length (a power of two up to 4 MiB does), or be
+                              the automatic length of the exact content length. */
 };
 
 struct dfd_digester {
     struct dfd_digest_params p;
-    struct dfc_sha256 sha;
+    struct dfc_sha256 sha;  /* the content (the SHA stage) */
+    struct dfc_sha256 usha; /* the current unit (the CRC stage) */
+    uint8_t (*unit_shas)[DFC_SHA256_LEN]; /* one per finished unit */
     uint64_t unit;       /* CRC granularity: piece_length, or 4 MiB when automatic */
     uint64_t total;      /* bytes seen */
     uint64_t in_unit;    /* bytes of the current unit seen */
@@ -62,7 +68,14 @@ struct dfd_digest_result {
     uint64_t piece_length;
     uint32_t piece_count;
     uint32_t *piece_crcs; /* piece_count entries */
+    uint8_t content_sha256[DFC_SHA256_LEN];
+    /* piece_count entries; NULL when the units were not the pieces (see above) */
+    uint8_t (*piece_shas)[DFC_SHA256_LEN];
 };
+
+/* Fills shas[0..piece_count) from the content in fd (pread). */
+int dfd_digest_pieces_from_fd(int fd, uint64_t content_length, uint64_t piece_length,
+                              uint8_t (*shas)[DFC_SHA256_LEN]);
 
 int dfd_digester_init(struct dfd_digester *d, const struct dfd_digest_params *p);
 /* Feeds bytes to both digests. -ENOMEM only. */
@@ -75,6 +88,11 @@ int dfd_digester_update_crc(struct dfd_digester *d, const void *buf, size_t len)
 /* Finishes the id and the piece CRCs. The digester must still be released with _done(). */
 int dfd_digester_finish(struct dfd_digester *d, struct dfd_digest_result *ret);
 void dfd_digester_done(struct dfd_digester *d);
+
+/* Appends the id suffix (tag, application, the requested piece length when not 0,
+ * "PERSISTENT_CACHE") to h, a SHA-256 over the content, and finishes it as the task id. */
+void dfd_task_id_finish(struct dfc_sha256 *h, const char *tag, const char *application,
+                        uint64_t piece_length, char out[DFD_TASK_ID_LEN + 1]);
 void dfd_digest_result_done(struct dfd_digest_result *r);
 
 #endif /* DFD_STORAGE_PIECE_H */

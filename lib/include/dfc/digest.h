@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #define DFC_SHA256_HEX_LEN   64
+#define DFC_SHA256_LEN       32 /* raw digest bytes */
 #define DFC_CRC32_DIGEST_MAX 17 /* "crc32:" + 10 digits + NUL */
 
 struct evp_md_ctx_st;
@@ -27,6 +28,15 @@ int dfc_sha256_init(struct dfc_sha256 *h);
 void dfc_sha256_update(struct dfc_sha256 *h, const void *data, size_t len);
 /* Writes 64 lowercase hex digits and a NUL to out. The context may not be updated after. */
 void dfc_sha256_final_hex(struct dfc_sha256 *h, char out[DFC_SHA256_HEX_LEN + 1]);
+/* The 32 raw bytes; the context may not be updated after (but may be reset). */
+void dfc_sha256_final(struct dfc_sha256 *h, uint8_t out[DFC_SHA256_LEN]);
+/* Starts h (initialised) over again, as a fresh SHA-256; -ENOMEM. */
+int dfc_sha256_reset(struct dfc_sha256 *h);
+/* dst (uninitialised) becomes a copy of src's state (its own context: dfc_sha256_done both);
+ * so a prefix hashed once can be finished several ways. -ENOMEM. */
+int dfc_sha256_copy(struct dfc_sha256 *dst, const struct dfc_sha256 *src);
+/* 64 lowercase hex digits and a NUL of raw digest md. */
+void dfc_sha256_to_hex(const uint8_t md[DFC_SHA256_LEN], char out[DFC_SHA256_HEX_LEN + 1]);
 /* Frees the context; safe on a zeroed or already-done struct. */
 void dfc_sha256_done(struct dfc_sha256 *h);
 
