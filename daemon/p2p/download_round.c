@@ -251,7 +251,7 @@ static int report_piece_failed(struct run *rd, uint32_t number, const char *pare
                                struct dfc_error *err) {
     const struct dfd_p2p_sched *sc = &rd->p->o.sched;
     return sc->peer_piece_failed(sc->s, rd->st, rd->req->task_id, rd->peer_id, number, parent_id,
-                                 err);
+                                 true, err);
 }
 
 /* rd->mu held: records a fatal error (the first one wins) and ends the round. */
