@@ -16,7 +16,11 @@
  *   bytes, a worker receives the whole piece into its own buffer and writes it itself. A
  *   piece goes to the parents that reported it, round-robin from piece number modulo the
  *   parent count (no weighting by idle bandwidth); on a failure (connect, timeout, CRC) the
- *   next of them is tried. A piece that failed on every parent that had it is reported
+ *   next of them is tried. Each piece's SHA-256 is taken by its worker as the bytes pass and
+ *   judged against the importers' records before the piece counts as written (verify.h,
+ *   docs/integrity.md): bytes no record has exclude their parent for the rest of the download
+ *   and are reported DownloadPieceFailed{temporary = false}; a written piece is handed to the
+ *   running content hash. A piece that failed on every parent that had it is reported
  *   DownloadPieceFailed{temporary} and ends the round: the workers take no new piece.
  *
  *   Everything a remote peer sends is bounded here: at most DFD_P2P_MAX_PARENTS parents, each
@@ -79,10 +83,19 @@ void dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCach
                     rd->req->task_id, pe != NULL && pe->id != NULL ? pe->id : "-");
             continue;
         }
+        const char *hid = h->id != NULL && h->id[0] != '\0' ? h->id : pe->id;
+        bool excluded = false;
+        for (size_t x = 0; x < rd->n_excluded && !excluded; x++) {
+            excluded = strcmp(rd->excluded[x], hid) == 0;
+        }
+        if (excluded) {
+            continue; /* it served bytes that failed verification in this download */
+        }
         struct parent *pa = &rd->parents[rd->n_parents++];
         memset(pa, 0, sizeof(*pa));
         pa->peer = pe;
         pa->id = pe->id;
+        pa->host_id = hid;
         snprintf(pa->host_ip, sizeof(pa->host_ip), "%s", h->ip);
         pa->host_port = (uint16_t)h->port;
     }
@@ -211,6 +224,14 @@ struct worker_buf {
     void *buf;
     size_t len;
     bool whole;
+    struct dfc_sha256 sha; /* each piece's SHA-256, as its bytes pass */
+};
+
+/* A streamed piece's sink: its writer job (first: the writer's callbacks take it) and the
+ * worker's SHA-256, updated with each chunk before it is handed to the writer. */
+struct sink_ctx {
+    struct dfd_piece_job job;
+    struct dfc_sha256 *sha;
 };
 
 /* Reports a written piece to the caller and the scheduler; rd->mu held. */
@@ -248,10 +269,10 @@ static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32
 }
 
 static int report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
-                               struct dfc_error *err) {
+                               bool temporary, struct dfc_error *err) {
     const struct dfd_p2p_sched *sc = &rd->p->o.sched;
     return sc->peer_piece_failed(sc->s, rd->st, rd->req->task_id, rd->peer_id, number, parent_id,
-                                 true, err);
+                                 temporary, err);
 }
 
 /* rd->mu held: records a fatal error (the first one wins) and ends the round. */
@@ -267,20 +288,36 @@ static void set_fatal(struct run *rd, int r, const struct dfc_error *err) {
 /* The sink of a streamed piece: each chunk is received into a buffer of the round's writer
  * and queued to it, to be written at its place in the replica (piece_writer.h). */
 static void *sink_buffer(void *arg) {
-    struct dfd_piece_job *j = arg;
-    return dfd_piece_writer_buffer(j->w);
+    struct sink_ctx *c = arg;
+    return dfd_piece_writer_buffer(c->job.w);
 }
 
 static int sink_write(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
     (void)err; /* a write error is the job's, seen by dfd_piece_job_wait */
-    struct dfd_piece_job *j = arg;
-    dfd_piece_writer_put(j, at, (void *)data, n);
+    struct sink_ctx *c = arg;
+    dfc_sha256_update(c->sha, data, n); /* chunks come in order, each once */
+    dfd_piece_writer_put(&c->job, at, (void *)data, n);
     return 0;
 }
 
 static void sink_release(void *arg, void *buf) {
-    struct dfd_piece_job *j = arg;
-    dfd_piece_writer_release(j->w, buf);
+    struct sink_ctx *c = arg;
+    dfd_piece_writer_release(c->job.w, buf);
+}
+
+/* The verdict on piece number's bytes, whose SHA-256 is md (verify.h); a refusal sets err. */
+static enum dfd_piece_verdict judge(struct run *rd, uint32_t number,
+                                    const uint8_t md[DFC_SHA256_LEN], struct dfc_error *err) {
+    enum dfd_piece_verdict v =
+        dfd_verify_piece(rd->records, rd->bad_record, rd->n_records, rd->rec, rd->piece_length,
+                         rd->content_length, number, md);
+    if (v != DFD_PIECE_OK) {
+        dfc_error_set(err, DFC_E_DATA_LOSS,
+                      "piece %u: its SHA-256 is not the recorded one (%s)", (unsigned)number,
+                      v == DFD_PIECE_LIE ? "no importer recorded these bytes"
+                                         : "another importer's record has them");
+    }
+    return v;
 }
 
 /* One attempt at piece number from pa. With a whole-piece buffer (the caller wants the bytes)
@@ -289,39 +326,64 @@ static void sink_release(void *arg, void *buf) {
  * only once the CRC checked out (until then a failure drops the claim). *ret_ours tells a
  * storage failure (fatal) from the parent's (try the next). */
 static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
-                      const struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
-                      struct dfc_error *err) {
+                      struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
+                      enum dfd_piece_verdict *ret_verdict, struct dfc_error *err) {
     uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
     int64_t timeout = rd->p->o.piece_timeout_ns;
+    uint8_t md[DFC_SHA256_LEN];
     *ret_ours = false;
+    *ret_verdict = DFD_PIECE_OK;
+    if (dfc_sha256_reset(&wb->sha) < 0) {
+        *ret_ours = true;
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
     if (wb->whole) {
         int r = dfd_vortex_fetch(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
                                  wb->buf, timeout, got, err);
         if (r < 0) {
             return r;
         }
+        dfc_sha256_update(&wb->sha, wb->buf, (size_t)len);
+        dfc_sha256_final(&wb->sha, md);
+        if ((*ret_verdict = judge(rd, number, md, err)) != DFD_PIECE_OK) {
+            return DFC_E_DATA_LOSS; /* checked before anything is written */
+        }
         *ret_ours = true;
-        return dfd_replica_write_piece(rd->rep, number, wb->buf, (size_t)len, got->crc32, err);
+        r = dfd_replica_write_piece(rd->rep, number, wb->buf, (size_t)len, got->crc32, err);
+        if (r == 0) {
+            memcpy(rd->got[number], md, DFC_SHA256_LEN);
+        }
+        return r;
     }
     int r = dfd_replica_claim_piece(rd->rep, number, (size_t)len, err);
     if (r < 0) {
         *ret_ours = true;
         return r;
     }
-    struct dfd_piece_job job;
-    dfd_piece_job_init(&job, rd->writer, number);
+    struct sink_ctx ctx = {.sha = &wb->sha};
+    dfd_piece_job_init(&ctx.job, rd->writer, number);
     struct dfd_vortex_sink sink = {
-        .arg = &job, .write = sink_write, .buffer = sink_buffer, .release = sink_release};
+        .arg = &ctx, .write = sink_write, .buffer = sink_buffer, .release = sink_release};
     r = dfd_vortex_fetch_to(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
                             &sink, NULL, wb->len, timeout, got, err);
     /* The writer may still be writing the piece's chunks: only once they are all written is
      * the claim dropped or the piece marked written. A write error is ours, not the parent's. */
     struct dfc_error werr;
-    int wr = dfd_piece_job_wait(&job, &werr);
+    int wr = dfd_piece_job_wait(&ctx.job, &werr);
     if (wr < 0) {
         *err = werr;
         r = wr;
         *ret_ours = true;
+    }
+    if (r == 0) {
+        /* The piece counts only once its SHA-256 is the recorded one: until then it is a
+         * claimed range of the spool, dropped (and fetched again) on a mismatch. */
+        dfc_sha256_final(&wb->sha, md);
+        if ((*ret_verdict = judge(rd, number, md, err)) != DFD_PIECE_OK) {
+            r = DFC_E_DATA_LOSS;
+        } else {
+            memcpy(rd->got[number], md, DFC_SHA256_LEN);
+        }
     }
     dfd_replica_finish_piece(rd->rep, number, r == 0, r == 0 ? got->crc32 : 0);
     return r;
@@ -340,7 +402,7 @@ static size_t next_parent(struct run *rd, size_t i, uint64_t tried) {
         for (size_t t = 0; !rd->round_over && t < rd->n_parents; t++) {
             size_t k = (number + t) % rd->n_parents;
             uint64_t bit = UINT64_C(1) << k;
-            if ((tried & bit) != 0) {
+            if ((tried & bit) != 0 || rd->parents[k].excluded) {
                 continue;
             }
             if ((rd->have[i] & bit) != 0) {
@@ -359,6 +421,26 @@ static size_t next_parent(struct run *rd, size_t i, uint64_t tried) {
 }
 
 /* Fetches missing piece i from its parents; written and reported, or reported failed. */
+/* rd->mu held: pa served piece number with bytes no record has (a lie, or a corrupt copy):
+ * reported to the scheduler with temporary = false (it stops offering pa's host for the task)
+ * and never tried again in this download. */
+static void exclude(struct run *rd, struct parent *pa, uint32_t number) {
+    pa->excluded = true;
+    pa->failed = true;
+    bool known = false;
+    for (size_t x = 0; x < rd->n_excluded && !known; x++) {
+        known = strcmp(rd->excluded[x], pa->host_id) == 0;
+    }
+    if (!known && rd->n_excluded < DFD_P2P_MAX_EXCLUDED) {
+        snprintf(rd->excluded[rd->n_excluded++], DFD_PEER_ID_MAX, "%s", pa->host_id);
+    }
+    struct dfc_error e;
+    if (report_piece_failed(rd, number, pa->id, false, &e) < 0) {
+        DFC_LOG(DFC_LOG_WARN, "p2p.exclusion_not_told", "task_id=%s parent=%s error=\"%s\"",
+                rd->req->task_id, pa->id, dfc_error_msg(&e));
+    }
+}
+
 static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
     uint32_t number = rd->missing[i];
     const char *last = NULL;
@@ -384,8 +466,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
         struct dfd_vortex_fetched got;
         struct dfc_error err;
         bool ours = false;
-        int r = fetch_from(rd, pa, number, wb, &got, &ours, &err);
-        if (r == DFC_E_DATA_LOSS) {
+        enum dfd_piece_verdict verdict;
+        int r = fetch_from(rd, pa, number, wb, &got, &ours, &verdict, &err);
+        if (r == DFC_E_DATA_LOSS && verdict == DFD_PIECE_OK) {
             dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
         }
         if (r < 0 && !ours) {
@@ -395,6 +478,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
                     dfc_error_msg(&err));
             pthread_mutex_lock(&rd->mu);
             pa->failed = true;
+            if (verdict == DFD_PIECE_LIE) {
+                exclude(rd, pa, number);
+            }
             pthread_mutex_unlock(&rd->mu);
             continue;
         }
@@ -411,6 +497,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
             set_fatal(rd, r, &err);
         }
         pthread_mutex_unlock(&rd->mu);
+        if (r == 0) {
+            dfd_prefix_hash_piece(rd->ph, number); /* checked and written: the prefix may read it */
+        }
         return;
     }
     if (last == NULL) {
@@ -418,7 +507,7 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
     }
     pthread_mutex_lock(&rd->mu);
     struct dfc_error err;
-    if (!rd->round_over && report_piece_failed(rd, number, last, &err) < 0) {
+    if (!rd->round_over && report_piece_failed(rd, number, last, true, &err) < 0) {
         set_fatal(rd, err.code, &err);
     }
     rd->round_over = true;
@@ -434,8 +523,9 @@ static void *worker_main(void *arg) {
     struct worker_buf wb = {.whole = whole_pieces(rd)};
     wb.len = wb.whole ? (size_t)rd->piece_length : STREAM_CHUNK;
     wb.buf = wb.whole ? malloc(wb.len) : NULL; /* streamed: the writer's buffers */
+    bool sha = dfc_sha256_init(&wb.sha) == 0;
     pthread_mutex_lock(&rd->mu);
-    if (wb.whole && wb.buf == NULL) {
+    if ((wb.whole && wb.buf == NULL) || !sha) {
         struct dfc_error e;
         dfc_error_set(&e, -ENOMEM, "out of memory for a piece buffer");
         set_fatal(rd, -ENOMEM, &e);
@@ -448,6 +538,7 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&rd->mu);
     free(wb.buf);
+    dfc_sha256_done(&wb.sha);
     return NULL;
 }
 
