@@ -70,9 +70,16 @@ int dfd_verify_content(const struct dfc_sha256 *content, const char *task_id, co
     if (ret_basis != NULL) {
         *ret_basis = NULL;
     }
+    /* A basis ending in "PERSISTENT_CACHE" may be the pre-image of a content-derived id (the
+     * bytes of some file, then the suffix): whoever knows a file could record other bytes
+     * under its id that way. Such a record does not decide; the id rule does. */
     const char *basis = rec != NULL && rec->id_basis != NULL && rec->id_basis[0] != '\0'
                             ? rec->id_basis
                             : NULL;
+    size_t bl = basis != NULL ? strlen(basis) : 0;
+    if (bl >= 16 && memcmp(basis + bl - 16, "PERSISTENT_CACHE", 16) == 0) {
+        basis = NULL;
+    }
     char id[DFC_SHA256_HEX_LEN + 1];
     if (basis != NULL) {
         if (dfc_sha256_hex(basis, strlen(basis), id) < 0) {

@@ -47,7 +47,8 @@ enum dfd_piece_verdict dfd_verify_piece(const dfd_digest_record *const *records,
                                         const uint8_t sha[DFC_SHA256_LEN]);
 
 /* The end check of content (*content, a SHA-256 over all of it, left untouched): with a
- * record whose id_basis hashes to task_id, the content's SHA-256 must be the record's;
+ * record whose id_basis hashes to task_id (and does not end in "PERSISTENT_CACHE", which
+ * could be a content-derived id's pre-image), the content's SHA-256 must be the record's;
  * otherwise task_id must be the content-derived id with tag and application (NULL: absent),
  * with or without piece_length in it. 0 with content_hex filled, DFC_E_DATA_LOSS naming what
  * failed, -ENOMEM. *ret_basis (may be NULL) is the record's id_basis when it decided, else
