@@ -676,7 +676,11 @@ static void test_pre_claimed_id_and_honest_importer(void **state) {
     assert_int_equal(dfc_sha256_hex(preimage, strlen(preimage), g_id), 0);
     assert_string_equal(id, g_id);
     const char *honest[] = {"import", "--no-progress", g, NULL};
-    assert_int_equal(harness_dfcache(&B->h, -1, outb, sizeof(outb), errb, sizeof(errb), honest), 0);
+    int code = harness_dfcache(&B->h, -1, outb, sizeof(outb), errb, sizeof(errb), honest);
+    if (code != 0) {
+        fprintf(stderr, "dfcache import on B: %s%s\n", outb, errb);
+    }
+    assert_int_equal(code, 0);
     assert_non_null(strstr(outb, id));
     assert_false(harness_log_has(&B->h, "event=import.exists_in_cluster"));
 

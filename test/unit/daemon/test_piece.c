@@ -1,4 +1,5 @@
-/* Tests for daemon/storage/piece.c: geometry, the upstream task-id vectors, piece CRCs. */
+/* Tests for daemon/storage/piece.c: geometry, the upstream task-id vectors, piece CRCs and
+ * SHA-256s, the content's SHA-256. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,7 +105,24 @@ static void check_pieces(uint64_t len, uint64_t pl, size_t chunk) {
         uint64_t off = i * want_pl, n = len - off < want_pl ? len - off : want_pl;
         uint32_t want = (uint32_t)crc32_z(0, (const unsigned char *)buf + off, n);
         assert_int_equal(r.piece_crcs[i], want);
+        /* The piece's SHA-256, from the same pass (docs/integrity.md). */
+        struct dfc_sha256 h;
+        uint8_t md[DFC_SHA256_LEN];
+        assert_int_equal(dfc_sha256_init(&h), 0);
+        dfc_sha256_update(&h, buf + off, n);
+        dfc_sha256_final(&h, md);
+        dfc_sha256_done(&h);
+        assert_non_null(r.piece_shas);
+        assert_memory_equal(r.piece_shas[i], md, DFC_SHA256_LEN);
     }
+    /* And the content's, with or without a content-derived id. */
+    struct dfc_sha256 h;
+    uint8_t md[DFC_SHA256_LEN];
+    assert_int_equal(dfc_sha256_init(&h), 0);
+    dfc_sha256_update(&h, buf, len);
+    dfc_sha256_final(&h, md);
+    dfc_sha256_done(&h);
+    assert_memory_equal(r.content_sha256, md, DFC_SHA256_LEN);
     dfd_digest_result_done(&r);
     dfd_digester_done(&d);
     free(buf);
@@ -143,6 +161,9 @@ static void test_unknown_length_combines_units(void **state) {
         uint64_t off = i * 4 * MiB, n = len - off < 4 * MiB ? len - off : 4 * MiB;
         assert_int_equal(r.piece_crcs[i], (uint32_t)crc32_z(0, (unsigned char *)buf + off, n));
     }
+    /* 1 KiB units are not the pieces: no piece SHA-256s from the pass (import.c reads them
+     * back from the spool). */
+    assert_null(r.piece_shas);
     dfd_digest_result_done(&r);
     dfd_digester_done(&d);
     free(buf);
