@@ -44,8 +44,7 @@ static int task_call(struct dfd_sched *s, const char *task_id,
 }
 
 int dfd_sched_record_digests(struct dfd_sched *s, const struct dfd_task_meta *t,
-                             const struct dfd_piece_meta *pieces, size_t n,
-                             struct dfc_error *err) {
+                             const struct dfd_piece_meta *pieces, size_t n, struct dfc_error *err) {
     uint8_t content[DFC_SHA256_LEN];
     if (strlen(t->content_sha256) != DFC_SHA256_HEX_LEN || n != t->piece_count) {
         return dfc_error_set(err, -EINVAL, "task %s has no content SHA-256 recorded", t->id);
@@ -64,8 +63,8 @@ int dfd_sched_record_digests(struct dfd_sched *s, const struct dfd_task_meta *t,
     for (size_t i = 0; i < n; i++) {
         if (!pieces[i].has_sha256) {
             free(shas);
-            return dfc_error_set(err, -EINVAL, "task %s: piece %zu has no SHA-256 recorded",
-                                 t->id, i);
+            return dfc_error_set(err, -EINVAL, "task %s: piece %zu has no SHA-256 recorded", t->id,
+                                 i);
         }
         shas[i].data = (uint8_t *)pieces[i].sha256;
         shas[i].len = DFC_SHA256_LEN;
@@ -99,8 +98,8 @@ void dfd_record_task_digests(struct dfd_sched *s, struct dfd_storage *st,
     free(pieces);
     if (r < 0) {
         DFC_LOG(DFC_LOG_WARN, "import.digests_not_recorded",
-                "task_id=%s error=\"%s\": downloads check the task id rule alone, ignoring",
-                t->id, dfc_error_msg(&e));
+                "task_id=%s error=\"%s\": downloads check the task id rule alone, ignoring", t->id,
+                dfc_error_msg(&e));
     }
 }
 
@@ -114,8 +113,7 @@ int dfd_sched_get_digests(struct dfd_sched *s, const char *task_id,
     int r = task_call(s, task_id, &dfd_sched_methods(s)->get_digests,
                       "GetPersistentCacheTaskDigests", &req.base, &resp, err);
     if (r < 0 && dfc_error_to_grpc(r) == DFC_GRPC_UNIMPLEMENTED) {
-        Dfc__Scheduler__V1__GetPersistentCacheTaskDigestsResponse *none =
-            calloc(1, sizeof(*none));
+        Dfc__Scheduler__V1__GetPersistentCacheTaskDigestsResponse *none = calloc(1, sizeof(*none));
         if (none == NULL) {
             return dfc_error_set(err, -ENOMEM, "out of memory");
         }

@@ -22,8 +22,7 @@ struct dfd_sched;
 /* RecordPersistentCacheTaskDigests for t with its n pieces (each with its SHA-256). -EINVAL
  * when t has no content SHA-256 or a piece no SHA-256 (a task stored before they were kept). */
 int dfd_sched_record_digests(struct dfd_sched *s, const struct dfd_task_meta *t,
-                             const struct dfd_piece_meta *pieces, size_t n,
-                             struct dfc_error *err);
+                             const struct dfd_piece_meta *pieces, size_t n, struct dfc_error *err);
 
 /* Loads t's pieces from st and records them; failures are only logged (a copy without a
  * record is still served; downloads then check the id rule alone, docs/integrity.md). */

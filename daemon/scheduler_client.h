@@ -39,8 +39,8 @@ typedef struct Common__V2__Piece Common__V2__Piece;
 /* The methods dfdaemon calls, resolved once by dfd_sched_new(). */
 struct dfd_sched_methods {
     struct dfc_rpc_client_method announce_host, delete_host, announce_peer, delete_peer,
-        upload_started, upload_finished, upload_failed, stat_task, stat_peer,
-        record_digests, get_digests; /* dfc.scheduler.v1 (integrity_client.h) */
+        upload_started, upload_finished, upload_failed, stat_task, stat_peer, record_digests,
+        get_digests; /* dfc.scheduler.v1 (integrity_client.h) */
 };
 
 /* A client for cfg->scheduler_addrs (must not be empty); host_id is copied. Also resolves

@@ -244,8 +244,7 @@ int sched_parent_exclude(struct sched_store *s, int64_t dl, const char *task_id,
     if (rep != NULL) {
         freeReplyObject(rep);
     }
-    return r < 0 ? dfc_error_prefix(err, "exclude host %s from task %s", host_id, task_id)
-                 : (int)v;
+    return r < 0 ? dfc_error_prefix(err, "exclude host %s from task %s", host_id, task_id) : (int)v;
 }
 
 int sched_parents_excluded(struct sched_store *s, int64_t dl, const char *task_id,

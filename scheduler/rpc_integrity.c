@@ -69,7 +69,8 @@ int sched_validate_record_digests(const record_req *r, struct dfc_error *err) {
                              (unsigned long long)DFC_PIECE_LENGTH_MAX,
                              (unsigned long long)r->piece_length);
     }
-    uint64_t want = r->content_length / r->piece_length + (r->content_length % r->piece_length != 0);
+    uint64_t want =
+        r->content_length / r->piece_length + (r->content_length % r->piece_length != 0);
     if (want > SCHED_DIGEST_PIECES_MAX) {
         return dfc_error_set(err, -EINVAL,
                              "content_length: %llu bytes make %llu pieces, more than %d",
@@ -124,13 +125,13 @@ static int record(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage 
     struct sched_host host;
     bool has = false;
     if ((r = sched_task_load(svc->store, dl, req->task_id, &task, err)) < 0) {
-        return r == -ENOENT ? dfc_error_set(err, -ENOENT, "persistent cache task %s not found",
-                                            req->task_id)
-                            : r;
+        return r == -ENOENT
+                   ? dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id)
+                   : r;
     }
     int64_t ttl = task.ttl_ns / 1000000000 - (now - task.created_at);
-    bool same = task.piece_length == req->piece_length &&
-                task.content_length == req->content_length;
+    bool same =
+        task.piece_length == req->piece_length && task.content_length == req->content_length;
     sched_task_done(&task);
     if (!same) {
         return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
@@ -205,9 +206,8 @@ static int get(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *re
         r = dfc_error_set(err, -ENOMEM, "out of memory");
     }
     for (size_t i = 0; r == 0 && i < n; i++) {
-        digests_msg *m =
-            dfc__scheduler__v1__persistent_cache_task_digests__unpack(&arena, recs[i].len,
-                                                                      recs[i].packed);
+        digests_msg *m = dfc__scheduler__v1__persistent_cache_task_digests__unpack(
+            &arena, recs[i].len, recs[i].packed);
         if (m == NULL) {
             DFC_LOG(DFC_LOG_WARN, "integrity.bad_record", "task_id=%s host_id=%s: skipped",
                     req->task_id, recs[i].host_id);

@@ -27,7 +27,7 @@ int sched_integrity_register(struct sched_service *svc, struct dfc_rpc_server *s
                              struct dfc_error *err);
 
 /* The request's field checks (above); -EINVAL with err naming the first bad field. */
-int sched_validate_record_digests(const Dfc__Scheduler__V1__RecordPersistentCacheTaskDigestsRequest *r,
-                                  struct dfc_error *err);
+int sched_validate_record_digests(
+    const Dfc__Scheduler__V1__RecordPersistentCacheTaskDigestsRequest *r, struct dfc_error *err);
 
 #endif /* SCHED_RPC_INTEGRITY_H */

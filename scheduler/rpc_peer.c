@@ -347,8 +347,8 @@ static int exclude_parent(struct sched_service *svc, int64_t dl, const struct sc
     r = ttl > 0 ? sched_parent_exclude(svc->store, dl, t->id, parent.host_id, ttl, err) : 0;
     if (r >= 0) {
         DFC_LOG(DFC_LOG_WARN, "task.parent_excluded",
-                "task_id=%s parent_id=%s host_id=%s: a piece it served failed verification",
-                t->id, parent_id, parent.host_id);
+                "task_id=%s parent_id=%s host_id=%s: a piece it served failed verification", t->id,
+                parent_id, parent.host_id);
         r = sched_peer_delete(svc->store, dl, parent_id, err);
         r = r == -ENOENT ? 0 : r;
     }

@@ -74,8 +74,8 @@ static bool may_join(struct sched_service *svc, int64_t dl, const struct sched_t
     bool mine = false, live = false;
     for (size_t i = 0; i < n; i++) {
         live = live || peers[i].state != SCHED_PEER_FAILED;
-        mine = mine || (peers[i].state != SCHED_PEER_FAILED &&
-                        strcmp(peers[i].host_id, req->host_id) == 0);
+        mine = mine ||
+               (peers[i].state != SCHED_PEER_FAILED && strcmp(peers[i].host_id, req->host_id) == 0);
     }
     sched_peer_list_free(peers, n);
     if (!live || mine) {
@@ -118,8 +118,8 @@ static int join_upload(struct sched_service *svc, int64_t dl, const struct sched
     }
     if (r == 0) {
         DFC_LOG(DFC_LOG_INFO, "task.upload_joined",
-                "task_id=%s host_id=%s peer_id=%s: another copy of a Succeeded task",
-                req->task_id, req->host_id, req->peer_id);
+                "task_id=%s host_id=%s peer_id=%s: another copy of a Succeeded task", req->task_id,
+                req->host_id, req->peer_id);
     }
     sched_bitset_done(&peer.finished_pieces);
     return r;

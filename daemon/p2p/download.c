@@ -268,8 +268,8 @@ static int check_content(struct run *rd, struct dfc_error *err) {
                 dfc_error_msg(err));
     }
     if (r == 0) {
-        r = dfd_replica_set_digests(rd->rep, hex, basis,
-                                    (const uint8_t(*)[DFC_SHA256_LEN])rd->got, err);
+        r = dfd_replica_set_digests(rd->rep, hex, basis, (const uint8_t(*)[DFC_SHA256_LEN])rd->got,
+                                    err);
     }
     return r;
 }
@@ -507,8 +507,8 @@ static int lead(struct dfd_p2p *p, struct active *a, const struct dfd_p2p_reques
             size_t was = rd->rec;
             if (pick_record(rd, &next) == 0 && rd->rec != rd->n_records) {
                 DFC_LOG(DFC_LOG_INFO, "p2p.next_record",
-                        "task_id=%s: the record of host %s failed, trying host %s's",
-                        req->task_id, rd->records[was]->host_id, rd->records[rd->rec]->host_id);
+                        "task_id=%s: the record of host %s failed, trying host %s's", req->task_id,
+                        rd->records[was]->host_id, rd->records[rd->rec]->host_id);
                 r = 0;
                 continue;
             }

@@ -59,7 +59,7 @@
 #define DFD_P2P_MAX_PARENTS 16
 /* Parents one download sets aside for bytes that failed verification. */
 #define DFD_P2P_MAX_EXCLUDED 16
-#define IP_MAX              64
+#define IP_MAX               64
 
 struct active {
     char id[DFD_TASK_ID_LEN + 1];

@@ -308,12 +308,11 @@ static void sink_release(void *arg, void *buf) {
 /* The verdict on piece number's bytes, whose SHA-256 is md (verify.h); a refusal sets err. */
 static enum dfd_piece_verdict judge(struct run *rd, uint32_t number,
                                     const uint8_t md[DFC_SHA256_LEN], struct dfc_error *err) {
-    enum dfd_piece_verdict v =
-        dfd_verify_piece(rd->records, rd->bad_record, rd->n_records, rd->rec, rd->piece_length,
-                         rd->content_length, number, md);
+    enum dfd_piece_verdict v = dfd_verify_piece(rd->records, rd->bad_record, rd->n_records, rd->rec,
+                                                rd->piece_length, rd->content_length, number, md);
     if (v != DFD_PIECE_OK) {
-        dfc_error_set(err, DFC_E_DATA_LOSS,
-                      "piece %u: its SHA-256 is not the recorded one (%s)", (unsigned)number,
+        dfc_error_set(err, DFC_E_DATA_LOSS, "piece %u: its SHA-256 is not the recorded one (%s)",
+                      (unsigned)number,
                       v == DFD_PIECE_LIE ? "no importer recorded these bytes"
                                          : "another importer's record has them");
     }

@@ -13,9 +13,8 @@
 
 bool dfd_verify_usable(const dfd_digest_record *rec, uint64_t piece_length,
                        uint64_t content_length) {
-    if (rec == NULL || rec->piece_length != piece_length ||
-        rec->content_length != content_length || piece_length == 0 ||
-        rec->content_sha256.len != DFC_SHA256_LEN) {
+    if (rec == NULL || rec->piece_length != piece_length || rec->content_length != content_length ||
+        piece_length == 0 || rec->content_sha256.len != DFC_SHA256_LEN) {
         return false;
     }
     if (rec->n_piece_sha256 != dfd_piece_count(content_length, piece_length)) {
@@ -29,11 +28,9 @@ bool dfd_verify_usable(const dfd_digest_record *rec, uint64_t piece_length,
     return true;
 }
 
-static bool has_piece(const dfd_digest_record *rec, uint64_t piece_length,
-                      uint64_t content_length, uint32_t number,
-                      const uint8_t sha[DFC_SHA256_LEN]) {
-    return dfd_verify_usable(rec, piece_length, content_length) &&
-           number < rec->n_piece_sha256 &&
+static bool has_piece(const dfd_digest_record *rec, uint64_t piece_length, uint64_t content_length,
+                      uint32_t number, const uint8_t sha[DFC_SHA256_LEN]) {
+    return dfd_verify_usable(rec, piece_length, content_length) && number < rec->n_piece_sha256 &&
            memcmp(rec->piece_sha256[number].data, sha, DFC_SHA256_LEN) == 0;
 }
 
@@ -48,7 +45,8 @@ enum dfd_piece_verdict dfd_verify_piece(const dfd_digest_record *const *records,
         return DFD_PIECE_OK;
     }
     for (size_t i = 0; i < n; i++) {
-        if (i != cur && !bad[i] && has_piece(records[i], piece_length, content_length, number, sha)) {
+        if (i != cur && !bad[i] &&
+            has_piece(records[i], piece_length, content_length, number, sha)) {
             return DFD_PIECE_OTHER_RECORD;
         }
     }
@@ -56,9 +54,9 @@ enum dfd_piece_verdict dfd_verify_piece(const dfd_digest_record *const *records,
 }
 
 int dfd_verify_content(const struct dfc_sha256 *content, const char *task_id, const char *tag,
-                       const char *application, uint64_t piece_length,
-                       const dfd_digest_record *rec, char content_hex[DFC_SHA256_HEX_LEN + 1],
-                       const char **ret_basis, struct dfc_error *err) {
+                       const char *application, uint64_t piece_length, const dfd_digest_record *rec,
+                       char content_hex[DFC_SHA256_HEX_LEN + 1], const char **ret_basis,
+                       struct dfc_error *err) {
     struct dfc_sha256 h;
     uint8_t md[DFC_SHA256_LEN];
     if (dfc_sha256_copy(&h, content) < 0) {
@@ -73,9 +71,8 @@ int dfd_verify_content(const struct dfc_sha256 *content, const char *task_id, co
     /* A basis ending in "PERSISTENT_CACHE" may be the pre-image of a content-derived id (the
      * bytes of some file, then the suffix): whoever knows a file could record other bytes
      * under its id that way. Such a record does not decide; the id rule does. */
-    const char *basis = rec != NULL && rec->id_basis != NULL && rec->id_basis[0] != '\0'
-                            ? rec->id_basis
-                            : NULL;
+    const char *basis =
+        rec != NULL && rec->id_basis != NULL && rec->id_basis[0] != '\0' ? rec->id_basis : NULL;
     size_t bl = basis != NULL ? strlen(basis) : 0;
     if (bl >= 16 && memcmp(basis + bl - 16, "PERSISTENT_CACHE", 16) == 0) {
         basis = NULL;
@@ -111,9 +108,9 @@ int dfd_verify_content(const struct dfc_sha256 *content, const char *task_id, co
             return 0;
         }
     }
-    return dfc_error_set(err, DFC_E_DATA_LOSS,
-                         "task %s: the content does not hash to the task id%s", task_id,
-                         rec != NULL ? " (nor to its recorded id basis)" : " (no digests recorded)");
+    return dfc_error_set(
+        err, DFC_E_DATA_LOSS, "task %s: the content does not hash to the task id%s", task_id,
+        rec != NULL ? " (nor to its recorded id basis)" : " (no digests recorded)");
 }
 
 /* ---- the prefix hash ---- */
@@ -137,8 +134,8 @@ struct dfd_prefix_hash {
 
 static int hash_piece(struct dfd_prefix_hash *h, uint32_t number, struct dfc_error *err) {
     uint64_t off = (uint64_t)number * h->piece_length;
-    uint64_t end = off + h->piece_length < h->content_length ? off + h->piece_length
-                                                              : h->content_length;
+    uint64_t end =
+        off + h->piece_length < h->content_length ? off + h->piece_length : h->content_length;
     while (off < end) {
         size_t n = end - off < READ_CHUNK ? (size_t)(end - off) : READ_CHUNK;
         int r = dfd_replica_pread(h->rep, off, h->buf, n, err);

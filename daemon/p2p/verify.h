@@ -54,9 +54,9 @@ enum dfd_piece_verdict dfd_verify_piece(const dfd_digest_record *const *records,
  * failed, -ENOMEM. *ret_basis (may be NULL) is the record's id_basis when it decided, else
  * NULL. */
 int dfd_verify_content(const struct dfc_sha256 *content, const char *task_id, const char *tag,
-                       const char *application, uint64_t piece_length,
-                       const dfd_digest_record *rec, char content_hex[DFC_SHA256_HEX_LEN + 1],
-                       const char **ret_basis, struct dfc_error *err);
+                       const char *application, uint64_t piece_length, const dfd_digest_record *rec,
+                       char content_hex[DFC_SHA256_HEX_LEN + 1], const char **ret_basis,
+                       struct dfc_error *err);
 
 struct dfd_prefix_hash;
 

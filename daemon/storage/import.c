@@ -134,14 +134,13 @@ static int import_new(struct dfd_storage *s, const struct dfd_import_params *p,
     imp->p.peer_id = imp->peer_id;
     /* With the length known up front the automatic piece length is too: CRC and SHA-256 per
      * piece in the pass itself (piece.h). */
-    struct dfd_digest_params dp = {
-        .hash_content = p->content_for_id == NULL,
-        .tag = imp->tag,
-        .application = imp->application,
-        .piece_length = p->piece_length,
-        .unit = p->piece_length == 0 && p->expected_length >= 0
-                    ? dfd_piece_length_auto((uint64_t)p->expected_length)
-                    : 0};
+    struct dfd_digest_params dp = {.hash_content = p->content_for_id == NULL,
+                                   .tag = imp->tag,
+                                   .application = imp->application,
+                                   .piece_length = p->piece_length,
+                                   .unit = p->piece_length == 0 && p->expected_length >= 0
+                                               ? dfd_piece_length_auto((uint64_t)p->expected_length)
+                                               : 0};
     if (oom || dfd_digester_init(&imp->dg, &dp) < 0) {
         dfd_import_abort(imp);
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -276,9 +275,8 @@ static int fill_task(struct dfd_import *imp, const struct dfd_digest_result *dr,
     t->application = dfd__dup_or_null(imp->application, &oom);
     t->id_basis = dfd__dup_or_null(imp->content_for_id, &oom);
     dfc_sha256_to_hex(dr->content_sha256, t->content_sha256);
-    if (oom || (*ret_pieces = dfd__pieces_new(t, dr->piece_crcs,
-                                              (const uint8_t(*)[DFC_SHA256_LEN])dr->piece_shas)) ==
-                   NULL) {
+    if (oom || (*ret_pieces = dfd__pieces_new(
+                    t, dr->piece_crcs, (const uint8_t(*)[DFC_SHA256_LEN])dr->piece_shas)) == NULL) {
         dfd_task_meta_done(t);
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }

@@ -413,10 +413,11 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
     size_t n = 0, cap = 0;
     int r = 0, rc;
     pthread_mutex_lock(&md->mu);
-    if (sqlite3_prepare_v2(md->db,
-                           "SELECT number, offset, length, digest, sha256 FROM pieces WHERE task_id = ?"
-                           " ORDER BY number",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            md->db,
+            "SELECT number, offset, length, digest, sha256 FROM pieces WHERE task_id = ?"
+            " ORDER BY number",
+            -1, &st, NULL) != SQLITE_OK) {
         r = db_error(md, err, "prepare");
         goto out;
     }

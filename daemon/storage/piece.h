@@ -50,8 +50,8 @@ struct dfd_digest_params {
 
 struct dfd_digester {
     struct dfd_digest_params p;
-    struct dfc_sha256 sha;  /* the content (the SHA stage) */
-    struct dfc_sha256 usha; /* the current unit (the CRC stage) */
+    struct dfc_sha256 sha;                /* the content (the SHA stage) */
+    struct dfc_sha256 usha;               /* the current unit (the CRC stage) */
     uint8_t (*unit_shas)[DFC_SHA256_LEN]; /* one per finished unit */
     uint64_t unit;       /* CRC granularity: piece_length, or 4 MiB when automatic */
     uint64_t total;      /* bytes seen */

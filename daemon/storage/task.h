@@ -2,8 +2,8 @@
  * task.h - the task and piece records the storage engine hands out (storage.h). How they are
  * stored (SQLite, metadata.h) is private to daemon/storage.
  *
- * Ownership: dfd_task_meta's tag, application and id_basis are heap strings owned by the struct (free
- * with dfd_task_meta_done); task lists are arrays the caller frees with
+ * Ownership: dfd_task_meta's tag, application and id_basis are heap strings owned by the struct
+ * (free with dfd_task_meta_done); task lists are arrays the caller frees with
  * dfd_task_meta_list_free, piece lists with free().
  */
 #ifndef DFD_STORAGE_TASK_H

@@ -611,8 +611,9 @@ static void forge_crcs(struct p2p_node *n, const char *id, size_t len) {
 
 static bool excluded_at_scheduler(const char *id, const char *host_id) {
     redisReply *r = redis_server_command(
-        &cl.redis, "SISMEMBER scheduler:scheduler-clusters:1:persistent-cache-task-excluded-parents:%s %s",
-        id, host_id);
+        &cl.redis,
+        "SISMEMBER scheduler:scheduler-clusters:1:persistent-cache-task-excluded-parents:%s %s", id,
+        host_id);
     bool yes = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
     return yes;
@@ -668,8 +669,8 @@ static void test_pre_claimed_id_and_honest_importer(void **state) {
     fputs(g_bytes, fp);
     fclose(fp);
     harness_write_file(w, 3000, 909); /* W: other bytes, the same length */
-    const char *claim[] = {"import", "--no-progress", "--content-for-calculating-task-id",
-                           preimage, w, NULL};
+    const char *claim[] = {
+        "import", "--no-progress", "--content-for-calculating-task-id", preimage, w, NULL};
     assert_int_equal(harness_dfcache(&A->h, -1, outb, sizeof(outb), errb, sizeof(errb), claim), 0);
     harness_done_id(outb, id);
     char g_id[65];

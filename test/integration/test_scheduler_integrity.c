@@ -400,8 +400,8 @@ static int send_on(struct dfc_rpc_stream *st, announce_req *m, const char *host,
 static size_t recv_parents(struct dfc_rpc_stream *st, char ids[4][128]) {
     ProtobufCMessage *msg = NULL;
     struct dfc_error err;
-    int r = dfc_rpc_stream_recv(st, &scheduler__v2__announce_persistent_cache_peer_response__descriptor,
-                                &msg, &err);
+    int r = dfc_rpc_stream_recv(
+        st, &scheduler__v2__announce_persistent_cache_peer_response__descriptor, &msg, &err);
     if (r <= 0) {
         fail_msg("recv: %d %s", r, err.msg);
     }
@@ -460,7 +460,8 @@ static void test_failed_verification_excludes_the_parent(void **state) {
     assert_true(has(ids, n, a.id) && has(ids, n, b.id));
 
     announce_req fm = SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
-    Scheduler__V2__DownloadPieceFailedRequest pf = SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__INIT;
+    Scheduler__V2__DownloadPieceFailedRequest pf =
+        SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__INIT;
     pf.opt_piece_number_case =
         SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__OPT_PIECE_NUMBER_PIECE_NUMBER;
     pf.piece_number = 0;
