@@ -89,6 +89,12 @@ int sched_validate_record_digests(const record_req *r, struct dfc_error *err) {
                                  DFC_SHA256_LEN, r->piece_sha256[i].len);
         }
     }
+    /* The last piece's digest is the content's SHA-256 (docs/integrity.md). */
+    size_t n = r->n_piece_sha256;
+    if (n > 0 && memcmp(r->piece_sha256[n - 1].data, r->content_sha256.data, DFC_SHA256_LEN) != 0) {
+        return dfc_error_set(err, -EINVAL, "piece_sha256[%zu]: the last must be content_sha256",
+                             n - 1);
+    }
     return 0;
 }
 

@@ -6,7 +6,8 @@
  * Record: validated first (INVALID_ARGUMENT naming the field: host_id, task_id (64 lowercase
  * hex digits), content_sha256 (32 bytes), id_basis (at most SCHED_ID_BASIS_MAX bytes, and
  * hashing to task_id when given), piece_length, content_length, piece_sha256 (exactly
- * ceil(content_length / piece_length) of 32 bytes, at most SCHED_DIGEST_PIECES_MAX)); then,
+ * ceil(content_length / piece_length) of 32 bytes, at most SCHED_DIGEST_PIECES_MAX, the last
+ * one content_sha256)); then,
  * without Redis, FAILED_PRECONDITION; NOT_FOUND for a task or host the scheduler does not
  * know; FAILED_PRECONDITION when the host holds no Succeeded peer of the task or the geometry
  * is not the task's; then integrity_store.h's answers (ALREADY_EXISTS, RESOURCE_EXHAUSTED).

@@ -246,26 +246,52 @@ static int pick_record(struct run *rd, struct dfc_error *err) {
     return 0;
 }
 
+static void hex_to_raw(const char *hex, uint8_t out[DFC_SHA256_LEN]) {
+    for (size_t i = 0; i < DFC_SHA256_LEN; i++) {
+        unsigned v = 0;
+        (void)sscanf(hex + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
 /* Every piece written and checked: the content's end check (verify.h), then its digests into
  * the replica's row. DFC_E_DATA_LOSS with rd->content_failed when the bytes are not the
  * task's: the next record may be tried. */
 static int check_content(struct run *rd, struct dfc_error *err) {
-    struct dfc_sha256 content = {0};
-    int r = dfd_prefix_hash_finish(rd->ph, &content, err);
+    struct dfc_sha256c content = {0};
+    const dfd_digest_record *rec = rd->rec < rd->n_records ? rd->records[rd->rec] : NULL;
+    int r = 0;
+    if (rec == NULL) {
+        r = dfd_prefix_hash_finish(rd->ph, &content, err);
+    } else if (rd->piece_count == 0) {
+        r = dfc_sha256c_init(&content) < 0 ? dfc_error_set(err, -ENOMEM, "out of memory") : 0;
+    } else {
+        /* Every piece checked against the record's chain, the last one's hash kept: the
+         * content is the record's, and its hash continues from there. */
+        content = rd->tail;
+        rd->tail = (struct dfc_sha256c){0};
+        r = content.ctx != NULL ? 0 : dfc_error_set(err, -EINVAL, "the last piece is unchecked");
+        for (uint32_t i = 0; r == 0 && i < rd->piece_count; i++) {
+            memcpy(rd->got[i], rec->piece_sha256[i].data, DFC_SHA256_LEN);
+        }
+    }
     if (r < 0) {
+        dfc_sha256c_done(&content);
         return r;
     }
-    const dfd_digest_record *rec = rd->rec < rd->n_records ? rd->records[rd->rec] : NULL;
     char hex[DFC_SHA256_HEX_LEN + 1];
     const char *basis = NULL;
     r = dfd_verify_content(&content, rd->req->task_id, rd->id_tag, rd->id_app, rd->piece_length,
                            rec, hex, &basis, err);
-    dfc_sha256_done(&content);
+    dfc_sha256c_done(&content);
     if (r == DFC_E_DATA_LOSS) {
         rd->content_failed = true;
         DFC_LOG(DFC_LOG_WARN, "p2p.content_refused", "task_id=%s record_host=%s error=\"%s\"",
                 rd->req->task_id, rec != NULL && rec->host_id != NULL ? rec->host_id : "-",
                 dfc_error_msg(err));
+    }
+    if (r == 0 && rd->piece_count > 0 && rec == NULL) {
+        hex_to_raw(hex, rd->got[rd->piece_count - 1]); /* the last digest: the content's */
     }
     if (r == 0) {
         r = dfd_replica_set_digests(rd->rep, hex, basis, (const uint8_t(*)[DFC_SHA256_LEN])rd->got,
@@ -339,8 +365,10 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
             r = dfc_error_set(err, -ENOMEM, "out of memory");
         }
     }
-    if (r == 0) {
-        r = dfd_prefix_hash_new(rd->rep, rd->piece_length, rd->content_length, &rd->ph, err);
+    if (r == 0 && rd->rec == rd->n_records) {
+        /* No record: the content is hashed in order as it lands (verify.h). */
+        r = dfd_prefix_hash_new(rd->rep, rd->piece_length, rd->content_length, rd->got, &rd->ph,
+                                err);
     }
     if (r == 0) {
         r = p->o.sched.announce_open(p->o.sched.s, req->task_id,
@@ -387,6 +415,7 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     rd->st = NULL;
     dfd_prefix_hash_free(rd->ph);
     rd->ph = NULL;
+    dfc_sha256c_done(&rd->tail);
     dfd_replica_abort(rd->rep);
     rd->rep = NULL;
     dfc_rpc_msg_free(rd->normal);

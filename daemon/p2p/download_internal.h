@@ -114,16 +114,18 @@ struct run {
 
     /* Verification (verify.h, docs/integrity.md), the leader's: the importers' records, those
      * that failed the end check in an earlier attempt, the one in use (n_records: none), the
-     * scheduler's tag and application (the id rule), and per piece the SHA-256 of the bytes
-     * written (each slot written by the worker that wrote the piece, read after the round). */
+     * scheduler's tag and application (the id rule), and per piece its digest for the replica's
+     * row (the record's, or the prefix hash's). */
     const dfd_digest_record *const *records;
     size_t n_records;
     bool *bad_record;
     size_t rec;
     const char *id_tag, *id_app;
     uint8_t (*got)[DFC_SHA256_LEN];
-    struct dfd_prefix_hash *ph; /* the content's running SHA-256 */
+    struct dfd_prefix_hash *ph; /* without a record: the content's running SHA-256 */
     bool content_failed;        /* the end check failed: the next record may be tried */
+    struct dfc_sha256c tail;    /* with a record (mu): the content hash of the checked last
+                                   piece, unfinished: the end check's start */
 
     pthread_mutex_t mu;       /* progress callbacks, stream sends, the fields below */
     ProtobufCMessage *normal; /* the current AnnouncePersistentCachePeerResponse */

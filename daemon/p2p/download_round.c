@@ -16,12 +16,13 @@
  *   bytes, a worker receives the whole piece into its own buffer and writes it itself. A
  *   piece goes to the parents that reported it, round-robin from piece number modulo the
  *   parent count (no weighting by idle bandwidth); on a failure (connect, timeout, CRC) the
- *   next of them is tried. Each piece's SHA-256 is taken by its worker as the bytes pass and
- *   judged against the importers' records before the piece counts as written (verify.h,
- *   docs/integrity.md): bytes no record has exclude their parent for the rest of the download
- *   and are reported DownloadPieceFailed{temporary = false}; a written piece is handed to the
- *   running content hash. A piece that failed on every parent that had it is reported
- *   DownloadPieceFailed{temporary} and ends the round: the workers take no new piece.
+ *   next of them is tried. With a record, each piece is hashed by its worker as the bytes pass,
+ *   resumed from the record's digest before it, and judged before the piece counts as written
+ *   (verify.h, docs/integrity.md): bytes no record has exclude their parent for the rest of the
+ *   download and are reported DownloadPieceFailed{temporary = false}. Without one, a written
+ *   piece is handed to the running content hash instead. A piece that failed on every parent that
+ * had it is reported DownloadPieceFailed{temporary} and ends the round: the workers take no new
+ * piece.
  *
  *   Everything a remote peer sends is bounded here: at most DFD_P2P_MAX_PARENTS parents, each
  *   with a valid IP and port; a reported piece number must be one we asked for, its offset and
@@ -224,14 +225,22 @@ struct worker_buf {
     void *buf;
     size_t len;
     bool whole;
-    struct dfc_sha256 sha; /* each piece's SHA-256, as its bytes pass */
+    struct dfc_sha256c sha; /* each piece's hash, resumed from the record, as its bytes pass */
 };
 
 /* A streamed piece's sink: its writer job (first: the writer's callbacks take it) and the
- * worker's SHA-256, updated with each chunk before it is handed to the writer. */
+ * worker's hash (NULL: no record to check against), fed each chunk before it is handed to the
+ * writer. */
 struct sink_ctx {
     struct dfd_piece_job job;
-    struct dfc_sha256 *sha;
+    struct dfc_sha256c *sha;
+};
+
+/* What a piece's bytes are, judged against the records (docs/integrity.md). */
+enum piece_verdict {
+    PIECE_OK,           /* the record in use has them */
+    PIECE_OTHER_RECORD, /* another usable record not known bad has them: not a lie per se */
+    PIECE_LIE,          /* no record (but known bad ones) has them */
 };
 
 /* Reports a written piece to the caller and the scheduler; rd->mu held. */
@@ -295,7 +304,9 @@ static void *sink_buffer(void *arg) {
 static int sink_write(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
     (void)err; /* a write error is the job's, seen by dfd_piece_job_wait */
     struct sink_ctx *c = arg;
-    dfc_sha256_update(c->sha, data, n); /* chunks come in order, each once */
+    if (c->sha != NULL) {
+        dfc_sha256c_update(c->sha, data, n); /* chunks come in order, each once */
+    }
     dfd_piece_writer_put(&c->job, at, (void *)data, n);
     return 0;
 }
@@ -305,17 +316,68 @@ static void sink_release(void *arg, void *buf) {
     dfd_piece_writer_release(c->job.w, buf);
 }
 
-/* The verdict on piece number's bytes, whose SHA-256 is md (verify.h); a refusal sets err. */
-static enum dfd_piece_verdict judge(struct run *rd, uint32_t number,
-                                    const uint8_t md[DFC_SHA256_LEN], struct dfc_error *err) {
-    enum dfd_piece_verdict v = dfd_verify_piece(rd->records, rd->bad_record, rd->n_records, rd->rec,
-                                                rd->piece_length, rd->content_length, number, md);
-    if (v != DFD_PIECE_OK) {
-        dfc_error_set(err, DFC_E_DATA_LOSS, "piece %u: its SHA-256 is not the recorded one (%s)",
-                      (unsigned)number,
-                      v == DFD_PIECE_LIE ? "no importer recorded these bytes"
-                                         : "another importer's record has them");
+/* Whether piece number's bytes (whole, or read back from the spool when NULL) check out
+ * against rec. */
+static bool rehash_matches(struct run *rd, uint32_t number, const dfd_digest_record *rec,
+                           const void *whole) {
+    struct dfc_sha256c c;
+    if (dfc_sha256c_init(&c) < 0) {
+        return false;
     }
+    bool ok = dfd_verify_resume(&c, rec, number, rd->piece_length) == 0;
+    uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
+    uint8_t *buf = whole == NULL ? malloc(STREAM_CHUNK) : NULL;
+    if (whole != NULL) {
+        dfc_sha256c_update(&c, whole, (size_t)len);
+    } else {
+        ok = ok && buf != NULL;
+        for (uint64_t at = 0; ok && at < len; at += STREAM_CHUNK) {
+            size_t n = len - at < STREAM_CHUNK ? (size_t)(len - at) : STREAM_CHUNK;
+            struct dfc_error e;
+            ok = dfd_replica_pread(rd->rep, off + at, buf, n, &e) == 0;
+            dfc_sha256c_update(&c, buf, n);
+        }
+    }
+    ok = ok && dfd_verify_end(&c, rec, number);
+    free(buf);
+    dfc_sha256c_done(&c);
+    return ok;
+}
+
+/* The verdict on piece number's bytes, which went through wb->sha resumed for the record in
+ * use (whole: the bytes, else in the spool); a refusal sets err. The last piece's unfinished
+ * content hash goes to rd->tail when it passes: the end check starts from it. */
+static enum piece_verdict judge(struct run *rd, struct worker_buf *wb, uint32_t number,
+                                const void *whole, struct dfc_error *err) {
+    const dfd_digest_record *rec = rd->records[rd->rec];
+    struct dfc_sha256c tail = {0};
+    bool last = number + 1 == rd->piece_count;
+    if (last && dfc_sha256c_copy(&tail, &wb->sha) < 0) {
+        dfc_error_set(err, -ENOMEM, "out of memory");
+        return PIECE_OTHER_RECORD; /* not the parent's fault */
+    }
+    if (dfd_verify_end(&wb->sha, rec, number)) {
+        if (last) {
+            pthread_mutex_lock(&rd->mu);
+            dfc_sha256c_done(&rd->tail);
+            rd->tail = tail;
+            pthread_mutex_unlock(&rd->mu);
+        }
+        return PIECE_OK;
+    }
+    dfc_sha256c_done(&tail);
+    enum piece_verdict v = PIECE_LIE;
+    for (size_t j = 0; j < rd->n_records && v == PIECE_LIE; j++) {
+        if (j != rd->rec && !rd->bad_record[j] &&
+            dfd_verify_usable(rd->records[j], rd->piece_length, rd->content_length) &&
+            rehash_matches(rd, number, rd->records[j], whole)) {
+            v = PIECE_OTHER_RECORD;
+        }
+    }
+    dfc_error_set(err, DFC_E_DATA_LOSS, "piece %u: its SHA-256 is not the recorded one (%s)",
+                  (unsigned)number,
+                  v == PIECE_LIE ? "no importer recorded these bytes"
+                                 : "another importer's record has them");
     return v;
 }
 
@@ -326,15 +388,15 @@ static enum dfd_piece_verdict judge(struct run *rd, uint32_t number,
  * storage failure (fatal) from the parent's (try the next). */
 static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
                       struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
-                      enum dfd_piece_verdict *ret_verdict, struct dfc_error *err) {
+                      enum piece_verdict *ret_verdict, struct dfc_error *err) {
     uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
     int64_t timeout = rd->p->o.piece_timeout_ns;
-    uint8_t md[DFC_SHA256_LEN];
+    bool check = rd->rec < rd->n_records; /* else the end check alone decides */
     *ret_ours = false;
-    *ret_verdict = DFD_PIECE_OK;
-    if (dfc_sha256_reset(&wb->sha) < 0) {
+    *ret_verdict = PIECE_OK;
+    if (check && dfd_verify_resume(&wb->sha, rd->records[rd->rec], number, rd->piece_length) < 0) {
         *ret_ours = true;
-        return dfc_error_set(err, -ENOMEM, "out of memory");
+        return dfc_error_set(err, -EINVAL, "piece %u: cannot resume its hash", (unsigned)number);
     }
     if (wb->whole) {
         int r = dfd_vortex_fetch(pa->vortex_ip, pa->vortex_port, rd->req->task_id, number, off, len,
@@ -342,24 +404,21 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
         if (r < 0) {
             return r;
         }
-        dfc_sha256_update(&wb->sha, wb->buf, (size_t)len);
-        dfc_sha256_final(&wb->sha, md);
-        if ((*ret_verdict = judge(rd, number, md, err)) != DFD_PIECE_OK) {
-            return DFC_E_DATA_LOSS; /* checked before anything is written */
+        if (check) {
+            dfc_sha256c_update(&wb->sha, wb->buf, (size_t)len);
+            if ((*ret_verdict = judge(rd, wb, number, wb->buf, err)) != PIECE_OK) {
+                return DFC_E_DATA_LOSS; /* checked before anything is written */
+            }
         }
         *ret_ours = true;
-        r = dfd_replica_write_piece(rd->rep, number, wb->buf, (size_t)len, got->crc32, err);
-        if (r == 0) {
-            memcpy(rd->got[number], md, DFC_SHA256_LEN);
-        }
-        return r;
+        return dfd_replica_write_piece(rd->rep, number, wb->buf, (size_t)len, got->crc32, err);
     }
     int r = dfd_replica_claim_piece(rd->rep, number, (size_t)len, err);
     if (r < 0) {
         *ret_ours = true;
         return r;
     }
-    struct sink_ctx ctx = {.sha = &wb->sha};
+    struct sink_ctx ctx = {.sha = check ? &wb->sha : NULL};
     dfd_piece_job_init(&ctx.job, rd->writer, number);
     struct dfd_vortex_sink sink = {
         .arg = &ctx, .write = sink_write, .buffer = sink_buffer, .release = sink_release};
@@ -374,15 +433,10 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
         r = wr;
         *ret_ours = true;
     }
-    if (r == 0) {
-        /* The piece counts only once its SHA-256 is the recorded one: until then it is a
-         * claimed range of the spool, dropped (and fetched again) on a mismatch. */
-        dfc_sha256_final(&wb->sha, md);
-        if ((*ret_verdict = judge(rd, number, md, err)) != DFD_PIECE_OK) {
-            r = DFC_E_DATA_LOSS;
-        } else {
-            memcpy(rd->got[number], md, DFC_SHA256_LEN);
-        }
+    /* The piece counts only once it checked out against the record: until then it is a
+     * claimed range of the spool, dropped (and fetched again) on a mismatch. */
+    if (r == 0 && check && (*ret_verdict = judge(rd, wb, number, NULL, err)) != PIECE_OK) {
+        r = DFC_E_DATA_LOSS;
     }
     dfd_replica_finish_piece(rd->rep, number, r == 0, r == 0 ? got->crc32 : 0);
     return r;
@@ -465,9 +519,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
         struct dfd_vortex_fetched got;
         struct dfc_error err;
         bool ours = false;
-        enum dfd_piece_verdict verdict;
+        enum piece_verdict verdict;
         int r = fetch_from(rd, pa, number, wb, &got, &ours, &verdict, &err);
-        if (r == DFC_E_DATA_LOSS && verdict == DFD_PIECE_OK) {
+        if (r == DFC_E_DATA_LOSS && verdict == PIECE_OK) {
             dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
         }
         if (r < 0 && !ours) {
@@ -477,7 +531,7 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
                     dfc_error_msg(&err));
             pthread_mutex_lock(&rd->mu);
             pa->failed = true;
-            if (verdict == DFD_PIECE_LIE) {
+            if (verdict == PIECE_LIE) {
                 exclude(rd, pa, number);
             }
             pthread_mutex_unlock(&rd->mu);
@@ -496,8 +550,8 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
             set_fatal(rd, r, &err);
         }
         pthread_mutex_unlock(&rd->mu);
-        if (r == 0) {
-            dfd_prefix_hash_piece(rd->ph, number); /* checked and written: the prefix may read it */
+        if (r == 0 && rd->ph != NULL) {
+            dfd_prefix_hash_piece(rd->ph, number); /* written: the prefix may read it */
         }
         return;
     }
@@ -522,7 +576,7 @@ static void *worker_main(void *arg) {
     struct worker_buf wb = {.whole = whole_pieces(rd)};
     wb.len = wb.whole ? (size_t)rd->piece_length : STREAM_CHUNK;
     wb.buf = wb.whole ? malloc(wb.len) : NULL; /* streamed: the writer's buffers */
-    bool sha = dfc_sha256_init(&wb.sha) == 0;
+    bool sha = dfc_sha256c_init(&wb.sha) == 0;
     pthread_mutex_lock(&rd->mu);
     if ((wb.whole && wb.buf == NULL) || !sha) {
         struct dfc_error e;
@@ -537,7 +591,7 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&rd->mu);
     free(wb.buf);
-    dfc_sha256_done(&wb.sha);
+    dfc_sha256c_done(&wb.sha);
     return NULL;
 }
 

@@ -14,56 +14,50 @@
 bool dfd_verify_usable(const dfd_digest_record *rec, uint64_t piece_length,
                        uint64_t content_length) {
     if (rec == NULL || rec->piece_length != piece_length || rec->content_length != content_length ||
-        piece_length == 0 || rec->content_sha256.len != DFC_SHA256_LEN) {
+        piece_length == 0 || piece_length % 64 != 0 || rec->content_sha256.len != DFC_SHA256_LEN) {
         return false;
     }
-    if (rec->n_piece_sha256 != dfd_piece_count(content_length, piece_length)) {
+    size_t n = rec->n_piece_sha256;
+    if (n != dfd_piece_count(content_length, piece_length)) {
         return false;
     }
-    for (size_t i = 0; i < rec->n_piece_sha256; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (rec->piece_sha256[i].len != DFC_SHA256_LEN) {
             return false;
         }
     }
-    return true;
+    return n == 0 ||
+           memcmp(rec->piece_sha256[n - 1].data, rec->content_sha256.data, DFC_SHA256_LEN) == 0;
 }
 
-static bool has_piece(const dfd_digest_record *rec, uint64_t piece_length, uint64_t content_length,
-                      uint32_t number, const uint8_t sha[DFC_SHA256_LEN]) {
-    return dfd_verify_usable(rec, piece_length, content_length) && number < rec->n_piece_sha256 &&
-           memcmp(rec->piece_sha256[number].data, sha, DFC_SHA256_LEN) == 0;
+int dfd_verify_resume(struct dfc_sha256c *c, const dfd_digest_record *rec, uint32_t number,
+                      uint64_t piece_length) {
+    const uint8_t *start = number > 0 ? rec->piece_sha256[number - 1].data : NULL;
+    return dfc_sha256c_resume(c, start, (uint64_t)number * piece_length);
 }
 
-enum dfd_piece_verdict dfd_verify_piece(const dfd_digest_record *const *records, const bool *bad,
-                                        size_t n, size_t cur, uint64_t piece_length,
-                                        uint64_t content_length, uint32_t number,
-                                        const uint8_t sha[DFC_SHA256_LEN]) {
-    if (cur >= n) {
-        return DFD_PIECE_OK;
+bool dfd_verify_end(struct dfc_sha256c *c, const dfd_digest_record *rec, uint32_t number) {
+    uint8_t md[DFC_SHA256_LEN];
+    if (number + 1 == rec->n_piece_sha256) {
+        dfc_sha256c_final(c, md);
+    } else if (dfc_sha256c_state(c, md) < 0) {
+        return false;
     }
-    if (has_piece(records[cur], piece_length, content_length, number, sha)) {
-        return DFD_PIECE_OK;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (i != cur && !bad[i] &&
-            has_piece(records[i], piece_length, content_length, number, sha)) {
-            return DFD_PIECE_OTHER_RECORD;
-        }
-    }
-    return DFD_PIECE_LIE;
+    return number < rec->n_piece_sha256 &&
+           memcmp(rec->piece_sha256[number].data, md, DFC_SHA256_LEN) == 0;
 }
 
-int dfd_verify_content(const struct dfc_sha256 *content, const char *task_id, const char *tag,
+int dfd_verify_content(const struct dfc_sha256c *content, const char *task_id, const char *tag,
                        const char *application, uint64_t piece_length, const dfd_digest_record *rec,
                        char content_hex[DFC_SHA256_HEX_LEN + 1], const char **ret_basis,
                        struct dfc_error *err) {
-    struct dfc_sha256 h;
+    struct dfc_sha256c h;
     uint8_t md[DFC_SHA256_LEN];
-    if (dfc_sha256_copy(&h, content) < 0) {
+    if (dfc_sha256c_copy(&h, content) < 0) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    dfc_sha256_final(&h, md);
-    dfc_sha256_done(&h);
+    dfc_sha256c_final(&h, md);
+    dfc_sha256c_done(&h);
     dfc_sha256_to_hex(md, content_hex);
     if (ret_basis != NULL) {
         *ret_basis = NULL;
@@ -99,11 +93,11 @@ int dfd_verify_content(const struct dfc_sha256 *content, const char *task_id, co
      * length] || "PERSISTENT_CACHE"), with the piece length only when the import gave one. */
     uint64_t pls[2] = {0, piece_length};
     for (int k = 0; k < 2; k++) {
-        if (dfc_sha256_copy(&h, content) < 0) {
+        if (dfc_sha256c_copy(&h, content) < 0) {
             return dfc_error_set(err, -ENOMEM, "out of memory");
         }
         dfd_task_id_finish(&h, tag, application, pls[k], id);
-        dfc_sha256_done(&h);
+        dfc_sha256c_done(&h);
         if (strcmp(id, task_id) == 0) {
             return 0;
         }
@@ -126,7 +120,8 @@ struct dfd_prefix_hash {
     bool stop;         /* under mu */
     int error;         /* under mu: a read error, with err */
     struct dfc_error err;
-    struct dfc_sha256 sha; /* the hashing thread's (or finish's, without one) */
+    struct dfc_sha256c sha;            /* the hashing thread's (or finish's, without one) */
+    uint8_t (*states)[DFC_SHA256_LEN]; /* borrowed: the chaining value at each piece end */
     uint8_t *buf;
     pthread_t th;
     bool threaded;
@@ -142,8 +137,11 @@ static int hash_piece(struct dfd_prefix_hash *h, uint32_t number, struct dfc_err
         if (r < 0) {
             return r;
         }
-        dfc_sha256_update(&h->sha, h->buf, n);
+        dfc_sha256c_update(&h->sha, h->buf, n);
         off += n;
+    }
+    if (number + 1 < h->n && dfc_sha256c_state(&h->sha, h->states[number]) < 0) {
+        memset(h->states[number], 0, DFC_SHA256_LEN); /* a piece length inside a block */
     }
     return 0;
 }
@@ -174,18 +172,20 @@ static void *hash_main(void *arg) {
 }
 
 int dfd_prefix_hash_new(struct dfd_replica *rep, uint64_t piece_length, uint64_t content_length,
-                        struct dfd_prefix_hash **ret, struct dfc_error *err) {
+                        uint8_t (*states)[DFC_SHA256_LEN], struct dfd_prefix_hash **ret,
+                        struct dfc_error *err) {
     struct dfd_prefix_hash *h = calloc(1, sizeof(*h));
     if (h == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     h->rep = rep;
+    h->states = states;
     h->piece_length = piece_length;
     h->content_length = content_length;
     h->n = dfd_piece_count(content_length, piece_length);
     h->ready = calloc(h->n ? h->n : 1, 1);
     h->buf = malloc(READ_CHUNK);
-    if (h->ready == NULL || h->buf == NULL || dfc_sha256_init(&h->sha) < 0) {
+    if (h->ready == NULL || h->buf == NULL || dfc_sha256c_init(&h->sha) < 0) {
         free(h->ready);
         free(h->buf);
         free(h);
@@ -207,7 +207,7 @@ void dfd_prefix_hash_piece(struct dfd_prefix_hash *h, uint32_t number) {
     pthread_mutex_unlock(&h->mu);
 }
 
-int dfd_prefix_hash_finish(struct dfd_prefix_hash *h, struct dfc_sha256 *out,
+int dfd_prefix_hash_finish(struct dfd_prefix_hash *h, struct dfc_sha256c *out,
                            struct dfc_error *err) {
     if (!h->threaded) {
         for (; h->error == 0 && h->next < h->n; h->next++) {
@@ -226,7 +226,7 @@ int dfd_prefix_hash_finish(struct dfd_prefix_hash *h, struct dfc_sha256 *out,
         *err = h->err;
     }
     pthread_mutex_unlock(&h->mu);
-    if (r == 0 && dfc_sha256_copy(out, &h->sha) < 0) {
+    if (r == 0 && dfc_sha256c_copy(out, &h->sha) < 0) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
     }
     return r;
@@ -245,7 +245,7 @@ void dfd_prefix_hash_free(struct dfd_prefix_hash *h) {
     }
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
-    dfc_sha256_done(&h->sha);
+    dfc_sha256c_done(&h->sha);
     free(h->ready);
     free(h->buf);
     free(h);

@@ -358,18 +358,6 @@ int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_me
     if (imp->fd < 0) {
         imp->fd = open(imp->tmp_path, O_RDONLY | O_CLOEXEC); /* a hard link: fsync it too */
     }
-    if (dr.piece_shas == NULL) {
-        /* A stream of unknown length whose piece length came out above the unit: the pieces'
-         * SHA-256s from the spool (piece.h). */
-        dr.piece_shas = calloc(dr.piece_count ? dr.piece_count : 1, DFC_SHA256_LEN);
-        r = dr.piece_shas == NULL ? -ENOMEM
-                                  : dfd_digest_pieces_from_fd(imp->fd, dr.content_length,
-                                                              dr.piece_length, dr.piece_shas);
-        if (r < 0) {
-            dfc_error_errno(err, r, "hash the pieces of `%s`", imp->tmp_path);
-            goto out;
-        }
-    }
     if (imp->content_for_id != NULL) {
         dfd_task_id_from_string(imp->content_for_id, id);
     } else {

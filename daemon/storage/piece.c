@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 uint64_t dfd_piece_length_auto(uint64_t content_length) {
@@ -45,14 +44,7 @@ int dfd_digester_init(struct dfd_digester *d, const struct dfd_digest_params *p)
     memset(d, 0, sizeof(*d));
     d->p = *p;
     d->unit = p->piece_length ? p->piece_length : p->unit ? p->unit : DFC_PIECE_LENGTH_MIN;
-    if (dfc_sha256_init(&d->sha) < 0) {
-        return -ENOMEM;
-    }
-    if (dfc_sha256_init(&d->usha) < 0) {
-        dfc_sha256_done(&d->sha);
-        return -ENOMEM;
-    }
-    return 0;
+    return dfc_sha256c_init(&d->sha) < 0 ? -ENOMEM : 0;
 }
 
 static int push_unit(struct dfd_digester *d) {
@@ -63,18 +55,34 @@ static int push_unit(struct dfd_digester *d) {
             return -ENOMEM;
         }
         d->unit_crcs = u;
-        uint8_t(*h)[DFC_SHA256_LEN] = realloc(d->unit_shas, cap * sizeof(*h));
-        if (h == NULL) {
-            return -ENOMEM;
-        }
-        d->unit_shas = h;
         d->cap_units = cap;
     }
-    dfc_sha256_final(&d->usha, d->unit_shas[d->n_units]);
     d->unit_crcs[d->n_units++] = d->crc;
     d->crc = 0;
     d->in_unit = 0;
-    return dfc_sha256_reset(&d->usha);
+    return 0;
+}
+
+/* The SHA stage at a unit end: keeps the chaining value. */
+static void push_state(struct dfd_digester *d) {
+    if (d->states_bad) {
+        return;
+    }
+    if (d->n_states == d->cap_states) {
+        size_t cap = d->cap_states ? d->cap_states * 2 : 64;
+        uint8_t(*st)[DFC_SHA256_LEN] = realloc(d->states, cap * sizeof(*st));
+        if (st == NULL) {
+            d->states_bad = true;
+            return;
+        }
+        d->states = st;
+        d->cap_states = cap;
+    }
+    if (dfc_sha256c_state(&d->sha, d->states[d->n_states]) < 0) {
+        d->states_bad = true;
+        return;
+    }
+    d->n_states++;
 }
 
 int dfd_digester_update(struct dfd_digester *d, const void *buf, size_t len) {
@@ -83,7 +91,18 @@ int dfd_digester_update(struct dfd_digester *d, const void *buf, size_t len) {
 }
 
 void dfd_digester_update_sha(struct dfd_digester *d, const void *buf, size_t len) {
-    dfc_sha256_update(&d->sha, buf, len);
+    const uint8_t *p = buf;
+    while (len > 0) {
+        uint64_t room = d->unit - d->sha_total % d->unit;
+        size_t k = len < room ? len : (size_t)room;
+        dfc_sha256c_update(&d->sha, p, k);
+        d->sha_total += k;
+        p += k;
+        len -= k;
+        if (d->sha_total % d->unit == 0) {
+            push_state(d);
+        }
+    }
 }
 
 int dfd_digester_update_crc(struct dfd_digester *d, const void *buf, size_t len) {
@@ -93,7 +112,6 @@ int dfd_digester_update_crc(struct dfd_digester *d, const void *buf, size_t len)
         uint64_t room = d->unit - d->in_unit;
         size_t k = len < room ? len : (size_t)room;
         d->crc = dfc_crc32_update(d->crc, p, k);
-        dfc_sha256_update(&d->usha, p, k);
         d->in_unit += k;
         p += k;
         len -= k;
@@ -125,13 +143,17 @@ int dfd_digester_finish(struct dfd_digester *d, struct dfd_digest_result *ret) {
     if (ret->piece_crcs == NULL) {
         return -ENOMEM;
     }
-    if (d->n_units == ret->piece_count) { /* each piece is one unit */
-        ret->piece_shas = calloc(ret->piece_count ? ret->piece_count : 1, DFC_SHA256_LEN);
+    /* The piece digests: the chaining values at the piece ends (unit ends, per units each),
+     * the last piece's the content's SHA-256 (filled below). */
+    uint64_t per_unit = ret->piece_length / d->unit;
+    if (!d->states_bad && ret->piece_count > 0 &&
+        d->n_states >= (uint64_t)(ret->piece_count - 1) * per_unit) {
+        ret->piece_shas = calloc(ret->piece_count, DFC_SHA256_LEN);
         if (ret->piece_shas == NULL) {
             return -ENOMEM;
         }
-        if (d->n_units > 0) {
-            memcpy(ret->piece_shas, d->unit_shas, d->n_units * sizeof(*d->unit_shas));
+        for (uint32_t i = 0; i + 1 < ret->piece_count; i++) {
+            memcpy(ret->piece_shas[i], d->states[(i + 1) * per_unit - 1], DFC_SHA256_LEN);
         }
     }
     /* Fold units into pieces: pieces are whole multiples of units, but for the last. */
@@ -148,80 +170,47 @@ int dfd_digester_finish(struct dfd_digester *d, struct dfd_digest_result *ret) {
                                                                d->unit_crcs[u], (z_off_t)unit_len);
     }
     if (d->p.hash_content) {
-        struct dfc_sha256 idh;
-        if (dfc_sha256_copy(&idh, &d->sha) < 0) {
+        struct dfc_sha256c idh;
+        if (dfc_sha256c_copy(&idh, &d->sha) < 0) {
             return -ENOMEM;
         }
         dfd_task_id_finish(&idh, d->p.tag, d->p.application, d->p.piece_length, ret->task_id);
-        dfc_sha256_done(&idh);
+        dfc_sha256c_done(&idh);
     }
-    dfc_sha256_final(&d->sha, ret->content_sha256);
+    dfc_sha256c_final(&d->sha, ret->content_sha256);
+    if (ret->piece_shas != NULL) {
+        memcpy(ret->piece_shas[ret->piece_count - 1], ret->content_sha256, DFC_SHA256_LEN);
+    }
     return 0;
 }
 
-void dfd_task_id_finish(struct dfc_sha256 *h, const char *tag, const char *application,
+void dfd_task_id_finish(struct dfc_sha256c *h, const char *tag, const char *application,
                         uint64_t piece_length, char out[DFD_TASK_ID_LEN + 1]) {
     /* Dragonfly's id: content, tag, application, the requested piece length in decimal (only
      * when the request gave one), then "PERSISTENT_CACHE"; no separators. */
     if (tag != NULL) {
-        dfc_sha256_update(h, tag, strlen(tag));
+        dfc_sha256c_update(h, tag, strlen(tag));
     }
     if (application != NULL) {
-        dfc_sha256_update(h, application, strlen(application));
+        dfc_sha256c_update(h, application, strlen(application));
     }
     if (piece_length != 0) {
         char pl[24];
         int n = snprintf(pl, sizeof(pl), "%" PRIu64, piece_length);
-        dfc_sha256_update(h, pl, (size_t)n);
+        dfc_sha256c_update(h, pl, (size_t)n);
     }
-    dfc_sha256_update(h, "PERSISTENT_CACHE", 16);
-    dfc_sha256_final_hex(h, out);
-}
-
-int dfd_digest_pieces_from_fd(int fd, uint64_t content_length, uint64_t piece_length,
-                              uint8_t (*shas)[DFC_SHA256_LEN]) {
-    enum { CHUNK = 1 << 20 };
-    uint8_t *buf = malloc(CHUNK);
-    struct dfc_sha256 h;
-    if (buf == NULL || dfc_sha256_init(&h) < 0) {
-        free(buf);
-        return -ENOMEM;
-    }
-    int r = 0;
-    uint32_t n = dfd_piece_count(content_length, piece_length);
-    for (uint32_t i = 0; i < n && r == 0; i++) {
-        uint64_t off = (uint64_t)i * piece_length;
-        uint64_t end = off + piece_length < content_length ? off + piece_length : content_length;
-        r = dfc_sha256_reset(&h);
-        while (r == 0 && off < end) {
-            size_t want = end - off < CHUNK ? (size_t)(end - off) : CHUNK;
-            ssize_t got = pread(fd, buf, want, (off_t)off);
-            if (got < 0 && errno == EINTR) {
-                continue;
-            }
-            if (got <= 0) {
-                r = got < 0 ? -errno : -EIO;
-                break;
-            }
-            dfc_sha256_update(&h, buf, (size_t)got);
-            off += (uint64_t)got;
-        }
-        if (r == 0) {
-            dfc_sha256_final(&h, shas[i]);
-        }
-    }
-    dfc_sha256_done(&h);
-    free(buf);
-    return r;
+    dfc_sha256c_update(h, "PERSISTENT_CACHE", 16);
+    uint8_t md[DFC_SHA256_LEN];
+    dfc_sha256c_final(h, md);
+    dfc_sha256_to_hex(md, out);
 }
 
 void dfd_digester_done(struct dfd_digester *d) {
-    dfc_sha256_done(&d->sha);
-    dfc_sha256_done(&d->usha);
+    dfc_sha256c_done(&d->sha);
     free(d->unit_crcs);
     d->unit_crcs = NULL;
-    free(d->unit_shas);
-    d->unit_shas = NULL;
+    free(d->states);
+    d->states = NULL;
 }
 
 void dfd_digest_result_done(struct dfd_digest_result *r) {

@@ -4,13 +4,17 @@
  * "Persistent-cache task id" and "Piece geometry and digests").
  *
  * Pure functions plus one incremental digester that a single read pass feeds: it computes the
- * SHA-256 of the content (and from it the task id), and every piece's CRC-32 and SHA-256
- * (docs/integrity.md) at once, even when the piece length is only known at the end (a stream
- * of unknown length): CRCs are then kept per 4 MiB unit and combined into pieces afterwards,
- * since an automatic piece length is always a power-of-two multiple of 4 MiB. SHA-256 does
- * not combine: per-unit SHA-256s are the pieces' only when the unit is the piece length
- * (always when the length is known up front); otherwise the result has none and the caller
- * hashes the pieces from the spool (dfd_digest_pieces_from_fd).
+ * SHA-256 of the content (and from it the task id), every piece's CRC-32 and every piece's
+ * SHA-256 digest (docs/integrity.md) at once, even when the piece length is only known at the
+ * end (a stream of unknown length): CRCs are then kept per 4 MiB unit and combined into pieces
+ * afterwards, since an automatic piece length is always a power-of-two multiple of 4 MiB.
+ *
+ * A piece's SHA-256 digest is the content hash's chaining value at the piece's end (struct
+ * dfc_sha256c), the last piece's the content's SHA-256 itself: the same pass gives all of
+ * them, and a downloader checks a piece alone by resuming from the digest before it. The
+ * chaining value is kept at every unit end, so whatever the piece length turns out to be its
+ * ends are among them. A piece length that is not a multiple of 64 bytes has no chaining
+ * values at its ends: such a task gets no piece digests.
  */
 #ifndef DFD_STORAGE_PIECE_H
 #define DFD_STORAGE_PIECE_H
@@ -50,9 +54,11 @@ struct dfd_digest_params {
 
 struct dfd_digester {
     struct dfd_digest_params p;
-    struct dfc_sha256 sha;                /* the content (the SHA stage) */
-    struct dfc_sha256 usha;               /* the current unit (the CRC stage) */
-    uint8_t (*unit_shas)[DFC_SHA256_LEN]; /* one per finished unit */
+    struct dfc_sha256c sha;            /* the content (the SHA stage) */
+    uint64_t sha_total;                /* bytes the SHA stage has seen */
+    uint8_t (*states)[DFC_SHA256_LEN]; /* the chaining value at each unit end (SHA stage) */
+    size_t n_states, cap_states;
+    bool states_bad;     /* a unit end inside a block, or out of memory: no piece digests */
     uint64_t unit;       /* CRC granularity: piece_length, or 4 MiB when automatic */
     uint64_t total;      /* bytes seen */
     uint64_t in_unit;    /* bytes of the current unit seen */
@@ -69,13 +75,9 @@ struct dfd_digest_result {
     uint32_t piece_count;
     uint32_t *piece_crcs; /* piece_count entries */
     uint8_t content_sha256[DFC_SHA256_LEN];
-    /* piece_count entries; NULL when the units were not the pieces (see above) */
+    /* piece_count entries (see above); NULL when the piece length allows none */
     uint8_t (*piece_shas)[DFC_SHA256_LEN];
 };
-
-/* Fills shas[0..piece_count) from the content in fd (pread). */
-int dfd_digest_pieces_from_fd(int fd, uint64_t content_length, uint64_t piece_length,
-                              uint8_t (*shas)[DFC_SHA256_LEN]);
 
 int dfd_digester_init(struct dfd_digester *d, const struct dfd_digest_params *p);
 /* Feeds bytes to both digests. -ENOMEM only. */
@@ -91,7 +93,7 @@ void dfd_digester_done(struct dfd_digester *d);
 
 /* Appends the id suffix (tag, application, the requested piece length when not 0,
  * "PERSISTENT_CACHE") to h, a SHA-256 over the content, and finishes it as the task id. */
-void dfd_task_id_finish(struct dfc_sha256 *h, const char *tag, const char *application,
+void dfd_task_id_finish(struct dfc_sha256c *h, const char *tag, const char *application,
                         uint64_t piece_length, char out[DFD_TASK_ID_LEN + 1]);
 void dfd_digest_result_done(struct dfd_digest_result *r);
 

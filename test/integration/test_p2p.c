@@ -654,7 +654,7 @@ static void test_lying_parent_with_forged_crcs(void **state) {
  * which hashes to that id), and records W's digests. B's honest import of G used to be kept
  * locally without a peer, so every export got W; now it joins the task as a persistent peer
  * and records G's digests. C's export checks against A's record first, finds the content does
- * not hash to the id, tries B's record, refuses A's bytes (excluding A) and commits G. */
+ * not hash to the id, tries B's record (where A's bytes are a lie) and commits G. */
 static void test_pre_claimed_id_and_honest_importer(void **state) {
     REQUIRE_CLUSTER();
     char g[600], w[600], id[65], out[600], errb[2048], outb[1024];
@@ -684,12 +684,21 @@ static void test_pre_claimed_id_and_honest_importer(void **state) {
     assert_int_equal(code, 0);
     assert_non_null(strstr(outb, id));
     assert_false(harness_log_has(&B->h, "event=import.exists_in_cluster"));
+    /* B's copy is a persistent peer of the task, beside A's. */
+    redisReply *peers = redis_server_command(
+        &cl.redis,
+        "SCARD scheduler:scheduler-clusters:1:persistent-cache-tasks:%s:persistent-peers-for-"
+        "persistent-cache-task",
+        id);
+    assert_int_equal(peers->integer, 2);
+    freeReplyObject(peers);
 
     snprintf(out, sizeof(out), "%s/out-c-909", cl.dir);
     assert_int_equal(export_on(C, id, out, false), 0);
     assert_true(harness_same_file(g, out));
     assert_true(harness_log_has(&C->h, "event=p2p.next_record"));
-    assert_true(excluded_at_scheduler(id, A->host_id));
+    p2p_content_path(C, id, out, sizeof(out));
+    assert_true(harness_same_file(g, out));
 }
 
 /* DeletePersistentCacheTask on TCP is the scheduler's call only: from an address that is not

@@ -198,6 +198,9 @@ static void rec_init(struct rec *r, const char *host, const char *task, uint64_t
         r->pieces[i].data = r->shas[i];
         r->pieces[i].len = DFC_SHA256_LEN;
     }
+    if (n > 0) {
+        memcpy(r->shas[n - 1], r->content, DFC_SHA256_LEN); /* the last is the content's */
+    }
     r->req.host_id = (char *)host;
     r->req.task_id = (char *)task;
     r->req.content_sha256.data = r->content;
@@ -272,6 +275,9 @@ static void test_record_fields_validated(void **state) {
     rec_init(&r, "h", t, 9 * MiB, 1);
     r.pieces[1].len = 31;
     expect_invalid(f, &r, "piece_sha256[1]");
+    rec_init(&r, "h", t, 9 * MiB, 1);
+    r.shas[2][0] ^= 1; /* the last digest must be the content's */
+    expect_invalid(f, &r, "piece_sha256[2]");
     /* An id_basis that does hash to the task id passes validation (then: task unknown). */
     char basis_id[65];
     assert_int_equal(dfc_sha256_hex("my-model-v1", 11, basis_id), 0);

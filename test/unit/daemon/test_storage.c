@@ -98,13 +98,20 @@ static void test_stream_import_round_trip(void **state) {
         char want[DFC_CRC32_DIGEST_MAX];
         dfc_crc32_format(dfc_crc32_update(0, buf + pieces[i].offset, pieces[i].length), want);
         assert_string_equal(pieces[i].digest, want);
-        /* ... and their SHA-256s (docs/integrity.md). */
-        struct dfc_sha256 h;
+        /* ... and their SHA-256 digests (docs/integrity.md): the chaining value at the piece's
+         * end, resumed from the one before it; the last the content's SHA-256. */
+        struct dfc_sha256c c;
         uint8_t md[DFC_SHA256_LEN];
-        assert_int_equal(dfc_sha256_init(&h), 0);
-        dfc_sha256_update(&h, buf + pieces[i].offset, pieces[i].length);
-        dfc_sha256_final(&h, md);
-        dfc_sha256_done(&h);
+        assert_int_equal(dfc_sha256c_init(&c), 0);
+        assert_int_equal(dfc_sha256c_resume(&c, i ? pieces[i - 1].sha256 : NULL, pieces[i].offset),
+                         0);
+        dfc_sha256c_update(&c, buf + pieces[i].offset, pieces[i].length);
+        if (i + 1 < n) {
+            assert_int_equal(dfc_sha256c_state(&c, md), 0);
+        } else {
+            dfc_sha256c_final(&c, md);
+        }
+        dfc_sha256c_done(&c);
         assert_true(pieces[i].has_sha256);
         assert_memory_equal(pieces[i].sha256, md, DFC_SHA256_LEN);
     }
