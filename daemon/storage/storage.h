@@ -206,7 +206,7 @@ void dfd_replica_finish_piece(struct dfd_replica *rep, uint32_t number, bool ok,
 
 /* What the download verified the replica against (docs/integrity.md), recorded in its row:
  * the content's SHA-256 (hex), content_for_calculating_task_id (NULL: none) and piece_count
- * piece SHA-256s. Call before the commit, from one thread. -ENOMEM. */
+ * piece digests (task.h). Call before the commit, from one thread. -ENOMEM. */
 int dfd_replica_set_digests(struct dfd_replica *rep, const char *content_sha256,
                             const char *id_basis, const uint8_t (*piece_shas)[DFC_SHA256_LEN],
                             struct dfc_error *err);

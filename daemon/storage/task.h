@@ -63,7 +63,9 @@ struct dfd_piece_meta {
     uint64_t offset;
     uint64_t length;
     char digest[DFC_CRC32_DIGEST_MAX];
-    bool has_sha256; /* false for rows made before piece SHA-256s were recorded */
+    bool has_sha256; /* false for rows made before piece digests were recorded */
+    /* The piece's SHA-256 digest: the content hash's chaining value at its end, the last
+     * piece's the content's SHA-256 (piece.h, docs/integrity.md). */
     uint8_t sha256[DFC_SHA256_LEN];
 };
 
