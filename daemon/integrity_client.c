@@ -46,15 +46,8 @@ static int task_call(struct dfd_sched *s, const char *task_id,
 int dfd_sched_record_digests(struct dfd_sched *s, const struct dfd_task_meta *t,
                              const struct dfd_piece_meta *pieces, size_t n, struct dfc_error *err) {
     uint8_t content[DFC_SHA256_LEN];
-    if (strlen(t->content_sha256) != DFC_SHA256_HEX_LEN || n != t->piece_count) {
+    if (dfc_sha256_from_hex(t->content_sha256, content) < 0 || n != t->piece_count) {
         return dfc_error_set(err, -EINVAL, "task %s has no content SHA-256 recorded", t->id);
-    }
-    for (size_t i = 0; i < DFC_SHA256_LEN; i++) {
-        unsigned v = 0;
-        if (sscanf(t->content_sha256 + 2 * i, "%2x", &v) != 1) {
-            return dfc_error_set(err, -EINVAL, "task %s: bad content SHA-256", t->id);
-        }
-        content[i] = (uint8_t)v;
     }
     ProtobufCBinaryData *shas = calloc(n ? n : 1, sizeof(*shas));
     if (shas == NULL) {

@@ -207,7 +207,7 @@ static int get(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *re
         return r;
     }
     ProtobufCAllocator arena = {.alloc = arena_alloc, .free = arena_free, .allocator_data = call};
-    resp->records = dfc_rpc_call_alloc(call, (n + 1) * sizeof(*resp->records));
+    resp->records = dfc_rpc_call_alloc(call, (n + 1) * sizeof(digests_msg *));
     if (resp->records == NULL) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
     }

@@ -246,14 +246,6 @@ static int pick_record(struct run *rd, struct dfc_error *err) {
     return 0;
 }
 
-static void hex_to_raw(const char *hex, uint8_t out[DFC_SHA256_LEN]) {
-    for (size_t i = 0; i < DFC_SHA256_LEN; i++) {
-        unsigned v = 0;
-        (void)sscanf(hex + 2 * i, "%2x", &v);
-        out[i] = (uint8_t)v;
-    }
-}
-
 /* Every piece written and checked: the content's end check (verify.h), then its digests into
  * the replica's row. DFC_E_DATA_LOSS with rd->content_failed when the bytes are not the
  * task's: the next record may be tried. */
@@ -291,7 +283,7 @@ static int check_content(struct run *rd, struct dfc_error *err) {
                 dfc_error_msg(err));
     }
     if (r == 0 && rd->piece_count > 0 && rec == NULL) {
-        hex_to_raw(hex, rd->got[rd->piece_count - 1]); /* the last digest: the content's */
+        (void)dfc_sha256_from_hex(hex, rd->got[rd->piece_count - 1]); /* the content's */
     }
     if (r == 0) {
         r = dfd_replica_set_digests(rd->rep, hex, basis, (const uint8_t(*)[DFC_SHA256_LEN])rd->got,

@@ -45,6 +45,22 @@ void dfc_sha256_to_hex(const uint8_t md[DFC_SHA256_LEN], char out[DFC_SHA256_HEX
     out[DFC_SHA256_HEX_LEN] = '\0';
 }
 
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int dfc_sha256_from_hex(const char *hex, uint8_t out[DFC_SHA256_LEN]) {
+    for (size_t i = 0; i < DFC_SHA256_LEN; i++) {
+        int hi = hex[2 * i] != '\0' ? hex_digit(hex[2 * i]) : -1;
+        int lo = hi >= 0 ? hex_digit(hex[2 * i + 1]) : -1;
+        if (lo < 0) {
+            return -EINVAL;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return hex[2 * DFC_SHA256_LEN] == '\0' ? 0 : -EINVAL;
+}
+
 int dfc_sha256_reset(struct dfc_sha256 *h) {
     return EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
 }

@@ -35,6 +35,8 @@ int dfc_sha256_reset(struct dfc_sha256 *h);
 /* dst (uninitialised) becomes a copy of src's state (its own context: dfc_sha256_done both);
  * so a prefix hashed once can be finished several ways. -ENOMEM. */
 int dfc_sha256_copy(struct dfc_sha256 *dst, const struct dfc_sha256 *src);
+/* The raw digest of 64 lowercase hex digits (nothing after them); -EINVAL. */
+int dfc_sha256_from_hex(const char *hex, uint8_t out[DFC_SHA256_LEN]);
 /* 64 lowercase hex digits and a NUL of raw digest md. */
 void dfc_sha256_to_hex(const uint8_t md[DFC_SHA256_LEN], char out[DFC_SHA256_HEX_LEN + 1]);
 /* Frees the context; safe on a zeroed or already-done struct. */
