@@ -701,6 +701,44 @@ static void test_pre_claimed_id_and_honest_importer(void **state) {
     assert_true(harness_same_file(g, out));
 }
 
+/* Without a record (an upstream importer, or the record gone): the content is hashed as it
+ * lands and committed only when it hashes to the task id; a task whose id comes from
+ * content_for_calculating_task_id then has nothing tying its bytes to the id and is refused,
+ * leaving nothing behind. */
+static void test_no_record_checks_the_id_rule(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600], tmpdir[600], key[256];
+    size_t len = 9 * MiB + 11; /* 3 pieces */
+    import_on(A, len, 919, 1, src, sizeof(src), id);
+    snprintf(key, sizeof(key), "scheduler:scheduler-clusters:1:persistent-cache-task-digests:%s",
+             id);
+    redisReply *del = redis_server_command(&cl.redis, "DEL %s", key);
+    assert_int_equal(del->integer, 1);
+    freeReplyObject(del);
+    snprintf(out, sizeof(out), "%s/out-c-919", cl.dir);
+    assert_int_equal(export_on(C, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+
+    char named[512], outb[1024], errb[2048], sid[65];
+    snprintf(named, sizeof(named), "%s/src-929", cl.dir);
+    harness_write_file(named, 5 * MiB, 929);
+    const char *argv[] = {"import",    "--no-progress", "--content-for-calculating-task-id",
+                          "model-929", named,           NULL};
+    assert_int_equal(harness_dfcache(&A->h, -1, outb, sizeof(outb), errb, sizeof(errb), argv), 0);
+    harness_done_id(outb, sid);
+    snprintf(key, sizeof(key), "scheduler:scheduler-clusters:1:persistent-cache-task-digests:%s",
+             sid);
+    del = redis_server_command(&cl.redis, "DEL %s", key);
+    assert_int_equal(del->integer, 1);
+    freeReplyObject(del);
+    snprintf(out, sizeof(out), "%s/out-c-929", cl.dir);
+    assert_int_not_equal(export_on(C, sid, out, false), 0);
+    assert_true(harness_log_has(&C->h, "event=p2p.content_refused"));
+    assert_int_equal(stat_local(C, sid, NULL), DFC_GRPC_NOT_FOUND);
+    snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", C->h.store);
+    assert_int_equal(harness_count(tmpdir), 0);
+}
+
 /* DeletePersistentCacheTask on TCP is the scheduler's call only: from an address that is not
  * one of scheduler.addrs it is PERMISSION_DENIED naming the address, and the task stays. Node
  * D's scheduler is at 127.0.0.2 (nobody listens there: D runs standalone-like), so the test,
@@ -878,6 +916,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_parent_is_routed_around),
         cmocka_unit_test(test_lying_parent_with_forged_crcs),
         cmocka_unit_test(test_pre_claimed_id_and_honest_importer),
+        cmocka_unit_test(test_no_record_checks_the_id_rule),
         cmocka_unit_test(test_tcp_delete_only_from_the_scheduler),
         cmocka_unit_test(test_concurrent_exports_share_one_download),
         cmocka_unit_test(test_parent_killed_mid_download),
