@@ -722,8 +722,15 @@ static void test_no_record_checks_the_id_rule(void **state) {
     char named[512], outb[1024], errb[2048], sid[65];
     snprintf(named, sizeof(named), "%s/src-929", cl.dir);
     harness_write_file(named, 5 * MiB, 929);
-    const char *argv[] = {"import",    "--no-progress", "--content-for-calculating-task-id",
-                          "model-929", named,           NULL};
+    /* One replica: no replication pull may fetch it while its record is still there. */
+    const char *argv[] = {"import",
+                          "--no-progress",
+                          "--persistent-replica-count",
+                          "1",
+                          "--content-for-calculating-task-id",
+                          "model-929",
+                          named,
+                          NULL};
     assert_int_equal(harness_dfcache(&A->h, -1, outb, sizeof(outb), errb, sizeof(errb), argv), 0);
     harness_done_id(outb, sid);
     snprintf(key, sizeof(key), "scheduler:scheduler-clusters:1:persistent-cache-task-digests:%s",
