@@ -41,6 +41,7 @@
 #include "p2p/vortex_server.h"
 #include "registration.h"
 #include "rejoin.h"
+#include "integrity_client.h"
 #include "scheduler_client.h"
 #include "service.h"
 #include "storage/storage.h"
@@ -224,7 +225,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
                   .peer_event = dfd_sched_peer_event,
                   .peer_reschedule = dfd_sched_peer_reschedule,
                   .peer_piece_finished = dfd_sched_peer_piece_finished,
-                  .peer_piece_failed = dfd_sched_peer_piece_failed},
+                  .peer_piece_failed = dfd_sched_peer_piece_failed,
+                  .get_digests = dfd_sched_get_digests},
         .vortex_tls = pp->tls_client,
     };
     if ((r = dfd_p2p_new(storage, &po, &pp->engine, err)) < 0) {

@@ -14,7 +14,10 @@
  * Uploading when its id comes from its content (another import of these bytes, on this node or
  * another, is registering it; standalone, the store answers a concurrent identical import the
  * same way). A task Uploading under a content_for_calculating_task_id id, or whose geometry
- * differs, stays ALREADY_EXISTS for the caller, with the scheduler's message.
+ * differs, stays ALREADY_EXISTS for the caller, with the scheduler's message. A Succeeded task
+ * with copies on other hosts and the same geometry no longer answers ALREADY_EXISTS: the
+ * scheduler adds this copy as another persistent peer (scheduler/rpc_task.c, may_join), so an
+ * id claimed first by wrong bytes cannot keep the honest copy from being offered.
  */
 #include "registration.h"
 
@@ -24,6 +27,7 @@
 #include "dfc/id.h"
 #include "dfc/log.h"
 #include "dragonfly/common.pb-c.h"
+#include "integrity_client.h"
 #include "scheduler_client.h"
 
 /* Whether the scheduler already has t with the same geometry: Succeeded, or being uploaded
@@ -143,6 +147,9 @@ int dfd_registration_end(struct dfd_registration *g, struct dfd_storage *s, int 
     if ((r = dfd_sched_upload_finished(g->sched, t->id, g->peer_id, NULL, err)) < 0) {
         return finished_failed(g, s, t, r, err);
     }
+    /* The scheduler holds the copy: now its digests, which downloads check every piece and
+     * the content against (docs/integrity.md). */
+    dfd_record_task_digests(g->sched, s, t);
     return 0;
 }
 

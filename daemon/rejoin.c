@@ -21,6 +21,7 @@
 #include "dfc/thread.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
+#include "integrity_client.h"
 #include "scheduler_client.h"
 
 #define STREAM_TIMEOUT_MS 10000
@@ -218,8 +219,12 @@ static void settle(struct dfd_sched *sched, struct dfd_storage *storage,
     }
     if (!kept) {
         dfd_sched_delete_peer(sched, t->id, peer_id);
-    } else if (o == UPLOADED && !t->persistent) {
-        (void)dfd_storage_set_persistent(storage, t->id, true, dfc_clock_now(&dfc_clock_real), &e);
+    } else if (o == UPLOADED) {
+        if (!t->persistent) {
+            (void)dfd_storage_set_persistent(storage, t->id, true, dfc_clock_now(&dfc_clock_real),
+                                             &e);
+        }
+        dfd_record_task_digests(sched, storage, t); /* as after an import (registration.c) */
     }
 }
 

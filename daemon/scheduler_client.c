@@ -39,6 +39,7 @@
 #include "dfc/clock.h"
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
+#include "dfc/integrity.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "google/protobuf/empty.pb-c.h"
 #include "storage/task.h"
@@ -200,6 +201,10 @@ static int resolve_methods(struct dfd_sched_methods *m, struct dfc_error *err) {
                               &m->upload_failed),
         DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "StatPersistentCacheTask", &m->stat_task),
         DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "StatPersistentCachePeer", &m->stat_peer),
+        DFC_RPC_CLIENT_METHOD(dfc__scheduler__v1__persistent_cache_integrity,
+                              "RecordPersistentCacheTaskDigests", &m->record_digests),
+        DFC_RPC_CLIENT_METHOD(dfc__scheduler__v1__persistent_cache_integrity,
+                              "GetPersistentCacheTaskDigests", &m->get_digests),
     };
     return dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), err);
 }
@@ -337,6 +342,10 @@ void dfd_sched_free(struct dfd_sched *s) {
 
 const struct dfd_sched_methods *dfd_sched_methods(const struct dfd_sched *s) {
     return &s->m;
+}
+
+const char *dfd_sched_host_id(const struct dfd_sched *s) {
+    return s->host_id;
 }
 
 void dfd_sched_note_unregistered(struct dfd_sched *s) {
@@ -725,7 +734,7 @@ int dfd_sched_peer_piece_finished(struct dfd_sched *s, struct dfc_rpc_stream *st
 
 int dfd_sched_peer_piece_failed(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
                                 const char *peer_id, uint32_t number, const char *parent_id,
-                                struct dfc_error *err) {
+                                bool temporary, struct dfc_error *err) {
     Scheduler__V2__AnnouncePersistentCachePeerRequest m =
         SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__INIT;
     Scheduler__V2__DownloadPieceFailedRequest f =
@@ -734,7 +743,7 @@ int dfd_sched_peer_piece_failed(struct dfd_sched *s, struct dfc_rpc_stream *st, 
         SCHEDULER__V2__DOWNLOAD_PIECE_FAILED_REQUEST__OPT_PIECE_NUMBER_PIECE_NUMBER;
     f.piece_number = number;
     f.parent_id = (char *)parent_id;
-    f.temporary = true;
+    f.temporary = temporary;
     m.request_case = REQ(DOWNLOAD_PIECE_FAILED_REQUEST);
     m.download_piece_failed_request = &f;
     return peer_send(s, st, &m, task_id, peer_id, err);

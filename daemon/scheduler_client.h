@@ -39,7 +39,8 @@ typedef struct Common__V2__Piece Common__V2__Piece;
 /* The methods dfdaemon calls, resolved once by dfd_sched_new(). */
 struct dfd_sched_methods {
     struct dfc_rpc_client_method announce_host, delete_host, announce_peer, delete_peer,
-        upload_started, upload_finished, upload_failed, stat_task, stat_peer;
+        upload_started, upload_finished, upload_failed, stat_task, stat_peer, record_digests,
+        get_digests; /* dfc.scheduler.v1 (integrity_client.h) */
 };
 
 /* A client for cfg->scheduler_addrs (must not be empty); host_id is copied. Also resolves
@@ -49,6 +50,9 @@ int dfd_sched_new(const struct dfd_config *cfg, const char *host_id, struct dfd_
 void dfd_sched_free(struct dfd_sched *s);
 
 const struct dfd_sched_methods *dfd_sched_methods(const struct dfd_sched *s);
+
+/* This host's id, as given to dfd_sched_new (borrowed). */
+const char *dfd_sched_host_id(const struct dfd_sched *s);
 
 /* The ring: the client for task_id's attempt-th choice (attempt 0 = its own scheduler), NULL
  * once attempt reaches the number of schedulers. *ret_addr (may be NULL) names it. */
@@ -149,9 +153,10 @@ int dfd_sched_peer_piece_finished(struct dfd_sched *s, struct dfc_rpc_stream *st
                                   const char *task_id, const char *peer_id,
                                   const Common__V2__Piece *piece, struct dfc_error *err);
 
-/* DownloadPieceFailedRequest, temporary: piece number failed on parent_id. */
+/* DownloadPieceFailedRequest: piece number failed on parent_id; temporary false when its bytes
+ * failed verification (docs/integrity.md). */
 int dfd_sched_peer_piece_failed(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
                                 const char *peer_id, uint32_t number, const char *parent_id,
-                                struct dfc_error *err);
+                                bool temporary, struct dfc_error *err);
 
 #endif /* DFD_SCHEDULER_CLIENT_H */

@@ -9,10 +9,14 @@
  * and reschedule; here the candidates are a random draw of at most SCHED_PARENT_DRAW peers of
  * the persistent set and as many of the all-peers set (the same as upstream while the task
  * has no more peers than that).
+ *
+ * Not as upstream: a host in the task's exclusion set (a parent that served a piece failing
+ * verification, integrity_store.h, docs/integrity.md) is never a candidate.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "integrity_store.h"
 #include "placement.h"
 #include "placement_internal.h"
 
@@ -38,9 +42,14 @@ int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
     }
     struct sched_peer *peers = NULL;
     size_t n_peers = 0, kept = 0;
-    int r =
-        sched_peer_load_sample_by_task(s, dl, task_id, SCHED_PARENT_DRAW, &peers, &n_peers, err);
+    struct sched_ids excluded = {0};
+    int r = sched_parents_excluded(s, dl, task_id, &excluded, err);
     if (r < 0) {
+        return r;
+    }
+    r = sched_peer_load_sample_by_task(s, dl, task_id, SCHED_PARENT_DRAW, &peers, &n_peers, err);
+    if (r < 0) {
+        sched_ids_free(&excluded);
         return r;
     }
     /* Filter on the peer records first, so only hosts of possible parents are loaded. */
@@ -52,7 +61,8 @@ int sched_find_parents(struct sched_store *s, int64_t dl, const char *task_id,
         goto done;
     }
     for (size_t i = 0; i < n_peers; i++) {
-        if (!sched_parent_may_serve(&peers[i], asking, block_peers, n_block)) {
+        if (!sched_parent_may_serve(&peers[i], asking, block_peers, n_block) ||
+            sched_str_in(peers[i].host_id, (const char *const *)excluded.ids, excluded.n)) {
             continue;
         }
         struct dfc_error herr;
@@ -96,6 +106,7 @@ done:
         sched_host_list_free(hosts, kept);
     }
     sched_peer_list_free(peers, n_peers);
+    sched_ids_free(&excluded);
     free(idx);
     free(score);
     return r;

@@ -15,6 +15,7 @@
 #include "dfc/log.h"
 #include "dfc/stream_cap.h"
 #include "dfc/units.h"
+#include "integrity_store.h"
 #include "service.h"
 #include "validate.h"
 
@@ -345,6 +346,39 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
     return r;
 }
 
+/* A piece from parent_id failed verification (temporary = false, docs/integrity.md): its host
+ * joins the task's exclusion set, so no peer of the task is offered it again, and its peer
+ * record goes, so it no longer counts as a copy. Not as upstream, which ends the stream with
+ * FAILED_PRECONDITION "download piece failed": the download goes on from other parents. */
+static int exclude_parent(struct sched_service *svc, int64_t dl, const struct sched_task *t,
+                          const char *parent_id, struct dfc_error *err) {
+    struct sched_peer parent = {0};
+    struct dfc_error e;
+    int r = sched_peer_load(svc->store, dl, parent_id, &parent, &e);
+    if (r == -ENOENT) {
+        return 0; /* gone already: nothing to offer */
+    }
+    if (r < 0) {
+        *err = e;
+        return r;
+    }
+    if (strcmp(parent.task_id, t->id) != 0) {
+        sched_peer_done(&parent);
+        return 0; /* another task's peer: nothing of this task to exclude */
+    }
+    int64_t ttl = t->ttl_ns / DFC_NS_PER_SEC - (sched__now_s(svc) - t->created_at);
+    r = ttl > 0 ? sched_parent_exclude(svc->store, dl, t->id, parent.host_id, ttl, err) : 0;
+    if (r >= 0) {
+        DFC_LOG(DFC_LOG_WARN, "task.parent_excluded",
+                "task_id=%s parent_id=%s host_id=%s: a piece it served failed verification", t->id,
+                parent_id, parent.host_id);
+        r = sched_peer_delete(svc->store, dl, parent_id, err);
+        r = r == -ENOENT ? 0 : r;
+    }
+    sched_peer_done(&parent);
+    return r;
+}
+
 static int on_piece_failed(struct sched_service *svc, struct dfc_rpc_call *call,
                            const announce_req *m, struct dfc_error *err) {
     const Scheduler__V2__DownloadPieceFailedRequest *f = m->download_piece_failed_request;
@@ -353,7 +387,7 @@ static int on_piece_failed(struct sched_service *svc, struct dfc_rpc_call *call,
     struct sched_task t = {0};
     int r = load_peer(svc, dl, m->peer_id, &p, &t, err);
     if (r == 0 && !f->temporary) {
-        r = dfc_error_set(err, DFC_E_FAILED_PRECONDITION, "download piece failed");
+        r = exclude_parent(svc, dl, &t, f->parent_id, err);
     }
     if (r == 0) {
         /* block_parents = its list + itself + the failed parent, as upstream */

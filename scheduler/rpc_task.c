@@ -17,6 +17,7 @@
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
 #include "dfc/units.h"
+#include "integrity_store.h"
 #include "service.h"
 #include "validate.h"
 
@@ -51,6 +52,79 @@ static int fsm_internal(int r, struct dfc_error *err) {
     return r;
 }
 
+/* Whether an upload of a Succeeded task with copies may add its copy to it instead of being
+ * refused ALREADY_EXISTS: the same geometry, and its host not excluded from the task for
+ * serving a piece that failed verification. Not as upstream (which refuses it): an id claimed
+ * first by wrong bytes must not keep an honest importer's copy from being offered; downloads
+ * verify what they get (docs/integrity.md). A host that holds a live peer of the task already
+ * is refused, as before. */
+static bool may_join(struct sched_service *svc, int64_t dl, const struct sched_task *t,
+                     const Scheduler__V2__UploadPersistentCacheTaskStartedRequest *req) {
+    if (t->piece_length != req->piece_length || t->content_length != req->content_length ||
+        t->total_piece_count != req->piece_count) {
+        return false;
+    }
+    /* Copies there (else it is uploaded again as a new task), none on this host already. */
+    struct sched_peer *peers = NULL;
+    size_t n = 0;
+    struct dfc_error pe;
+    if (sched_peer_load_by_task(svc->store, dl, t->id, &peers, &n, &pe) < 0) {
+        return false;
+    }
+    bool mine = false, live = false;
+    for (size_t i = 0; i < n; i++) {
+        live = live || peers[i].state != SCHED_PEER_FAILED;
+        mine = mine ||
+               (peers[i].state != SCHED_PEER_FAILED && strcmp(peers[i].host_id, req->host_id) == 0);
+    }
+    sched_peer_list_free(peers, n);
+    if (!live || mine) {
+        return false;
+    }
+    struct sched_ids ex = {0};
+    struct dfc_error e;
+    if (sched_parents_excluded(svc->store, dl, t->id, &ex, &e) < 0) {
+        return false;
+    }
+    bool excluded = false;
+    for (size_t i = 0; i < ex.n && !excluded; i++) {
+        excluded = strcmp(ex.ids[i], req->host_id) == 0;
+    }
+    sched_ids_free(&ex);
+    return !excluded;
+}
+
+/* The uploader's peer of t (Succeeded, left as it is): Uploading, until its Finished. */
+static int join_upload(struct sched_service *svc, int64_t dl, const struct sched_task *t,
+                       const Scheduler__V2__UploadPersistentCacheTaskStartedRequest *req,
+                       int64_t now, struct dfc_error *err) {
+    struct sched_peer peer = {
+        .id = req->peer_id,
+        .persistent = true,
+        .state = SCHED_PEER_PENDING,
+        .block_parents_null = true,
+        .task_id = req->task_id,
+        .host_id = req->host_id,
+        .created_at = now,
+        .updated_at = now,
+        .concurrent_piece_count = 8,
+    };
+    if (sched_bitset_init(&peer.finished_pieces, req->piece_count) < 0) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    int r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_UPLOAD, err), err);
+    if (r == 0) {
+        r = sched_peer_store(svc->store, dl, &peer, t, err);
+    }
+    if (r == 0) {
+        DFC_LOG(DFC_LOG_INFO, "task.upload_joined",
+                "task_id=%s host_id=%s peer_id=%s: another copy of a Succeeded task", req->task_id,
+                req->host_id, req->peer_id);
+    }
+    sched_bitset_done(&peer.finished_pieces);
+    return r;
+}
+
 int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
                           ProtobufCMessage *resp, struct dfc_error *err) {
     struct sched_service *svc = svcp;
@@ -62,6 +136,7 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
     }
     log_ids(call, req->host_id, req->task_id, req->peer_id);
     int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
+    bool join = false;
 
     /* The host, the task and the peer in one round trip; judged in that order. */
     struct sched_host host;
@@ -80,11 +155,14 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
         *err = errs[0];
         r = rs[0];
     } else if (rs[1] == 0) {
-        /* A task that exists and cannot take Upload (Uploading, Succeeded) is taken. */
+        /* A task that exists and cannot take Upload (Uploading, Succeeded) is taken, but for
+         * another copy of a Succeeded one (may_join). */
         enum sched_task_state s = old.state;
         struct dfc_error ignored;
-        if (sched_task_fire(&s, SCHED_TASK_EV_UPLOAD, &ignored) < 0 &&
-            (old.state != SCHED_TASK_SUCCEEDED || has_copy(svc, dl, req->task_id))) {
+        if (old.state == SCHED_TASK_SUCCEEDED && may_join(svc, dl, &old, req)) {
+            join = true;
+        } else if (sched_task_fire(&s, SCHED_TASK_EV_UPLOAD, &ignored) < 0 &&
+                   (old.state != SCHED_TASK_SUCCEEDED || has_copy(svc, dl, req->task_id))) {
             r = dfc_error_set(err, -EEXIST, "persistent cache task %s is %s cannot upload",
                               req->task_id, sched_task_state_name(old.state));
         } else if (old.state == SCHED_TASK_SUCCEEDED) {
@@ -105,11 +183,15 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
         r = rs[2];
     }
     sched_host_done(&host);
-    sched_task_done(&old);
     sched_peer_done(&existing);
-    if (r < 0) {
+    if (r < 0 || join) {
+        if (r == 0) {
+            r = join_upload(svc, dl, &old, req, now, err);
+        }
+        sched_task_done(&old);
         return r;
     }
+    sched_task_done(&old);
     struct sched_task task = {
         .id = req->task_id,
         .persistent_replica_count = req->persistent_replica_count,
@@ -158,6 +240,21 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
 static int store_peer_and_task(struct sched_service *svc, int64_t dl, struct sched_peer *peer,
                                struct sched_task *task, enum sched_task_event ev, int64_t now,
                                uint64_t *all, uint64_t *persistent, struct dfc_error *err) {
+    if (task->state == SCHED_TASK_SUCCEEDED) {
+        /* A copy joining a Succeeded task (may_join): the task stays as it is. */
+        int w = sched_peer_store(svc->store, dl, peer, task, err);
+        if (w == 0 && (all != NULL || persistent != NULL)) {
+            uint64_t a = 0, p = 0;
+            w = sched_task_replica_counts(svc->store, dl, task->id, &a, &p, err);
+            if (all != NULL) {
+                *all = a;
+            }
+            if (persistent != NULL) {
+                *persistent = p;
+            }
+        }
+        return w;
+    }
     struct dfc_error refused = {0};
     int r = fsm_internal(sched_task_fire(&task->state, ev, &refused), &refused);
     if (r < 0) {

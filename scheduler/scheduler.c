@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "placement.h"
 #include "redis.h"
+#include "rpc_integrity.h"
 #include "service.h"
 #include "store.h"
 
@@ -121,6 +122,7 @@ int sched_run(const struct sched_config *cfg, const struct dfc_server_run *run,
     /* Accepted by the RPC layer itself, so the connections are capped (max_conns). */
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = sched_service_register(&svc, server, err)) < 0 ||
+        (r = sched_integrity_register(&svc, server, err)) < 0 ||
         (r = dfc_rpc_server_listen_tcp(server, cfg->listen_ip, (unsigned)cfg->port, &port, err)) <
             0 ||
         (r = dfc_rpc_server_start(server, err)) < 0 ||

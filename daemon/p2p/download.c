@@ -37,6 +37,7 @@
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "p2p/download_internal.h"
+#include "p2p/verify.h"
 
 /* How often a waiting caller polls its should_stop. */
 #define WAIT_TICK_NS (200 * DFC_NS_PER_MS)
@@ -222,11 +223,84 @@ static int rounds(struct run *rd, struct dfc_error *err) {
     }
 }
 
+/* The record this attempt checks against: the oldest usable one not yet failed (rd->rec;
+ * n_records when none is usable: the id rule alone decides). An earlier attempt that used a
+ * record and failed its end check with none left: that failure stands. */
+static int pick_record(struct run *rd, struct dfc_error *err) {
+    bool tried = false;
+    for (size_t i = 0; i < rd->n_records; i++) {
+        tried = tried || rd->bad_record[i];
+        if (!rd->bad_record[i] &&
+            dfd_verify_usable(rd->records[i], rd->piece_length, rd->content_length)) {
+            rd->rec = i;
+            return 0;
+        }
+    }
+    rd->rec = rd->n_records;
+    if (tried) {
+        return dfc_error_set(err, DFC_E_DATA_LOSS,
+                             "task %s: no importer's record matches the content its parents "
+                             "serve",
+                             rd->req->task_id);
+    }
+    return 0;
+}
+
+/* Every piece written and checked: the content's end check (verify.h), then its digests into
+ * the replica's row. DFC_E_DATA_LOSS with rd->content_failed when the bytes are not the
+ * task's: the next record may be tried. */
+static int check_content(struct run *rd, struct dfc_error *err) {
+    struct dfc_sha256c content = {0};
+    const dfd_digest_record *rec = rd->rec < rd->n_records ? rd->records[rd->rec] : NULL;
+    int r = 0;
+    if (rec == NULL) {
+        r = dfd_prefix_hash_finish(rd->ph, &content, err);
+    } else if (rd->piece_count == 0) {
+        r = dfc_sha256c_init(&content) < 0 ? dfc_error_set(err, -ENOMEM, "out of memory") : 0;
+    } else {
+        /* Every piece checked against the record's chain, the last one's hash kept: the
+         * content is the record's, and its hash continues from there. */
+        content = rd->tail;
+        rd->tail = (struct dfc_sha256c){0};
+        r = content.ctx != NULL ? 0 : dfc_error_set(err, -EINVAL, "the last piece is unchecked");
+        for (uint32_t i = 0; r == 0 && i < rd->piece_count; i++) {
+            memcpy(rd->got[i], rec->piece_sha256[i].data, DFC_SHA256_LEN);
+        }
+    }
+    if (r < 0) {
+        dfc_sha256c_done(&content);
+        return r;
+    }
+    char hex[DFC_SHA256_HEX_LEN + 1];
+    const char *basis = NULL;
+    r = dfd_verify_content(&content, rd->req->task_id, rd->id_tag, rd->id_app, rd->piece_length,
+                           rec, hex, &basis, err);
+    dfc_sha256c_done(&content);
+    if (r == DFC_E_DATA_LOSS) {
+        rd->content_failed = true;
+        DFC_LOG(DFC_LOG_WARN, "p2p.content_refused", "task_id=%s record_host=%s error=\"%s\"",
+                rd->req->task_id, rec != NULL && rec->host_id != NULL ? rec->host_id : "-",
+                dfc_error_msg(err));
+    }
+    if (r == 0 && rd->piece_count > 0 && rec == NULL) {
+        (void)dfc_sha256_from_hex(hex, rd->got[rd->piece_count - 1]); /* the content's */
+    }
+    if (r == 0) {
+        r = dfd_replica_set_digests(rd->rep, hex, basis, (const uint8_t(*)[DFC_SHA256_LEN])rd->got,
+                                    err);
+    }
+    return r;
+}
+
 /* Stat, begin the replica, register, rounds, commit. */
 static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error *err) {
     struct dfd_p2p *p = rd->p;
     const struct dfd_p2p_request *req = rd->req;
     Common__V2__PersistentCacheTask *task = NULL;
+    rd->sent_started = false; /* each attempt (lead) registers and starts again */
+    rd->fatal = 0;
+    rd->n_parents = 0;
+    rd->written = 0;
     int r = p->o.sched.stat_task(p->o.sched.s, req->task_id, &task, err);
     if (r == -ENOENT) {
         return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
@@ -248,6 +322,14 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     rd->piece_length = task->piece_length;
     rd->content_length = task->content_length;
     rd->piece_count = task->piece_count;
+    /* The id rule takes the importer's tag and application: the scheduler's, not the
+     * caller's override. */
+    rd->id_tag = task->opt_tag_case ? task->tag : NULL;
+    rd->id_app = task->opt_application_case ? task->application : NULL;
+    if ((r = pick_record(rd, err)) < 0) {
+        dfc_rpc_msg_free(&task->base);
+        return r;
+    }
     struct dfd_replica_params rp = {
         .id = req->task_id,
         .tag = tag,
@@ -270,9 +352,15 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     if (r == 0) {
         rd->missing = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->missing));
         rd->have = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->have));
-        if (rd->missing == NULL || rd->have == NULL) {
+        rd->got = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->got));
+        if (rd->missing == NULL || rd->have == NULL || rd->got == NULL) {
             r = dfc_error_set(err, -ENOMEM, "out of memory");
         }
+    }
+    if (r == 0 && rd->rec == rd->n_records) {
+        /* No record: the content is hashed in order as it lands (verify.h). */
+        r = dfd_prefix_hash_new(rd->rep, rd->piece_length, rd->content_length, rd->got, &rd->ph,
+                                err);
     }
     if (r == 0) {
         r = p->o.sched.announce_open(p->o.sched.s, req->task_id,
@@ -291,6 +379,11 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
         }
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
+        if (r == 0) {
+            r = check_content(rd, err); /* nothing unverified is ever committed */
+        }
+        dfd_prefix_hash_free(rd->ph); /* before the spool it reads is committed or removed */
+        rd->ph = NULL;
         if (r == 0) {
             r = dfd_replica_commit(rd->rep, dfc_timespec_to_ns(&now), ret, err);
             rd->rep = NULL;
@@ -312,12 +405,19 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     }
     dfc_rpc_stream_free(rd->st);
     rd->st = NULL;
+    dfd_prefix_hash_free(rd->ph);
+    rd->ph = NULL;
+    dfc_sha256c_done(&rd->tail);
     dfd_replica_abort(rd->rep);
     rd->rep = NULL;
     dfc_rpc_msg_free(rd->normal);
     rd->normal = NULL;
     free(rd->missing);
     free(rd->have);
+    free(rd->got);
+    rd->missing = NULL;
+    rd->have = NULL;
+    rd->got = NULL;
     dfc_rpc_msg_free(&task->base);
     return r;
 }
@@ -401,12 +501,44 @@ static int lead(struct dfd_p2p *p, struct active *a, const struct dfd_p2p_reques
     rd->a = a;
     pthread_mutex_init(&rd->mu, NULL);
     pthread_cond_init(&rd->synced, NULL);
+    Dfc__Scheduler__V1__GetPersistentCacheTaskDigestsResponse *digests = NULL;
     int r = dfc_peer_id(p->o.host_ip, p->o.hostname, rd->peer_id, sizeof(rd->peer_id));
     if (r < 0) {
         dfc_error_set(err, r, "host.ip and host.hostname make a peer id that is too long");
     } else {
-        r = download(rd, ret, err);
+        r = p->o.sched.get_digests(p->o.sched.s, req->task_id, &digests, err);
     }
+    if (r == 0) {
+        rd->records = (const dfd_digest_record *const *)digests->records;
+        rd->n_records = digests->n_records;
+        rd->bad_record = calloc(rd->n_records ? rd->n_records : 1, sizeof(*rd->bad_record));
+        if (rd->bad_record == NULL) {
+            r = dfc_error_set(err, -ENOMEM, "out of memory");
+        }
+    }
+    /* An attempt per record while the content fails its end check (bounded by the records,
+     * SCHED_DIGEST_HOSTS_MAX at most): the bytes are fetched again, checked against the next
+     * one. */
+    for (size_t attempt = 0; r == 0 && attempt <= rd->n_records; attempt++) {
+        rd->content_failed = false;
+        r = download(rd, ret, err);
+        if (r < 0 && rd->content_failed && rd->rec < rd->n_records) {
+            rd->bad_record[rd->rec] = true;
+            struct dfc_error next;
+            size_t was = rd->rec;
+            if (pick_record(rd, &next) == 0 && rd->rec != rd->n_records) {
+                DFC_LOG(DFC_LOG_INFO, "p2p.next_record",
+                        "task_id=%s: the record of host %s failed, trying host %s's", req->task_id,
+                        rd->records[was]->host_id, rd->records[rd->rec]->host_id);
+                r = 0;
+                continue;
+            }
+            r = DFC_E_DATA_LOSS;
+        }
+        break;
+    }
+    free(rd->bad_record);
+    dfc_rpc_msg_free(digests ? &digests->base : NULL);
     if (r == -EEXIST && dfd_storage_get(p->storage, req->task_id, ret, err) == 0) {
         r = 0; /* it appeared meanwhile (an import of the same id) */
     }

@@ -52,11 +52,14 @@
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "p2p/download.h"
+#include "p2p/verify.h"
 #include "storage/storage.h"
 
 /* Parents used per round (the scheduler's candidateParentLimit defaults to 3). */
 #define DFD_P2P_MAX_PARENTS 16
-#define IP_MAX              64
+/* Parents one download sets aside for bytes that failed verification. */
+#define DFD_P2P_MAX_EXCLUDED 16
+#define IP_MAX               64
 
 struct active {
     char id[DFD_TASK_ID_LEN + 1];
@@ -84,6 +87,7 @@ struct dfd_p2p {
 struct parent {
     const Common__V2__PersistentCachePeer *peer; /* in the scheduler's response (rd->normal) */
     const char *id;
+    const char *host_id;  /* its host's id, or its peer id when the host has none */
     char host_ip[IP_MAX]; /* its DfdaemonUpload */
     uint16_t host_port;
     char vortex_ip[IP_MAX]; /* from its SyncPersistentCachePieces answers */
@@ -91,6 +95,7 @@ struct parent {
     bool syncing;     /* its SyncPersistentCachePieces still runs (rd->mu) */
     bool failed;      /* a sync or a piece failed on it this round */
     bool lacked;      /* it did not report every missing piece */
+    bool excluded;    /* it served bytes that failed verification: never tried again */
     unsigned fetched; /* pieces taken from it this round */
 };
 
@@ -107,6 +112,21 @@ struct run {
     struct dfc_rpc_stream *st;
     bool sent_started; /* DownloadPersistentCachePeerStarted */
 
+    /* Verification (verify.h, docs/integrity.md), the leader's: the importers' records, those
+     * that failed the end check in an earlier attempt, the one in use (n_records: none), the
+     * scheduler's tag and application (the id rule), and per piece its digest for the replica's
+     * row (the record's, or the prefix hash's). */
+    const dfd_digest_record *const *records;
+    size_t n_records;
+    bool *bad_record;
+    size_t rec;
+    const char *id_tag, *id_app;
+    uint8_t (*got)[DFC_SHA256_LEN];
+    struct dfd_prefix_hash *ph; /* without a record: the content's running SHA-256 */
+    bool content_failed;        /* the end check failed: the next record may be tried */
+    struct dfc_sha256c tail;    /* with a record (mu): the content hash of the checked last
+                                   piece, unfinished: the end check's start */
+
     pthread_mutex_t mu;       /* progress callbacks, stream sends, the fields below */
     ProtobufCMessage *normal; /* the current AnnouncePersistentCachePeerResponse */
     struct parent parents[DFD_P2P_MAX_PARENTS];
@@ -119,10 +139,15 @@ struct run {
     int fatal;             /* a fatal error (storage, caller gone), with fatal_err */
     struct dfc_error fatal_err;
     unsigned written;
+    /* Under mu (read by the leader between rounds): the hosts whose bytes failed
+     * verification, never taken as parents again in this download. */
+    char excluded[DFD_P2P_MAX_EXCLUDED][DFD_PEER_ID_MAX];
+    size_t n_excluded;
 };
 
 /* Takes the usable parents of a Normal response into rd->parents: an id, a host with a valid
- * IP and port, not ourselves, at most DFD_P2P_MAX_PARENTS. The leader's, between rounds. */
+ * IP and port, not ourselves, not excluded, at most DFD_P2P_MAX_PARENTS. The leader's,
+ * between rounds. */
 void dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n);
 
 /* One round against rd->parents, on the leader: the syncs and the workers run and are joined.

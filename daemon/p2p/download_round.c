@@ -16,8 +16,13 @@
  *   bytes, a worker receives the whole piece into its own buffer and writes it itself. A
  *   piece goes to the parents that reported it, round-robin from piece number modulo the
  *   parent count (no weighting by idle bandwidth); on a failure (connect, timeout, CRC) the
- *   next of them is tried. A piece that failed on every parent that had it is reported
- *   DownloadPieceFailed{temporary} and ends the round: the workers take no new piece.
+ *   next of them is tried. With a record, each piece is hashed by its worker as the bytes pass,
+ *   resumed from the record's digest before it, and judged before the piece counts as written
+ *   (verify.h, docs/integrity.md): bytes no record has exclude their parent for the rest of the
+ *   download and are reported DownloadPieceFailed{temporary = false}. Without one, a written
+ *   piece is handed to the running content hash instead. A piece that failed on every parent that
+ * had it is reported DownloadPieceFailed{temporary} and ends the round: the workers take no new
+ * piece.
  *
  *   Everything a remote peer sends is bounded here: at most DFD_P2P_MAX_PARENTS parents, each
  *   with a valid IP and port; a reported piece number must be one we asked for, its offset and
@@ -79,10 +84,19 @@ void dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCach
                     rd->req->task_id, pe != NULL && pe->id != NULL ? pe->id : "-");
             continue;
         }
+        const char *hid = h->id != NULL && h->id[0] != '\0' ? h->id : pe->id;
+        bool excluded = false;
+        for (size_t x = 0; x < rd->n_excluded && !excluded; x++) {
+            excluded = strcmp(rd->excluded[x], hid) == 0;
+        }
+        if (excluded) {
+            continue; /* it served bytes that failed verification in this download */
+        }
         struct parent *pa = &rd->parents[rd->n_parents++];
         memset(pa, 0, sizeof(*pa));
         pa->peer = pe;
         pa->id = pe->id;
+        pa->host_id = hid;
         snprintf(pa->host_ip, sizeof(pa->host_ip), "%s", h->ip);
         pa->host_port = (uint16_t)h->port;
     }
@@ -212,6 +226,22 @@ struct worker_buf {
     void *buf;
     size_t len;
     bool whole;
+    struct dfc_sha256c sha; /* each piece's hash, resumed from the record, as its bytes pass */
+};
+
+/* A streamed piece's sink: its writer job (first: the writer's callbacks take it) and the
+ * worker's hash (NULL: no record to check against), fed each chunk before it is handed to the
+ * writer. */
+struct sink_ctx {
+    struct dfd_piece_job job;
+    struct dfc_sha256c *sha;
+};
+
+/* What a piece's bytes are, judged against the records (docs/integrity.md). */
+enum piece_verdict {
+    PIECE_OK,           /* the record in use has them */
+    PIECE_OTHER_RECORD, /* another usable record not known bad has them: not a lie per se */
+    PIECE_LIE,          /* no record (but known bad ones) has them */
 };
 
 /* Reports a written piece to the caller and the scheduler; rd->mu held. */
@@ -249,10 +279,10 @@ static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32
 }
 
 static int report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
-                               struct dfc_error *err) {
+                               bool temporary, struct dfc_error *err) {
     const struct dfd_p2p_sched *sc = &rd->p->o.sched;
     return sc->peer_piece_failed(sc->s, rd->st, rd->req->task_id, rd->peer_id, number, parent_id,
-                                 err);
+                                 temporary, err);
 }
 
 /* rd->mu held: records a fatal error (the first one wins) and ends the round. */
@@ -268,20 +298,88 @@ static void set_fatal(struct run *rd, int r, const struct dfc_error *err) {
 /* The sink of a streamed piece: each chunk is received into a buffer of the round's writer
  * and queued to it, to be written at its place in the replica (piece_writer.h). */
 static void *sink_buffer(void *arg) {
-    struct dfd_piece_job *j = arg;
-    return dfd_piece_writer_buffer(j->w);
+    struct sink_ctx *c = arg;
+    return dfd_piece_writer_buffer(c->job.w);
 }
 
 static int sink_write(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
     (void)err; /* a write error is the job's, seen by dfd_piece_job_wait */
-    struct dfd_piece_job *j = arg;
-    dfd_piece_writer_put(j, at, (void *)data, n);
+    struct sink_ctx *c = arg;
+    if (c->sha != NULL) {
+        dfc_sha256c_update(c->sha, data, n); /* chunks come in order, each once */
+    }
+    dfd_piece_writer_put(&c->job, at, (void *)data, n);
     return 0;
 }
 
 static void sink_release(void *arg, void *buf) {
-    struct dfd_piece_job *j = arg;
-    dfd_piece_writer_release(j->w, buf);
+    struct sink_ctx *c = arg;
+    dfd_piece_writer_release(c->job.w, buf);
+}
+
+/* Whether piece number's bytes (whole, or read back from the spool when NULL) check out
+ * against rec. */
+static bool rehash_matches(struct run *rd, uint32_t number, const dfd_digest_record *rec,
+                           const void *whole) {
+    struct dfc_sha256c c;
+    if (dfc_sha256c_init(&c) < 0) {
+        return false;
+    }
+    bool ok = dfd_verify_resume(&c, rec, number, rd->piece_length) == 0;
+    uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
+    uint8_t *buf = whole == NULL ? malloc(STREAM_CHUNK) : NULL;
+    if (whole != NULL) {
+        dfc_sha256c_update(&c, whole, (size_t)len);
+    } else {
+        ok = ok && buf != NULL;
+        for (uint64_t at = 0; ok && at < len; at += STREAM_CHUNK) {
+            size_t n = len - at < STREAM_CHUNK ? (size_t)(len - at) : STREAM_CHUNK;
+            struct dfc_error e;
+            ok = dfd_replica_pread(rd->rep, off + at, buf, n, &e) == 0;
+            dfc_sha256c_update(&c, buf, n);
+        }
+    }
+    ok = ok && dfd_verify_end(&c, rec, number);
+    free(buf);
+    dfc_sha256c_done(&c);
+    return ok;
+}
+
+/* The verdict on piece number's bytes, which went through wb->sha resumed for the record in
+ * use (whole: the bytes, else in the spool); a refusal sets err. The last piece's unfinished
+ * content hash goes to rd->tail when it passes: the end check starts from it. */
+static enum piece_verdict judge(struct run *rd, struct worker_buf *wb, uint32_t number,
+                                const void *whole, struct dfc_error *err) {
+    const dfd_digest_record *rec = rd->records[rd->rec];
+    struct dfc_sha256c tail = {0};
+    bool last = number + 1 == rd->piece_count;
+    if (last && dfc_sha256c_copy(&tail, &wb->sha) < 0) {
+        dfc_error_set(err, -ENOMEM, "out of memory");
+        return PIECE_OTHER_RECORD; /* not the parent's fault */
+    }
+    if (dfd_verify_end(&wb->sha, rec, number)) {
+        if (last) {
+            pthread_mutex_lock(&rd->mu);
+            dfc_sha256c_done(&rd->tail);
+            rd->tail = tail;
+            pthread_mutex_unlock(&rd->mu);
+        }
+        return PIECE_OK;
+    }
+    dfc_sha256c_done(&tail);
+    enum piece_verdict v = PIECE_LIE;
+    for (size_t j = 0; j < rd->n_records && v == PIECE_LIE; j++) {
+        if (j != rd->rec && !rd->bad_record[j] &&
+            dfd_verify_usable(rd->records[j], rd->piece_length, rd->content_length) &&
+            rehash_matches(rd, number, rd->records[j], whole)) {
+            v = PIECE_OTHER_RECORD;
+        }
+    }
+    dfc_error_set(err, DFC_E_DATA_LOSS, "piece %u: its SHA-256 is not the recorded one (%s)",
+                  (unsigned)number,
+                  v == PIECE_LIE ? "no importer recorded these bytes"
+                                 : "another importer's record has them");
+    return v;
 }
 
 /* One attempt at piece number from pa. With a whole-piece buffer (the caller wants the bytes)
@@ -290,16 +388,28 @@ static void sink_release(void *arg, void *buf) {
  * only once the CRC checked out (until then a failure drops the claim). *ret_ours tells a
  * storage failure (fatal) from the parent's (try the next). */
 static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
-                      const struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
-                      struct dfc_error *err) {
+                      struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
+                      enum piece_verdict *ret_verdict, struct dfc_error *err) {
     uint64_t off = piece_offset(rd, number), len = piece_len(rd, number);
     int64_t timeout = rd->p->o.piece_timeout_ns;
+    bool check = rd->rec < rd->n_records; /* else the end check alone decides */
     *ret_ours = false;
+    *ret_verdict = PIECE_OK;
+    if (check && dfd_verify_resume(&wb->sha, rd->records[rd->rec], number, rd->piece_length) < 0) {
+        *ret_ours = true;
+        return dfc_error_set(err, -EINVAL, "piece %u: cannot resume its hash", (unsigned)number);
+    }
     if (wb->whole) {
         int r = dfd_vortex_fetch(rd->p->o.vortex_tls, pa->vortex_ip, pa->vortex_port,
                                  rd->req->task_id, number, off, len, wb->buf, timeout, got, err);
         if (r < 0) {
             return r;
+        }
+        if (check) {
+            dfc_sha256c_update(&wb->sha, wb->buf, (size_t)len);
+            if ((*ret_verdict = judge(rd, wb, number, wb->buf, err)) != PIECE_OK) {
+                return DFC_E_DATA_LOSS; /* checked before anything is written */
+            }
         }
         *ret_ours = true;
         return dfd_replica_write_piece(rd->rep, number, wb->buf, (size_t)len, got->crc32, err);
@@ -309,20 +419,25 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
         *ret_ours = true;
         return r;
     }
-    struct dfd_piece_job job;
-    dfd_piece_job_init(&job, rd->writer, number);
+    struct sink_ctx ctx = {.sha = check ? &wb->sha : NULL};
+    dfd_piece_job_init(&ctx.job, rd->writer, number);
     struct dfd_vortex_sink sink = {
-        .arg = &job, .write = sink_write, .buffer = sink_buffer, .release = sink_release};
+        .arg = &ctx, .write = sink_write, .buffer = sink_buffer, .release = sink_release};
     r = dfd_vortex_fetch_to(rd->p->o.vortex_tls, pa->vortex_ip, pa->vortex_port, rd->req->task_id,
                             number, off, len, &sink, NULL, wb->len, timeout, got, err);
     /* The writer may still be writing the piece's chunks: only once they are all written is
      * the claim dropped or the piece marked written. A write error is ours, not the parent's. */
     struct dfc_error werr;
-    int wr = dfd_piece_job_wait(&job, &werr);
+    int wr = dfd_piece_job_wait(&ctx.job, &werr);
     if (wr < 0) {
         *err = werr;
         r = wr;
         *ret_ours = true;
+    }
+    /* The piece counts only once it checked out against the record: until then it is a
+     * claimed range of the spool, dropped (and fetched again) on a mismatch. */
+    if (r == 0 && check && (*ret_verdict = judge(rd, wb, number, NULL, err)) != PIECE_OK) {
+        r = DFC_E_DATA_LOSS;
     }
     dfd_replica_finish_piece(rd->rep, number, r == 0, r == 0 ? got->crc32 : 0);
     return r;
@@ -341,7 +456,7 @@ static size_t next_parent(struct run *rd, size_t i, uint64_t tried) {
         for (size_t t = 0; !rd->round_over && t < rd->n_parents; t++) {
             size_t k = (number + t) % rd->n_parents;
             uint64_t bit = UINT64_C(1) << k;
-            if ((tried & bit) != 0) {
+            if ((tried & bit) != 0 || rd->parents[k].excluded) {
                 continue;
             }
             if ((rd->have[i] & bit) != 0) {
@@ -360,6 +475,26 @@ static size_t next_parent(struct run *rd, size_t i, uint64_t tried) {
 }
 
 /* Fetches missing piece i from its parents; written and reported, or reported failed. */
+/* rd->mu held: pa served piece number with bytes no record has (a lie, or a corrupt copy):
+ * reported to the scheduler with temporary = false (it stops offering pa's host for the task)
+ * and never tried again in this download. */
+static void exclude(struct run *rd, struct parent *pa, uint32_t number) {
+    pa->excluded = true;
+    pa->failed = true;
+    bool known = false;
+    for (size_t x = 0; x < rd->n_excluded && !known; x++) {
+        known = strcmp(rd->excluded[x], pa->host_id) == 0;
+    }
+    if (!known && rd->n_excluded < DFD_P2P_MAX_EXCLUDED) {
+        snprintf(rd->excluded[rd->n_excluded++], DFD_PEER_ID_MAX, "%s", pa->host_id);
+    }
+    struct dfc_error e;
+    if (report_piece_failed(rd, number, pa->id, false, &e) < 0) {
+        DFC_LOG(DFC_LOG_WARN, "p2p.exclusion_not_told", "task_id=%s parent=%s error=\"%s\"",
+                rd->req->task_id, pa->id, dfc_error_msg(&e));
+    }
+}
+
 static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
     uint32_t number = rd->missing[i];
     const char *last = NULL;
@@ -385,8 +520,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
         struct dfd_vortex_fetched got;
         struct dfc_error err;
         bool ours = false;
-        int r = fetch_from(rd, pa, number, wb, &got, &ours, &err);
-        if (r == DFC_E_DATA_LOSS) {
+        enum piece_verdict verdict;
+        int r = fetch_from(rd, pa, number, wb, &got, &ours, &verdict, &err);
+        if (r == DFC_E_DATA_LOSS && verdict == PIECE_OK) {
             dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
         }
         if (r < 0 && !ours) {
@@ -396,6 +532,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
                     dfc_error_msg(&err));
             pthread_mutex_lock(&rd->mu);
             pa->failed = true;
+            if (verdict == PIECE_LIE) {
+                exclude(rd, pa, number);
+            }
             pthread_mutex_unlock(&rd->mu);
             continue;
         }
@@ -412,6 +551,9 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
             set_fatal(rd, r, &err);
         }
         pthread_mutex_unlock(&rd->mu);
+        if (r == 0 && rd->ph != NULL) {
+            dfd_prefix_hash_piece(rd->ph, number); /* written: the prefix may read it */
+        }
         return;
     }
     if (last == NULL) {
@@ -419,7 +561,7 @@ static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
     }
     pthread_mutex_lock(&rd->mu);
     struct dfc_error err;
-    if (!rd->round_over && report_piece_failed(rd, number, last, &err) < 0) {
+    if (!rd->round_over && report_piece_failed(rd, number, last, true, &err) < 0) {
         set_fatal(rd, err.code, &err);
     }
     rd->round_over = true;
@@ -435,8 +577,9 @@ static void *worker_main(void *arg) {
     struct worker_buf wb = {.whole = whole_pieces(rd)};
     wb.len = wb.whole ? (size_t)rd->piece_length : STREAM_CHUNK;
     wb.buf = wb.whole ? malloc(wb.len) : NULL; /* streamed: the writer's buffers */
+    bool sha = dfc_sha256c_init(&wb.sha) == 0;
     pthread_mutex_lock(&rd->mu);
-    if (wb.whole && wb.buf == NULL) {
+    if ((wb.whole && wb.buf == NULL) || !sha) {
         struct dfc_error e;
         dfc_error_set(&e, -ENOMEM, "out of memory for a piece buffer");
         set_fatal(rd, -ENOMEM, &e);
@@ -449,6 +592,7 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&rd->mu);
     free(wb.buf);
+    dfc_sha256c_done(&wb.sha);
     return NULL;
 }
 

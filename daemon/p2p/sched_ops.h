@@ -23,6 +23,8 @@ struct dfd_sched;
 typedef struct Common__V2__PersistentCacheTask Common__V2__PersistentCacheTask;
 typedef struct Common__V2__PersistentCachePeer Common__V2__PersistentCachePeer;
 typedef struct Common__V2__Piece Common__V2__Piece;
+typedef struct Dfc__Scheduler__V1__GetPersistentCacheTaskDigestsResponse
+    Dfc__Scheduler__V1__GetPersistentCacheTaskDigestsResponse;
 
 /* RegisterPersistentCachePeerRequest's fields (this host's id is added by the sender). */
 struct dfd_sched_register {
@@ -63,7 +65,12 @@ struct dfd_p2p_sched {
                                struct dfc_error *err);
     int (*peer_piece_failed)(struct dfd_sched *s, struct dfc_rpc_stream *st, const char *task_id,
                              const char *peer_id, uint32_t number, const char *parent_id,
-                             struct dfc_error *err);
+                             bool temporary, struct dfc_error *err);
+    /* dfc.scheduler.v1 GetPersistentCacheTaskDigests: the importers' records, oldest first
+     * (none from a scheduler that does not serve it). */
+    int (*get_digests)(struct dfd_sched *s, const char *task_id,
+                       Dfc__Scheduler__V1__GetPersistentCacheTaskDigestsResponse **ret,
+                       struct dfc_error *err);
 };
 
 #endif /* DFD_P2P_SCHED_OPS_H */

@@ -64,7 +64,8 @@ static int check_room(struct dfd_storage *s, struct dfc_error *err) {
     return 0;
 }
 
-struct dfd_piece_meta *dfd__pieces_new(const struct dfd_task_meta *t, const uint32_t *crcs) {
+struct dfd_piece_meta *dfd__pieces_new(const struct dfd_task_meta *t, const uint32_t *crcs,
+                                       const uint8_t (*shas)[DFC_SHA256_LEN]) {
     struct dfd_piece_meta *pieces = calloc(t->piece_count ? t->piece_count : 1, sizeof(*pieces));
     for (uint32_t i = 0; pieces != NULL && i < t->piece_count; i++) {
         pieces[i].number = i;
@@ -72,6 +73,10 @@ struct dfd_piece_meta *dfd__pieces_new(const struct dfd_task_meta *t, const uint
         uint64_t left = t->content_length - pieces[i].offset;
         pieces[i].length = left < t->piece_length ? left : t->piece_length;
         dfc_crc32_format(crcs[i], pieces[i].digest);
+        if (shas != NULL) {
+            pieces[i].has_sha256 = true;
+            memcpy(pieces[i].sha256, shas[i], DFC_SHA256_LEN);
+        }
     }
     return pieces;
 }
@@ -123,7 +128,9 @@ static int same_pieces(struct dfd_storage *s, const struct dfd_task_meta *old,
     int same = n == t->piece_count;
     for (size_t i = 0; i < n && same; i++) {
         same = stored[i].offset == pieces[i].offset && stored[i].length == pieces[i].length &&
-               strcmp(stored[i].digest, pieces[i].digest) == 0;
+               strcmp(stored[i].digest, pieces[i].digest) == 0 &&
+               (!stored[i].has_sha256 || !pieces[i].has_sha256 ||
+                memcmp(stored[i].sha256, pieces[i].sha256, DFC_SHA256_LEN) == 0);
     }
     free(stored);
     return same;

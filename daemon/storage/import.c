@@ -132,10 +132,15 @@ static int import_new(struct dfd_storage *s, const struct dfd_import_params *p,
     imp->p.content_for_id = imp->content_for_id;
     snprintf(imp->peer_id, sizeof(imp->peer_id), "%s", p->peer_id != NULL ? p->peer_id : "");
     imp->p.peer_id = imp->peer_id;
+    /* With the length known up front the automatic piece length is too: CRC and SHA-256 per
+     * piece in the pass itself (piece.h). */
     struct dfd_digest_params dp = {.hash_content = p->content_for_id == NULL,
                                    .tag = imp->tag,
                                    .application = imp->application,
-                                   .piece_length = p->piece_length};
+                                   .piece_length = p->piece_length,
+                                   .unit = p->piece_length == 0 && p->expected_length >= 0
+                                               ? dfd_piece_length_auto((uint64_t)p->expected_length)
+                                               : 0};
     if (oom || dfd_digester_init(&imp->dg, &dp) < 0) {
         dfd_import_abort(imp);
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -268,7 +273,10 @@ static int fill_task(struct dfd_import *imp, const struct dfd_digest_result *dr,
     bool oom = false;
     t->tag = dfd__dup_or_null(imp->tag, &oom);
     t->application = dfd__dup_or_null(imp->application, &oom);
-    if (oom || (*ret_pieces = dfd__pieces_new(t, dr->piece_crcs)) == NULL) {
+    t->id_basis = dfd__dup_or_null(imp->content_for_id, &oom);
+    dfc_sha256_to_hex(dr->content_sha256, t->content_sha256);
+    if (oom || (*ret_pieces = dfd__pieces_new(
+                    t, dr->piece_crcs, (const uint8_t(*)[DFC_SHA256_LEN])dr->piece_shas)) == NULL) {
         dfd_task_meta_done(t);
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
@@ -344,8 +352,11 @@ int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_me
         goto out;
     }
     if ((r = dfd_digester_finish(&imp->dg, &dr)) < 0) {
-        dfc_error_set(err, r, "out of memory");
+        dfc_error_set(err, r, r == -ENOMEM ? "out of memory" : "digest the import");
         goto out;
+    }
+    if (imp->fd < 0) {
+        imp->fd = open(imp->tmp_path, O_RDONLY | O_CLOEXEC); /* a hard link: fsync it too */
     }
     if (imp->content_for_id != NULL) {
         dfd_task_id_from_string(imp->content_for_id, id);
@@ -354,9 +365,6 @@ int dfd_import_commit(struct dfd_import *imp, int64_t now_ns, struct dfd_task_me
     }
     if ((r = fill_task(imp, &dr, id, now_ns, ret_task, &pieces, err)) < 0) {
         goto out;
-    }
-    if (imp->fd < 0) {
-        imp->fd = open(imp->tmp_path, O_RDONLY | O_CLOEXEC); /* a hard link: fsync it too */
     }
     struct dfd__spool sp = {.tmp_path = imp->tmp_path,
                             .fd = imp->fd,
@@ -389,7 +397,9 @@ int dfd_storage_import_fd(struct dfd_storage *s, const struct dfd_import_params 
         return dfc_error_set(err, -EINVAL, "the source is not a regular file");
     }
     struct dfd_import *imp;
-    int r = import_new(s, p, &imp, err);
+    struct dfd_import_params sized = *p;
+    sized.expected_length = st.st_size;
+    int r = import_new(s, &sized, &imp, err);
     if (r < 0) {
         return r;
     }

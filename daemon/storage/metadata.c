@@ -67,12 +67,16 @@ static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
  * origin 'unknown', which the import dedup treats as not content-derived. Version 2 records the
  * peer id the copy is registered under at the scheduler; rows from before get "". Version 3
  * marks a copy kept local because no scheduler took its registration (register_later); rows
- * from before get 0. */
+ * from before get 0. Version 4 records the content's SHA-256, content_for_calculating_task_id
+ * and each piece's SHA-256 (docs/integrity.md); rows from before get '', NULL and NULL. */
 static const char *const migrations[] = {
     "ALTER TABLE tasks ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tasks ADD COLUMN id_origin TEXT NOT NULL DEFAULT 'unknown';",
     "ALTER TABLE tasks ADD COLUMN peer_id TEXT NOT NULL DEFAULT '';",
     "ALTER TABLE tasks ADD COLUMN register_later INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE tasks ADD COLUMN content_sha256 TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE tasks ADD COLUMN id_basis TEXT;"
+    "ALTER TABLE pieces ADD COLUMN sha256 BLOB;",
 };
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
@@ -268,10 +272,10 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     static const char task_sql[] =
         "INSERT INTO tasks (id, persistent, replica_count, tag, application, piece_length,"
         " content_length, piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns,"
-        " hard_linked, owner_uid, id_origin, peer_id, register_later)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-    static const char piece_sql[] =
-        "INSERT INTO pieces (task_id, number, offset, length, digest) VALUES (?,?,?,?,?)";
+        " hard_linked, owner_uid, id_origin, peer_id, register_later, content_sha256, id_basis)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    static const char piece_sql[] = "INSERT INTO pieces (task_id, number, offset, length, digest,"
+                                    " sha256) VALUES (?,?,?,?,?,?)";
     sqlite3_stmt *ts = NULL, *ps = NULL;
     int r = 0;
     pthread_mutex_lock(&md->mu);
@@ -301,6 +305,8 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     sqlite3_bind_text(ts, 15, origin_text(t->id_origin), -1, SQLITE_STATIC);
     sqlite3_bind_text(ts, 16, t->peer_id, -1, SQLITE_STATIC);
     sqlite3_bind_int(ts, 17, t->register_later);
+    sqlite3_bind_text(ts, 18, t->content_sha256, -1, SQLITE_STATIC);
+    bind_text_or_null(ts, 19, t->id_basis);
     if (sqlite3_step(ts) != SQLITE_DONE) {
         r = sqlite3_extended_errcode(md->db) == SQLITE_CONSTRAINT_PRIMARYKEY
                 ? dfc_error_set(err, -EEXIST, "task %s already exists", t->id)
@@ -314,6 +320,11 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
         sqlite3_bind_int64(ps, 3, (sqlite3_int64)pieces[i].offset);
         sqlite3_bind_int64(ps, 4, (sqlite3_int64)pieces[i].length);
         sqlite3_bind_text(ps, 5, pieces[i].digest, -1, SQLITE_STATIC);
+        if (pieces[i].has_sha256) {
+            sqlite3_bind_blob(ps, 6, pieces[i].sha256, DFC_SHA256_LEN, SQLITE_STATIC);
+        } else {
+            sqlite3_bind_null(ps, 6);
+        }
         if (sqlite3_step(ps) != SQLITE_DONE) {
             r = db_error(md, err, "insert piece");
             goto rollback;
@@ -358,12 +369,16 @@ static void read_task(sqlite3_stmt *st, struct dfd_task_meta *t) {
     const unsigned char *peer = sqlite3_column_text(st, 15);
     snprintf(t->peer_id, sizeof(t->peer_id), "%s", peer != NULL ? (const char *)peer : "");
     t->register_later = sqlite3_column_int(st, 16) != 0;
+    const unsigned char *sha = sqlite3_column_text(st, 17);
+    snprintf(t->content_sha256, sizeof(t->content_sha256), "%s",
+             sha != NULL ? (const char *)sha : "");
+    t->id_basis = dup_column(st, 18);
 }
 
 #define TASK_COLUMNS                                                                               \
     "id, persistent, replica_count, tag, application, piece_length, content_length,"               \
     " piece_count, ttl_ns, created_at_ns, updated_at_ns, finished_at_ns, hard_linked,"             \
-    " owner_uid, id_origin, peer_id, register_later"
+    " owner_uid, id_origin, peer_id, register_later, content_sha256, id_basis"
 
 int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_meta *ret,
                      struct dfc_error *err) {
@@ -398,10 +413,11 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
     size_t n = 0, cap = 0;
     int r = 0, rc;
     pthread_mutex_lock(&md->mu);
-    if (sqlite3_prepare_v2(md->db,
-                           "SELECT number, offset, length, digest FROM pieces WHERE task_id = ?"
-                           " ORDER BY number",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            md->db,
+            "SELECT number, offset, length, digest, sha256 FROM pieces WHERE task_id = ?"
+            " ORDER BY number",
+            -1, &st, NULL) != SQLITE_OK) {
         r = db_error(md, err, "prepare");
         goto out;
     }
@@ -421,6 +437,11 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
         p->offset = (uint64_t)sqlite3_column_int64(st, 1);
         p->length = (uint64_t)sqlite3_column_int64(st, 2);
         snprintf(p->digest, sizeof(p->digest), "%s", (const char *)sqlite3_column_text(st, 3));
+        const void *sha = sqlite3_column_blob(st, 4);
+        p->has_sha256 = sha != NULL && sqlite3_column_bytes(st, 4) == DFC_SHA256_LEN;
+        if (p->has_sha256) {
+            memcpy(p->sha256, sha, DFC_SHA256_LEN);
+        }
     }
     if (rc != SQLITE_DONE) {
         r = db_error(md, err, "select pieces");
@@ -611,7 +632,8 @@ int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,
 void dfd_task_meta_done(struct dfd_task_meta *t) {
     free(t->tag);
     free(t->application);
-    t->tag = t->application = NULL;
+    free(t->id_basis);
+    t->tag = t->application = t->id_basis = NULL;
 }
 
 void dfd_task_meta_list_free(struct dfd_task_meta *list, size_t n) {

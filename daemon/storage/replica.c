@@ -36,6 +36,7 @@ struct dfd_replica {
     uint8_t *written;   /* the piece is on disk */
     uint32_t *crcs;
     uint32_t n_written;
+    uint8_t (*shas)[DFC_SHA256_LEN]; /* the verified pieces' SHA-256s; NULL: none recorded */
 };
 
 static bool bit(const uint8_t *map, uint32_t i) {
@@ -97,7 +98,48 @@ void dfd_replica_abort(struct dfd_replica *rep) {
     free(rep->claimed);
     free(rep->written);
     free(rep->crcs);
+    free(rep->shas);
     free(rep);
+}
+
+int dfd_replica_set_digests(struct dfd_replica *rep, const char *content_sha256,
+                            const char *id_basis, const uint8_t (*piece_shas)[DFC_SHA256_LEN],
+                            struct dfc_error *err) {
+    struct dfd_task_meta *t = &rep->task;
+    size_t n = t->piece_count ? t->piece_count : 1;
+    uint8_t(*shas)[DFC_SHA256_LEN] = calloc(n, DFC_SHA256_LEN);
+    char *basis = NULL;
+    if (shas == NULL || (id_basis != NULL && (basis = strdup(id_basis)) == NULL)) {
+        free(shas);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    if (t->piece_count > 0) {
+        memcpy(shas, piece_shas, (size_t)t->piece_count * DFC_SHA256_LEN);
+    }
+    free(rep->shas);
+    rep->shas = shas;
+    free(t->id_basis);
+    t->id_basis = basis;
+    snprintf(t->content_sha256, sizeof(t->content_sha256), "%s", content_sha256);
+    return 0;
+}
+
+int dfd_replica_pread(struct dfd_replica *rep, uint64_t at, void *buf, size_t n,
+                      struct dfc_error *err) {
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t got = pread(rep->fd, p, n, (off_t)at);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            return dfc_error_errno(err, got < 0 ? -errno : -EIO, "read back `%s`", rep->tmp_path);
+        }
+        p += got;
+        at += (uint64_t)got;
+        n -= (size_t)got;
+    }
+    return 0;
 }
 
 /* Whether fd lives on tmpfs (or ramfs), where fallocate buys nothing a write does not. */
@@ -302,13 +344,14 @@ int dfd_replica_commit(struct dfd_replica *rep, int64_t now_ns, struct dfd_task_
         r = dfc_error_set(err, -EINVAL, "piece %u is missing", missing);
         goto out;
     }
-    if ((pieces = dfd__pieces_new(t, rep->crcs)) == NULL) {
+    if ((pieces = dfd__pieces_new(t, rep->crcs, (const uint8_t(*)[DFC_SHA256_LEN])rep->shas)) ==
+        NULL) {
         r = dfc_error_set(err, -ENOMEM, "out of memory");
         goto out;
     }
     t->updated_at_ns = t->finished_at_ns = now_ns;
     *ret_task = *t; /* the strings move to ret_task */
-    t->tag = t->application = NULL;
+    t->tag = t->application = t->id_basis = NULL;
     struct dfd__spool sp = {.tmp_path = rep->tmp_path, .fd = rep->fd, .pieces = pieces};
     bool existed;
     r = dfd__spool_commit(rep->s, &sp, ret_task, &existed, err);

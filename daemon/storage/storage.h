@@ -204,6 +204,17 @@ int dfd_replica_pwrite(struct dfd_replica *rep, uint32_t number, uint64_t at, co
                        size_t n, struct dfc_error *err);
 void dfd_replica_finish_piece(struct dfd_replica *rep, uint32_t number, bool ok, uint32_t crc32);
 
+/* What the download verified the replica against (docs/integrity.md), recorded in its row:
+ * the content's SHA-256 (hex), content_for_calculating_task_id (NULL: none) and piece_count
+ * piece digests (task.h). Call before the commit, from one thread. -ENOMEM. */
+int dfd_replica_set_digests(struct dfd_replica *rep, const char *content_sha256,
+                            const char *id_basis, const uint8_t (*piece_shas)[DFC_SHA256_LEN],
+                            struct dfc_error *err);
+
+/* Reads back n bytes at at of the spool (pieces already written). Thread-safe. */
+int dfd_replica_pread(struct dfd_replica *rep, uint64_t at, void *buf, size_t n,
+                      struct dfc_error *err);
+
 /* Whether piece number is written. Thread-safe. */
 bool dfd_replica_has_piece(struct dfd_replica *rep, uint32_t number);
 

@@ -64,9 +64,10 @@ struct dfd__spool {
 int dfd__spool_commit(struct dfd_storage *s, struct dfd__spool *sp, struct dfd_task_meta *task,
                       bool *ret_existed, struct dfc_error *err);
 
-/* The piece rows of t's geometry with digests "crc32:<crcs[i]>"; NULL when out of memory.
- * Free with free(). */
-struct dfd_piece_meta *dfd__pieces_new(const struct dfd_task_meta *t, const uint32_t *crcs);
+/* The piece rows of t's geometry with digests "crc32:<crcs[i]>" and SHA-256s shas[i] (NULL:
+ * none); NULL when out of memory. Free with free(). */
+struct dfd_piece_meta *dfd__pieces_new(const struct dfd_task_meta *t, const uint32_t *crcs,
+                                       const uint8_t (*shas)[DFC_SHA256_LEN]);
 
 /* A fresh spool path in tmp/: <tmp_dir>/<kind>-<uuid>. */
 void dfd__spool_name(const struct dfd_storage *s, const char *kind, char tmp_path[PATH_MAX]);

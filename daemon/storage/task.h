@@ -2,8 +2,8 @@
  * task.h - the task and piece records the storage engine hands out (storage.h). How they are
  * stored (SQLite, metadata.h) is private to daemon/storage.
  *
- * Ownership: dfd_task_meta's tag and application are heap strings owned by the struct (free
- * with dfd_task_meta_done); task lists are arrays the caller frees with
+ * Ownership: dfd_task_meta's tag, application and id_basis are heap strings owned by the struct
+ * (free with dfd_task_meta_done); task lists are arrays the caller frees with
  * dfd_task_meta_list_free, piece lists with free().
  */
 #ifndef DFD_STORAGE_TASK_H
@@ -51,6 +51,11 @@ struct dfd_task_meta {
     /* Kept local because no scheduler took its registration (away, or this host not yet
      * announced): the rejoin pass (daemon/rejoin.h) registers it and clears the mark. */
     bool register_later;
+    /* The SHA-256 of the content, 64 hex digits ("" for rows made before it was recorded) and
+     * content_for_calculating_task_id (NULL when the id is not from one, or unknown): what
+     * the importer records with the scheduler (docs/integrity.md). Owned like tag. */
+    char content_sha256[DFC_SHA256_HEX_LEN + 1];
+    char *id_basis;
 };
 
 struct dfd_piece_meta {
@@ -58,6 +63,10 @@ struct dfd_piece_meta {
     uint64_t offset;
     uint64_t length;
     char digest[DFC_CRC32_DIGEST_MAX];
+    bool has_sha256; /* false for rows made before piece digests were recorded */
+    /* The piece's SHA-256 digest: the content hash's chaining value at its end, the last
+     * piece's the content's SHA-256 (piece.h, docs/integrity.md). */
+    uint8_t sha256[DFC_SHA256_LEN];
 };
 
 void dfd_task_meta_done(struct dfd_task_meta *t);

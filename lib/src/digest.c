@@ -25,16 +25,56 @@ void dfc_sha256_update(struct dfc_sha256 *h, const void *data, size_t len) {
     }
 }
 
-void dfc_sha256_final_hex(struct dfc_sha256 *h, char out[DFC_SHA256_HEX_LEN + 1]) {
-    static const char hex[] = "0123456789abcdef";
-    unsigned char md[32];
+void dfc_sha256_final(struct dfc_sha256 *h, uint8_t out[DFC_SHA256_LEN]) {
     unsigned int n = 0;
-    EVP_DigestFinal_ex(h->ctx, md, &n);
-    for (unsigned i = 0; i < 32; i++) {
+    EVP_DigestFinal_ex(h->ctx, out, &n);
+}
+
+void dfc_sha256_final_hex(struct dfc_sha256 *h, char out[DFC_SHA256_HEX_LEN + 1]) {
+    uint8_t md[DFC_SHA256_LEN];
+    dfc_sha256_final(h, md);
+    dfc_sha256_to_hex(md, out);
+}
+
+void dfc_sha256_to_hex(const uint8_t md[DFC_SHA256_LEN], char out[DFC_SHA256_HEX_LEN + 1]) {
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned i = 0; i < DFC_SHA256_LEN; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 15];
     }
     out[DFC_SHA256_HEX_LEN] = '\0';
+}
+
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int dfc_sha256_from_hex(const char *hex, uint8_t out[DFC_SHA256_LEN]) {
+    for (size_t i = 0; i < DFC_SHA256_LEN; i++) {
+        int hi = hex[2 * i] != '\0' ? hex_digit(hex[2 * i]) : -1;
+        int lo = hi >= 0 ? hex_digit(hex[2 * i + 1]) : -1;
+        if (lo < 0) {
+            return -EINVAL;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return hex[2 * DFC_SHA256_LEN] == '\0' ? 0 : -EINVAL;
+}
+
+int dfc_sha256_reset(struct dfc_sha256 *h) {
+    return EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
+}
+
+int dfc_sha256_copy(struct dfc_sha256 *dst, const struct dfc_sha256 *src) {
+    dst->ctx = EVP_MD_CTX_new();
+    if (dst->ctx == NULL) {
+        return -ENOMEM;
+    }
+    if (EVP_MD_CTX_copy_ex(dst->ctx, src->ctx) != 1) {
+        dfc_sha256_done(dst);
+        return -ENOMEM;
+    }
+    return 0;
 }
 
 void dfc_sha256_done(struct dfc_sha256 *h) {

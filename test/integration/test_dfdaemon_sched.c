@@ -626,9 +626,11 @@ static void test_second_node_imports_what_the_cluster_has(void **state) {
     assert_int_equal(harness_dfcache(&other, -1, out, sizeof(out), errbuf, sizeof(errbuf), argv),
                      0);
     assert_non_null(strstr(out, id)); /* the existing task */
-    assert_true(harness_log_has(&other, "event=import.exists_in_cluster"));
+    /* The second copy joins the Succeeded task as a persistent peer of its own
+     * (docs/integrity.md): it used to be kept locally without a peer. */
+    assert_false(harness_log_has(&other, "event=import.exists_in_cluster"));
     char peers[4][400];
-    assert_int_equal(task_peers(f, id, peers, 4), 1); /* still only the uploader's */
+    assert_int_equal(task_peers(f, id, peers, 4), 2);
     assert_int_equal(harness_destroy(&other), 0);
 }
 

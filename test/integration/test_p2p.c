@@ -9,7 +9,8 @@
  * commit), dfcache stat answered from the scheduler on a node without a copy, a parent with
  * corrupted content, the TCP DfdaemonUpload's refusals (a destructive call from an address that is
  * not the scheduler's, pieces of an absent task), a node restarted with its store joining its
- * copy to the task again, and a parent killed in the middle of a download.
+ * copy to the task again, a parent killed in the middle of a download, and content verified
+ * end to end (a lying parent with forged CRCs; a pre-claimed id and an honest importer).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 
 #include "daemon_harness.h"
 #include "dfc/config.h"
+#include "dfc/digest.h"
 #include "dfc/error.h"
 #include "dfc/pbtime.h"
 #include "dfc/rpc_client.h"
@@ -629,6 +631,167 @@ static void test_corrupt_parent_is_routed_around(void **state) {
     assert_true(harness_same_file(src, path));
 }
 
+/* Re-forges the CRC-32 of every piece of task id in n's metadata to that of the bytes now in
+ * its content file (len bytes, 4 MiB pieces): a parent lying consistently, whose pieces pass
+ * every CRC check (its own read path's and the receiver's). */
+static void forge_crcs(struct p2p_node *n, const char *id, size_t len) {
+    char path[600];
+    p2p_content_path(n, id, path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    uint8_t *buf = malloc(4 * MiB);
+    assert_non_null(buf);
+    for (size_t off = 0, i = 0; off < len; off += 4 * MiB, i++) {
+        size_t want = len - off < 4 * MiB ? len - off : 4 * MiB;
+        assert_int_equal(pread(fd, buf, want, (off_t)off), (ssize_t)want);
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "sqlite3 '%s/metadata/pcache.db' \"UPDATE pieces SET digest = 'crc32:%u' WHERE "
+                 "task_id = '%s' AND number = %zu\"",
+                 n->h.store, (unsigned)dfc_crc32_update(0, buf, want), id, i);
+        assert_int_equal(system(cmd), 0);
+    }
+    free(buf);
+    close(fd);
+}
+
+static bool excluded_at_scheduler(const char *id, const char *host_id) {
+    redisReply *r = redis_server_command(
+        &cl.redis,
+        "SISMEMBER scheduler:scheduler-clusters:1:persistent-cache-task-excluded-parents:%s %s", id,
+        host_id);
+    bool yes = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return yes;
+}
+
+/* A lying parent (docs/integrity.md): A's copy is rewritten on disk and its CRCs re-forged to
+ * match, so its pieces pass every CRC. C checks each piece's SHA-256 against the digests A
+ * recorded at its import: A's pieces are refused before they count, A is reported
+ * (temporary = false) and excluded at the scheduler, and C completes from B with the right
+ * bytes. Before verification C committed (and would re-serve) A's bytes. */
+static void test_lying_parent_with_forged_crcs(void **state) {
+    REQUIRE_CLUSTER();
+    if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
+        skip(); /* needs the sqlite3 shell to forge the CRCs */
+    }
+    char src[512], id[65], out[600], path[600];
+    size_t len = 12 * MiB + 5; /* 4 pieces: both parents come first for some of them */
+    import_on(A, len, 808, 1, src, sizeof(src), id);
+    snprintf(out, sizeof(out), "%s/out-b-808", cl.dir);
+    assert_int_equal(export_on(B, id, out, false), 0); /* B holds a good copy */
+    p2p_content_path(A, id, path, sizeof(path));
+    corrupt_pieces(path, len);
+    forge_crcs(A, id, len);
+    snprintf(out, sizeof(out), "%s/out-c-808", cl.dir);
+    assert_int_equal(export_on(C, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+    p2p_content_path(C, id, path, sizeof(path));
+    assert_true(harness_same_file(src, path));
+    assert_true(harness_log_has(&C->h, "its SHA-256 is not the recorded one"));
+    assert_true(excluded_at_scheduler(id, A->host_id));
+    char tmpdir[600];
+    snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", C->h.store);
+    assert_int_equal(harness_count(tmpdir), 0);
+}
+
+/* A pre-claimed id (docs/integrity.md): A registers G's content-derived id first, with other
+ * bytes W of G's length (content_for_calculating_task_id = G's bytes + "PERSISTENT_CACHE",
+ * which hashes to that id), and records W's digests. B's honest import of G used to be kept
+ * locally without a peer, so every export got W; now it joins the task as a persistent peer
+ * and records G's digests. C's export checks against A's record first, finds the content does
+ * not hash to the id, tries B's record (where A's bytes are a lie) and commits G. */
+static void test_pre_claimed_id_and_honest_importer(void **state) {
+    REQUIRE_CLUSTER();
+    char g[600], w[600], id[65], out[600], errb[2048], outb[1024];
+    static char g_bytes[3001], preimage[3100];
+    for (size_t i = 0; i < 3000; i++) {
+        g_bytes[i] = (char)('a' + i % 26);
+    }
+    snprintf(preimage, sizeof(preimage), "%sPERSISTENT_CACHE", g_bytes);
+    snprintf(g, sizeof(g), "%s/g-909", cl.dir);
+    snprintf(w, sizeof(w), "%s/w-909", cl.dir);
+    FILE *fp = fopen(g, "w");
+    fputs(g_bytes, fp);
+    fclose(fp);
+    harness_write_file(w, 3000, 909); /* W: other bytes, the same length */
+    const char *claim[] = {
+        "import", "--no-progress", "--content-for-calculating-task-id", preimage, w, NULL};
+    assert_int_equal(harness_dfcache(&A->h, -1, outb, sizeof(outb), errb, sizeof(errb), claim), 0);
+    harness_done_id(outb, id);
+    char g_id[65];
+    assert_int_equal(dfc_sha256_hex(preimage, strlen(preimage), g_id), 0);
+    assert_string_equal(id, g_id);
+    const char *honest[] = {"import", "--no-progress", g, NULL};
+    int code = harness_dfcache(&B->h, -1, outb, sizeof(outb), errb, sizeof(errb), honest);
+    if (code != 0) {
+        fprintf(stderr, "dfcache import on B: %s%s\n", outb, errb);
+    }
+    assert_int_equal(code, 0);
+    assert_non_null(strstr(outb, id));
+    assert_false(harness_log_has(&B->h, "event=import.exists_in_cluster"));
+    /* B's copy is a persistent peer of the task, beside A's. */
+    redisReply *peers = redis_server_command(
+        &cl.redis,
+        "SCARD scheduler:scheduler-clusters:1:persistent-cache-tasks:%s:persistent-peers-for-"
+        "persistent-cache-task",
+        id);
+    assert_int_equal(peers->integer, 2);
+    freeReplyObject(peers);
+
+    snprintf(out, sizeof(out), "%s/out-c-909", cl.dir);
+    assert_int_equal(export_on(C, id, out, false), 0);
+    assert_true(harness_same_file(g, out));
+    assert_true(harness_log_has(&C->h, "event=p2p.next_record"));
+    p2p_content_path(C, id, out, sizeof(out));
+    assert_true(harness_same_file(g, out));
+}
+
+/* Without a record (an upstream importer, or the record gone): the content is hashed as it
+ * lands and committed only when it hashes to the task id; a task whose id comes from
+ * content_for_calculating_task_id then has nothing tying its bytes to the id and is refused,
+ * leaving nothing behind. */
+static void test_no_record_checks_the_id_rule(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], out[600], tmpdir[600], key[256];
+    size_t len = 9 * MiB + 11; /* 3 pieces */
+    import_on(A, len, 919, 1, src, sizeof(src), id);
+    snprintf(key, sizeof(key), "scheduler:scheduler-clusters:1:persistent-cache-task-digests:%s",
+             id);
+    redisReply *del = redis_server_command(&cl.redis, "DEL %s", key);
+    assert_int_equal(del->integer, 1);
+    freeReplyObject(del);
+    snprintf(out, sizeof(out), "%s/out-c-919", cl.dir);
+    assert_int_equal(export_on(C, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+
+    char named[512], outb[1024], errb[2048], sid[65];
+    snprintf(named, sizeof(named), "%s/src-929", cl.dir);
+    harness_write_file(named, 5 * MiB, 929);
+    /* One replica: no replication pull may fetch it while its record is still there. */
+    const char *argv[] = {"import",
+                          "--no-progress",
+                          "--persistent-replica-count",
+                          "1",
+                          "--content-for-calculating-task-id",
+                          "model-929",
+                          named,
+                          NULL};
+    assert_int_equal(harness_dfcache(&A->h, -1, outb, sizeof(outb), errb, sizeof(errb), argv), 0);
+    harness_done_id(outb, sid);
+    snprintf(key, sizeof(key), "scheduler:scheduler-clusters:1:persistent-cache-task-digests:%s",
+             sid);
+    del = redis_server_command(&cl.redis, "DEL %s", key);
+    assert_int_equal(del->integer, 1);
+    freeReplyObject(del);
+    snprintf(out, sizeof(out), "%s/out-c-929", cl.dir);
+    assert_int_not_equal(export_on(C, sid, out, false), 0);
+    assert_true(harness_log_has(&C->h, "event=p2p.content_refused"));
+    assert_int_equal(stat_local(C, sid, NULL), DFC_GRPC_NOT_FOUND);
+    snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", C->h.store);
+    assert_int_equal(harness_count(tmpdir), 0);
+}
+
 /* DeletePersistentCacheTask on TCP is the scheduler's call only: from an address that is not
  * one of scheduler.addrs it is PERMISSION_DENIED naming the address, and the task stays. Node
  * D's scheduler is at 127.0.0.2 (nobody listens there: D runs standalone-like), so the test,
@@ -805,6 +968,9 @@ int main(void) {
         cmocka_unit_test(test_replication_waits_for_the_commit),
         cmocka_unit_test(test_stat_answers_from_the_scheduler),
         cmocka_unit_test(test_corrupt_parent_is_routed_around),
+        cmocka_unit_test(test_lying_parent_with_forged_crcs),
+        cmocka_unit_test(test_pre_claimed_id_and_honest_importer),
+        cmocka_unit_test(test_no_record_checks_the_id_rule),
         cmocka_unit_test(test_tcp_delete_only_from_the_scheduler),
         cmocka_unit_test(test_concurrent_exports_share_one_download),
         cmocka_unit_test(test_parent_killed_mid_download),

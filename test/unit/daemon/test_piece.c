@@ -1,4 +1,5 @@
-/* Tests for daemon/storage/piece.c: geometry, the upstream task-id vectors, piece CRCs. */
+/* Tests for daemon/storage/piece.c: geometry, the upstream task-id vectors, piece CRCs and
+ * SHA-256 digests (chaining values), the content's SHA-256. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,7 +105,33 @@ static void check_pieces(uint64_t len, uint64_t pl, size_t chunk) {
         uint64_t off = i * want_pl, n = len - off < want_pl ? len - off : want_pl;
         uint32_t want = (uint32_t)crc32_z(0, (const unsigned char *)buf + off, n);
         assert_int_equal(r.piece_crcs[i], want);
+        /* The piece's digest, from the same pass (docs/integrity.md): the content hash's
+         * chaining value at its end (the last: the content's SHA-256). */
+        struct dfc_sha256c c;
+        uint8_t md[DFC_SHA256_LEN];
+        assert_int_equal(dfc_sha256c_init(&c), 0);
+        dfc_sha256c_update(&c, buf, off + n);
+        if (i + 1 < r.piece_count) {
+            assert_int_equal(dfc_sha256c_state(&c, md), 0);
+        } else {
+            dfc_sha256c_final(&c, md);
+        }
+        dfc_sha256c_done(&c);
+        if (want_pl % 64 == 0) {
+            assert_non_null(r.piece_shas);
+            assert_memory_equal(r.piece_shas[i], md, DFC_SHA256_LEN);
+        } else {
+            assert_null(r.piece_shas); /* no chaining value inside a block */
+        }
     }
+    /* And the content's, with or without a content-derived id. */
+    struct dfc_sha256 h;
+    uint8_t md[DFC_SHA256_LEN];
+    assert_int_equal(dfc_sha256_init(&h), 0);
+    dfc_sha256_update(&h, buf, len);
+    dfc_sha256_final(&h, md);
+    dfc_sha256_done(&h);
+    assert_memory_equal(r.content_sha256, md, DFC_SHA256_LEN);
     dfd_digest_result_done(&r);
     dfd_digester_done(&d);
     free(buf);
@@ -143,6 +170,26 @@ static void test_unknown_length_combines_units(void **state) {
         uint64_t off = i * 4 * MiB, n = len - off < 4 * MiB ? len - off : 4 * MiB;
         assert_int_equal(r.piece_crcs[i], (uint32_t)crc32_z(0, (unsigned char *)buf + off, n));
     }
+    /* The piece digests are the content hash's chaining values at the piece ends (kept at
+     * every 1 KiB unit end), the last one the content's SHA-256: resuming from the digest
+     * before a piece and hashing the piece gives its own. */
+    assert_non_null(r.piece_shas);
+    for (uint32_t i = 0; i < 3; i++) {
+        uint64_t off = i * 4 * MiB, n = len - off < 4 * MiB ? len - off : 4 * MiB;
+        struct dfc_sha256c c;
+        uint8_t md[DFC_SHA256_LEN];
+        assert_int_equal(dfc_sha256c_init(&c), 0);
+        assert_int_equal(dfc_sha256c_resume(&c, i ? r.piece_shas[i - 1] : NULL, off), 0);
+        dfc_sha256c_update(&c, buf + off, n);
+        if (i < 2) {
+            assert_int_equal(dfc_sha256c_state(&c, md), 0);
+        } else {
+            dfc_sha256c_final(&c, md);
+        }
+        dfc_sha256c_done(&c);
+        assert_memory_equal(r.piece_shas[i], md, DFC_SHA256_LEN);
+    }
+    assert_memory_equal(r.piece_shas[2], r.content_sha256, DFC_SHA256_LEN);
     dfd_digest_result_done(&r);
     dfd_digester_done(&d);
     free(buf);

@@ -98,9 +98,34 @@ static void test_stream_import_round_trip(void **state) {
         char want[DFC_CRC32_DIGEST_MAX];
         dfc_crc32_format(dfc_crc32_update(0, buf + pieces[i].offset, pieces[i].length), want);
         assert_string_equal(pieces[i].digest, want);
+        /* ... and their SHA-256 digests (docs/integrity.md): the chaining value at the piece's
+         * end, resumed from the one before it; the last the content's SHA-256. */
+        struct dfc_sha256c c;
+        uint8_t md[DFC_SHA256_LEN];
+        assert_int_equal(dfc_sha256c_init(&c), 0);
+        assert_int_equal(dfc_sha256c_resume(&c, i ? pieces[i - 1].sha256 : NULL, pieces[i].offset),
+                         0);
+        dfc_sha256c_update(&c, buf + pieces[i].offset, pieces[i].length);
+        if (i + 1 < n) {
+            assert_int_equal(dfc_sha256c_state(&c, md), 0);
+        } else {
+            dfc_sha256c_final(&c, md);
+        }
+        dfc_sha256c_done(&c);
+        assert_true(pieces[i].has_sha256);
+        assert_memory_equal(pieces[i].sha256, md, DFC_SHA256_LEN);
     }
     assert_true(pieces[2].length == MiB + 7);
     free(pieces);
+    /* The task keeps the content's SHA-256; no id basis for a content-derived id. */
+    char hex[DFC_SHA256_HEX_LEN + 1];
+    assert_int_equal(dfc_sha256_hex(buf, len, hex), 0);
+    assert_string_equal(t.content_sha256, hex);
+    assert_null(t.id_basis);
+    struct dfd_task_meta back;
+    assert_int_equal(dfd_storage_get(f->s, t.id, &back, &err), 0);
+    assert_string_equal(back.content_sha256, hex);
+    dfd_task_meta_done(&back);
     /* Nothing is left in tmp/. */
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof(tmp), "%s/tmp", f->store);
@@ -891,6 +916,8 @@ static void test_an_old_store_is_migrated_and_fixed(void **state) {
     assert_int_equal(dfd_storage_get(f->s, id, &t, &err), 0);
     assert_int_equal(t.owner_uid, 0);
     assert_int_equal(t.id_origin, DFD_ID_ORIGIN_UNKNOWN);
+    assert_string_equal(t.content_sha256, ""); /* not recorded then */
+    assert_null(t.id_basis);
     dfd_task_meta_done(&t);
     struct stat st;
     assert_int_equal(stat(file, &st), 0);

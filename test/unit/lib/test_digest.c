@@ -36,6 +36,43 @@ static void test_sha256_incremental_equals_oneshot(void **state) {
     assert_string_equal(a, b);
 }
 
+/* The chaining value at a 64-byte boundary, resumed in another context, finishes as the
+ * plain SHA-256 of the whole; a copy finishes the same; no state inside a block. */
+static void test_sha256_chain_resumes(void **state) {
+    (void)state;
+    enum { N = 64 * 1000 + 37 };
+    uint8_t *buf = malloc(N);
+    for (size_t i = 0; i < N; i++) {
+        buf[i] = (uint8_t)(i * 131 + 7);
+    }
+    char want[DFC_SHA256_HEX_LEN + 1], got[DFC_SHA256_HEX_LEN + 1];
+    assert_int_equal(dfc_sha256_hex(buf, N, want), 0);
+    struct dfc_sha256c a, b, c;
+    uint8_t mid[DFC_SHA256_LEN], md[DFC_SHA256_LEN];
+    assert_int_equal(dfc_sha256c_init(&a), 0);
+    dfc_sha256c_update(&a, buf, 640 * 10 + 5);
+    assert_int_equal(dfc_sha256c_state(&a, mid), -EINVAL); /* inside a block */
+    dfc_sha256c_update(&a, buf + 6405, 64 * 500 - 6405);
+    assert_int_equal(dfc_sha256c_state(&a, mid), 0);
+    assert_int_equal(dfc_sha256c_copy(&c, &a), 0);
+    assert_int_equal(dfc_sha256c_init(&b), 0);
+    assert_int_equal(dfc_sha256c_resume(&b, mid, 64 * 500), 0);
+    assert_int_equal(dfc_sha256c_resume(&b, mid, 63), -EINVAL);
+    assert_int_equal(dfc_sha256c_resume(&b, mid, 64 * 500), 0);
+    dfc_sha256c_update(&b, buf + 64 * 500, N - 64 * 500);
+    dfc_sha256c_final(&b, md);
+    dfc_sha256_to_hex(md, got);
+    assert_string_equal(got, want);
+    dfc_sha256c_update(&c, buf + 64 * 500, N - 64 * 500);
+    dfc_sha256c_final(&c, md);
+    dfc_sha256_to_hex(md, got);
+    assert_string_equal(got, want);
+    dfc_sha256c_done(&a);
+    dfc_sha256c_done(&b);
+    dfc_sha256c_done(&c);
+    free(buf);
+}
+
 static void test_crc32_ieee(void **state) {
     /* The CRC-32/IEEE check value; Castagnoli would give 0xe3069283. */
     assert_int_equal(dfc_crc32_update(0, "123456789", 9), 0xcbf43926u);
@@ -107,6 +144,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_known),
         cmocka_unit_test(test_sha256_incremental_equals_oneshot),
+        cmocka_unit_test(test_sha256_chain_resumes),
         cmocka_unit_test(test_crc32_ieee),
         cmocka_unit_test(test_crc32_simd_equals_zlib),
         cmocka_unit_test(test_evp_by_name),
