@@ -1,7 +1,7 @@
 /*
  * vortex_pool.h - idle Vortex client connections kept for the next piece request to the same
- * parent (docs/dragonfly-compat.md, "Vortex": connection reuse, beyond upstream and compatible
- * both ways). One pool per process, shared by every fetching thread.
+ * parent. Beyond upstream and compatible both ways: docs/dragonfly-compat.md, "Vortex",
+ * connection reuse. One pool per process, shared by every fetching thread.
  *
  * A connection is keyed by the parent's address and port and, under TLS, by its client
  * context (dfc_tls_ctx_serial) and that context's generation when the connection was made:
