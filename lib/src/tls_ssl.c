@@ -161,8 +161,8 @@ static int build(const struct dfc_tls_ctx *c, SSL_CTX **ret, struct dfc_error *e
         SSL_CTX_free(x);
         return dfc_error_set(err, -EINVAL, "TLS: cannot %s %s: %s", failed, file, why);
     }
-    /* One request per connection, and a rotation must reach every new connection: no session
-     * tickets and no resumption (each handshake verifies the certificates). */
+    /* A rotation must reach every new connection: no session tickets and no resumption (each
+     * handshake verifies the certificates; Vortex keeps connections instead, vortex_pool.h). */
     SSL_CTX_set_options(x, SSL_OP_NO_TICKET);
     SSL_CTX_set_session_cache_mode(x, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_mode(x, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
