@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "dfc/clock.h"
 #include "dfc/tls_ssl.h"
@@ -98,4 +99,13 @@ int dfd_conn_send_all(const struct dfd_conn *c, const void *buf, size_t n, int64
         return dfd_send_all(c->fd, buf, n, deadline);
     }
     return dfc_tls_write(c->tls, buf, n, deadline, err);
+}
+
+void dfd_conn_close(struct dfd_conn *c) {
+    dfc_tls_conn_free(c->tls);
+    if (c->fd >= 0) {
+        close(c->fd);
+    }
+    c->tls = NULL;
+    c->fd = -1;
 }

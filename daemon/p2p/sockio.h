@@ -40,6 +40,9 @@ struct dfd_conn {
     struct dfc_tls_conn *tls; /* NULL: plain TCP */
 };
 
+/* Frees c's TLS session, then closes its socket (fd -1: nothing); c is left empty. */
+void dfd_conn_close(struct dfd_conn *c);
+
 /* dfd_recv_all over c; err is set only for a TLS failure (may be NULL). */
 int dfd_conn_recv_all(const struct dfd_conn *c, void *buf, size_t n, int64_t deadline,
                       size_t *ret_got, struct dfc_error *err);

@@ -10,6 +10,10 @@
  *
  * With a TLS context the connection's handshake follows connect, within the same deadline, and
  * the same exchange runs over the session (sockio.h's struct dfd_conn).
+ *
+ * Connections are reused (vortex_pool.h): a request goes on an idle connection to the same
+ * parent when there is one, and a connection whose answer was read whole goes back; one that
+ * failed in any way is closed.
  */
 #include "p2p/vortex_client.h"
 
@@ -29,6 +33,7 @@
 #include "dfc/tls_ssl.h"
 #include "p2p/sockio.h"
 #include "p2p/vortex.h"
+#include "p2p/vortex_pool.h"
 #include "storage/piece.h" /* dfd_task_id_valid */
 
 #define CONNECT_TIMEOUT_NS                                                                         \
@@ -108,12 +113,16 @@ static int send_all(const struct dfd_conn *c, const uint8_t *p, size_t n, int64_
     return r < 0 ? dfc_error_errno(err, r, "send the request") : 0;
 }
 
-/* Reads exactly n bytes; what names them in errors. A close before the end is -EPROTO. */
-static int recv_all(const struct dfd_conn *c, void *buf, size_t n, int64_t deadline,
-                    const char *what, struct dfc_error *err) {
+/* Reads exactly n bytes; what names them in errors. A close before the end is -EPROTO.
+ * *ret_got (may be NULL): how many arrived, also on failure. */
+static int recv_got(const struct dfd_conn *c, void *buf, size_t n, int64_t deadline,
+                    const char *what, size_t *ret_got, struct dfc_error *err) {
     size_t got = 0;
     struct dfc_error terr = {0};
     int r = dfd_conn_recv_all(c, buf, n, deadline, &got, &terr);
+    if (ret_got != NULL) {
+        *ret_got = got;
+    }
     if (r == -ECONNABORTED) {
         return dfc_error_set(err, r, "read %s: %s", what, terr.msg);
     }
@@ -125,6 +134,11 @@ static int recv_all(const struct dfd_conn *c, void *buf, size_t n, int64_t deadl
         return dfc_error_set(err, r, "timed out reading %s (%zu of %zu bytes)", what, got, n);
     }
     return r < 0 ? dfc_error_errno(err, r, "read %s", what) : 0;
+}
+
+static int recv_all(const struct dfd_conn *c, void *buf, size_t n, int64_t deadline,
+                    const char *what, struct dfc_error *err) {
+    return recv_got(c, buf, n, deadline, what, NULL, err);
 }
 
 /* Copies an untrusted message into dst for a human, with anything but printable ASCII as '?'. */
@@ -246,9 +260,11 @@ static int recv_piece(const struct dfd_conn *c, const struct dest *d, uint64_t l
     return 0;
 }
 
+/* One request and its answer on c. *answered: whether any byte of the answer arrived (a
+ * connection taken from the pool that fails before is retried on a new one). */
 static int exchange(const struct dfd_conn *c, const char *task_id, uint32_t number, uint64_t offset,
                     uint64_t length, const struct dest *d, int64_t deadline,
-                    struct dfd_vortex_fetched *ret, struct dfc_error *err) {
+                    struct dfd_vortex_fetched *ret, bool *answered, struct dfc_error *err) {
     uint8_t packet_id = 0;
     if (getrandom(&packet_id, 1, GRND_NONBLOCK) != 1) {
         packet_id = (uint8_t)dfc_mono_ns(); /* not used for matching: any value will do */
@@ -262,7 +278,10 @@ static int exchange(const struct dfd_conn *c, const char *task_id, uint32_t numb
         return r;
     }
     uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    if ((r = recv_all(c, hb, sizeof(hb), deadline, "the header", err)) < 0) {
+    size_t got = 0;
+    r = recv_got(c, hb, sizeof(hb), deadline, "the header", &got, err);
+    *answered = got > 0;
+    if (r < 0) {
         return r;
     }
     struct dfd_vortex_header h;
@@ -332,22 +351,38 @@ static int fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const c
     } else if (timeout_ns <= 0) {
         r = dfc_error_set(err, -EINVAL, "timeout_ns must be positive");
     }
-    int fd = -1;
     int64_t deadline = timeout_ns < INT64_MAX - start ? start + timeout_ns : INT64_MAX;
-    if (r == 0) {
-        r = connect_to(ip, port, deadline, &fd, err);
-    }
     struct dfd_vortex_fetched f = {0};
-    struct dfd_conn c = {.fd = fd, .tls = NULL};
-    if (r == 0 && tls != NULL) {
-        r = dfc_tls_connect(tls, fd, ip, port, deadline, &c.tls, err);
-    }
-    if (r == 0) {
-        r = exchange(&c, task_id, number, offset, length, d, deadline, &f, err);
-    }
-    if (fd >= 0) {
-        dfc_tls_conn_free(c.tls);
-        close(fd);
+    /* A pooled connection first; when it fails before any byte of the answer (the parent
+     * closed it meanwhile: an upstream parent answers one request per connection), once more on
+     * a new one. Only a connection whose answer was read whole goes back to the pool. */
+    for (bool first = true, retry = r == 0; retry; first = false) {
+        struct dfd_conn c = {.fd = -1, .tls = NULL};
+        uint64_t gen = 0;
+        bool reused = false;
+        if (first) {
+            reused = dfd_vortex_pool_take(tls, ip, port, &c, &gen);
+        } else {
+            gen = dfd_vortex_pool_generation(tls);
+        }
+        if (!reused) {
+            r = connect_to(ip, port, deadline, &c.fd, err);
+            if (r == 0 && tls != NULL) {
+                r = dfc_tls_connect(tls, c.fd, ip, port, deadline, &c.tls, err);
+            }
+        }
+        bool answered = false;
+        if (r == 0) {
+            r = exchange(&c, task_id, number, offset, length, d, deadline, &f, &answered, err);
+        }
+        retry = false;
+        if (r == 0) {
+            dfd_vortex_pool_put(tls, gen, ip, port, &c);
+        } else {
+            dfd_conn_close(&c);
+            retry = reused && !answered && r != -ETIMEDOUT && dfc_mono_ns() < deadline;
+            r = retry ? 0 : r;
+        }
     }
     if (r < 0) {
         if (err != NULL) {

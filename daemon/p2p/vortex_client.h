@@ -1,7 +1,10 @@
 /*
- * vortex_client.h - fetching one piece from a parent's Vortex TCP server: a new connection per
- * piece, as upstream (connect timeout 2 s, TCP_NODELAY, keepalive 5 s / 3 s x 3), the whole
- * exchange bounded by timeout_ns.
+ * vortex_client.h - fetching one piece from a parent's Vortex TCP server, on an idle
+ * connection to that parent kept from an earlier piece or on a new one. The kept ones are
+ * vortex_pool.h's; a new one as upstream (connect timeout 2 s, TCP_NODELAY, keepalive
+ * 5 s / 3 s x 3), the whole exchange bounded by timeout_ns. A kept connection the parent closed
+ * before answering (an upstream parent serves one request per connection) is replaced by a new
+ * one, once, transparently.
  *
  * The parent is untrusted: the header's tag and length are checked before anything is read
  * (a content packet's metadata at most DFD_VORTEX_METADATA_MAX, an error's message at most

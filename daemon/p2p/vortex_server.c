@@ -4,8 +4,9 @@
  * DESIGN. One accept thread polls the listener and an eventfd (the stop signal). Each
  * accepted connection gets a thread of its own in one of max_conns slots; with every slot
  * busy, or max_conns_per_ip slots held by its peer address, the connection is closed at once
- * (a rate-limited warning counts them). A slot's thread
- * serves one request, closes its socket under the server's lock and marks the slot done; the
+ * (a rate-limited warning counts them). A slot's thread serves the connection's requests one
+ * after the other (keep-alive, below), closes its socket under the server's lock and marks the
+ * slot done; the
  * accept thread joins done slots before reusing them, and stop joins them all. Stop shuts
  * every open socket down under the same lock, so a handler blocked in poll() wakes at once
  * and a socket number is never shut down after its handler closed it.
@@ -17,12 +18,18 @@
  * each write waiting at most request_timeout and the whole answer done within answer_timeout
  * (else the connection is reset: a peer that drips its reads cannot keep a slot).
  *
+ * Keep-alive (beyond upstream, compatible both ways): after a piece was sent whole the handler
+ * waits for the next request on the same connection, at most KEEPALIVE_NS (or request_timeout
+ * if shorter) for the whole of it, and serves at most MAX_REQUESTS per connection; an upstream
+ * client, which closes after one answer, ends the loop with its close. After an Error, a
+ * failed answer or the idle wait the connection closes, as before.
+ *
  * TLS (opts.tls set): the same port speaks TLS only. The handshake comes first, within the
  * request's request_timeout (a refused or failed one is logged, rate-limited, naming the peer
  * and OpenSSL's reason, and the connection closed); then the same framing over the session, and
  * the bytes read from the content with pread, TLS_CHUNK at a time, into a buffer of the
- * connection's and written as records (no sendfile: the kernel here has no kTLS). After the
- * answer, close_notify.
+ * connection's and written as records (no sendfile: the kernel here has no kTLS). When the
+ * connection ends, close_notify.
  */
 #include "p2p/vortex_server.h"
 
@@ -57,6 +64,10 @@
 #define TRAFFIC_REMOTE   1     /* common.v2.TrafficType REMOTE_PEER */
 #define CONN_STACK       ((size_t)512 * 1024)
 #define TLS_CHUNK        ((size_t)256 * 1024) /* pread size under TLS (a heap buffer) */
+/* Keep-alive (beyond upstream): after an answer the next request is awaited this long at most
+ * (or request_timeout if shorter), and a connection serves at most this many requests. */
+#define KEEPALIVE_NS ((int64_t)5 * 1000 * 1000 * 1000)
+#define MAX_REQUESTS 1024
 
 enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_DONE };
 
@@ -92,6 +103,8 @@ struct dfd_vortex_server {
     /* under mu: the rate-limited warning of refused TLS handshakes */
     uint64_t tls_refused;
     int64_t tls_warn_ns;
+    uint64_t accepted; /* under mu: connections handed to a handler */
+    int64_t keepalive_ns;
 };
 
 /* Sends length bytes of content_fd from offset with sendfile, each wait at most timeout_ns and
@@ -225,12 +238,14 @@ static int find_piece(struct dfd_vortex_server *v, const char *id, uint32_t numb
     return r;
 }
 
-/* Serves the one request of connection c, read by deadline. */
-static void serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t deadline) {
+/* Serves one request of connection c, read by deadline. True when the piece was sent whole and
+ * the connection may take the next request; false when it must close (an Error was sent and
+ * drained, the peer closed or stalled, the answer failed). */
+static bool serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t deadline) {
     int fd = c->fd;
     uint8_t hb[DFD_VORTEX_HEADER_LEN];
     if (dfd_conn_recv_all(c, hb, sizeof(hb), deadline, NULL, NULL) < 0) {
-        return; /* closed, stalled or reset before a whole header: nothing to answer */
+        return false; /* closed, stalled or reset before a whole header: nothing to answer */
     }
     struct dfd_vortex_header h;
     dfd_vortex_header_decode(hb, &h);
@@ -241,18 +256,18 @@ static void serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
                  h.tag, h.length, DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE,
                  DFD_VORTEX_REQUEST_LEN);
         send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, msg);
-        return;
+        return false;
     }
     uint8_t value[DFD_VORTEX_REQUEST_LEN];
     if (dfd_conn_recv_all(c, value, sizeof(value), deadline, NULL, NULL) < 0) {
-        return;
+        return false;
     }
     char id[DFD_VORTEX_TASK_ID_LEN + 1];
     uint32_t number = 0;
     struct dfc_error err = {0};
     if (dfd_vortex_request_decode(value, sizeof(value), id, &number, &err) < 0) {
         send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, err.msg);
-        return;
+        return false;
     }
     struct dfd_piece_meta pm;
     int r = find_piece(v, id, number, &pm, &err);
@@ -263,7 +278,7 @@ static void serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
     if (r == -ENOENT) {
         snprintf(msg, sizeof(msg), "piece %s-%u not found", id, number);
         send_error(v, c, DFD_VORTEX_ERR_NOT_FOUND, msg);
-        return;
+        return false;
     }
     if (r < 0) {
         DFC_LOG(DFC_LOG_WARN, "vortex.piece_failed", "task=%s piece=%u err=\"%s\"", id, number,
@@ -271,7 +286,7 @@ static void serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
         snprintf(msg, sizeof(msg), "failed to get piece %s-%u: %s", id, number,
                  dfc_error_msg(&err));
         send_error(v, c, DFD_VORTEX_ERR_INTERNAL, msg);
-        return;
+        return false;
     }
     struct dfd_vortex_piece p = {
         .number = pm.number,
@@ -300,9 +315,6 @@ static void serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
         } else if (r == 0) {
             r = send_file_tls(c, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer,
                               NULL);
-            if (r == 0) {
-                dfc_tls_shutdown(c->tls);
-            }
         }
         if (r == 0) {
             dfc_metric_inc(v->served_pieces, 0, 1);
@@ -315,6 +327,7 @@ static void serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
         }
     }
     close(content_fd);
+    return r == 0;
 }
 
 /* Logs a refused handshake, at most once per WARN_INTERVAL_NS with the count of the others. */
@@ -363,14 +376,23 @@ static void *conn_main(void *arg) {
     pthread_mutex_lock(&v->mu);
     int fd = sl->fd;
     pthread_mutex_unlock(&v->mu);
-    /* The handshake and the request together within request_timeout. */
+    /* The handshake and the first request together within request_timeout; each later request
+     * within the keep-alive of the answer before it. */
     int64_t deadline = dfd_deadline_after(v->request_timeout_ns);
     struct dfd_conn c = {.fd = fd, .tls = NULL};
-    if (v->tls == NULL) {
-        serve(v, &c, deadline);
-    } else if ((c.tls = tls_accept(v, fd, deadline)) != NULL) {
-        serve(v, &c, deadline);
-        dfc_tls_conn_free(c.tls);
+    /* A rotation of the server's files ends kept connections, so that peers see the new
+     * certificate at their next connection. */
+    uint64_t gen = v->tls != NULL ? dfc_tls_ctx_generation(v->tls) : 0;
+    if (v->tls == NULL || (c.tls = tls_accept(v, fd, deadline)) != NULL) {
+        for (unsigned n = 0; n < MAX_REQUESTS && serve(v, &c, deadline) &&
+                             (v->tls == NULL || dfc_tls_ctx_refresh(v->tls) == gen);
+             n++) {
+            deadline = dfd_deadline_after(v->keepalive_ns);
+        }
+        if (c.tls != NULL) {
+            dfc_tls_shutdown(c.tls);
+            dfc_tls_conn_free(c.tls);
+        }
     }
     pthread_mutex_lock(&v->mu);
     close(fd);
@@ -470,6 +492,7 @@ static void *accept_main(void *arg) {
         }
         sl->fd = fd;
         sl->state = SLOT_RUNNING;
+        v->accepted++;
         memcpy(sl->ip, ip, sizeof(ip));
         if (pthread_create(&sl->th, &v->conn_attr, conn_main, sl) != 0) {
             sl->fd = -1;
@@ -545,6 +568,7 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
     v->served_bytes = o->served_bytes;
     v->request_timeout_ns = o->request_timeout_ns;
     v->answer_timeout_ns = o->answer_timeout_ns;
+    v->keepalive_ns = o->request_timeout_ns < KEEPALIVE_NS ? o->request_timeout_ns : KEEPALIVE_NS;
     v->nslots = o->max_conns;
     v->max_per_ip = o->max_conns_per_ip != 0 && o->max_conns_per_ip < o->max_conns
                         ? o->max_conns_per_ip
@@ -584,6 +608,13 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
 
 uint16_t dfd_vortex_server_port(const struct dfd_vortex_server *v) {
     return v->port;
+}
+
+uint64_t dfd_vortex_server_accepted(struct dfd_vortex_server *v) {
+    pthread_mutex_lock(&v->mu);
+    uint64_t n = v->accepted;
+    pthread_mutex_unlock(&v->mu);
+    return n;
 }
 
 void dfd_vortex_server_stop(struct dfd_vortex_server *v) {

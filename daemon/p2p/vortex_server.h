@@ -1,12 +1,15 @@
 /*
  * vortex_server.h - the Vortex TCP piece server (storage.server.tcpPort): one request per
- * connection, as upstream. Beyond upstream: a request must be exactly 68 bytes (checked from
- * the header, before anything is allocated), malformed or unknown packets get an Error frame,
- * the request read is bounded by request_timeout, the whole answer by answer_timeout (a peer
- * that reads slowly is reset then, so it cannot hold a slot), and at most max_conns connections
- * are served at once, at most max_conns_per_ip of them from one peer address (more are closed
- * at accept, with a rate-limited warning). The request deadline runs from the accept: a
- * connection that sends nothing, or trickles its 74 bytes, is closed after request_timeout.
+ * connection as upstream, or more: after a piece sent whole the next request is awaited on the
+ * same connection for at most 5 s (request_timeout if shorter), up to 1024 per connection
+ * (docs/dragonfly-compat.md, "Vortex"; an upstream client closes after one). Beyond upstream: a
+ * request must be exactly 68 bytes (checked from the header, before anything is allocated),
+ * malformed or unknown packets get an Error frame, the request read is bounded by request_timeout,
+ * the whole answer by answer_timeout (a peer that reads slowly is reset then, so it cannot hold a
+ * slot), and at most max_conns connections are served at once, at most max_conns_per_ip of them
+ * from one peer address (more are closed at accept, with a rate-limited warning). The request
+ * deadline runs from the accept: a connection that sends nothing, or trickles its 74 bytes, is
+ * closed after request_timeout.
  *
  * It serves only committed tasks, through the storage facade (dfd_storage_pieces,
  * dfd_storage_open_content): the piece row's offset, length and stored digest go in the
@@ -51,6 +54,9 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
 
 /* The bound port. */
 uint16_t dfd_vortex_server_port(const struct dfd_vortex_server *v);
+
+/* How many connections were accepted and handed to a handler so far (not those refused). */
+uint64_t dfd_vortex_server_accepted(struct dfd_vortex_server *v);
 
 /* Stops accepting, closes every connection, joins the threads, frees. NULL is fine. */
 void dfd_vortex_server_stop(struct dfd_vortex_server *v);

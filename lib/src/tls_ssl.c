@@ -47,7 +47,10 @@ struct dfc_tls_ctx {
     int64_t next_check_ns;       /* under mu */
     bool checking;               /* under mu: one thread looks at the files at a time */
     uint64_t generation;         /* under mu */
+    uint64_t serial;             /* set at creation */
 };
+
+static _Atomic uint64_t last_serial;
 
 struct dfc_tls_conn {
     SSL *ssl;
@@ -158,8 +161,8 @@ static int build(const struct dfc_tls_ctx *c, SSL_CTX **ret, struct dfc_error *e
         SSL_CTX_free(x);
         return dfc_error_set(err, -EINVAL, "TLS: cannot %s %s: %s", failed, file, why);
     }
-    /* One request per connection, and a rotation must reach every new connection: no session
-     * tickets and no resumption (each handshake verifies the certificates). */
+    /* A rotation must reach every new connection: no session tickets and no resumption (each
+     * handshake verifies the certificates; Vortex keeps connections instead, vortex_pool.h). */
     SSL_CTX_set_options(x, SSL_OP_NO_TICKET);
     SSL_CTX_set_session_cache_mode(x, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_mode(x, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -215,6 +218,7 @@ int dfc_tls_ctx_new(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool s
         return r;
     }
     c->generation = 1;
+    c->serial = ++last_serial;
     c->next_check_ns = dfc_mono_ns() + c->recheck_ns;
     *ret = c;
     return 0;
@@ -288,6 +292,15 @@ static void maybe_reload(struct dfc_tls_ctx *c) {
         DFC_LOG(DFC_LOG_INFO, "tls.reloaded", "side=%s cert=%s", c->server ? "server" : "client",
                 c->paths[1][0] != '\0' ? c->paths[1] : "-");
     }
+}
+
+uint64_t dfc_tls_ctx_refresh(struct dfc_tls_ctx *c) {
+    maybe_reload(c);
+    return dfc_tls_ctx_generation(c);
+}
+
+uint64_t dfc_tls_ctx_serial(const struct dfc_tls_ctx *c) {
+    return c->serial;
 }
 
 /* The current SSL_CTX with a reference for the caller. */

@@ -64,6 +64,15 @@ enum dfc_tls_policy dfc_tls_ctx_policy(const struct dfc_tls_ctx *c);
 /* How many times the files were loaded (1 after dfc_tls_ctx_new, +1 per rotation taken). */
 uint64_t dfc_tls_ctx_generation(struct dfc_tls_ctx *c);
 
+/* As dfc_tls_ctx_generation, after looking at the files as a handshake does (at most once per
+ * recheck interval): for a pool of connections that must not outlive a rotation although it
+ * makes few handshakes. */
+uint64_t dfc_tls_ctx_refresh(struct dfc_tls_ctx *c);
+
+/* A number no other context of this process had or will have (contexts are numbered from 1 as
+ * they are made): tells a context from a later one made at the same address. */
+uint64_t dfc_tls_ctx_serial(const struct dfc_tls_ctx *c);
+
 /* Server side: the TLS handshake on an accepted non-blocking socket, by deadline
  * (CLOCK_MONOTONIC ns, dfc_mono_ns). peer names the other end in errors ("ip:port"). */
 int dfc_tls_accept(struct dfc_tls_ctx *c, int fd, const char *peer, int64_t deadline,
