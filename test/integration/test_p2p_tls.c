@@ -54,9 +54,9 @@ static struct {
     char dir[256]; /* certificates and files */
 } cl;
 
-#define A (&cl.node[0])
-#define B (&cl.node[1])
-#define C (&cl.node[2])
+#define A         (&cl.node[0])
+#define B         (&cl.node[1])
+#define C         (&cl.node[2])
 #define NODE_NAME "dfc-node"
 
 static void sh(const char *fmt, ...) {
