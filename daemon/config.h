@@ -82,6 +82,7 @@ struct dfd_config {
     char *upload_client_ca;   /* upload.client.caCert: verifies the nodes this one downloads from */
     char *upload_client_cert; /* upload.client.cert: this node's identity as a client */
     char *upload_client_key;  /* upload.client.key */
+    char *upload_client_name; /* upload.client.serverName: "" = the dialled node's IP */
     char *sched_ca;           /* scheduler.caCert: verifies the schedulers */
     char *sched_cert;         /* scheduler.cert: this node's identity to the schedulers */
     char *sched_key;          /* scheduler.key */
@@ -90,14 +91,14 @@ struct dfd_config {
 /* The TLS files of each side (borrowed from cfg). */
 static inline struct dfc_tls_files dfd_tls_upload_server(const struct dfd_config *cfg) {
     return (struct dfc_tls_files){cfg->upload_server_ca, cfg->upload_server_cert,
-                                  cfg->upload_server_key};
+                                  cfg->upload_server_key, NULL};
 }
 static inline struct dfc_tls_files dfd_tls_upload_client(const struct dfd_config *cfg) {
     return (struct dfc_tls_files){cfg->upload_client_ca, cfg->upload_client_cert,
-                                  cfg->upload_client_key};
+                                  cfg->upload_client_key, cfg->upload_client_name};
 }
 static inline struct dfc_tls_files dfd_tls_scheduler(const struct dfd_config *cfg) {
-    return (struct dfc_tls_files){cfg->sched_ca, cfg->sched_cert, cfg->sched_key};
+    return (struct dfc_tls_files){cfg->sched_ca, cfg->sched_cert, cfg->sched_key, NULL};
 }
 
 /* True when scheduler.addrs names a scheduler (peer to peer on). */

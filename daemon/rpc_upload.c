@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "dfc/log.h"
+#include "dfc/peer_role.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
@@ -35,7 +36,8 @@
 #define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
 
 /* Whether the caller is one of the schedulers; who receives who it is, for messages. A caller
- * with a verified client certificate (mutual TLS) is a scheduler when its certificate names a
+ * with a verified client certificate (mutual TLS) is a scheduler when its certificate holds the
+ * scheduler role (dfc/peer_role.h: URI dragonfly://scheduler or CN dfc-scheduler) or names a
  * scheduler's address (a SAN IP among those of scheduler.addrs), whatever address it connects
  * from; a caller without one (TLS off, or server-auth) when it connects from such an address,
  * as before TLS (docs/trust-model.md). */
@@ -49,7 +51,7 @@ static bool from_scheduler(const struct dfd_service *svc, struct dfc_rpc_call *c
     dfc_rpc_call_peer_identity(call, &id);
     if (id.authenticated) {
         int n = snprintf(who, size, "%s with a certificate naming", ip);
-        bool yes = false;
+        bool yes = dfc_peer_is_scheduler(&id);
         for (unsigned i = 0; i < id.n_ips; i++) {
             yes = yes || (svc->sched != NULL && dfd_sched_is_scheduler_ip(svc->sched, id.ips[i]));
             if (n > 0 && (size_t)n < size) {
@@ -57,7 +59,7 @@ static bool from_scheduler(const struct dfd_service *svc, struct dfc_rpc_call *c
             }
         }
         if (id.n_ips == 0 && n > 0 && (size_t)n < size) {
-            snprintf(who + n, size - (size_t)n, " no IP");
+            snprintf(who + n, size - (size_t)n, yes ? " the scheduler role" : " no IP");
         }
         return yes;
     }

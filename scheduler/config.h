@@ -67,14 +67,17 @@ struct sched_config {
     char *peer_tls_ca;       /* peer.tls.caCert: verifies the nodes the scheduler calls */
     char *peer_tls_cert;     /* peer.tls.cert: the scheduler's identity as their client */
     char *peer_tls_key;      /* peer.tls.key */
+    char *peer_tls_name;     /* peer.tls.serverName: "" = the dialled node's IP */
 };
 
 /* The TLS files of each side (borrowed from cfg). */
 static inline struct dfc_tls_files sched_tls_server(const struct sched_config *cfg) {
-    return (struct dfc_tls_files){cfg->server_tls_ca, cfg->server_tls_cert, cfg->server_tls_key};
+    return (struct dfc_tls_files){cfg->server_tls_ca, cfg->server_tls_cert, cfg->server_tls_key,
+                                  NULL};
 }
 static inline struct dfc_tls_files sched_tls_peer(const struct sched_config *cfg) {
-    return (struct dfc_tls_files){cfg->peer_tls_ca, cfg->peer_tls_cert, cfg->peer_tls_key};
+    return (struct dfc_tls_files){cfg->peer_tls_ca, cfg->peer_tls_cert, cfg->peer_tls_key,
+                                  cfg->peer_tls_name};
 }
 
 extern const struct dfc_config_schema sched_config_schema;

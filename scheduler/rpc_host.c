@@ -128,7 +128,7 @@ int sched__announce_host(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         return r;
     }
     dfc_rpc_call_log_field(call, "host_id", req->host->id);
-    if ((r = sched_authz_host(call, "announce", req->host->id, req->host->ip, err)) < 0) {
+    if ((r = sched_authz_host(call, "announce", req->host->id, req->host->ip, true, err)) < 0) {
         return r;
     }
     if (svc->store == NULL) {
@@ -146,7 +146,7 @@ int sched__announce_host(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
     } else if (r < 0) {
         return r;
     } else if (h.ip != NULL && strcmp(h.ip, req->host->ip) != 0 &&
-               (r = sched_authz_host(call, "take over", req->host->id, h.ip, err)) < 0) {
+               (r = sched_authz_host(call, "take over", req->host->id, h.ip, false, err)) < 0) {
         sched_host_done(&h); /* stored with another address that the caller does not hold */
         return r;
     }
@@ -170,7 +170,7 @@ static int redis_delete_host(struct sched_service *svc, struct dfc_rpc_call *cal
     struct sched_host h = {0};
     int r = sched_host_load(svc->store, dl, id, &h, err);
     bool found = r == 0;
-    if (found && h.ip != NULL && (r = sched_authz_host(call, "delete", id, h.ip, err)) < 0) {
+    if (found && h.ip != NULL && (r = sched_authz_host(call, "delete", id, h.ip, true, err)) < 0) {
         sched_host_done(&h);
         return r;
     }

@@ -64,7 +64,7 @@ int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opt
     c->reconnect_wait_ms =
         opts != NULL && opts->reconnect_wait_ms > 0 ? opts->reconnect_wait_ms : 0;
     dfc__rpc_init();
-    grpc_arg args[2];
+    grpc_arg args[3];
     memset(args, 0, sizeof(args));
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -74,6 +74,14 @@ int dfc_rpc_client_new(const char *target, const struct dfc_rpc_client_opts *opt
     args[1].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[1].value.integer = DFC_RPC_MAX_RECONNECT_BACKOFF_MS;
     grpc_channel_args chargs = {2, args};
+    if (opts != NULL && opts->tls != DFC_TLS_OFF && opts->tls_files.server_name != NULL &&
+        opts->tls_files.server_name[0] != '\0') {
+        /* the server's certificate must name this instead of the dialled address */
+        args[2].type = GRPC_ARG_STRING;
+        args[2].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+        args[2].value.string = (char *)opts->tls_files.server_name;
+        chargs.num_args = 3;
+    }
     if (opts != NULL && opts->tls != DFC_TLS_OFF) {
         int r = dfc__tls_client_get(
             opts->tls, &opts->tls_files,

@@ -40,6 +40,7 @@ struct dfc_tls_ctx {
     enum dfc_tls_policy policy;
     bool server;
     char *paths[NFILES]; /* ca_cert, cert, key; "" = not given */
+    char *server_name;   /* a client's: the name servers' certificates hold; NULL = the address */
     int64_t recheck_ns;
     pthread_mutex_t mu;
     SSL_CTX *cur;                /* under mu: one reference is ours */
@@ -213,6 +214,10 @@ int dfc_tls_ctx_new(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool s
         }
         stamp_file(c->paths[i], &c->stamps[i]);
     }
+    if (!server && given(f->server_name) && (c->server_name = strdup(f->server_name)) == NULL) {
+        dfc_tls_ctx_free(c);
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
     if ((r = build(c, &c->cur, err)) < 0) {
         dfc_tls_ctx_free(c);
         return r;
@@ -233,6 +238,7 @@ void dfc_tls_ctx_free(struct dfc_tls_ctx *c) {
     for (int i = 0; i < NFILES; i++) {
         free(c->paths[i]);
     }
+    free(c->server_name);
     free(c);
 }
 
@@ -414,7 +420,9 @@ static int handshake(struct dfc_tls_ctx *c, int fd, const char *host, const char
     } else {
         BIO_set_fd(bio, fd, BIO_NOCLOSE);
         SSL_set_bio(s, bio, bio); /* s owns it now */
-        r = host != NULL ? expect_name(s, host, peer, err) : 0;
+        /* a configured server name replaces the dialled address in the check */
+        const char *name = host != NULL && c->server_name != NULL ? c->server_name : host;
+        r = name != NULL ? expect_name(s, name, peer, err) : 0;
     }
     char why[400];
     while (r == 0) {

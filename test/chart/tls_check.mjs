@@ -50,6 +50,13 @@ const envOf = (w, container, name) => {
 };
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 const sideFiles = (o) => o && { caCert: o.caCert, cert: o.cert, key: o.key };
+// The server name the clients dialling a node verify: dfc-node with the shared node certificate.
+function nodeServerName(shared) {
+  const want = shared ? "dfc-node" : undefined;
+  check(daemonCfg.upload.client.serverName === want && schedCfg.peer.tls.serverName === want &&
+    daemonCfg.upload.server.serverName === undefined && schedCfg.server.tls.serverName === undefined,
+    `dfdaemon upload.client.serverName and scheduler peer.tls.serverName are ${want || "unset"}`);
+}
 // Every TLS key of both daemons names the files of the tls volume, under the expected policy.
 function tlsConfigured(policy) {
   check(daemonCfg.security && daemonCfg.security.tlsPolicy === policy, `dfdaemon security.tlsPolicy is ${policy}`);
@@ -71,6 +78,7 @@ function tlsConfigured(policy) {
     "the scheduler (uid 65532) reads its key: fsGroup 65532, mode 0440");
 }
 function nodeVolumeIsSharedSecret() {
+  nodeServerName(true);
   const v = podVolume(ds, "tls");
   check(v && v.secret && v.secret.secretName === `${P}-node-tls`, `the node pods' tls volume is the shared Secret ${P}-node-tls`);
 }
@@ -113,7 +121,8 @@ switch (kase) {
       `Certificate ${P}-scheduler: Secret ${P}-scheduler-tls, DNS ${schedFQDN} (scheduler.addrs), URI dragonfly://scheduler`);
     check(sc && sc.spec.usages.includes("server auth") && sc.spec.usages.includes("client auth"), "the scheduler's certificate is for server and client use");
     const nc = certificate(`${P}-node`);
-    check(nc && nc.spec.secretName === `${P}-node-tls` && same(nc.spec.uris, ["dragonfly://node"]), `Certificate ${P}-node: the shared Secret ${P}-node-tls, URI dragonfly://node`);
+    check(nc && nc.spec.secretName === `${P}-node-tls` && same(nc.spec.uris, ["dragonfly://node"]) && same(nc.spec.dnsNames, ["dfc-node"]),
+      `Certificate ${P}-node: the shared Secret ${P}-node-tls, URI dragonfly://node, DNS dfc-node`);
     if (kase === "cert-manager") {
       const self = find("Issuer", `${P}-selfsigned`);
       const caCert = certificate(`${P}-ca`);
@@ -135,6 +144,7 @@ switch (kase) {
     const v = podVolume(ds, "tls");
     check(v && v.hostPath && v.hostPath.path === "/etc/dfc-node-tls" && v.hostPath.type === "Directory", "the node pods' tls volume is the hostPath /etc/dfc-node-tls");
     check(!find("Secret", `${P}-node-tls`) && !certificate(`${P}-node`), "no shared node certificate");
+    nodeServerName(false);
     check(find("Secret", `${P}-ca`) && find("Secret", `${P}-scheduler-tls`), "the CA and the scheduler's Secrets are still there");
     break;
   }

@@ -154,6 +154,12 @@ if openssl x509 -in "$sched.tls.crt" -noout -ext subjectAltName 2>/dev/null | gr
 else
     fail "the scheduler's certificate lacks DNS:$fqdn"
 fi
+if openssl x509 -in "$node.tls.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "DNS:dfc-node\(,\|$\)" &&
+    ! openssl x509 -in "$node.tls.crt" -noout -ext subjectAltName 2>/dev/null | grep -q "IP"; then
+    ok "the shared node certificate names DNS:dfc-node (upload.client.serverName, peer.tls.serverName) and no IP"
+else
+    fail "the shared node certificate lacks DNS:dfc-node or names an IP"
+fi
 for f in "$sched" "$node"; do
     if openssl pkey -in "$f.tls.key" -noout -text 2>/dev/null | grep -q 'prime256v1\|P-256' &&
         [ "$(openssl pkey -in "$f.tls.key" -pubout 2>/dev/null)" = "$(openssl x509 -in "$f.tls.crt" -noout -pubkey 2>/dev/null)" ]; then

@@ -42,8 +42,9 @@ static void write_config(FILE *f, const struct harness *h, void *arg) {
         fprintf(f,
                 "    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n"
                 "  client:\n    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n"
+                "    serverName: \"%s\"\n"
                 "security:\n  tlsPolicy: mutual\n",
-                d, d, d, d, d, d);
+                d, d, d, d, d, d, n->server_name);
     }
 }
 
@@ -56,14 +57,15 @@ bool p2p_host_announced(const struct redis_server *redis, const char *host_id) {
 
 void p2p_node_start(struct p2p_node *n, const char *ip, const char *name, const char *sched_addr,
                     const struct redis_server *redis) {
-    p2p_node_start_tls(n, ip, name, sched_addr, redis, NULL);
+    p2p_node_start_tls(n, ip, name, sched_addr, redis, NULL, NULL);
 }
 
 void p2p_node_start_tls(struct p2p_node *n, const char *ip, const char *name,
                         const char *sched_addr, const struct redis_server *redis,
-                        const char *tls_dir) {
+                        const char *tls_dir, const char *server_name) {
     memset(n, 0, sizeof(*n));
     snprintf(n->tls_dir, sizeof(n->tls_dir), "%s", tls_dir != NULL ? tls_dir : "");
+    snprintf(n->server_name, sizeof(n->server_name), "%s", server_name != NULL ? server_name : "");
     snprintf(n->ip, sizeof(n->ip), "%s", ip);
     snprintf(n->hostname, sizeof(n->hostname), "%s", name);
     snprintf(n->sched_addr, sizeof(n->sched_addr), "%s", sched_addr);

@@ -31,6 +31,7 @@ struct p2p_node {
     int upload_port, vortex_port;
     char upload_target[64]; /* "<ip>:<upload port>": DfdaemonUpload on TCP */
     char tls_dir[256];      /* "" or the node's ca.crt, tls.crt, tls.key (p2p_node_start_tls) */
+    char server_name[64];   /* "" or upload.client.serverName (p2p_node_start_tls) */
 };
 
 /* A free TCP port on ip (test_free_port_on; the daemon binds it right after). */
@@ -43,10 +44,12 @@ void p2p_node_start(struct p2p_node *n, const char *ip, const char *name, const 
                     const struct redis_server *redis);
 
 /* p2p_node_start() with mutual TLS: tls_dir's ca.crt, tls.crt and tls.key for every side
- * (upload.server, upload.client, scheduler; a certificate naming ip). tls_dir NULL: none. */
+ * (upload.server, upload.client, scheduler; a certificate naming ip). tls_dir NULL: none.
+ * server_name (NULL: none): upload.client.serverName, the name the other nodes' certificates
+ * must hold instead of their IP. */
 void p2p_node_start_tls(struct p2p_node *n, const char *ip, const char *name,
                         const char *sched_addr, const struct redis_server *redis,
-                        const char *tls_dir);
+                        const char *tls_dir, const char *server_name);
 
 /* Stops the daemon (SIGTERM) and removes its directory; returns its exit code. */
 int p2p_node_destroy(struct p2p_node *n);

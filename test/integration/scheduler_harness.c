@@ -120,11 +120,17 @@ void sched_harness_start(struct sched_harness *h, const char *redis_addr, const 
 }
 
 void sched_harness_start_tls(struct sched_harness *h, const char *redis_addr, const char *tls_dir) {
+    sched_harness_start_tls_named(h, redis_addr, tls_dir, "");
+}
+
+void sched_harness_start_tls_named(struct sched_harness *h, const char *redis_addr,
+                                   const char *tls_dir, const char *server_name) {
     char yaml[2048];
     snprintf(yaml, sizeof(yaml),
              "security:\n  tlsPolicy: mutual\n"
-             "peer:\n  tls:\n    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n",
-             tls_dir, tls_dir, tls_dir);
+             "peer:\n  tls:\n    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n"
+             "    serverName: \"%s\"\n",
+             tls_dir, tls_dir, tls_dir, server_name);
     start(h, redis_addr, yaml, 0, tls_dir);
 }
 

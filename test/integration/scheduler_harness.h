@@ -35,6 +35,10 @@ void sched_harness_start(struct sched_harness *h, const char *redis_addr, const 
  * nodes, both with tls_dir's ca.crt, tls.crt and tls.key (a certificate naming 127.0.0.1). The
  * caller zeroes *h first. */
 void sched_harness_start_tls(struct sched_harness *h, const char *redis_addr, const char *tls_dir);
+/* sched_harness_start_tls() with peer.tls.serverName server_name: the name the nodes'
+ * certificates must hold instead of their IP. */
+void sched_harness_start_tls_named(struct sched_harness *h, const char *redis_addr,
+                                   const char *tls_dir, const char *server_name);
 
 /* sched_harness_start() with metrics.server.port (0: off). */
 void sched_harness_start_metrics(struct sched_harness *h, const char *redis_addr,

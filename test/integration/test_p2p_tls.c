@@ -8,7 +8,11 @@
  * CA, get nothing from a node's port, which logs the refused peer; a node takes a delete only
  * from the scheduler's certificate, not from another node's connecting from the scheduler's
  * address; the scheduler takes AnnounceHost and DeleteHost for a host only from a certificate
- * naming its address.
+ * naming its address. Every client dialling a node verifies the name dfc-node (serverName), as
+ * the chart's shared mode does: A and B's certificates name their IP and dfc-node, C's is the
+ * shared node certificate (CN and DNS dfc-node, URI dragonfly://node, no IP); C registers,
+ * serves A as a parent and downloads from A, but may not take over A's host. A scheduler
+ * certificate with no IP (DNS and URI dragonfly://scheduler) deletes on a node.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,12 +50,14 @@ static struct {
     bool up;
     struct redis_server redis;
     struct sched_harness sched;
-    struct p2p_node node[2];
+    struct p2p_node node[3];
     char dir[256]; /* certificates and files */
 } cl;
 
-#define A (&cl.node[0])
-#define B (&cl.node[1])
+#define A         (&cl.node[0])
+#define B         (&cl.node[1])
+#define C         (&cl.node[2])
+#define NODE_NAME "dfc-node"
 
 static void sh(const char *fmt, ...) {
     char cmd[2048];
@@ -73,18 +79,22 @@ static int cluster_up(void **state) {
     test_mkdtemp(cl.dir, sizeof(cl.dir), "p2p-tls");
     sh("bash %s ca %s/ca && bash %s ca %s/other", MAKE_CERTS, cl.dir, MAKE_CERTS, cl.dir);
     sh("bash %s leaf %s/ca %s/scheduler IP:127.0.0.1", MAKE_CERTS, cl.dir, cl.dir);
-    sh("bash %s leaf %s/ca %s/a IP:127.0.0.31", MAKE_CERTS, cl.dir, cl.dir);
-    sh("bash %s leaf %s/ca %s/b IP:127.0.0.32", MAKE_CERTS, cl.dir, cl.dir);
+    sh("bash %s leaf %s/ca %s/sched-uri DNS:scheduler.test,URI:dragonfly://scheduler", MAKE_CERTS,
+       cl.dir, cl.dir);
+    sh("bash %s leaf %s/ca %s/a IP:127.0.0.31,DNS:dfc-node", MAKE_CERTS, cl.dir, cl.dir);
+    sh("bash %s leaf %s/ca %s/b IP:127.0.0.32,DNS:dfc-node", MAKE_CERTS, cl.dir, cl.dir);
+    sh("bash %s leaf %s/ca %s/shared DNS:dfc-node,URI:dragonfly://node --cn dfc-node", MAKE_CERTS,
+       cl.dir, cl.dir);
     sh("bash %s leaf %s/other %s/stranger IP:127.0.0.1", MAKE_CERTS, cl.dir, cl.dir);
     char d[300];
     redis_server_start(&cl.redis, NULL);
     memset(&cl.sched, 0, sizeof(cl.sched));
     snprintf(d, sizeof(d), "%s/scheduler", cl.dir);
-    sched_harness_start_tls(&cl.sched, cl.redis.addr, d);
+    sched_harness_start_tls_named(&cl.sched, cl.redis.addr, d, NODE_NAME);
     snprintf(d, sizeof(d), "%s/a", cl.dir);
-    p2p_node_start_tls(A, "127.0.0.31", "node-tls-a", cl.sched.target, &cl.redis, d);
+    p2p_node_start_tls(A, "127.0.0.31", "node-tls-a", cl.sched.target, &cl.redis, d, NODE_NAME);
     snprintf(d, sizeof(d), "%s/b", cl.dir);
-    p2p_node_start_tls(B, "127.0.0.32", "node-tls-b", cl.sched.target, &cl.redis, d);
+    p2p_node_start_tls(B, "127.0.0.32", "node-tls-b", cl.sched.target, &cl.redis, d, NODE_NAME);
     cl.up = true;
     return 0;
 }
@@ -97,6 +107,9 @@ static int cluster_down(void **state) {
     int bad = 0;
     for (int i = 0; i < 2; i++) {
         bad += p2p_node_destroy(&cl.node[i]) != 0;
+    }
+    if (C->h.pid > 0) {
+        bad += p2p_node_destroy(C) != 0;
     }
     bad += sched_harness_destroy(&cl.sched) != 0;
     redis_server_destroy(&cl.redis);
@@ -280,6 +293,13 @@ static void test_delete_only_with_the_schedulers_certificate(void **state) {
     assert_int_equal(access(path, F_OK), 0);
     assert_int_equal(tcp_delete_as("scheduler", id, &err), DFC_GRPC_OK);
     assert_int_not_equal(access(path, F_OK), 0);
+
+    /* the chart's scheduler certificate: no IP, the role in its URI */
+    import_on(A, 1 * MiB, 34, 1, src, sizeof(src), id);
+    p2p_content_path(A, id, path, sizeof(path));
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(tcp_delete_as("sched-uri", id, &err), DFC_GRPC_OK);
+    assert_int_not_equal(access(path, F_OK), 0);
 }
 
 /* A client of the scheduler with dir/<name>'s certificate. */
@@ -346,6 +366,54 @@ static void test_host_only_by_its_identity(void **state) {
     dfc_rpc_client_free(b);
 }
 
+/* The chart's shared node certificate (no IP): C registers with it, serves A as a parent and
+ * downloads from A, every dial verifying the name dfc-node; it may not take over A's host. */
+static void test_shared_node_certificate(void **state) {
+    REQUIRE_CLUSTER();
+    char d[300], src[512], id[65], out[600];
+    snprintf(d, sizeof(d), "%s/shared", cl.dir);
+    p2p_node_start_tls(C, "127.0.0.33", "node-tls-c", cl.sched.target, &cl.redis, d, NODE_NAME);
+    assert_true(p2p_host_announced(&cl.redis, C->host_id));
+
+    import_on(C, 3 * MiB + 5, 35, 1, src, sizeof(src), id);
+    snprintf(out, sizeof(out), "%s/out-a-35", cl.dir);
+    assert_int_equal(export_on(A, id, out), 0);
+    assert_true(harness_same_file(src, out));
+
+    import_on(A, 2 * MiB + 3, 36, 1, src, sizeof(src), id);
+    snprintf(out, sizeof(out), "%s/out-c-36", cl.dir);
+    assert_int_equal(export_on(C, id, out), 0);
+    assert_true(harness_same_file(src, out));
+
+    /* A's host id with C's address: the shared role never moves a host */
+    struct dfc_rpc_client *c = sched_client_as("shared");
+    Scheduler__V2__ListHostsRequest lreq = SCHEDULER__V2__LIST_HOSTS_REQUEST__INIT;
+    ProtobufCMessage *resp = NULL, *empty = NULL;
+    struct dfc_error err;
+    assert_int_equal(dfc_rpc_unary(c, &list_hosts_m, &lreq.base, TIMEOUT_MS, &resp, &err), 0);
+    const Scheduler__V2__ListHostsResponse *list = (const void *)resp;
+    Common__V2__Host *ha = NULL;
+    for (size_t i = 0; i < list->n_hosts; i++) {
+        if (strcmp(list->hosts[i]->id, A->host_id) == 0) {
+            ha = list->hosts[i];
+        }
+    }
+    if (ha == NULL) {
+        fail_msg("the scheduler does not list A's host %s", A->host_id);
+        return;
+    }
+    Scheduler__V2__AnnounceHostRequest areq = SCHEDULER__V2__ANNOUNCE_HOST_REQUEST__INIT;
+    areq.host = ha;
+    char *a_ip = ha->ip;
+    ha->ip = C->ip;
+    assert_int_equal(dfc_rpc_unary(c, &announce_m, &areq.base, TIMEOUT_MS, &empty, &err), -EACCES);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "shared node certificate may not take over host"));
+    ha->ip = a_ip;
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_client_free(c);
+}
+
 int main(void) {
     if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
         return 1;
@@ -357,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_strangers_are_refused),
         cmocka_unit_test(test_delete_only_with_the_schedulers_certificate),
         cmocka_unit_test(test_host_only_by_its_identity),
+        cmocka_unit_test(test_shared_node_certificate),
     };
     return test_run_group(tests, cluster_up, cluster_down);
 }

@@ -240,9 +240,8 @@ chart runs the scheduler). Rendered as YAML.
 {{- $_ := set $security "tlsPolicy" (include "dragonfly-csi.tls.policy" .) -}}
 {{- $_ := set $cfg "security" $security -}}
 {{- $upload := default dict (get $cfg "upload") -}}
-{{- range $side := list "server" "client" -}}
-{{- $_ := set $upload $side (merge (deepCopy $files) (default dict (get $upload $side))) -}}
-{{- end -}}
+{{- $_ := set $upload "server" (merge (deepCopy $files) (default dict (get $upload "server"))) -}}
+{{- $_ := set $upload "client" (merge (fromYaml (include "dragonfly-csi.tls.nodeClientFiles" .)) (default dict (get $upload "client"))) -}}
 {{- $_ := set $cfg "upload" $upload -}}
 {{- $_ := set $cfg "scheduler" (merge (deepCopy $files) (default dict (get $cfg "scheduler"))) -}}
 {{- end -}}
@@ -294,7 +293,7 @@ externalRedis). Rendered as YAML.
 {{- $_ := set $cfg "security" $security -}}
 {{- $_ := set $server "tls" (merge (deepCopy $files) (default dict (get $server "tls"))) -}}
 {{- $peer := default dict (get $cfg "peer") -}}
-{{- $_ := set $peer "tls" (merge (deepCopy $files) (default dict (get $peer "tls"))) -}}
+{{- $_ := set $peer "tls" (merge (fromYaml (include "dragonfly-csi.tls.nodeClientFiles" .)) (default dict (get $peer "tls"))) -}}
 {{- $_ := set $cfg "peer" $peer -}}
 {{- if include "dragonfly-csi.tls.redis" . -}}
 {{- /* TLS to the bundled Redis and Sentinels, with the scheduler's certificate as the client's. */ -}}

@@ -69,6 +69,17 @@ The scheduler certificate's DNS names: both Services under every name a client m
 {{/* The identities (URI SANs) of the scheduler and of the shared node certificate. */}}
 {{- define "dragonfly-csi.tls.schedulerURI" -}}dragonfly://scheduler{{- end -}}
 {{- define "dragonfly-csi.tls.nodeURI" -}}dragonfly://node{{- end -}}
+{{/* The DNS SAN of the shared node certificate, which the clients dialling a node verify in shared mode (upload.client.serverName, peer.tls.serverName) instead of the node's IP. */}}
+{{- define "dragonfly-csi.tls.nodeName" -}}dfc-node{{- end -}}
+
+{{/* The client files of a side that dials nodes: tls.files, plus serverName in shared mode. */}}
+{{- define "dragonfly-csi.tls.nodeClientFiles" -}}
+{{- $files := fromYaml (include "dragonfly-csi.tls.files" .) -}}
+{{- if not (include "dragonfly-csi.tls.nodeHostPath" .) -}}
+{{- $_ := set $files "serverName" (include "dragonfly-csi.tls.nodeName" .) -}}
+{{- end -}}
+{{- toYaml $files -}}
+{{- end -}}
 
 {{/* The three file keys of one side, as YAML: caCert, cert, key under tls.mountPath. */}}
 {{- define "dragonfly-csi.tls.files" -}}

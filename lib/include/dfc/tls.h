@@ -24,6 +24,10 @@ struct dfc_tls_files {
     const char *ca_cert;
     const char *cert;
     const char *key;
+    /* A client's only: the name (DNS SAN) the server's certificate must hold instead of the
+     * dialled address, for servers sharing one certificate (docs/trust-model.md); NULL or ""
+     * = the dialled address. */
+    const char *server_name;
 };
 
 /* The choices of a policy option row: "auto" (mutual when certificate files are given, else

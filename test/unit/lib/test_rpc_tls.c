@@ -124,7 +124,7 @@ static struct dfc_tls_files files(struct fx *f, const char *name, int slot) {
     snprintf(paths[slot][0], 512, "%s/%s/ca.crt", f->dir, name);
     snprintf(paths[slot][1], 512, "%s/%s/tls.crt", f->dir, name);
     snprintf(paths[slot][2], 512, "%s/%s/tls.key", f->dir, name);
-    return (struct dfc_tls_files){paths[slot][0], paths[slot][1], paths[slot][2]};
+    return (struct dfc_tls_files){paths[slot][0], paths[slot][1], paths[slot][2], NULL};
 }
 
 static void start(struct fx *f, enum dfc_tls_policy p, const char *name) {
