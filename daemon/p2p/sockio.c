@@ -18,23 +18,7 @@ int64_t dfd_deadline_after(int64_t ns) {
 }
 
 int dfd_wait_fd(int fd, short events, int64_t deadline) {
-    for (;;) {
-        int64_t left = deadline - dfc_mono_ns();
-        if (left <= 0) {
-            return -ETIMEDOUT;
-        }
-        int ms = left / DFC_NS_PER_MS >= 1000000
-                     ? 1000000
-                     : (int)((left + DFC_NS_PER_MS - 1) / DFC_NS_PER_MS);
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, ms);
-        if (n > 0) {
-            return 0;
-        }
-        if (n < 0 && errno != EINTR) {
-            return -errno;
-        }
-    }
+    return dfc_wait_fd(fd, events, deadline);
 }
 
 int dfd_recv_all(int fd, void *buf, size_t n, int64_t deadline, size_t *ret_got) {

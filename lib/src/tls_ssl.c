@@ -319,26 +319,6 @@ static SSL_CTX *current(struct dfc_tls_ctx *c) {
     return x;
 }
 
-static int wait_fd(int fd, short events, int64_t deadline) {
-    for (;;) {
-        int64_t left = deadline - dfc_mono_ns();
-        if (left <= 0) {
-            return -ETIMEDOUT;
-        }
-        int ms = left / DFC_NS_PER_MS >= 1000000
-                     ? 1000000
-                     : (int)((left + DFC_NS_PER_MS - 1) / DFC_NS_PER_MS);
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, ms);
-        if (n > 0) {
-            return 0;
-        }
-        if (n < 0 && errno != EINTR) {
-            return -errno;
-        }
-    }
-}
-
 /* After an SSL call returned ret <= 0: 1 to wait and retry (after waiting), else a negative
  * code with why set. eof tells a clean or unclean close by the peer. */
 static int after(struct dfc_tls_conn *t, int ret, int64_t deadline, bool *eof, char *why,
@@ -350,7 +330,7 @@ static int after(struct dfc_tls_conn *t, int ret, int64_t deadline, bool *eof, c
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE: {
         ERR_clear_error();
-        int r = wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+        int r = dfc_wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
         if (r < 0) {
             snprintf(why, size, "%s", r == -ETIMEDOUT ? "timed out" : dfc_strerror(r));
             return r;

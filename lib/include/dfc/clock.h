@@ -30,4 +30,8 @@ static inline int64_t dfc_clock_now(const struct dfc_clock *c) {
 int64_t dfc_mono_ns(void);
 int64_t dfc_mono_ms(void);
 
+/* Waits until fd has one of events (POLLIN, POLLOUT), or an error or hang-up that the next call
+ * on fd reports, or the monotonic deadline (ns) passes: 0, -ETIMEDOUT or a negative errno. */
+int dfc_wait_fd(int fd, short events, int64_t deadline_ns);
+
 #endif /* DFC_CLOCK_H */
