@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -238,7 +239,7 @@ struct tiny {
     uint16_t port;
     pthread_t th;
     int accepts, answers, unanswered; /* written by the thread, read after join */
-    volatile bool stop;
+    atomic_bool stop;
 };
 
 /* Reads one request: its piece number, or -1 when the peer closed or stalled. */
@@ -283,7 +284,7 @@ static int answer(struct tiny *t, const struct dfd_conn *c, uint32_t n) {
 
 static void *tiny_main(void *arg) {
     struct tiny *t = arg;
-    while (!t->stop) {
+    while (!atomic_load(&t->stop)) {
         struct pollfd p = {.fd = t->lfd, .events = POLLIN};
         if (poll(&p, 1, 100) <= 0) {
             continue;
@@ -334,7 +335,7 @@ static void tiny_start(struct tiny *t, struct fx *f, enum mode mode, bool tls) {
 
 static void tiny_stop(struct tiny *t) {
     dfd_vortex_pool_flush();
-    t->stop = true;
+    atomic_store(&t->stop, true);
     pthread_join(t->th, NULL);
     close(t->lfd);
 }

@@ -321,6 +321,9 @@ static void test_streams_are_capped_per_remote(void **state) {
     chat_close(st);
     chat_close(held[1]);
     dfc_rpc_client_free(local);
+    /* Freeing the server joins its handlers: none is still leaving the cap when it goes. */
+    dfc_rpc_server_free(f->server);
+    f->server = NULL;
     dfc_stream_cap_destroy(&chat_cap);
 }
 
