@@ -90,10 +90,28 @@ static size_t n_fails;
 static unsigned fails_dropped;
 static pthread_once_t watcher_once = PTHREAD_ONCE_INIT;
 
-/* Whether recent[i]'s socket is still open on its fd (recent_mu held). */
+/* Whether recent[i]'s socket is still open on its fd (recent_mu held). Core owns the fd and
+ * closes it when it likes, so the number may already name a newer connection: the socket's
+ * inode decides. It is read from /proc/self/fd rather than with fstat(), which would touch a
+ * descriptor this thread does not own while the accept thread may be reusing its number. */
 static bool recent_alive(const struct recent *e) {
-    struct stat st;
-    return e->open && fstat(e->fd, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino;
+    char path[32], link[64];
+    if (!e->open) {
+        return false;
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", e->fd);
+    ssize_t n = readlink(path, link, sizeof(link) - 1);
+    if (n <= 0) {
+        return false;
+    }
+    link[n] = '\0';
+    if (strncmp(link, "socket:[", 8) != 0) {
+        return false;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long ino = strtoull(link + 8, &end, 10);
+    return errno == 0 && end != link + 8 && *end == ']' && ino == (unsigned long long)e->ino;
 }
 
 static void name_refused(const struct failure *f) {
