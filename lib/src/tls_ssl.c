@@ -53,33 +53,110 @@ struct dfc_tls_ctx {
 
 static _Atomic uint64_t last_serial;
 
+/* Records are coalesced into this much before they go to the socket: a 256 KiB write
+ * (vortex_server.c's TLS chunk) is one send() of 16 records instead of 16 sends and 16
+ * loopback segments of 16 KiB. In a 1 GiB Vortex fetch from two parents: 2.2k sends per parent
+ * instead of 32.9k, and each parent's CPU time 0.52 s -> 0.47 s (the memcpy into this buffer
+ * included). Sized above 256 KiB plus the records' overhead, so such a write fits whole. */
+#define WRITE_BUFFER ((size_t)272 * 1024)
+
 struct dfc_tls_conn {
     SSL *ssl;
     int fd;
+    /* The records OpenSSL wrote and the socket has not taken yet: wbuf[woff, wlen). Allocated
+     * on the first write; flushed by every dfc_tls_write before it returns, by OpenSSL's own
+     * BIO_flush (handshake flights, alerts) and when full. */
+    uint8_t *wbuf;
+    size_t wlen, woff;
 };
 
 /* OpenSSL's socket BIO with writes that never raise SIGPIPE (send with MSG_NOSIGNAL): a peer
- * that closed first must cost an error, not the process. Made once. */
+ * that closed first must cost an error, not the process; and with writes buffered in the
+ * connection (its data pointer) until flushed. Made once. */
 static BIO_METHOD *nosig_method;
 static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+static long (*sock_ctrl)(BIO *, int, long, void *);
+
+/* Sends what t holds. 0 when all of it went, -EAGAIN when the socket is full, else -errno. */
+static int wflush(struct dfc_tls_conn *t) {
+    while (t->woff < t->wlen) {
+        ssize_t k = send(t->fd, t->wbuf + t->woff, t->wlen - t->woff, MSG_NOSIGNAL);
+        if (k < 0) {
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+        }
+        t->woff += (size_t)k;
+    }
+    t->woff = t->wlen = 0;
+    return 0;
+}
 
 static int nosig_write(BIO *b, const char *buf, int len) {
-    int fd = -1;
-    (void)BIO_get_fd(b, &fd);
+    struct dfc_tls_conn *t = BIO_get_data(b);
     BIO_clear_retry_flags(b);
-    ssize_t k = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        BIO_set_retry_write(b);
+    if (t == NULL) { /* not ours: straight to the socket */
+        int fd = -1;
+        (void)BIO_get_fd(b, &fd);
+        ssize_t k = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            BIO_set_retry_write(b);
+        }
+        return (int)k;
     }
-    return (int)k;
+    if (len <= 0) {
+        return 0;
+    }
+    size_t n = (size_t)len;
+    if (t->wbuf == NULL && (t->wbuf = malloc(WRITE_BUFFER)) == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (n > WRITE_BUFFER - t->wlen) {
+        /* no room for the whole record: out with what is held first */
+        int r = wflush(t);
+        if (r < 0) {
+            if (r == -EAGAIN) {
+                BIO_set_retry_write(b);
+            }
+            errno = -r;
+            return -1;
+        }
+        if (n > WRITE_BUFFER) {
+            n = WRITE_BUFFER; /* never from OpenSSL (records are ~16 KiB): a partial write */
+        }
+    }
+    memcpy(t->wbuf + t->wlen, buf, n);
+    t->wlen += n;
+    return (int)n;
+}
+
+static long nosig_ctrl(BIO *b, int cmd, long num, void *ptr) {
+    struct dfc_tls_conn *t = BIO_get_data(b);
+    if (t != NULL && cmd == BIO_CTRL_FLUSH) {
+        BIO_clear_retry_flags(b);
+        int r = wflush(t);
+        if (r == -EAGAIN) {
+            BIO_set_retry_write(b);
+            return 0;
+        }
+        if (r < 0) {
+            errno = -r;
+            return -1;
+        }
+        return 1;
+    }
+    if (t != NULL && cmd == BIO_CTRL_WPENDING) {
+        return (long)(t->wlen - t->woff);
+    }
+    return sock_ctrl(b, cmd, num, ptr);
 }
 
 static void nosig_init(void) {
     const BIO_METHOD *sock = BIO_s_socket();
+    sock_ctrl = BIO_meth_get_ctrl(sock);
     BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "dfc socket");
     if (m != NULL && (BIO_meth_set_write(m, nosig_write) != 1 ||
                       BIO_meth_set_read(m, BIO_meth_get_read(sock)) != 1 ||
-                      BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock)) != 1 ||
+                      BIO_meth_set_ctrl(m, nosig_ctrl) != 1 ||
                       BIO_meth_set_create(m, BIO_meth_get_create(sock)) != 1 ||
                       BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock)) != 1)) {
         BIO_meth_free(m);
@@ -330,7 +407,17 @@ static int after(struct dfc_tls_conn *t, int ret, int64_t deadline, bool *eof, c
     case SSL_ERROR_WANT_READ:
     case SSL_ERROR_WANT_WRITE: {
         ERR_clear_error();
-        int r = dfc_wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+        short ev = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+        if (ev == POLLIN && t->woff < t->wlen) {
+            /* what we wrote may be what the peer waits for before it answers */
+            int f = wflush(t);
+            if (f < 0 && f != -EAGAIN) {
+                snprintf(why, size, "%s", dfc_strerror(f));
+                return f;
+            }
+            ev = f == 0 ? POLLIN : POLLOUT;
+        }
+        int r = dfc_wait_fd(t->fd, ev, deadline);
         if (r < 0) {
             snprintf(why, size, "%s", r == -ETIMEDOUT ? "timed out" : dfc_strerror(r));
             return r;
@@ -399,6 +486,7 @@ static int handshake(struct dfc_tls_ctx *c, int fd, const char *host, const char
         r = dfc_error_set(err, -ENOMEM, "TLS handshake with %s: cannot attach the socket", peer);
     } else {
         BIO_set_fd(bio, fd, BIO_NOCLOSE);
+        BIO_set_data(bio, t);     /* its write buffer */
         SSL_set_bio(s, bio, bio); /* s owns it now */
         /* a configured server name replaces the dialled address in the check */
         const char *name = host != NULL && c->server_name != NULL ? c->server_name : host;
@@ -485,7 +573,20 @@ int dfc_tls_write(struct dfc_tls_conn *t, const void *buf, size_t n, int64_t dea
             return dfc_error_set(err, w == -EPROTO ? -EPIPE : w, "TLS: %s", why);
         }
     }
-    return 0;
+    /* the records still in the connection's buffer (nosig_write) */
+    for (;;) {
+        int f = wflush(t);
+        if (f == 0) {
+            return 0;
+        }
+        if (f == -EAGAIN) {
+            f = dfc_wait_fd(t->fd, POLLOUT, deadline);
+        }
+        if (f < 0) {
+            return dfc_error_set(err, f, "TLS: %s",
+                                 f == -ETIMEDOUT ? "timed out" : dfc_strerror(f));
+        }
+    }
 }
 
 void dfc_tls_shutdown(struct dfc_tls_conn *t) {
@@ -499,6 +600,7 @@ void dfc_tls_shutdown(struct dfc_tls_conn *t) {
 void dfc_tls_conn_free(struct dfc_tls_conn *t) {
     if (t != NULL) {
         SSL_free(t->ssl);
+        free(t->wbuf);
         free(t);
     }
 }

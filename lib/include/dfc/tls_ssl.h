@@ -89,7 +89,8 @@ int dfc_tls_connect(struct dfc_tls_ctx *c, int fd, const char *host, unsigned po
 int dfc_tls_read(struct dfc_tls_conn *t, void *buf, size_t n, int64_t deadline, size_t *ret_got,
                  struct dfc_error *err);
 
-/* Writes n bytes (records of OpenSSL's 16 KiB at most) by deadline; errors as dfc_tls_read. */
+/* Writes n bytes (records of OpenSSL's 16 KiB at most, coalesced into sends of up to 272 KiB and
+ * all sent before it returns) by deadline; errors as dfc_tls_read. */
 int dfc_tls_write(struct dfc_tls_conn *t, const void *buf, size_t n, int64_t deadline,
                   struct dfc_error *err);
 
