@@ -391,6 +391,9 @@ int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
         cfg->tls = dfc_tls_policy_resolve(cfg->tls_policy, any);
         for (size_t i = 0; i < 3; i++) {
             r = dfc_tls_files_check(cfg->tls, &sides[i], i == 0, prefixes[i], err);
+            if (r == 0 && cfg->tls != DFC_TLS_OFF) {
+                r = dfc_tls_files_read(&sides[i], prefixes[i], err);
+            }
             if (r < 0) {
                 return r;
             }

@@ -3,7 +3,7 @@
  * lines read through one option schema each (dfc/options.h). A usage error is one line on
  * stderr naming the flag, the environment variable or file:line:column, and exit code 2; the
  * precedence flags > environment > file > defaults holds in the real binary; --help lists
- * every flag and variable the README documents.
+ * every flag and variable the README documents; every TLS file setting is read at start.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -278,6 +278,68 @@ static void test_help_lists_the_documented_options(void **state) {
                 (const char *const[]){"[DFCACHE_RM_DFDAEMON_ENDPOINT]", NULL});
 }
 
+/* Every TLS file setting of dfdaemon and the scheduler is read at start: a file that is not
+ * there is a settings error naming the key (exit 2), before the binary announces or binds
+ * anything; with every file good the binary gets past its settings. */
+static void test_tls_files_exit_2(void **state) {
+    struct fx *f = *state;
+    char certs[300], cmd[1200];
+    snprintf(certs, sizeof(certs), "%s/certs", f->dir);
+    snprintf(cmd, sizeof(cmd),
+             "bash %s ca %s/ca >/dev/null 2>&1 && bash %s leaf %s/ca %s/n IP:127.0.0.1 "
+             ">/dev/null 2>&1",
+             MAKE_CERTS, certs, MAKE_CERTS, certs, certs);
+    assert_int_equal(system(cmd), 0);
+    static const struct {
+        const char *bin, *name, *base;
+        const char *sides[3];
+    } bins[] = {
+        {DFDAEMON_BIN,
+         "dfdaemon",
+         "--print-config --set scheduler.addrs=127.0.0.1:1 --set upload.server.port=1",
+         {"upload.server.", "upload.client.", "scheduler."}},
+        {SCHEDULER_BIN,
+         "scheduler",
+         "--print-config",
+         {"server.tls.", "peer.tls.", "database.redis.tls."}},
+    };
+    static const char *const keys[][2] = {
+        {"caCert", "ca.crt"}, {"cert", "tls.crt"}, {"key", "tls.key"}};
+    size_t checked = 0;
+    for (size_t b = 0; b < 2; b++) {
+        char good[2000] = "";
+        for (size_t s = 0; s < 3; s++) {
+            for (size_t k = 0; k < 3; k++) {
+                size_t len = strlen(good);
+                snprintf(good + len, sizeof(good) - len, " --set %s%s=%s/n/%s", bins[b].sides[s],
+                         keys[k][0], certs, keys[k][1]);
+            }
+        }
+        char args[2400];
+        snprintf(args, sizeof(args), "%s%s", bins[b].base, good);
+        assert_int_equal(run(f, "", bins[b].bin, args), 0);
+        for (size_t s = 0; s < 3; s++) {
+            for (size_t k = 0; k < 3; k++) {
+                snprintf(args, sizeof(args), "%s%s --set %s%s=/nonexistent/%s", bins[b].base, good,
+                         bins[b].sides[s], keys[k][0], keys[k][1]);
+                char want[300];
+                snprintf(want, sizeof(want),
+                         "%s: %s%s `/nonexistent/%s`: cannot read it: No such file or directory\n",
+                         bins[b].name, bins[b].sides[s], keys[k][0], keys[k][1]);
+                int code = run(f, "", bins[b].bin, args);
+                if (code != 2 || strcmp(f->err_text, want) != 0) {
+                    fprintf(stderr, "%s %s%s: exit %d, stderr:\n%s", bins[b].name, bins[b].sides[s],
+                            keys[k][0], code, f->err_text);
+                }
+                assert_int_equal(code, 2);
+                assert_string_equal(f->err_text, want);
+                checked++;
+            }
+        }
+    }
+    assert_int_equal(checked, 18);
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -286,6 +348,7 @@ int main(void) {
         T(test_dfdaemon_shutdown_grace),
         T(test_dfcache_flag_over_env),
         T(test_help_lists_the_documented_options),
+        T(test_tls_files_exit_2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
