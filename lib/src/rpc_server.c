@@ -405,6 +405,12 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s) {
         return;
     }
     dfc_rpc_server_shutdown(s, 5000);
+    if (!s->started) {
+        /* A start-up that failed after a listener was added (the TLS one, then a bind
+         * failure): core destroys a server with listeners only once it was shut down. Nothing
+         * was started, so the notification comes at once; the drain below takes it. */
+        grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+    }
     grpc_server_destroy(s->server);
     grpc_completion_queue_shutdown(s->cq);
     if (s->cq_running) {

@@ -359,6 +359,25 @@ static void test_missing_file(void **state) {
     assert_int_equal(dfc_rpc_client_new("127.0.0.1:1", &co, &c, &err), -ENOENT);
 }
 
+/* A TLS server whose listen fails (an address no interface has) is freed without being
+ * started: core's TLS listener was added, and core aborts on destroying a server with a
+ * listener that was never shut down. */
+static void test_failed_listen_is_freed(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_server_opts o = {.name = "tls-test",
+                                    .tls = DFC_TLS_MUTUAL,
+                                    .tls_files = files(f, "server", 0),
+                                    .tls_refresh_s = 1};
+    assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
+    assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
+    unsigned port = 0;
+    assert_int_equal(dfc_rpc_server_listen_tcp(f->server, "192.0.2.1", 1, &port, &err),
+                     -EADDRNOTAVAIL);
+    dfc_rpc_server_free(f->server);
+    f->server = NULL;
+}
+
 /* The serial of the certificate the server at port presents to a new connection. */
 static void served_serial(struct fx *f, char *buf, size_t size) {
     char cmd[2048];
@@ -448,6 +467,7 @@ int main(void) {
     }
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(test_failed_listen_is_freed),
         T(test_mutual_call_and_identity),
         T(test_wrong_ca_client_is_refused),
         T(test_expired_client_is_refused),
