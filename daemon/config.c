@@ -333,6 +333,22 @@ static const struct dfc_config_row rows[] = {
 const struct dfc_config_schema dfd_config_schema = {"dfdaemon", rows,
                                                     sizeof(rows) / sizeof(rows[0])};
 
+int dfd_config_check_files(const struct dfd_config *cfg, struct dfc_error *err) {
+    if (!dfd_config_p2p(cfg) || cfg->tls == DFC_TLS_OFF) {
+        return 0;
+    }
+    struct dfc_tls_files sides[] = {dfd_tls_upload_server(cfg), dfd_tls_upload_client(cfg),
+                                    dfd_tls_scheduler(cfg)};
+    const char *prefixes[] = {"upload.server.", "upload.client.", "scheduler."};
+    for (size_t i = 0; i < 3; i++) {
+        int r = dfc_tls_files_read(&sides[i], prefixes[i], err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
 int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
     int r = 0;
     if (cfg->disk_low >= cfg->disk_high) {
@@ -391,9 +407,6 @@ int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
         cfg->tls = dfc_tls_policy_resolve(cfg->tls_policy, any);
         for (size_t i = 0; i < 3; i++) {
             r = dfc_tls_files_check(cfg->tls, &sides[i], i == 0, prefixes[i], err);
-            if (r == 0 && cfg->tls != DFC_TLS_OFF) {
-                r = dfc_tls_files_read(&sides[i], prefixes[i], err);
-            }
             if (r < 0) {
                 return r;
             }

@@ -111,6 +111,10 @@ extern const struct dfc_config_schema dfd_config_schema;
 /* Checks cross-field rules and resolves derived values (host ip and name). */
 int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err);
 
+/* Reads the TLS files the settings name (dfc_tls_files_read) when the node takes part in P2P
+ * with TLS on, at start; -EINVAL naming the key. */
+int dfd_config_check_files(const struct dfd_config *cfg, struct dfc_error *err);
+
 void dfd_config_free(struct dfd_config *cfg);
 
 #endif /* DFD_CONFIG_H */

@@ -298,18 +298,6 @@ int sched_config_finish(struct sched_config *cfg, struct dfc_error *err) {
     if (r == 0) {
         r = dfc_tls_files_check(cfg->tls, &peer, false, "peer.tls.", err);
     }
-    if (r == 0 && cfg->tls != DFC_TLS_OFF) {
-        r = dfc_tls_files_read(&server, "server.tls.", err);
-    }
-    if (r == 0 && cfg->tls != DFC_TLS_OFF) {
-        r = dfc_tls_files_read(&peer, "peer.tls.", err);
-    }
-    if (r == 0) {
-        /* Redis TLS has no policy of its own: its files are read whenever they are given. */
-        struct dfc_tls_files redis = {cfg->redis_tls_ca_cert, cfg->redis_tls_cert,
-                                      cfg->redis_tls_key, NULL};
-        r = dfc_tls_files_read(&redis, "database.redis.tls.", err);
-    }
     if (r < 0) {
         return r;
     }
@@ -317,6 +305,24 @@ int sched_config_finish(struct sched_config *cfg, struct dfc_error *err) {
         char ip[DFC_IP_STR_MAX];
         dfc_local_ip(ip);
         r = dfc_config_set(&sched_config_schema, cfg, "server.advertiseIP", ip, err);
+    }
+    return r;
+}
+
+int sched_config_check_files(const struct sched_config *cfg, struct dfc_error *err) {
+    int r = 0;
+    if (cfg->tls != DFC_TLS_OFF) {
+        struct dfc_tls_files server = sched_tls_server(cfg), peer = sched_tls_peer(cfg);
+        r = dfc_tls_files_read(&server, "server.tls.", err);
+        if (r == 0) {
+            r = dfc_tls_files_read(&peer, "peer.tls.", err);
+        }
+    }
+    if (r == 0) {
+        /* Redis TLS has no policy of its own: its files are read whenever they are given. */
+        struct dfc_tls_files redis = {cfg->redis_tls_ca_cert, cfg->redis_tls_cert,
+                                      cfg->redis_tls_key, NULL};
+        r = dfc_tls_files_read(&redis, "database.redis.tls.", err);
     }
     return r;
 }

@@ -85,6 +85,10 @@ extern const struct dfc_config_schema sched_config_schema;
 /* The rules across settings; resolves an empty server.advertiseIP. */
 int sched_config_finish(struct sched_config *cfg, struct dfc_error *err);
 
+/* Reads the TLS files the settings name (dfc_tls_files_read), at start; -EINVAL naming the
+ * key. */
+int sched_config_check_files(const struct sched_config *cfg, struct dfc_error *err);
+
 void sched_config_free(struct sched_config *cfg);
 
 #endif /* SCHED_CONFIG_H */

@@ -280,7 +280,9 @@ static void test_help_lists_the_documented_options(void **state) {
 
 /* Every TLS file setting of dfdaemon and the scheduler is read at start: a file that is not
  * there is a settings error naming the key (exit 2), before the binary announces or binds
- * anything; with every file good the binary gets past its settings. */
+ * anything. With every file good the binary gets past its settings and fails later, on
+ * purpose and at once (a storage dir under /proc, a listen address no interface has: exit 1);
+ * --print-config reads no file (it checks settings meant for another machine). */
 static void test_tls_files_exit_2(void **state) {
     struct fx *f = *state;
     char certs[300], cmd[1200];
@@ -290,24 +292,35 @@ static void test_tls_files_exit_2(void **state) {
              ">/dev/null 2>&1",
              MAKE_CERTS, certs, MAKE_CERTS, certs, certs);
     assert_int_equal(system(cmd), 0);
+    char sock[400];
+    snprintf(sock, sizeof(sock), "%s/d.sock", f->dir);
     static const struct {
         const char *bin, *name, *base;
         const char *sides[3];
     } bins[] = {
         {DFDAEMON_BIN,
          "dfdaemon",
-         "--print-config --set scheduler.addrs=127.0.0.1:1 --set upload.server.port=1",
+         "--set storage.dir=/proc/dfc-no-such-dir --set scheduler.addrs=127.0.0.1:1 --set "
+         "upload.server.ip=192.0.2.1 "
+         "--set upload.server.port=1 --set metrics.server.port=0 --set health.server.port=0",
          {"upload.server.", "upload.client.", "scheduler."}},
         {SCHEDULER_BIN,
          "scheduler",
-         "--print-config",
+         "--set server.listenIP=192.0.2.1 --set database.redis.addrs=127.0.0.1:1 "
+         "--set metrics.server.port=0",
          {"server.tls.", "peer.tls.", "database.redis.tls."}},
     };
     static const char *const keys[][2] = {
         {"caCert", "ca.crt"}, {"cert", "tls.crt"}, {"key", "tls.key"}};
     size_t checked = 0;
     for (size_t b = 0; b < 2; b++) {
-        char good[2000] = "";
+        char base[900], good[2000] = "";
+        if (b == 0) {
+            snprintf(base, sizeof(base), "%s --set download.server.socketPath=%s", bins[b].base,
+                     sock);
+        } else {
+            snprintf(base, sizeof(base), "%s", bins[b].base);
+        }
         for (size_t s = 0; s < 3; s++) {
             for (size_t k = 0; k < 3; k++) {
                 size_t len = strlen(good);
@@ -315,18 +328,23 @@ static void test_tls_files_exit_2(void **state) {
                          keys[k][0], certs, keys[k][1]);
             }
         }
-        char args[2400];
-        snprintf(args, sizeof(args), "%s%s", bins[b].base, good);
-        assert_int_equal(run(f, "", bins[b].bin, args), 0);
+        char args[2800];
+        snprintf(args, sizeof(args), "%s%s", base, good);
+        int code = run(f, "", bins[b].bin, args);
+        if (code != 1) {
+            fprintf(stderr, "%s, good files: exit %d, stderr:\n%s", bins[b].name, code,
+                    f->err_text);
+        }
+        assert_int_equal(code, 1);
         for (size_t s = 0; s < 3; s++) {
             for (size_t k = 0; k < 3; k++) {
-                snprintf(args, sizeof(args), "%s%s --set %s%s=/nonexistent/%s", bins[b].base, good,
+                snprintf(args, sizeof(args), "%s%s --set %s%s=/nonexistent/%s", base, good,
                          bins[b].sides[s], keys[k][0], keys[k][1]);
                 char want[300];
                 snprintf(want, sizeof(want),
                          "%s: %s%s `/nonexistent/%s`: cannot read it: No such file or directory\n",
                          bins[b].name, bins[b].sides[s], keys[k][0], keys[k][1]);
-                int code = run(f, "", bins[b].bin, args);
+                code = run(f, "", bins[b].bin, args);
                 if (code != 2 || strcmp(f->err_text, want) != 0) {
                     fprintf(stderr, "%s %s%s: exit %d, stderr:\n%s", bins[b].name, bins[b].sides[s],
                             keys[k][0], code, f->err_text);
@@ -334,6 +352,10 @@ static void test_tls_files_exit_2(void **state) {
                 assert_int_equal(code, 2);
                 assert_string_equal(f->err_text, want);
                 checked++;
+                /* --print-config checks the settings alone. */
+                size_t len = strlen(args);
+                snprintf(args + len, sizeof(args) - len, " --print-config");
+                assert_int_equal(run(f, "", bins[b].bin, args), 0);
             }
         }
     }
