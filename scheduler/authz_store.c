@@ -83,8 +83,8 @@ int sched_binding_set(struct sched_store *s, int64_t dl, const char *host_id,
     size_t lens[] = {strlen(args[0]), strlen(ttl)};
     redisReply *rep = NULL;
     long long v = 0;
-    r = script_result(sched__eval(s, dl, &bind_script, 1, keys, 2, args, lens, &rep, err), rep, &v,
-                      err);
+    r = sched__eval(s, dl, &bind_script, 1, keys, 2, args, lens, &rep, err);
+    r = script_result(r, rep, &v, err);
     return r < 0 ? dfc_error_prefix(err, "bind host %s", host_id) : (int)v;
 }
 
@@ -132,8 +132,8 @@ int sched_importer_add(struct sched_store *s, int64_t dl, const char *task_id, c
     size_t lens[] = {strlen(host_id), strlen(ttl), strlen(max), 1};
     redisReply *rep = NULL;
     long long v = 0;
-    r = script_result(sched__eval(s, dl, &importer_script, 1, keys, 4, args, lens, &rep, err), rep,
-                      &v, err);
+    r = sched__eval(s, dl, &importer_script, 1, keys, 4, args, lens, &rep, err);
+    r = script_result(r, rep, &v, err);
     return r < 0 ? dfc_error_prefix(err, "record host %s as an importer of task %s", host_id,
                                     task_id)
                  : (int)v;
