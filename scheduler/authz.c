@@ -1,7 +1,8 @@
 /*
- * authz.c - who may act for a host at the scheduler: a caller's certificate against the host's
- * id and address, by the roles of dfc/peer_role.h and the bindings of authz_store.h; task
- * deletes by the importers and the operator identities (authz.h).
+ * authz.c - who may act for a host or delete a task at the scheduler (authz.h). A caller's
+ * certificate is weighed against the host's id and address by the roles of dfc/peer_role.h and
+ * the bindings of authz_store.h; a task delete against its importers and the operator
+ * identities.
  */
 #include "authz.h"
 
@@ -105,9 +106,8 @@ static int refuse_shared(const char *what, const char *host_id, struct dfc_error
                          what, host_id);
 }
 
-int sched_authz_bind(struct sched_store *s, int64_t dl, struct dfc_rpc_call *call,
-                     const char *what, const char *host_id, const char *ip, bool bind,
-                     struct dfc_error *err) {
+int sched_authz_bind(struct sched_store *s, int64_t dl, struct dfc_rpc_call *call, const char *what,
+                     const char *host_id, const char *ip, bool bind, struct dfc_error *err) {
     struct dfc_peer_identity id;
     dfc_rpc_call_peer_identity(call, &id);
     if (!id.authenticated) {

@@ -46,9 +46,8 @@ bool sched_authz_on(struct dfc_rpc_call *call);
 /* AnnounceHost (bind) and DeleteHost (!bind) for host_id after sched_authz_host passed: with a
  * verified certificate, the shared role is refused (-EACCES) for a host a per-node certificate
  * announced; an announce records which kind of certificate made it. 0 without a certificate. */
-int sched_authz_bind(struct sched_store *s, int64_t dl, struct dfc_rpc_call *call,
-                     const char *what, const char *host_id, const char *ip, bool bind,
-                     struct dfc_error *err);
+int sched_authz_bind(struct sched_store *s, int64_t dl, struct dfc_rpc_call *call, const char *what,
+                     const char *host_id, const char *ip, bool bind, struct dfc_error *err);
 
 /* 0 when call may act for the stored host host_id (peer RPCs, uploads, digest records): no
  * verified certificate; a per-node certificate naming host_id or the stored host's IP; the

@@ -47,8 +47,7 @@ static char *binding_key(const struct sched_store *s, const char *host_id) {
 
 static char *importers_key(const struct sched_store *s, const char *task_id) {
     char *k = NULL;
-    return asprintf(&k, "%s:persistent-cache-task-importers:%s", s->prefix, task_id) < 0 ? NULL
-                                                                                          : k;
+    return asprintf(&k, "%s:persistent-cache-task-importers:%s", s->prefix, task_id) < 0 ? NULL : k;
 }
 
 /* The integer a script answered, with rep freed; r is sched__eval's result. */
@@ -134,9 +133,9 @@ int sched_importer_add(struct sched_store *s, int64_t dl, const char *task_id, c
     long long v = 0;
     r = sched__eval(s, dl, &importer_script, 1, keys, 4, args, lens, &rep, err);
     r = script_result(r, rep, &v, err);
-    return r < 0 ? dfc_error_prefix(err, "record host %s as an importer of task %s", host_id,
-                                    task_id)
-                 : (int)v;
+    return r < 0
+               ? dfc_error_prefix(err, "record host %s as an importer of task %s", host_id, task_id)
+               : (int)v;
 }
 
 int sched_importers(struct sched_store *s, int64_t dl, const char *task_id, struct sched_ids *out,

@@ -320,9 +320,8 @@ int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const Protobuf
         r = dfc_error_set(err, -ENOENT, "persistent cache peer %s not found", req->peer_id);
         goto out;
     }
-    if (r < 0 ||
-        (r = sched_authz_peer_owner(req->peer_id, peer.host_id, authn ? req->host_id : NULL,
-                                    err)) < 0) {
+    if (r < 0 || (r = sched_authz_peer_owner(req->peer_id, peer.host_id,
+                                             authn ? req->host_id : NULL, err)) < 0) {
         goto out;
     }
     joined = task.state == SCHED_TASK_SUCCEEDED;
@@ -375,8 +374,8 @@ int sched__upload_failed(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         goto out;
     }
     if (r < 0 ||
-        (r = sched_authz_peer_owner(req->peer_id, peer.host_id, authn ? req->host_id : NULL,
-                                    err)) < 0 ||
+        (r = sched_authz_peer_owner(req->peer_id, peer.host_id, authn ? req->host_id : NULL, err)) <
+            0 ||
         (r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_FAILED, err), err)) < 0) {
         goto out;
     }

@@ -416,9 +416,8 @@ static void test_task_delete_by_importer_or_operator(void **state) {
     task_id(t2, 2);
     struct dfc_error err;
     assert_int_equal(upload(cl.a, cl.ha.id, t1, "authz-pa1", 5 * MiB, &err), 0);
-    assert_int_equal(redis_int("SISMEMBER " P ":persistent-cache-task-importers:%s %s", t1,
-                               cl.ha.id),
-                     1);
+    assert_int_equal(
+        redis_int("SISMEMBER " P ":persistent-cache-task-importers:%s %s", t1, cl.ha.id), 1);
     assert_int_equal(delete_task(cl.b, cl.hb.id, t1, &err), DFC_GRPC_PERMISSION_DENIED);
     expect_msg(&err, "was imported by host 127.0.0.41-node-a");
     assert_int_equal(delete_task(cl.b, cl.ha.id, t1, &err), DFC_GRPC_PERMISSION_DENIED);
@@ -443,11 +442,9 @@ static void test_peer_delete_by_its_host(void **state) {
     task_id(t, 3);
     struct dfc_error err;
     assert_int_equal(upload(cl.a, cl.ha.id, t, "authz-pa3", 5 * MiB, &err), 0);
-    assert_int_equal(delete_peer(cl.b, cl.hb.id, t, "authz-pa3", &err),
-                     DFC_GRPC_PERMISSION_DENIED);
+    assert_int_equal(delete_peer(cl.b, cl.hb.id, t, "authz-pa3", &err), DFC_GRPC_PERMISSION_DENIED);
     expect_msg(&err, "may not delete a peer of host 127.0.0.41-node-a");
-    assert_int_equal(delete_peer(cl.b, cl.ha.id, t, "authz-pa3", &err),
-                     DFC_GRPC_PERMISSION_DENIED);
+    assert_int_equal(delete_peer(cl.b, cl.ha.id, t, "authz-pa3", &err), DFC_GRPC_PERMISSION_DENIED);
     assert_true(peer_exists("authz-pa3"));
     assert_int_equal(delete_peer(cl.a, cl.ha.id, t, "authz-pa3", &err), DFC_GRPC_OK);
     assert_false(peer_exists("authz-pa3"));
@@ -476,9 +473,9 @@ static void test_peer_announce_for_another_host(void **state) {
     assert_int_equal(next(st, &err), DFC_GRPC_PERMISSION_DENIED);
     expect_msg(&err, "peer authz-pa4 belongs to host 127.0.0.41-node-a");
     dfc_rpc_stream_free(st);
-    redisReply *rep = redis_server_command(
-        &cl.redis, "HMGET %s host_id state",
-        P ":persistent-cache-peers-for-persistent-cache-task:authz-pa4");
+    redisReply *rep =
+        redis_server_command(&cl.redis, "HMGET %s host_id state",
+                             P ":persistent-cache-peers-for-persistent-cache-task:authz-pa4");
     assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
     assert_string_equal(rep->element[0]->str, cl.ha.id); /* still A's, and not failed */
     assert_string_equal(rep->element[1]->str, "Succeeded");
