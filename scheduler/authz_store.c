@@ -100,7 +100,7 @@ int sched_binding_get(struct sched_store *s, int64_t dl, const char *host_id,
     }
     const char *argv[] = {"GET", k};
     redisReply *rep = NULL;
-    if ((r = sched__cmd(s, dl, &rep, err, 2, argv)) < 0) {
+    if (sched__cmd(s, dl, &rep, err, 2, argv) < 0) {
         return dfc_error_prefix(err, "load the binding of host %s", host_id);
     }
     if (rep->type == REDIS_REPLY_STRING) {
@@ -180,7 +180,7 @@ int sched_peer_owner(struct sched_store *s, int64_t dl, const char *peer_id, cha
     }
     const char *argv[] = {"HGET", k, "host_id"};
     redisReply *rep = NULL;
-    if ((r = sched__cmd(s, dl, &rep, err, 3, argv)) < 0) {
+    if (sched__cmd(s, dl, &rep, err, 3, argv) < 0) {
         return dfc_error_prefix(err, "load the host of peer %s", peer_id);
     }
     if (rep->type == REDIS_REPLY_STRING && rep->len > 0) {

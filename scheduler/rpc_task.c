@@ -462,8 +462,11 @@ int sched__delete_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMes
         r = sched_task_delete(svc->store, sched__deadline(svc, NULL), req->task_id, err);
         r = r == -ENOENT ? 0 : r; /* OK for a task that does not exist, as upstream */
     }
-    if (r == 0) {
-        r = sched_importers_delete(svc->store, sched__deadline(svc, NULL), req->task_id, err);
+    struct dfc_error ie;
+    if (r == 0 &&
+        sched_importers_delete(svc->store, sched__deadline(svc, NULL), req->task_id, &ie) < 0) {
+        DFC_LOG(DFC_LOG_WARN, "task.importers_not_deleted", "task_id=%s error=\"%s\", ignoring",
+                req->task_id, dfc_error_msg(&ie)); /* they expire with the task */
     }
     for (size_t i = 0; i < n_hosts; i++) {
         struct dfc_error ignored;
