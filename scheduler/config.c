@@ -231,6 +231,13 @@ static const struct dfc_config_row rows[] = {
      .help = "TLS on the gRPC port and to the nodes: auto (mutual when certificate files are "
              "given, else off), off, server-auth, mutual",
      .choices = dfc_tls_policy_choices},
+    {.key = "security.operatorIdentities",
+     .type = DFC_CFG_STRING_LIST,
+     .offset = F(operator_identities),
+     .env = "SCHEDULER_SECURITY_OPERATORIDENTITIES",
+     .help = "under mutual TLS, certificates that may delete any persistent cache task: each "
+             "entry is matched against a caller certificate's SAN URIs, SAN DNS names and common "
+             "name (docs/trust-model.md)"},
     {.key = "server.tls.caCert",
      .type = DFC_CFG_PATH,
      .offset = F(server_tls_ca),

@@ -68,6 +68,8 @@ struct sched_config {
     char *peer_tls_cert;     /* peer.tls.cert: the scheduler's identity as their client */
     char *peer_tls_key;      /* peer.tls.key */
     char *peer_tls_name;     /* peer.tls.serverName: "" = the dialled node's IP */
+    /* security.operatorIdentities: SAN URIs, SAN DNS names or CNs of operators (authz.h) */
+    struct dfc_config_list operator_identities;
 };
 
 /* The TLS files of each side (borrowed from cfg). */

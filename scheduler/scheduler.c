@@ -119,6 +119,11 @@ int sched_run(const struct sched_config *cfg, const struct dfc_server_run *run,
                 "unauthenticated (security.tlsPolicy, server.tls.*, peer.tls.*; "
                 "docs/trust-model.md)\"");
     }
+    if (cfg->tls != DFC_TLS_MUTUAL && cfg->operator_identities.n > 0) {
+        DFC_LOG(DFC_LOG_WARN, "scheduler.operators_unused",
+                "msg=\"security.operatorIdentities takes effect only under mutual TLS: without "
+                "client certificates any caller may delete any task\"");
+    }
     /* Accepted by the RPC layer itself, so the connections are capped (max_conns). */
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||
         (r = sched_service_register(&svc, server, err)) < 0 ||

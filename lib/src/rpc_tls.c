@@ -487,6 +487,9 @@ void dfc__tls_peer_identity(grpc_call *call, struct dfc_peer_identity *ret) {
         } else if (strcmp(p->name, GRPC_PEER_URI_PROPERTY_NAME) == 0 &&
                    ret->n_uris < DFC_PEER_SAN_MAX && p->value_length < sizeof(ret->uris[0])) {
             copy_value(ret->uris[ret->n_uris++], sizeof(ret->uris[0]), p);
+        } else if (strcmp(p->name, GRPC_PEER_DNS_PROPERTY_NAME) == 0 &&
+                   ret->n_dns < DFC_PEER_SAN_MAX && p->value_length < sizeof(ret->dns[0])) {
+            copy_value(ret->dns[ret->n_dns++], sizeof(ret->dns[0]), p);
         }
     }
     ret->authenticated = ret->tls && grpc_auth_context_peer_is_authenticated(ctx) != 0;

@@ -290,9 +290,10 @@ int dfc_rpc_call_remote(struct dfc_rpc_call *call, char *buf, size_t size);
 struct dfc_peer_identity {
     bool tls;           /* the call came over TLS */
     bool authenticated; /* the peer presented a certificate that chains to the CA */
-    unsigned n_ips, n_uris;
+    unsigned n_ips, n_uris, n_dns;
     char ips[DFC_PEER_SAN_MAX][46];                /* SAN IP addresses, as text */
     char uris[DFC_PEER_SAN_MAX][DFC_PEER_URI_MAX]; /* SAN URIs ("spiffe://...", ...) */
+    char dns[DFC_PEER_SAN_MAX][DFC_PEER_URI_MAX];  /* SAN DNS names */
     char common_name[DFC_PEER_URI_MAX];            /* the subject's CN, "" without */
 };
 

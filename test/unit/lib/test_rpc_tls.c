@@ -25,7 +25,7 @@
 #include "test_support.h"
 
 /* Echo answers what the call knows of its peer, as text in data:
- * "ip=<peer ip> tls=<0|1> auth=<0|1> cn=<cn> ips=<a,b> uris=<a,b>". */
+ * "ip=<peer ip> tls=<0|1> auth=<0|1> cn=<cn> ips=<a,b> uris=<a,b> dns=<a,b>". */
 static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
                          ProtobufCMessage *resp, struct dfc_error *err) {
     (void)svc;
@@ -37,7 +37,7 @@ static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMe
         snprintf(ip, sizeof(ip), "none");
     }
     dfc_rpc_call_peer_identity(call, &id);
-    char ips[512] = "", uris[2048] = "";
+    char ips[512] = "", uris[2048] = "", dns[2048] = "";
     for (unsigned i = 0; i < id.n_ips; i++) {
         snprintf(ips + strlen(ips), sizeof(ips) - strlen(ips), "%s%s", i ? "," : "", id.ips[i]);
     }
@@ -45,12 +45,15 @@ static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMe
         snprintf(uris + strlen(uris), sizeof(uris) - strlen(uris), "%s%s", i ? "," : "",
                  id.uris[i]);
     }
+    for (unsigned i = 0; i < id.n_dns; i++) {
+        snprintf(dns + strlen(dns), sizeof(dns) - strlen(dns), "%s%s", i ? "," : "", id.dns[i]);
+    }
     char *text = dfc_rpc_call_alloc(call, 4096);
     if (text == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    snprintf(text, 4096, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s", ip, id.tls, id.authenticated,
-             id.common_name, ips, uris);
+    snprintf(text, 4096, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s dns=%s", ip, id.tls,
+             id.authenticated, id.common_name, ips, uris, dns);
     out->data.data = (uint8_t *)text;
     out->data.len = strlen(text);
     return 0;
@@ -93,7 +96,7 @@ static int group_setup(void **state) {
     test_mkdtemp(f->dir, sizeof(f->dir), "rpc-tls");
     sh("bash %s ca %s/ca && bash %s ca %s/ca2", MAKE_CERTS, f->dir, MAKE_CERTS, f->dir);
     leaf(f, "ca", "server", "IP:127.0.0.1", "--cn server");
-    leaf(f, "ca", "client", "IP:127.0.0.2,URI:dragonfly://host/h1", "--cn node-1");
+    leaf(f, "ca", "client", "IP:127.0.0.2,URI:dragonfly://host/h1,DNS:ops.test", "--cn node-1");
     return 0;
 }
 
@@ -220,7 +223,8 @@ static void test_mutual_call_and_identity(void **state) {
     assert_non_null(strstr(text, "ip=127.0.0.1 "));
     assert_non_null(strstr(text, "tls=1 auth=1 cn=node-1 "));
     assert_non_null(strstr(text, "ips=127.0.0.2 "));
-    assert_non_null(strstr(text, "uris=dragonfly://host/h1"));
+    assert_non_null(strstr(text, "uris=dragonfly://host/h1 "));
+    assert_non_null(strstr(text, "dns=ops.test"));
 }
 
 /* A client whose certificate a mutual server refuses: the call fails and the server logs a
