@@ -113,7 +113,8 @@ int sched_placement_delete_copy(struct sched_placement *p, const struct sched_ho
 
 /* One repair pass and one host-GC pass, synchronously: for tests and the loop itself.
  * repair_once returns the number of tasks it started a replication for (tasks backing off,
- * queued or in flight are skipped) after those replications ended; host_gc_once returns the
+ * queued or in flight are skipped; with a probe interval, also the tasks whose probes found them
+ * short) after those replications ended; host_gc_once returns the
  * number of hosts removed (their tasks' replications are queued, not awaited). */
 int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err);
 int sched_placement_host_gc_once(struct sched_placement *p, struct dfc_error *err);
