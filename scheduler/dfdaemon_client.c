@@ -129,7 +129,9 @@ int sched_dfdaemon_stat(const struct sched_dfdaemon_methods *m, const struct sch
     ProtobufCMessage *resp = NULL;
     int r =
         unary(m, &m->stat_task, host, "StatPersistentCacheTask", &req.base, timeout_ms, &resp, err);
-    if (r == 0) {
+    if (r == 0 && resp == NULL) {
+        r = dfc_error_set(err, DFC_E_INTERNAL, "host %s: no answer", host->id);
+    } else if (r == 0) {
         const Common__V2__PersistentCacheTask *t = (const Common__V2__PersistentCacheTask *)resp;
         if (t->id == NULL || strcmp(t->id, task_id) != 0) {
             r = dfc_error_set(err, -ENOENT, "host %s answered for task %s, not %s", host->id,

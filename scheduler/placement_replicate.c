@@ -336,7 +336,7 @@ enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sch
     n_blocked = job->n_block + excluded.n;
     blocked = calloc(n_blocked ? n_blocked : 1, sizeof(*blocked));
     if (blocked == NULL) {
-        r = dfc_error_set(&err, -ENOMEM, "out of memory");
+        (void)dfc_error_set(&err, -ENOMEM, "out of memory");
         goto failed;
     }
     for (size_t i = 0; i < n_blocked; i++) {
