@@ -223,6 +223,15 @@ static const struct dfc_config_row rows[] = {
      .def = "4",
      .env = "SCHEDULER_SCHEDULER_REPLICAREPAIRCONCURRENCY",
      DFC_OPT_RANGE(1, 256)},
+    {.key = "scheduler.probeInterval",
+     .type = DFC_CFG_DURATION,
+     .offset = F(probe_interval),
+     .def = "5m",
+     .env = "SCHEDULER_SCHEDULER_PROBEINTERVAL",
+     .help = "a persistent copy counts only while its node answered a probe within this; a peer "
+             "answering NOT_FOUND, or failing two probes in a row, is removed and repaired "
+             "around; 0 = copies counted unprobed",
+     DFC_OPT_RANGE(0, 24 * 3600 * DFC_NS_PER_SEC)},
     {.key = "security.tlsPolicy",
      .type = DFC_CFG_ENUM,
      .offset = F(tls_policy),

@@ -56,6 +56,7 @@ struct sched_config {
     uint64_t max_peers_per_task;     /* scheduler.maxPeersPerTask */
     int64_t repair_interval;         /* scheduler.replicaRepairInterval (ns) */
     uint64_t repair_concurrency;     /* scheduler.replicaRepairConcurrency */
+    int64_t probe_interval;          /* scheduler.probeInterval (ns): copies' probes; 0 = off */
     const char *log_level;           /* log.level (one of dfc_log_level_choices) */
 
     /* TLS on the gRPC port and to the nodes (docs/trust-model.md); upstream's key names. */

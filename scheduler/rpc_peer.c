@@ -378,7 +378,8 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
 
 /* A piece from parent_id failed verification (temporary = false, docs/integrity.md): its host
  * joins the task's exclusion set, so no peer of the task is offered it again, and its peer
- * record goes, so it no longer counts as a copy. Not as upstream, which ends the stream with
+ * record goes, so it no longer counts as a copy, and the task is queued for repair (the host
+ * blocked). Not as upstream, which ends the stream with
  * FAILED_PRECONDITION "download piece failed": the download goes on from other parents. */
 static int exclude_parent(struct sched_service *svc, int64_t dl, const struct sched_task *t,
                           const char *parent_id, struct dfc_error *err) {
@@ -404,6 +405,10 @@ static int exclude_parent(struct sched_service *svc, int64_t dl, const struct sc
                 parent_id, parent.host_id);
         r = sched_peer_delete(svc->store, dl, parent_id, err);
         r = r == -ENOENT ? 0 : r;
+    }
+    if (r == 0 && svc->placement != NULL) { /* its copy no longer counts: place another now */
+        const char *block[] = {parent.host_id};
+        sched_placement_replicate(svc->placement, t->id, block, 1);
     }
     sched_peer_done(&parent);
     return r;

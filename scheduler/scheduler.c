@@ -51,6 +51,7 @@ static int open_redis(const struct sched_config *cfg, const struct sched_metrics
         .repair_interval_ns = cfg->repair_interval,
         .repair_concurrency = (unsigned)cfg->repair_concurrency,
         .host_gc_interval_ns = cfg->host_gc_interval,
+        .probe_interval_ns = cfg->probe_interval,
         .repairs = m->repairs,
         .under_replicated = m->under_replicated,
         .tasks = m->tasks,
