@@ -228,6 +228,13 @@ static const struct dfc_config_row rows[] = {
      .help = "a connection to the upload port that has not sent its first bytes (the HTTP/2 "
              "preface) this long after it was accepted is closed",
      DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
+    {.key = "upload.server.firstCallTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(upload_first_call_timeout),
+     .def = "10s",
+     .help = "a connection to the upload port that has started no call this long after its "
+             "first bytes arrived (a TLS handshake comes within it) is closed",
+     DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "upload.disableShared", .type = DFC_CFG_BOOL, .offset = F(disable_shared)},
     {.key = "security.tlsPolicy",
      .type = DFC_CFG_ENUM,

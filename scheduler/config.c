@@ -108,6 +108,14 @@ static const struct dfc_config_row rows[] = {
      .help = "a connection that has not sent its first bytes (the HTTP/2 preface) this long "
              "after it was accepted is closed",
      DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
+    {.key = "server.firstCallTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(first_call_timeout),
+     .def = "10s",
+     .env = "SCHEDULER_SERVER_FIRSTCALLTIMEOUT",
+     .help = "a connection that has started no call this long after its first bytes arrived "
+             "(a TLS handshake comes within it) is closed",
+     DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "server.maxMessageSize",
      .type = DFC_CFG_SIZE,
      .offset = F(max_message_size),

@@ -31,6 +31,7 @@ struct sched_config {
     uint64_t max_conns;        /* server.maxConnections: open TCP connections */
     uint64_t max_conns_per_ip; /* server.maxConnectionsPerIP: of them from one address */
     int64_t first_bytes_timeout;            /* server.firstBytesTimeout (ns) */
+    int64_t first_call_timeout;             /* server.firstCallTimeout (ns) */
     uint64_t max_announce_streams_per_host; /* server.maxAnnounceStreamsPerHost */
     uint64_t max_message_size;              /* server.maxMessageSize (bytes) */
     int64_t shutdown_grace;                 /* server.shutdownGrace (ns): drain time on SIGTERM */

@@ -1,8 +1,8 @@
 /*
  * rpc_tls.c - TLS for the RPC layer: gRPC core's TLS credentials over watched certificate files,
- * accepted connections handed to core's TLS listener, a call's peer address and identity, and
- * core's log lines with the peer of a refused handshake. See rpc_tls.h, grpc/grpc_security.h
- * and docs/trust-model.md.
+ * accepted connections handed to core's TLS listener, a call's peer address, identity and
+ * connection key, and core's log lines with the peer of a refused handshake. See rpc_tls.h,
+ * grpc/grpc_security.h and docs/trust-model.md.
  *
  * DESIGN
  *
@@ -456,6 +456,33 @@ int dfc__tls_peer_ip(grpc_call *call, char *buf, size_t size) {
     int r = -ENOENT;
     if (peer != NULL && (strncmp(peer, "ipv4:", 5) == 0 || strncmp(peer, "ipv6:", 5) == 0)) {
         r = peer_host_ip(peer + 5, buf, size);
+    }
+    gpr_free(peer);
+    return r;
+}
+
+int dfc__conn_key_tcp(const char *ip, unsigned port, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%s %u", ip, port);
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int dfc__peer_conn_key(grpc_call *call, char *buf, size_t size) {
+    char *peer = grpc_call_get_peer(call);
+    int r = -ENOENT;
+    if (peer != NULL && strncmp(peer, "fd:", 3) == 0) {
+        int n = snprintf(buf, size, "%s", peer);
+        r = n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+    } else if (peer != NULL && (strncmp(peer, "ipv4:", 5) == 0 || strncmp(peer, "ipv6:", 5) == 0)) {
+        char ip[INET6_ADDRSTRLEN];
+        char *end = NULL;
+        unsigned long port = strtoul(strrchr(peer, ':') + 1, &end, 10);
+        r = peer_host_ip(peer + 5, ip, sizeof(ip));
+        if (r == 0 && (*end != '\0' || port > 65535)) {
+            r = -ENOENT;
+        }
+        if (r == 0) {
+            r = dfc__conn_key_tcp(ip, (unsigned)port, buf, size);
+        }
     }
     gpr_free(peer);
     return r;
