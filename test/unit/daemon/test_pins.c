@@ -221,6 +221,36 @@ static void test_recovery_at_open(void **state) {
     dfd_task_meta_done(&a);
 }
 
+/* A pin whose directory went behind the daemon's back is made again by the next publish. */
+static void test_publish_again_remakes_a_lost_directory(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfd_task_meta a;
+    import(f, "remade", true, &a);
+    char path[PATH_MAX], again[PATH_MAX], file[PATH_MAX + 8], cmd[PATH_MAX * 2 + 64];
+    assert_int_equal(pin1(f, "lost", "f", a.id, path, &err), 0);
+    snprintf(file, sizeof(file), "%s/f", path);
+    assert_int_equal(chmod(path, 0755), 0);
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(pin1(f, "lost", "f", a.id, again, &err), 0);
+    assert_string_equal(again, path);
+    assert_true(exists(file));
+    snprintf(cmd, sizeof(cmd), "chmod 0755 '%s' && rm -rf '%s'", path, path);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(pin1(f, "lost", "f", a.id, again, &err), 0);
+    assert_true(exists(file));
+    /* And refused, the pin dropped, when its task is gone too. */
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(dfd_storage_delete(f->s, a.id, &err), 0);
+    assert_int_equal(pin1(f, "lost", "f", a.id, again, &err), -ENOENT);
+    struct dfd_pin *pins;
+    size_t n;
+    assert_int_equal(dfd_storage_pins(f->s, &pins, &n, &err), 0);
+    assert_int_equal(n, 0);
+    dfd_pin_list_free(pins, n);
+    dfd_task_meta_done(&a);
+}
+
 #define ID1 "1111111111111111111111111111111111111111111111111111111111111111"
 
 static void test_store_of_version_4_takes_pins(void **state) {
@@ -255,6 +285,7 @@ int main(void) {
         T(test_gc_spares_pins_and_delete_hides),
         T(test_pin_races_eviction),
         T(test_recovery_at_open),
+        T(test_publish_again_remakes_a_lost_directory),
         T(test_store_of_version_4_takes_pins),
     };
     return test_run_group(tests, NULL, NULL);
