@@ -378,6 +378,7 @@ static void test_rm_hides_and_frees_at_last_unpublish(void **state) {
     assert_int_equal(stat(content, &st), 0);
     assert_int_equal(st.st_nlink, 3); /* content/ and two volumes */
     assert_int_equal(DFCACHE(f, "rm", id), 0);
+    assert_true(harness_log_has(&f->h, "event=delete.pinned"));
     /* Hidden: stat, ls and new pins see no task; the volumes still read it. */
     assert_int_equal(DFCACHE(f, "stat", id), 1);
     assert_int_equal(DFCACHE(f, "ls"), 0);
