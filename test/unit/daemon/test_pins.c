@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,13 +146,13 @@ static void test_gc_spares_pins_and_delete_hides(void **state) {
 struct race {
     struct fx *f;
     struct dfd_task_meta t;
-    volatile bool stop;
+    atomic_bool stop;
 };
 
 static void *evictor(void *arg) {
     struct race *r = arg;
     struct dfc_error err;
-    while (!r->stop) {
+    while (!atomic_load(&r->stop)) {
         bool deleted = false;
         struct dfd_task_meta t;
         if (dfd_storage_get(r->f->s, r->t.id, &t, &err) == 0) {
@@ -186,7 +187,7 @@ static void test_pin_races_eviction(void **state) {
             dfd_task_meta_done(&again);
         }
     }
-    r.stop = true;
+    atomic_store(&r.stop, true);
     pthread_join(th, NULL);
     dfd_task_meta_done(&r.t);
 }
