@@ -108,6 +108,14 @@ static const struct dfc_config_row rows[] = {
      .offset = F(max_tasks),
      .def = "65536",
      DFC_OPT_RANGE(1, 65536)},
+    /* Ours: how long PublishContentVolume waits for tasks this node lacks to arrive from peers
+     * when the call does not say (docs/content-volumes.md). */
+    {.key = "storage.volumes.fetchTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(volume_fetch_timeout),
+     .def = "30s",
+     .help = "how long publishing a content volume waits for missing tasks from peers",
+     DFC_OPT_RANGE(DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "storage.server.ip",
      .type = DFC_CFG_STRING,
      .offset = F(vortex_ip),

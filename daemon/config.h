@@ -26,6 +26,7 @@ struct dfd_config {
     bool storage_keep;                /* storage.keep */
     bool unsafe_shared_inode_imports; /* storage.unsafeSharedInodeImports */
     uint64_t max_tasks;               /* storage.maxTasks */
+    int64_t volume_fetch_timeout;     /* storage.volumes.fetchTimeout (ns) */
     bool discard_broken;              /* --discard-broken-store (a flag only, never a config key) */
     int64_t gc_interval;              /* gc.interval (ns) */
     int64_t default_ttl;              /* gc.policy.persistentCacheTaskTTL (ns) */

@@ -179,7 +179,9 @@ static int check_rows(struct dfd_storage *s, struct dfd_recovery *rec, struct df
         dfd__task_path(s, tasks[i].id, path, sizeof(path));
         int sr = stat(path, &st);
         if (sr == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == tasks[i].content_length) {
-            if (!tasks[i].hard_linked && (st.st_mode & 07177) != 0) {
+            /* 0444: a pinned task's (pins.h); nothing older made that mode. */
+            if (!tasks[i].hard_linked && (st.st_mode & 07177) != 0 &&
+                (st.st_mode & 07777) != 0444) {
                 (void)chmod(path, 0600); /* made by an older version, 0644 */
             }
             rec->tasks++;
@@ -400,11 +402,13 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
     }
     pthread_mutex_init(&s->commit_mu, NULL);
     pthread_mutex_init(&s->reserve_mu, NULL);
+    pthread_mutex_init(&s->pin_mu, NULL);
     s->unsafe_shared_inode_imports = opts->unsafe_shared_inode_imports;
     s->max_tasks = opts->max_tasks != 0 ? opts->max_tasks : DFD_STORAGE_MAX_TASKS_DEFAULT;
     (void)dfd__pathf(s->content_dir, sizeof(s->content_dir), "%s/" CONTENT_SUBDIR, s->dir);
     (void)dfd__pathf(s->tmp_dir, sizeof(s->tmp_dir), "%s/tmp", s->dir);
     (void)dfd__pathf(s->meta_dir, sizeof(s->meta_dir), "%s/metadata", s->dir);
+    (void)dfd__pathf(s->volumes_dir, sizeof(s->volumes_dir), "%s/volumes", s->dir);
     (void)dfd__pathf(s->reserve_path, sizeof(s->reserve_path), "%s/metadata/reserve", s->dir);
     const char *meta_dir = s->meta_dir;
     char content_root[PATH_MAX];
@@ -435,7 +439,8 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
         dfc_error_errno(err, r, "empty `%s`", s->tmp_dir);
         goto fail;
     }
-    if ((r = sweep_orphans(s, &rec, err)) < 0 || (r = check_rows(s, &rec, err)) < 0) {
+    if ((r = sweep_orphans(s, &rec, err)) < 0 || (r = check_rows(s, &rec, err)) < 0 ||
+        (r = dfd__pins_recover(s, &rec, err)) < 0) {
         goto fail;
     }
     dfd_storage_ensure_reserve(s);
@@ -456,6 +461,7 @@ void dfd_storage_close(struct dfd_storage *s) {
     dfd_metadata_close(s->md);
     pthread_mutex_destroy(&s->commit_mu);
     pthread_mutex_destroy(&s->reserve_mu);
+    pthread_mutex_destroy(&s->pin_mu);
     free(s->dir);
     free(s);
 }
@@ -564,6 +570,23 @@ int dfd_storage_delete_task(struct dfd_storage *s, struct dfd_task_meta *t, bool
     int r = delete_locked(s, t->id, t, same_use, ret_deleted, err);
     pthread_mutex_unlock(&s->commit_mu);
     if (r == 0) {
+        dfd_storage_ensure_reserve(s);
+    }
+    return r;
+}
+
+int dfd_storage_evict_task(struct dfd_storage *s, struct dfd_task_meta *t, bool same_use,
+                           bool *ret_deleted, struct dfc_error *err) {
+    pthread_mutex_lock(&s->commit_mu);
+    int r = dfd__task_pinned(s, t->id, err);
+    if (r > 0) {
+        *ret_deleted = false;
+        r = 0;
+    } else if (r == 0) {
+        r = delete_locked(s, t->id, t, same_use, ret_deleted, err);
+    }
+    pthread_mutex_unlock(&s->commit_mu);
+    if (r == 0 && *ret_deleted) {
         dfd_storage_ensure_reserve(s);
     }
     return r;
