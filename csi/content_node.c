@@ -161,8 +161,8 @@ static int daemon_publish(struct csi_driver *d, struct dfc_rpc_call *call, const
     if (r < 0) {
         /* The daemon's code passes through (DEADLINE_EXCEEDED and UNAVAILABLE are the CO's
          * cue to retry), its message prefixed. */
-        return dfc_error_set(err, r, "dfdaemon (%s): PublishContentVolume: %s", d->daemon_socket,
-                             dfc_error_msg(err));
+        dfc_error_prefix(err, "dfdaemon (%s): PublishContentVolume", d->daemon_socket);
+        return r;
     }
     Dfc__Dfdaemon__V1__PublishContentVolumeResponse *resp = (void *)resp_;
     if (resp->path == NULL || resp->path[0] != '/') {
@@ -276,8 +276,8 @@ int csi__content_release(struct csi_driver *d, struct dfc_rpc_call *call, const 
     dfc_rpc_call_log_field(call, "pin_id", pin_id);
     int r = daemon_unpublish(d, pin_id, err);
     if (r < 0) {
-        return dfc_error_set(err, r, "dfdaemon (%s): UnpublishContentVolume %s: %s",
-                             d->daemon_socket, pin_id, dfc_error_msg(err));
+        dfc_error_prefix(err, "dfdaemon (%s): UnpublishContentVolume %s", d->daemon_socket, pin_id);
+        return r;
     }
     drop_record(d, pin_id);
     return 0;

@@ -121,7 +121,7 @@ static int content_context(struct dfc_rpc_call *call, const Csi__V1__CreateVolum
     int r = csi_content_parse(values[0], values[1], values[2], spec, err);
     free(spec);
     if (r < 0) {
-        return dfc_error_set(err, r, "parameters: %s", dfc_error_msg(err));
+        return dfc_error_prefix(err, "parameters");
     }
     vol->volume_context = dfc_rpc_call_alloc(call, n * sizeof(*vol->volume_context));
     if (vol->volume_context == NULL) {

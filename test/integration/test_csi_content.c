@@ -3,7 +3,6 @@
  * with dfcache, real read-only bind mounts, inside the private mount namespace ctest starts the
  * test in (root only; skipped otherwise).
  */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +65,8 @@ static void start_csi(struct fx *f, const char *extra_flag) {
     if (pid == 0) {
         int fd = open(f->csi_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
-        execl(CSI_PLUGIN_BIN, "csi-plugin", "--endpoint", ep, "--socket-dir", run,
-              "--kubelet-dir", f->kubelet, "--state-dir", f->state, "--node-id", "node-a",
+        execl(CSI_PLUGIN_BIN, "csi-plugin", "--endpoint", ep, "--socket-dir", run, "--kubelet-dir",
+              f->kubelet, "--state-dir", f->state, "--node-id", "node-a",
               "--content-fetch-timeout=2s", "--log-level=debug", sock_flag, extra_flag,
               (char *)NULL);
         _exit(127);
@@ -223,7 +223,7 @@ static unsigned mounts_on(const char *path) {
 }
 
 static bool same_bytes(const char *a, const char *b) {
-    char cmd[1000];
+    char cmd[2 * PATH_MAX + 32];
     snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
     return system(cmd) == 0;
 }
@@ -357,8 +357,45 @@ static void test_bad_attributes_refused(void **state) {
     assert_int_equal(pins(f), 0);
     /* A well-formed id of a task the node lacks: no mount, no pin left behind. */
     const char *missing = "00000000000000000000000000000000000000000000000000000000000000aa";
-    assert_true(PUBLISH(f, "missing", f->target, &err, "taskID", missing) != 0);
+    assert_int_equal(PUBLISH(f, "missing", f->target, &err, "taskID", missing), 5); /* NOT_FOUND */
+    /* dfdaemon's message, passed through. */
+    assert_non_null(strstr(err.msg, "dfdaemon ("));
+    assert_non_null(strstr(err.msg, missing));
     assert_int_equal(mounts_on(f->target), 0);
+    assert_int_equal(pins(f), 0);
+}
+
+static void test_dfdaemon_down(void **state) {
+    NEED_ROOT();
+    struct fx *f = *state;
+    struct dfc_error err;
+    assert_int_equal(PUBLISH(f, "v", f->target, &err, "taskID", f->id_a), 0);
+    assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
+    /* A content publish is UNAVAILABLE (kubelet retries), naming dfdaemon's socket. */
+    char target2[700];
+    snprintf(target2, sizeof(target2), "%s/pods/4444/volumes/kubernetes.io~csi/m", f->kubelet);
+    char cmd[800];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", target2);
+    assert_int_equal(system(cmd), 0);
+    strcat(target2, "/mount");
+    assert_int_equal(PUBLISH(f, "v2", target2, &err, "taskID", f->id_a), 14);
+    assert_non_null(strstr(err.msg, f->h.socket));
+    struct stat st;
+    assert_int_equal(stat(target2, &st), -1); /* the target it made is gone again */
+    /* The published volume still reads: the mount holds the store's inodes. */
+    char p[700];
+    snprintf(p, sizeof(p), "%s/content", f->target);
+    assert_true(same_bytes(p, f->file_a));
+    /* Its unpublish takes the mount off but cannot release the pin: UNAVAILABLE, retried. */
+    assert_int_equal(unpublish(f, "v", f->target, &err), 14);
+    assert_int_equal(mounts_on(f->target), 0);
+    /* Socket volumes never ask dfdaemon: both calls work while it is down. */
+    assert_int_equal(PUBLISH(f, "sock", target2, &err, "csi.storage.k8s.io/ephemeral", "true"), 0);
+    assert_int_equal(unpublish(f, "sock", target2, &err), 0);
+    /* dfdaemon back: the retried unpublish releases the pin. */
+    harness_restart(&f->h);
+    assert_int_equal(pins(f), 1);
+    assert_int_equal(unpublish(f, "v", f->target, &err), 0);
     assert_int_equal(pins(f), 0);
 }
 
@@ -388,9 +425,8 @@ static void test_allow_rules(void **state) {
     assert_int_equal(mounts_on(f->target), 1);
     assert_int_equal(unpublish(f, "v", f->target, &err), 0);
     /* Socket volumes are not subject to the rules. */
-    assert_int_equal(PUBLISH(f, "sock", f->target, &err, "csi.storage.k8s.io/pod.namespace",
-                             "default"),
-                     0);
+    assert_int_equal(
+        PUBLISH(f, "sock", f->target, &err, "csi.storage.k8s.io/pod.namespace", "default"), 0);
     assert_int_equal(unpublish(f, "sock", f->target, &err), 0);
 }
 
@@ -474,8 +510,7 @@ static void test_storage_class_parameters_reach_the_context(void **state) {
     /* Bad parameters are refused at CreateVolume already. */
     p1.value = "nothex";
     r.name = "pvc-2";
-    assert_int_equal(grpc(dfc_rpc_unary(f->c, &create_volume_m, &r.base, 10000, &resp_, &err)),
-                     3);
+    assert_int_equal(grpc(dfc_rpc_unary(f->c, &create_volume_m, &r.base, 10000, &resp_, &err)), 3);
     assert_non_null(strstr(err.msg, "parameters: taskID"));
 }
 
@@ -505,6 +540,7 @@ int main(void) {
         T(test_bad_attributes_refused),
         cmocka_unit_test_setup_teardown(test_allow_rules, setup_allow, teardown),
         T(test_stale_pin_released_at_start),
+        T(test_dfdaemon_down),
         T(test_storage_class_parameters_reach_the_context),
     };
     if (harness_resolve_methods(client_methods, DFC_RPC_N(client_methods)) < 0) {
