@@ -343,8 +343,8 @@ int csi_content_reconcile(struct csi_driver *d, unsigned *ret_released, struct d
     for (size_t i = 0; i < resp->n_volumes && r >= 0; i++) {
         const Dfc__Dfdaemon__V1__ContentVolume *v = resp->volumes[i];
         /* Only this plugin's pins: named as it names them, targets below its kubelet dir. */
-        if (strncmp(v->pin_id, "cv-", 3) != 0 || strncmp(v->target_path, d->cfg.kubelet_dir, kl) ||
-            v->target_path[kl] != '/') {
+        if (strncmp(v->pin_id, "cv-", 3) != 0 ||
+            strncmp(v->target_path, d->cfg.kubelet_dir, kl) != 0 || v->target_path[kl] != '/') {
             continue;
         }
         r = release_if_stale(d, v->pin_id, v->target_path, v->path, err);

@@ -123,7 +123,8 @@ static int content_context(struct dfc_rpc_call *call, const Csi__V1__CreateVolum
     if (r < 0) {
         return dfc_error_prefix(err, "parameters");
     }
-    vol->volume_context = dfc_rpc_call_alloc(call, n * sizeof(*vol->volume_context));
+    vol->volume_context =
+        dfc_rpc_call_alloc(call, n * sizeof(Csi__V1__Volume__VolumeContextEntry *));
     if (vol->volume_context == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }

@@ -222,6 +222,15 @@ static unsigned mounts_on(const char *path) {
     return ms.count;
 }
 
+/* Another pod's target path (its parent made, as kubelet makes it) into buf. */
+static void other_target(struct fx *f, const char *pod_uid, char *buf, size_t size) {
+    char cmd[800];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s/pods/%s/volumes/kubernetes.io~csi/m'", f->kubelet,
+             pod_uid);
+    assert_int_equal(system(cmd), 0);
+    snprintf(buf, size, "%s/pods/%s/volumes/kubernetes.io~csi/m/mount", f->kubelet, pod_uid);
+}
+
 static bool same_bytes(const char *a, const char *b) {
     char cmd[2 * PATH_MAX + 32];
     snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
@@ -307,11 +316,7 @@ static void test_one_task_default_name_and_file_name(void **state) {
     assert_true(same_bytes(p, f->file_a));
     /* A second pod's volume of the same task, named: its own pin, the same inode. */
     char target2[700];
-    snprintf(target2, sizeof(target2), "%s/pods/2222/volumes/kubernetes.io~csi/m", f->kubelet);
-    char cmd[800];
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", target2);
-    assert_int_equal(system(cmd), 0);
-    strcat(target2, "/mount");
+    other_target(f, "2222", target2, sizeof(target2));
     assert_int_equal(
         PUBLISH(f, "vol-2", target2, &err, "taskID", f->id_a, "fileName", "config.json"), 0);
     assert_int_equal(pins(f), 2);
@@ -373,11 +378,7 @@ static void test_dfdaemon_down(void **state) {
     assert_int_equal(harness_stop(&f->h, SIGTERM), 0);
     /* A content publish is UNAVAILABLE (kubelet retries), naming dfdaemon's socket. */
     char target2[700];
-    snprintf(target2, sizeof(target2), "%s/pods/4444/volumes/kubernetes.io~csi/m", f->kubelet);
-    char cmd[800];
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", target2);
-    assert_int_equal(system(cmd), 0);
-    strcat(target2, "/mount");
+    other_target(f, "4444", target2, sizeof(target2));
     assert_int_equal(PUBLISH(f, "v2", target2, &err, "taskID", f->id_a), 14);
     assert_non_null(strstr(err.msg, f->h.socket));
     struct stat st;
@@ -436,11 +437,7 @@ static void test_stale_pin_released_at_start(void **state) {
     struct dfc_error err;
     assert_int_equal(PUBLISH(f, "v", f->target, &err, "taskID", f->id_b), 0);
     char target2[700];
-    snprintf(target2, sizeof(target2), "%s/pods/3333/volumes/kubernetes.io~csi/m", f->kubelet);
-    char cmd[800];
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", target2);
-    assert_int_equal(system(cmd), 0);
-    strcat(target2, "/mount");
+    other_target(f, "3333", target2, sizeof(target2));
     assert_int_equal(PUBLISH(f, "v", target2, &err, "taskID", f->id_b), 0);
     assert_int_equal(pins(f), 2);
     /* While the plugin is away, the first volume's mount goes (a node reboot, kubelet's own
