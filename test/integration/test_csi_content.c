@@ -258,6 +258,24 @@ static int store_links_to(struct fx *f, const char *file, char *pin_dir) {
     return found_in_store;
 }
 
+struct log_want {
+    const char *path, *a, *b; /* a line holding both */
+};
+
+static bool logged(void *arg) {
+    const struct log_want *w = arg;
+    FILE *f = fopen(w->path, "re");
+    char line[4096];
+    bool yes = false;
+    while (f != NULL && !yes && fgets(line, sizeof(line), f) != NULL) {
+        yes = strstr(line, w->a) != NULL && strstr(line, w->b) != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return yes;
+}
+
 /* ---- tests ---- */
 
 static void test_two_files_published_read_only_without_copy(void **state) {
@@ -302,6 +320,11 @@ static void test_two_files_published_read_only_without_copy(void **state) {
     assert_int_equal(stat(f->target, &st), -1);
     assert_int_equal(pins(f), 0);
     assert_int_equal(unpublish(f, "vol-1", f->target, &err), 0);
+    /* One log line per call, naming the pin (the layer logs after answering: wait for it). */
+    struct log_want pub = {f->csi_log, "volume=content", "pin_id=cv-"};
+    struct log_want unpub = {f->csi_log, "NodeUnpublishVolume", "pin_id=cv-"};
+    assert_true(test_wait_for(logged, &pub, 3000));
+    assert_true(test_wait_for(logged, &unpub, 3000));
     /* The content is still in the store, its file intact. */
     assert_int_equal(DFCACHE(f, "stat", f->id_b), 0);
 }
