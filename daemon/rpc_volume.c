@@ -208,15 +208,15 @@ static int list(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *r
     if (r < 0) {
         return r;
     }
-    resp->volumes = dfc_rpc_call_alloc(call, (n ? n : 1) * sizeof(*resp->volumes));
+    resp->volumes = dfc_rpc_call_alloc(call, (n ? n : 1) * sizeof(ContentVolume *));
     r = resp->volumes == NULL ? -ENOMEM : 0;
     for (size_t i = 0; i < n && r == 0; i++) {
         ContentVolume *v =
             (void *)dfc_rpc_call_new_msg(call, &dfc__dfdaemon__v1__content_volume__descriptor);
         char path[PATH_MAX];
         (void)dfd_storage_volume_path(svc->storage, pins[i].pin_id, path, sizeof(path));
-        if (v == NULL || (v->files = dfc_rpc_call_alloc(call, pins[i].n_files * sizeof(*v->files) +
-                                                                  1)) == NULL) {
+        if (v == NULL || (v->files = dfc_rpc_call_alloc(
+                              call, pins[i].n_files * sizeof(ContentVolumeFile *) + 1)) == NULL) {
             r = -ENOMEM;
             break;
         }

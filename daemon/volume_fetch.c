@@ -19,7 +19,7 @@ struct job {
     struct job *next;
     struct dfd_vfetch *v;
     char id[DFD_TASK_ID_LEN + 1];
-    int refs; /* the thread's and each waiter's */
+    unsigned waiters; /* publishes looking at it: the thread frees it once none is left */
     bool done;
     int r;
     struct dfc_error err;
@@ -66,13 +66,6 @@ void dfd_vfetch_free(struct dfd_vfetch *v) {
     pthread_cond_destroy(&v->cv);
     pthread_mutex_destroy(&v->mu);
     free(v);
-}
-
-/* With v->mu held. */
-static void unref(struct job *j) {
-    if (--j->refs == 0) {
-        free(j);
-    }
 }
 
 static int on_started(void *arg, uint64_t content_length, struct dfc_error *err) {
@@ -126,28 +119,32 @@ static void *job_main(void *arg) {
                 dfc_error_msg(&e));
     }
     pthread_mutex_lock(&v->mu);
+    j->done = true;
+    j->r = r;
+    j->err = e;
+    pthread_cond_broadcast(&v->cv);
+    while (j->waiters > 0) { /* they read the result; a new one may still join meanwhile */
+        pthread_cond_wait(&v->cv, &v->mu);
+    }
     for (struct job **p = &v->jobs; *p != NULL; p = &(*p)->next) {
         if (*p == j) {
             *p = j->next;
             break;
         }
     }
-    j->done = true;
-    j->r = r;
-    j->err = e;
-    unref(j);
+    free(j);
     v->running--;
     pthread_cond_broadcast(&v->cv);
     pthread_mutex_unlock(&v->mu);
     return NULL;
 }
 
-/* With v->mu held: the download of id, started when there is none; a reference for the
- * caller. */
+/* With v->mu held: the download of id, started when there is none, with the caller counted
+ * among its waiters. */
 static int get_job(struct dfd_vfetch *v, const char *id, struct job **ret, struct dfc_error *err) {
     for (struct job *j = v->jobs; j != NULL; j = j->next) {
         if (strcmp(j->id, id) == 0) {
-            j->refs++;
+            j->waiters++;
             *ret = j;
             return 0;
         }
@@ -165,7 +162,7 @@ static int get_job(struct dfd_vfetch *v, const char *id, struct job **ret, struc
     }
     j->v = v;
     snprintf(j->id, sizeof(j->id), "%s", id);
-    j->refs = 2;
+    j->waiters = 1;
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
@@ -209,7 +206,7 @@ static int progress(struct job **jobs, size_t n, struct dfc_error *err) {
 
 int dfd_vfetch_wait(struct dfd_vfetch *v, const char *const *ids, size_t n, int64_t deadline_ns,
                     struct dfc_error *err) {
-    struct job **jobs = calloc(n ? n : 1, sizeof(*jobs));
+    struct job **jobs = calloc(n ? n : 1, sizeof(struct job *));
     if (jobs == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
@@ -241,8 +238,9 @@ int dfd_vfetch_wait(struct dfd_vfetch *v, const char *const *ids, size_t n, int6
         }
     }
     for (size_t i = 0; i < got; i++) {
-        unref(jobs[i]);
+        jobs[i]->waiters--;
     }
+    pthread_cond_broadcast(&v->cv); /* a download done may go now */
     pthread_mutex_unlock(&v->mu);
     free(jobs);
     return r;

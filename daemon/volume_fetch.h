@@ -5,8 +5,9 @@
  * deadline leaves the download going and its retry finds it further on (or done).
  *
  * One download per task id at a time: a publish that names a task already downloading waits
- * for that one. A download unlinks itself when it ends; a failed one is started afresh by the
- * next publish. At most DFD_VFETCH_MAX run at once (more: -EAGAIN, RESOURCE_EXHAUSTED).
+ * for that one. A download that ended stays listed while publishes are reading its result,
+ * then unlinks and frees itself; a failed one is started afresh by the next publish. At most
+ * DFD_VFETCH_MAX run at once (more: -EAGAIN, RESOURCE_EXHAUSTED).
  *
  * Threads and locks: one detached thread per download; one mutex and a CLOCK_MONOTONIC
  * condvar guard the list, each download's progress and the running count.

@@ -188,6 +188,21 @@ static int build(struct dfd_storage *s, struct dfd_pin *p, char *ret_missing,
 
 /* ---- pin, unpin, list ---- */
 
+/* Whether dir holds every file of p (a missing one means the directory is made again). */
+static bool complete(const struct dfd_pin *p, const char *dir) {
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        return false;
+    }
+    for (size_t i = 0; i < p->n_files; i++) {
+        struct stat st;
+        if (fstatat(dfd, p->files[i].name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool has_file(const struct dfd_pin *p, const struct dfd_pin_file *f) {
     for (size_t i = 0; i < p->n_files; i++) {
         if (strcmp(p->files[i].name, f->name) == 0) {
@@ -219,13 +234,20 @@ int dfd_storage_pin(struct dfd_storage *s, struct dfd_pin *want, int64_t now_ns,
     struct dfd_pin old;
     r = dfd_metadata_pin_get(s->md, want->pin_id, &old, err);
     if (r == 0) {
-        bool same = same_files(&old, want);
+        bool same = same_files(&old, want), whole = same && complete(&old, ret_path);
         *ret_verity = old.verity;
         dfd_pin_done(&old);
-        r = same ? 0
-                 : dfc_error_set(err, -EEXIST, "pin_id %s is already published with other files",
-                                 want->pin_id);
-    } else if (r == -ENOENT) {
+        if (!same) {
+            r = dfc_error_set(err, -EEXIST, "pin_id %s is already published with other files",
+                              want->pin_id);
+        } else if (!whole) {
+            /* Its directory was removed or changed behind the daemon's back: made again, as
+             * recovery at open does (or refused when a task is gone). */
+            r = dfd_metadata_pin_delete(s->md, want->pin_id, err);
+            r = r < 0 ? r : -ENOENT;
+        }
+    }
+    if (r == -ENOENT) {
         want->created_at_ns = now_ns;
         r = build(s, want, ret_missing, err);
         *ret_verity = want->verity;
@@ -308,22 +330,6 @@ int dfd_storage_verity_probe(struct dfd_storage *s, struct dfc_error *err) {
 }
 
 /* ---- recovery at open ---- */
-
-/* Whether dir holds every file of p (links to what, the content's size was checked by
- * check_rows; a missing one means the directory is rebuilt). */
-static bool complete(const struct dfd_pin *p, const char *dir) {
-    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        return false;
-    }
-    for (size_t i = 0; i < p->n_files; i++) {
-        struct stat st;
-        if (fstatat(dfd, p->files[i].name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
-            return false;
-        }
-    }
-    return true;
-}
 
 int dfd__pins_recover(struct dfd_storage *s, struct dfd_recovery *rec, struct dfc_error *err) {
     if (mkdir(s->volumes_dir, 0755) < 0 && errno != EEXIST) {

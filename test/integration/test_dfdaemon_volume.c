@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <limits.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -376,6 +378,7 @@ static void test_rm_hides_and_frees_at_last_unpublish(void **state) {
     assert_int_equal(stat(content, &st), 0);
     assert_int_equal(st.st_nlink, 3); /* content/ and two volumes */
     assert_int_equal(DFCACHE(f, "rm", id), 0);
+    assert_true(harness_log_has(&f->h, "event=delete.pinned"));
     /* Hidden: stat, ls and new pins see no task; the volumes still read it. */
     assert_int_equal(DFCACHE(f, "stat", id), 1);
     assert_int_equal(DFCACHE(f, "ls"), 0);
@@ -463,15 +466,110 @@ static void test_recovery_at_start(void **state) {
     dfc_rpc_msg_free(&l->base);
 }
 
-int main(void) {
+/* ---- --caller: this binary re-executed as another uid ---- */
+
+static char self_exe[PATH_MAX];
+
+/* "--caller <uid> <socket> publish|unpublish <pin> [<task id>]": prints the gRPC code. */
+static int caller_main(int argc, char **argv) {
+    if (argc < 6) {
+        return 2;
+    }
+    uid_t uid = (uid_t)strtoul(argv[2], NULL, 10);
+    if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0) {
+        perror("caller: drop to uid");
+        return 2;
+    }
+    struct harness_fx f = {0};
+    struct dfc_error err = {0};
+    if (harness_client_new(argv[3], NULL, &f.c, &err) < 0) {
+        return 2;
+    }
+    int code = strcmp(argv[4], "publish") == 0 && argc == 7
+                   ? publish1(&f, argv[5], "f", argv[6], NULL, &err)
+                   : unpublish(&f, argv[5], &err);
+    printf("%d\t%s\n", code, code != 0 ? err.msg : "");
+    dfc_rpc_client_free(f.c);
+    return 0;
+}
+
+/* Runs this binary as uid with args; its stdout into out. argv is made before the fork: this
+ * process has gRPC's threads, so the child only execs. */
+static void run_caller(struct harness_fx *f, int uid, char *out, size_t size,
+                       const char *const *args) {
+    char uid_s[16];
+    snprintf(uid_s, sizeof(uid_s), "%d", uid);
+    const char *argv[10] = {self_exe, "--caller", uid_s, f->h.socket};
+    int n = 4;
+    for (int i = 0; args[i] != NULL && n < 9; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execv(self_exe, (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < size && (k = read(p[0], out + got, size - 1 - got)) > 0) {
+        got += (size_t)k;
+    }
+    out[got] = '\0';
+    close(p[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Publish and Unpublish only from root or the daemon's uid: another uid is PERMISSION_DENIED
+ * and changes nothing; List stays open. */
+static void test_other_uids_may_not_publish(void **state) {
+    struct harness_fx *f = *state;
+    if (geteuid() != 0) {
+        test_skip("needs root to run a caller as another uid");
+    }
+    char id[65], out[1024], dir[600];
+    struct dfc_error err;
+    import(f, "u.bin", 3000, 9, id);
+    run_caller(f, 65534, out, sizeof(out), (const char *const[]){"publish", "u", id, NULL});
+    if (strncmp(out, "7\t", 2) != 0 || strstr(out, "uid 65534 may not") == NULL) {
+        fail_msg("publish as uid 65534: %s", out);
+    }
+    volume_path(f, "u", NULL, dir, sizeof(dir));
+    assert_false(exists(dir));
+    assert_int_equal(publish1(f, "u", "f", id, NULL, &err), 0);
+    run_caller(f, 65534, out, sizeof(out), (const char *const[]){"unpublish", "u", NULL});
+    assert_int_equal(strncmp(out, "7\t", 2), 0);
+    assert_true(exists(dir));
+}
+
+int main(int argc, char **argv) {
     if (harness_resolve_methods(rows, DFC_RPC_N(rows)) < 0) {
         return 1;
     }
+    if (argc > 1 && strcmp(argv[1], "--caller") == 0) {
+        return caller_main(argc, argv);
+    }
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        return 1;
+    }
+    self_exe[n] = '\0';
 #define T(fn) cmocka_unit_test_setup_teardown(fn, harness_fx_setup, harness_fx_teardown)
     const struct CMUnitTest tests[] = {
         T(test_publish_unpublish_idempotent),
         T(test_volume_file_not_writable),
         T(test_bad_input),
+        T(test_other_uids_may_not_publish),
         T(test_pins_survive_ttl_and_eviction),
         T(test_rm_hides_and_frees_at_last_unpublish),
         T(test_pins_survive_restarts),
