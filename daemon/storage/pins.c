@@ -66,23 +66,35 @@ int dfd_storage_volume_path(const struct dfd_storage *s, const char *pin_id, cha
     return dfd__pathf(buf, size, "%s/%s", s->volumes_dir, pin_id);
 }
 
-/* Removes a volume directory (0555: made writable first) and its links; fine when absent. */
+/* Removes a volume directory (0555: made writable first) and its links; fine when absent.
+ * Never follows a symbolic link: anything but a directory is only unlinked. */
 static int rm_volume(const char *path) {
-    if (chmod(path, 0700) < 0) {
+    struct stat st;
+    if (lstat(path, &st) < 0) {
         return errno == ENOENT ? 0 : -errno;
     }
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        return -errno;
+    if (!S_ISDIR(st.st_mode)) {
+        return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
     }
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        int r = -errno;
+        if (fd >= 0) {
+            close(fd);
+        }
+        return r;
+    }
+    (void)fchmod(fd, 0700);
     struct dirent *de;
     int r = 0;
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
             continue;
         }
-        if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT && r == 0) {
-            r = -errno;
+        if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT &&
+            unlinkat(fd, de->d_name, AT_REMOVEDIR) < 0 && r == 0) {
+            r = -errno; /* a directory that is not empty: the volume was never one of ours */
         }
     }
     closedir(d);

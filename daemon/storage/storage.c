@@ -67,24 +67,6 @@
 
 /* ---- small file helpers ---- */
 
-/* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. storage.dir is limited at
- * open so that every path built under it fits. */
-int dfd__pathf(char *buf, size_t size, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, size, fmt, ap);
-    va_end(ap);
-    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
-}
-
-int dfd__fsync_dir(const char *path) {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) < 0) {
-        return -errno;
-    }
-    return 0;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st;
     (void)ftw;
@@ -101,10 +83,6 @@ static int rm_rf(const char *path) {
         return errno == ENOENT ? 0 : -errno;
     }
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 ? -errno : 0;
-}
-
-void dfd__task_path(const struct dfd_storage *s, const char *id, char *buf, size_t size) {
-    (void)dfd__pathf(buf, size, "%s/%.3s/%s", s->content_dir, id, id);
 }
 
 /* ---- open and recovery ---- */
@@ -502,18 +480,6 @@ int dfd_storage_set_registration(struct dfd_storage *s, const struct dfd_task_me
                                  struct dfc_error *err) {
     return dfd_metadata_set_registration(s->md, t->id, t->created_at_ns, expect, peer_id, later,
                                          err);
-}
-
-int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
-                             struct dfc_error *err) {
-    char path[PATH_MAX];
-    dfd__task_path(s, id, path, sizeof(path));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return dfc_error_errno(err, -errno, "open the content of task %s", id);
-    }
-    *ret_fd = fd;
-    return 0;
 }
 
 /* The row (all of it, or only while it is still *expect), then the content; under commit_mu,

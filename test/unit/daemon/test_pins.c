@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,13 +146,13 @@ static void test_gc_spares_pins_and_delete_hides(void **state) {
 struct race {
     struct fx *f;
     struct dfd_task_meta t;
-    volatile bool stop;
+    atomic_bool stop;
 };
 
 static void *evictor(void *arg) {
     struct race *r = arg;
     struct dfc_error err;
-    while (!r->stop) {
+    while (!atomic_load(&r->stop)) {
         bool deleted = false;
         struct dfd_task_meta t;
         if (dfd_storage_get(r->f->s, r->t.id, &t, &err) == 0) {
@@ -186,7 +187,7 @@ static void test_pin_races_eviction(void **state) {
             dfd_task_meta_done(&again);
         }
     }
-    r.stop = true;
+    atomic_store(&r.stop, true);
     pthread_join(th, NULL);
     dfd_task_meta_done(&r.t);
 }
@@ -202,13 +203,28 @@ static void test_recovery_at_open(void **state) {
     assert_int_equal(system(cmd), 0);
     snprintf(stale, sizeof(stale), "%s/volumes/.tmp", f->store);
     assert_int_equal(mkdir(stale, 0555), 0);
+    /* A symbolic link in volumes/ is removed, never followed. */
+    char outside[PATH_MAX], outside_file[PATH_MAX + 8], link[PATH_MAX + 16];
+    snprintf(outside, sizeof(outside), "%s/outside", f->dir);
+    assert_int_equal(mkdir(outside, 0755), 0);
+    snprintf(outside_file, sizeof(outside_file), "%s/kept", outside);
+    FILE *fp = fopen(outside_file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(link, sizeof(link), "%s/volumes/evil", f->store);
+    assert_int_equal(symlink(outside, link), 0);
     struct dfd_recovery rec;
     reopen(f, &rec);
     assert_int_equal(rec.pins, 1);
     assert_int_equal(rec.rebuilt_pins, 1);
-    assert_int_equal(rec.stale_volumes, 1);
+    assert_int_equal(rec.stale_volumes, 2);
     assert_int_equal(rec.dropped_pins, 0);
     assert_false(exists(stale));
+    assert_false(exists(link));
+    assert_true(exists(outside_file));
+    struct stat o;
+    assert_int_equal(stat(outside, &o), 0);
+    assert_int_equal(o.st_mode & 07777, 0755);
     char file[PATH_MAX + 8], content[PATH_MAX];
     snprintf(file, sizeof(file), "%s/f", path);
     snprintf(content, sizeof(content), "%s/content/persistent-cache-tasks/%.3s/%s", f->store, a.id,
