@@ -8,15 +8,21 @@
  * directory), so CreateVolume only records name -> requested capacity, one small file per
  * volume under the state dir, written atomically; the record exists so that the same name with
  * another capacity is refused (ALREADY_EXISTS) and a deleted or foreign id is NOT_FOUND.
+ *
+ * A StorageClass whose parameters name tasks (taskID, fileName, files: content.h) makes content
+ * volumes: the parameters are checked here (INVALID_ARGUMENT naming the attribute) and handed
+ * on in the volume's context, where NodePublishVolume finds them.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "content.h"
 #include "csi/csi.pb-c.h"
 #include "dfc/id.h"
 #include "dfc/units.h"
@@ -90,6 +96,55 @@ static int check_capabilities(Csi__V1__VolumeCapability *const *caps, size_t n,
     return 0;
 }
 
+/* Checks a content StorageClass's parameters and copies them into the volume's context. */
+static int content_context(struct dfc_rpc_call *call, const Csi__V1__CreateVolumeRequest *req,
+                           Csi__V1__Volume *vol, struct dfc_error *err) {
+    static const char *const keys[] = {CSI_CONTENT_KEY_TASK_ID, CSI_CONTENT_KEY_FILE_NAME,
+                                       CSI_CONTENT_KEY_FILES};
+    const char *values[3] = {NULL, NULL, NULL};
+    size_t n = 0;
+    for (size_t i = 0; i < req->n_parameters; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            if (strcmp(req->parameters[i]->key, keys[k]) == 0) {
+                n += values[k] == NULL;
+                values[k] = req->parameters[i]->value;
+            }
+        }
+    }
+    if (n == 0) {
+        return 0; /* a socket volume: every other parameter is ignored, as before */
+    }
+    struct csi_content_spec *spec = malloc(sizeof(*spec));
+    if (spec == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    int r = csi_content_parse(values[0], values[1], values[2], spec, err);
+    free(spec);
+    if (r < 0) {
+        return dfc_error_prefix(err, "parameters");
+    }
+    vol->volume_context =
+        dfc_rpc_call_alloc(call, n * sizeof(Csi__V1__Volume__VolumeContextEntry *));
+    if (vol->volume_context == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < 3; k++) {
+        if (values[k] == NULL) {
+            continue;
+        }
+        Csi__V1__Volume__VolumeContextEntry *e =
+            (Csi__V1__Volume__VolumeContextEntry *)dfc_rpc_call_new_msg(
+                call, &csi__v1__volume__volume_context_entry__descriptor);
+        if (e == NULL) {
+            return dfc_error_set(err, -ENOMEM, "out of memory");
+        }
+        e->key = (char *)keys[k];
+        e->value = (char *)values[k]; /* the request outlives the response's packing */
+        vol->volume_context[vol->n_volume_context++] = e;
+    }
+    return 0;
+}
+
 static int create_volume(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                          ProtobufCMessage *resp_, struct dfc_error *err) {
     struct csi_driver *d = drv;
@@ -109,6 +164,10 @@ static int create_volume(void *drv, struct dfc_rpc_call *call, const ProtobufCMe
     if (req->volume_content_source != NULL) {
         return dfc_error_set(err, -EINVAL,
                              "volume_content_source is not supported: volumes hold no data");
+    }
+    Csi__V1__Volume content = CSI__V1__VOLUME__INIT; /* only its context, in the call's arena */
+    if ((r = content_context(call, req, &content, err)) < 0) {
+        return r;
     }
     int64_t want = 0;
     if (req->capacity_range != NULL) {
@@ -143,6 +202,8 @@ static int create_volume(void *drv, struct dfc_rpc_call *call, const ProtobufCMe
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
     resp->volume->capacity_bytes = want;
+    resp->volume->n_volume_context = content.n_volume_context;
+    resp->volume->volume_context = content.volume_context;
     return 0;
 }
 

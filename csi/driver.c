@@ -74,14 +74,23 @@ int csi_driver_init(struct csi_driver *d, const struct csi_config *cfg,
         pthread_mutex_init(&d->locks[i], NULL);
     }
     pthread_mutex_init(&d->records_mu, NULL);
-    return 0;
+    pthread_mutex_init(&d->reconciler_mu, NULL);
+    pthread_cond_init(&d->reconciler_cv, NULL);
+    int r = csi__content_init(d, err);
+    if (r < 0) {
+        csi_driver_done(d);
+    }
+    return r;
 }
 
 void csi_driver_done(struct csi_driver *d) {
+    csi__content_done(d);
     for (int i = 0; i < CSI_LOCK_STRIPES; i++) {
         pthread_mutex_destroy(&d->locks[i]);
     }
     pthread_mutex_destroy(&d->records_mu);
+    pthread_mutex_destroy(&d->reconciler_mu);
+    pthread_cond_destroy(&d->reconciler_cv);
 }
 
 /* ---- Identity ---- */

@@ -239,4 +239,18 @@ static int linux_state(int parent_fd, int target_fd, struct csi_mount_state *ret
     return r;
 }
 
-const struct csi_mount_ops csi_mount_ops_linux = {linux_bind, linux_unmount, linux_state};
+static int linux_bind_content(const char *source, int target_fd) {
+    int tree = csi_open_tree_clone_nofollow(source);
+    if (tree < 0) {
+        return tree;
+    }
+    int r = csi_mount_seal(tree); /* sealed while detached: never visible writable */
+    if (r == 0) {
+        r = csi_move_mount(tree, target_fd);
+    }
+    close(tree);
+    return r;
+}
+
+const struct csi_mount_ops csi_mount_ops_linux = {linux_bind, linux_unmount, linux_state,
+                                                  linux_bind_content};

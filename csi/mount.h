@@ -30,6 +30,9 @@ struct csi_mount_ops {
     /* Fills *ret for target_fd, a directory opened by name beneath parent_fd (so at the top of
      * whatever is mounted there): the mounts stacked between the two. Negative errno. */
     int (*state)(int parent_fd, int target_fd, struct csi_mount_state *ret);
+    /* A content volume's bind: like bind, always read-only, nosuid and nodev, and source's
+     * last component is not followed when it is a symlink. */
+    int (*bind_content)(const char *source, int target_fd);
 };
 
 /* The real thing: open_tree + mount_setattr + move_mount, umount2 through /proc/self/fd,

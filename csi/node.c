@@ -12,16 +12,22 @@
  * a restart never stack mounts. Unpublish takes off every mount stacked on the target, then
  * removes the directory; a target that is not there is fine. Calls on one target are
  * serialized by a striped lock.
+ *
+ * A volume whose context names tasks is a content volume (content.h): validated, authorized
+ * against the allow rules with the pod identity of podInfoOnMount, then published by
+ * content_node.c; its unpublish is the socket volume's, then the pin's release.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "content.h"
 #include "csi/csi.pb-c.h"
 #include "driver.h"
 #include "driver_internal.h"
@@ -49,7 +55,7 @@ int csi__check_capability(const Csi__V1__VolumeCapability *cap, const char *fiel
     return 0;
 }
 
-static pthread_mutex_t *lock_for(struct csi_driver *d, const char *path) {
+pthread_mutex_t *csi__lock_for(struct csi_driver *d, const char *path) {
     uint32_t h = 2166136261u; /* FNV-1a */
     for (const char *p = path; *p; p++) {
         h = (h ^ (uint8_t)*p) * 16777619u;
@@ -77,8 +83,7 @@ static bool shows_socket_dir(const struct csi_driver *d, int fd) {
            a.st_ino == b.st_ino;
 }
 
-/* Opens the target beneath its parent descriptor, at the top of whatever is mounted there. */
-static int open_target(const struct csi_target *t, struct dfc_error *err) {
+int csi__open_target(const struct csi_target *t, struct dfc_error *err) {
     int fd = csi_openat_beneath(t->parent_fd, t->base, O_PATH | O_DIRECTORY);
     if (fd == -ELOOP) {
         return dfc_error_set(err, -EINVAL, "target_path `%s` is a symlink", t->path);
@@ -146,7 +151,7 @@ static int publish_locked(struct csi_driver *d, const struct csi_target *t, bool
     } else if (errno != EEXIST) {
         return dfc_error_errno(err, -errno, "create target_path `%s`", t->path);
     }
-    int fd = open_target(t, err);
+    int fd = csi__open_target(t, err);
     if (fd == -ENOENT) {
         fd = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
                            "target_path `%s` was removed while being published", t->path);
@@ -159,6 +164,66 @@ static int publish_locked(struct csi_driver *d, const struct csi_target *t, bool
     return r;
 }
 
+/* The volume context's values the node service reads (NULL: absent). */
+struct context {
+    const char *task_id, *file_name, *files, *pod_namespace, *service_account;
+};
+
+static void read_context(struct dfc_rpc_call *call, const Csi__V1__NodePublishVolumeRequest *req,
+                         struct context *c) {
+    memset(c, 0, sizeof(*c));
+    const struct {
+        const char *key;
+        const char **value;
+    } keys[] = {
+        {CSI_CONTENT_KEY_TASK_ID, &c->task_id},
+        {CSI_CONTENT_KEY_FILE_NAME, &c->file_name},
+        {CSI_CONTENT_KEY_FILES, &c->files},
+        {CSI_POD_NAMESPACE_KEY, &c->pod_namespace},
+        {CSI_POD_SERVICE_ACCOUNT_KEY, &c->service_account},
+    };
+    for (size_t i = 0; i < req->n_volume_context; i++) {
+        const char *key = req->volume_context[i]->key, *value = req->volume_context[i]->value;
+        if (strcmp(key, EPHEMERAL_KEY) == 0) {
+            dfc_rpc_call_log_field(call, "ephemeral", value);
+        }
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+            if (strcmp(key, keys[k].key) == 0) {
+                *keys[k].value = value;
+            }
+        }
+        /* Every other key (pod name and uid, provisioner identity, ...) is ignored. */
+    }
+}
+
+/* Publishes a content volume (spec) on t: authorized first, then under the target's lock. */
+static int publish_content(struct csi_driver *d, struct dfc_rpc_call *call,
+                           const Csi__V1__NodePublishVolumeRequest *req, const struct context *c,
+                           const struct csi_content_spec *spec, struct dfc_error *err) {
+    if (c->pod_namespace != NULL) {
+        dfc_rpc_call_log_field(call, "pod_namespace", c->pod_namespace);
+    }
+    int r = csi_content_authorize(&d->cfg.content_allow, c->pod_namespace, c->service_account, err);
+    struct csi_target t = {.parent_fd = -1};
+    if (r == 0) {
+        r = csi_check_target(d->cfg.kubelet_dir, req->target_path, &t, err);
+        if (r == -ENOENT) {
+            r = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                              "the parent directory of target_path `%s` is missing",
+                              req->target_path);
+        }
+    }
+    if (r < 0) {
+        return r;
+    }
+    pthread_mutex_t *mu = csi__lock_for(d, t.path);
+    pthread_mutex_lock(mu);
+    r = csi__content_publish(d, call, req->volume_id, &t, spec, err);
+    pthread_mutex_unlock(mu);
+    csi_target_close(&t);
+    return r;
+}
+
 static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                         ProtobufCMessage *resp_, struct dfc_error *err) {
     struct csi_driver *d = drv;
@@ -168,6 +233,22 @@ static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMes
     int r = check_ids(req->volume_id, req->target_path, err);
     if (r == 0) {
         r = csi__check_capability(req->volume_capability, "volume_capability", err);
+    }
+    struct context c;
+    read_context(call, req, &c);
+    struct csi_content_spec *spec = NULL;
+    if (r == 0 && (c.task_id != NULL || c.files != NULL || c.file_name != NULL)) {
+        if ((spec = malloc(sizeof(*spec))) == NULL) {
+            return dfc_error_set(err, -ENOMEM, "out of memory");
+        }
+        r = csi_content_parse(c.task_id, c.file_name, c.files, spec, err);
+        if (r == 1) { /* always read-only, whatever the pod asked: no readonly rule applies */
+            dfc_rpc_call_log_field(call, "volume", "content");
+            r = publish_content(d, call, req, &c, spec, err);
+            free(spec);
+            return r;
+        }
+        free(spec);
     }
     if (r == 0 && d->cfg.require_readonly && !req->readonly) {
         r = dfc_error_set(err, -EINVAL,
@@ -186,13 +267,7 @@ static int node_publish(void *drv, struct dfc_rpc_call *call, const ProtobufCMes
     if (r < 0) {
         return r;
     }
-    for (size_t i = 0; i < req->n_volume_context; i++) {
-        if (strcmp(req->volume_context[i]->key, EPHEMERAL_KEY) == 0) {
-            dfc_rpc_call_log_field(call, "ephemeral", req->volume_context[i]->value);
-        }
-        /* Every other key (pod info, provisioner identity, ...) is ignored. */
-    }
-    pthread_mutex_t *mu = lock_for(d, t.path);
+    pthread_mutex_t *mu = csi__lock_for(d, t.path);
     pthread_mutex_lock(mu);
     r = publish_locked(d, &t, req->readonly, err);
     pthread_mutex_unlock(mu);
@@ -206,7 +281,7 @@ static int unpublish_locked(struct csi_driver *d, struct dfc_rpc_call *call,
                             const struct csi_target *t, struct dfc_error *err) {
     int r = 0;
     for (int i = 0; i < 64 && r == 0; i++) {
-        int fd = open_target(t, err);
+        int fd = csi__open_target(t, err);
         if (fd == -ENOENT) {
             return 0; /* gone: already unpublished */
         }
@@ -249,15 +324,19 @@ static int node_unpublish(void *drv, struct dfc_rpc_call *call, const ProtobufCM
     }
     struct csi_target t;
     r = csi_check_target(d->cfg.kubelet_dir, req->target_path, &t, err);
-    if (r == -ENOENT) {
-        return 0; /* nothing there: already unpublished (a reboot, a retry) */
-    }
-    if (r < 0) {
+    if (r < 0 && r != -ENOENT) {
         return r;
     }
-    pthread_mutex_t *mu = lock_for(d, t.path);
+    pthread_mutex_t *mu = csi__lock_for(d, t.path);
     pthread_mutex_lock(mu);
-    r = unpublish_locked(d, call, &t, err);
+    if (r == 0) {
+        r = unpublish_locked(d, call, &t, err);
+    } else {
+        r = 0; /* nothing there: already unpublished (a reboot, a retry) */
+    }
+    if (r == 0) { /* the mount is off: a content volume's pin goes too */
+        r = csi__content_release(d, call, req->volume_id, t.path, err);
+    }
     pthread_mutex_unlock(mu);
     csi_target_close(&t);
     return r;

@@ -16,6 +16,7 @@
 #include "dfc/fs.h"
 #include "dfc/log.h"
 #include "dfc/rpc_server.h"
+#include "dfc/units.h"
 #include "driver.h"
 #include "endpoints.h"
 #include "registration.h"
@@ -44,6 +45,9 @@ int csi_run(const struct csi_opts *o, const char *version, const struct dfc_serv
         .state_dir = o->state_dir,
         .require_readonly = o->require_readonly,
         .probe_dfdaemon = o->probe_dfdaemon,
+        .dfdaemon_socket = o->dfdaemon_socket,
+        .content_allow = {o->content_allow.n, o->content_allow.items},
+        .content_fetch_timeout_ms = o->content_fetch_timeout / DFC_NS_PER_MS,
     };
     if (cfg.node_id[0] == '\0') {
         cfg.node_id = "unknown-node"; /* NodeGetInfo must never fail */
@@ -66,6 +70,7 @@ int csi_run(const struct csi_opts *o, const char *version, const struct dfc_serv
                                      .metrics = csi_endpoints_registry(ep),
                                      .metrics_prefix = CSI_METRICS_PREFIX};
     r = csi_driver_init(&d, &cfg, &csi_mount_ops_linux, err);
+    bool driver_up = r == 0;
     if (r == 0 && (r = dfc_mkdir_parent(sock, 0755)) < 0) {
         dfc_error_errno(err, r, "create the directory of `%s`", sock);
     }
@@ -84,6 +89,9 @@ int csi_run(const struct csi_opts *o, const char *version, const struct dfc_serv
     if (r == 0) {
         r = dfc_rpc_server_start(server, err);
     }
+    if (r == 0) { /* content pins whose mount went while the plugin was away */
+        r = csi_driver_start_reconciler(&d, err);
+    }
     /* Registration last: kubelet calls the CSI socket as soon as it learns of it. */
     struct csi_registration reg = {0};
     if (r == 0 && o->registration_dir != NULL) {
@@ -97,6 +105,9 @@ int csi_run(const struct csi_opts *o, const char *version, const struct dfc_serv
     if (r < 0) {
         csi_endpoints_free(ep);
         dfc_rpc_server_free(server);
+        if (driver_up) {
+            csi_driver_done(&d);
+        }
         return r; /* logged as csi.failed */
     }
     DFC_LOG(DFC_LOG_INFO, "csi.ready",

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dfc/config.h"
 #include "dfc/error.h"
 #include "dfc/server_main.h"
 
@@ -26,6 +27,9 @@ struct csi_opts {
     char *state_dir;
     bool require_readonly;
     bool probe_dfdaemon;
+    char *dfdaemon_socket;                /* NULL or "": <socket_dir>/dfdaemon.sock */
+    struct dfc_config_list content_allow; /* --content-allow rules (content.h) */
+    int64_t content_fetch_timeout;        /* --content-fetch-timeout (ns) */
     char *metrics_address;
     char *health_address;
     char *registration_dir;  /* NULL: no kubelet registration (node-driver-registrar does it) */

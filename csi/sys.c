@@ -41,6 +41,12 @@
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
 #endif
+#ifndef MOUNT_ATTR_NOSUID
+#define MOUNT_ATTR_NOSUID 0x00000002
+#endif
+#ifndef MOUNT_ATTR_NODEV
+#define MOUNT_ATTR_NODEV 0x00000004
+#endif
 #ifndef STATX_MNT_ID
 #define STATX_MNT_ID 0x00001000U
 #endif
@@ -74,6 +80,19 @@ int csi_open_tree_clone(const char *source) {
 
 int csi_mount_set_readonly(int tree) {
     struct csi_mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+    return syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ? -errno
+                                                                                        : 0;
+}
+
+int csi_open_tree_clone_nofollow(const char *source) {
+    long fd = syscall(SYS_open_tree, AT_FDCWD, source,
+                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+int csi_mount_seal(int tree) {
+    struct csi_mount_attr attr = {.attr_set =
+                                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
     return syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ? -errno
                                                                                         : 0;
 }

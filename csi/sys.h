@@ -26,6 +26,13 @@ int csi_open_tree_clone(const char *source);
 /* mount_setattr(tree, MOUNT_ATTR_RDONLY) on the mount tree refers to. */
 int csi_mount_set_readonly(int tree);
 
+/* open_tree(source, OPEN_TREE_CLONE | AT_SYMLINK_NOFOLLOW): a detached, non-recursive bind of
+ * source, whose last component must not be a symlink. */
+int csi_open_tree_clone_nofollow(const char *source);
+
+/* mount_setattr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV). */
+int csi_mount_seal(int tree);
+
 /* move_mount(tree -> target_fd): attaches the detached tree on the directory target_fd
  * refers to, with no path resolved. */
 int csi_move_mount(int tree, int target_fd);

@@ -108,6 +108,14 @@ static const struct dfc_config_row rows[] = {
      .offset = F(max_tasks),
      .def = "65536",
      DFC_OPT_RANGE(1, 65536)},
+    /* Ours: how long PublishContentVolume waits for tasks this node lacks to arrive from peers
+     * when the call does not say (docs/content-volumes.md). */
+    {.key = "storage.volumes.fetchTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(volume_fetch_timeout),
+     .def = "30s",
+     .help = "how long publishing a content volume waits for missing tasks from peers",
+     DFC_OPT_RANGE(DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "storage.server.ip",
      .type = DFC_CFG_STRING,
      .offset = F(vortex_ip),
@@ -228,6 +236,13 @@ static const struct dfc_config_row rows[] = {
      .help = "a connection to the upload port that has not sent its first bytes (the HTTP/2 "
              "preface) this long after it was accepted is closed",
      DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
+    {.key = "upload.server.firstCallTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(upload_first_call_timeout),
+     .def = "10s",
+     .help = "a connection to the upload port that has started no call this long after its "
+             "first bytes arrived (a TLS handshake comes within it) is closed",
+     DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "upload.disableShared", .type = DFC_CFG_BOOL, .offset = F(disable_shared)},
     {.key = "security.tlsPolicy",
      .type = DFC_CFG_ENUM,
@@ -332,6 +347,22 @@ static const struct dfc_config_row rows[] = {
 
 const struct dfc_config_schema dfd_config_schema = {"dfdaemon", rows,
                                                     sizeof(rows) / sizeof(rows[0])};
+
+int dfd_config_check_files(const struct dfd_config *cfg, struct dfc_error *err) {
+    if (!dfd_config_p2p(cfg) || cfg->tls == DFC_TLS_OFF) {
+        return 0;
+    }
+    struct dfc_tls_files sides[] = {dfd_tls_upload_server(cfg), dfd_tls_upload_client(cfg),
+                                    dfd_tls_scheduler(cfg)};
+    const char *prefixes[] = {"upload.server.", "upload.client.", "scheduler."};
+    for (size_t i = 0; i < 3; i++) {
+        int r = dfc_tls_files_read(&sides[i], prefixes[i], err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
 
 int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
     int r = 0;

@@ -26,6 +26,7 @@ struct dfd_config {
     bool storage_keep;                /* storage.keep */
     bool unsafe_shared_inode_imports; /* storage.unsafeSharedInodeImports */
     uint64_t max_tasks;               /* storage.maxTasks */
+    int64_t volume_fetch_timeout;     /* storage.volumes.fetchTimeout (ns) */
     bool discard_broken;              /* --discard-broken-store (a flag only, never a config key) */
     int64_t gc_interval;              /* gc.interval (ns) */
     int64_t default_ttl;              /* gc.policy.persistentCacheTaskTTL (ns) */
@@ -57,6 +58,7 @@ struct dfd_config {
     uint64_t upload_max_connections; /* upload.server.maxConnections */
     uint64_t upload_max_connections_per_ip; /* upload.server.maxConnectionsPerIP */
     int64_t upload_first_bytes_timeout;     /* upload.server.firstBytesTimeout (ns) */
+    int64_t upload_first_call_timeout;      /* upload.server.firstCallTimeout (ns) */
     uint64_t upload_max_sync_host_streams;  /* upload.server.maxSyncHostStreamsPerHost */
     bool disable_shared;             /* upload.disableShared: never a parent or replica target */
     char *vortex_ip;                 /* storage.server.ip: the Vortex piece server, "" = 0.0.0.0 */
@@ -110,6 +112,10 @@ extern const struct dfc_config_schema dfd_config_schema;
 
 /* Checks cross-field rules and resolves derived values (host ip and name). */
 int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err);
+
+/* Reads the TLS files the settings name (dfc_tls_files_read) when the node takes part in P2P
+ * with TLS on, at start; -EINVAL naming the key. */
+int dfd_config_check_files(const struct dfd_config *cfg, struct dfc_error *err);
 
 void dfd_config_free(struct dfd_config *cfg);
 

@@ -44,6 +44,8 @@
 #include "integrity_client.h"
 #include "scheduler_client.h"
 #include "service.h"
+#include "storage/pins.h"
+#include "volume_fetch.h"
 #include "storage/storage.h"
 
 #define FD_HEADROOM 256
@@ -245,6 +247,7 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .max_conns = (unsigned)cfg->upload_max_connections,
         .max_conns_per_ip = (unsigned)cfg->upload_max_connections_per_ip,
         .first_bytes_timeout_ms = cfg->upload_first_bytes_timeout / 1000000,
+        .first_call_timeout_ms = cfg->upload_first_call_timeout / 1000000,
         .option_prefix = "upload.server.",
         .metrics = dfd_metrics_registry(m),
         .metrics_prefix = DFD_METRICS_PREFIX,
@@ -303,6 +306,20 @@ static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
     pp->vortex = NULL;
 }
 
+/* What the store's recovery did to the pins of content volumes, and whether its filesystem
+ * takes fs-verity (said once, at start: docs/content-volumes.md). */
+static void log_volumes(struct dfd_storage *storage, const struct dfd_recovery *rec) {
+    struct dfc_error e;
+    int v = dfd_storage_verity_probe(storage, &e);
+    DFC_LOG(DFC_LOG_INFO, "storage.volumes",
+            "pins=%u removed_stale=%u rebuilt=%u dropped=%u verity=%s%s%s%s", rec->pins,
+            rec->stale_volumes, rec->rebuilt_pins, rec->dropped_pins,
+            v > 0    ? "supported"
+            : v == 0 ? "unsupported"
+                     : "unknown",
+            v < 0 ? " error=\"" : "", v < 0 ? dfc_error_msg(&e) : "", v < 0 ? "\"" : "");
+}
+
 int dfd_daemon_run(const struct dfd_config *cfg, const struct dfc_server_run *run,
                    struct dfc_error *err) {
     struct dfd_storage *storage = NULL;
@@ -315,6 +332,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, const struct dfc_server_run *ru
     struct dfd_fdpass *fdpass = NULL;
     struct dfd_metrics *metrics = NULL;
     struct dfd_endpoints *endpoints = NULL;
+    struct dfd_vfetch *vfetch = NULL;
     int gid, r;
 
     struct dfd_storage_opts so = {.dir = cfg->storage_dir,
@@ -334,6 +352,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, const struct dfc_server_run *ru
     DFC_LOG(DFC_LOG_INFO, "storage.ready",
             "dir=%s tasks=%u removed_temp=%u removed_orphans=%u removed_broken=%u",
             cfg->storage_dir, rec.tasks, rec.temp_files, rec.orphan_files, rec.broken_rows);
+    log_volumes(storage, &rec);
 
     if ((r = sched_start(cfg, storage, &sp, err)) < 0) {
         goto out;
@@ -357,9 +376,11 @@ int dfd_daemon_run(const struct dfd_config *cfg, const struct dfc_server_run *ru
     svc.metrics = metrics;
     if ((r = dfd_gc_start(storage, &policy, &dfc_clock_real,
                           metrics != NULL ? dfd_metrics_gc_pass : NULL, metrics, &gc, err)) < 0 ||
-        (r = p2p_start(cfg, storage, &svc, &pp, err)) < 0) {
+        (r = p2p_start(cfg, storage, &svc, &pp, err)) < 0 ||
+        (svc.p2p != NULL && (r = dfd_vfetch_new(svc.p2p, &vfetch, err)) < 0)) {
         goto out;
     }
+    svc.vfetch = vfetch;
     struct dfc_rpc_server_opts opts = {
         .max_workers = (unsigned)cfg->max_workers,
         .log_level_ok = DFC_LOG_DEBUG,
@@ -406,6 +427,8 @@ out:
     dfd_endpoints_stop(endpoints); /* its readiness check reads the server */
     dfc_rpc_server_free(server);
     dfd_fdpass_stop(fdpass); /* no handler runs any more: none takes a descriptor */
+    dfd_vfetch_free(vfetch); /* its downloads stopped and joined, before the engine goes */
+    svc.vfetch = NULL;
     p2p_free(&pp, &svc);
     dfd_gc_stop(gc);
     sched_stop(&sp);

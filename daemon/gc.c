@@ -41,7 +41,7 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
         struct dfd_task_meta *t = &tasks[i];
         if (t->created_at_ns + t->ttl_ns < now_ns) {
             bool deleted; /* not when it was imported again since the list was read */
-            r = dfd_storage_delete_task(s, t, false, &deleted, err);
+            r = dfd_storage_evict_task(s, t, false, &deleted, err);
             if (deleted && p->on_delete != NULL) {
                 p->on_delete(p->on_delete_arg, t);
             }
@@ -65,7 +65,7 @@ int dfd_gc_run_once(struct dfd_storage *s, const struct dfd_gc_policy *p, int64_
                     continue;
                 }
                 bool deleted; /* not when it was used, made persistent or imported again */
-                r = dfd_storage_delete_task(s, t, true, &deleted, err);
+                r = dfd_storage_evict_task(s, t, true, &deleted, err);
                 if (deleted && p->on_delete != NULL) {
                     p->on_delete(p->on_delete_arg, t);
                 }

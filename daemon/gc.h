@@ -4,7 +4,8 @@
  *
  * Every interval: (1) delete every task with created_at + ttl < now, persistent or not;
  * (2) when disk usage >= high%, delete the least recently used non-persistent tasks until
- * usage is back at low%. Persistent replicas are never evicted for space.
+ * usage is back at low%. Persistent replicas are never evicted for space. A task a content
+ * volume pins (storage/pins.h) is never deleted by either.
  *
  * The clock is injected: dfd_gc_run_once() takes "now", and the background thread reads it
  * through a struct dfc_clock (dfc/clock.h), so tests move time instead of waiting.

@@ -36,6 +36,7 @@
 #include "rpc_fetch.h"
 #include "scheduler_client.h"
 #include "service.h"
+#include "storage/pins.h"
 #include "validate.h"
 
 #define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
@@ -489,6 +490,21 @@ static int list_local_tasks(void *svc_, struct dfc_rpc_call *call, const Protobu
     return r;
 }
 
+/* A deleted task that content volumes still pin is hidden, not gone: say so (its space comes
+ * back at the last unpublish, docs/content-volumes.md). */
+static void log_pinned(struct dfd_service *svc, const char *task_id) {
+    char(*ids)[DFD_PIN_ID_MAX + 1] = NULL;
+    size_t n = 0;
+    struct dfc_error e;
+    if (dfd_storage_task_pins(svc->storage, task_id, &ids, &n, &e) == 0 && n > 0) {
+        DFC_LOG(DFC_LOG_INFO, "delete.pinned",
+                "task_id=%s pins=%zu first=%s: hidden; its volumes keep the content until the "
+                "last is unpublished",
+                task_id, n, ids[0]);
+    }
+    free(ids);
+}
+
 static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
                        ProtobufCMessage *resp_, struct dfc_error *err) {
     struct dfd_service *svc = svc_;
@@ -508,6 +524,7 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
     }
     if (r == 0 && deleted) {
         dfd_registration_forget(svc->sched, &t);
+        log_pinned(svc, req->task_id);
     }
     dfd_task_meta_done(&t);
     if (r == 0) {

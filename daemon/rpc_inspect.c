@@ -6,9 +6,11 @@
  * A task the scheduler does not know or cannot be asked about is still shown from this node's
  * copy, with the scheduler's error; a task that is neither stored here nor known to the
  * scheduler gets the scheduler's error (NOT_FOUND standalone). Open to every caller of the
- * socket, as StatPersistentCacheTask is.
+ * socket, as StatPersistentCacheTask is. The answer also names the content volumes that pin
+ * the task here (storage/pins.h).
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "dfc/inspect.pb-c.h"
 #include "dfc/log.h"
@@ -16,6 +18,7 @@
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "scheduler_client.h"
 #include "service.h"
+#include "storage/pins.h"
 #include "storage/storage.h"
 #include "validate.h"
 
@@ -29,6 +32,26 @@ static ProtobufCMessage *new_msg(struct dfc_rpc_call *call, const ProtobufCMessa
         dfc_error_set(err, -ENOMEM, "out of memory");
     }
     return m;
+}
+
+/* The pin ids of the content volumes holding task_id. */
+static int add_pins(struct dfd_service *svc, struct dfc_rpc_call *call, const char *task_id,
+                    InspectResponse *resp, struct dfc_error *err) {
+    char(*ids)[DFD_PIN_ID_MAX + 1] = NULL;
+    size_t n = 0;
+    int r = dfd_storage_task_pins(svc->storage, task_id, &ids, &n, err);
+    if (r < 0) {
+        return r;
+    }
+    resp->pin_ids = dfc_rpc_call_alloc(call, (n ? n : 1) * sizeof(*resp->pin_ids));
+    for (size_t i = 0; resp->pin_ids != NULL && i < n; i++) {
+        if ((resp->pin_ids[i] = dfc_rpc_call_strdup(call, ids[i])) == NULL) {
+            break;
+        }
+        resp->n_pin_ids++;
+    }
+    free(ids);
+    return resp->n_pin_ids == n ? 0 : dfc_error_set(err, -ENOMEM, "out of memory");
 }
 
 static int inspect_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
@@ -77,6 +100,9 @@ static int inspect_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMe
     }
     if (r == 0 && !resp->scheduler_answered) {
         r = dfd__task_to_proto(call, &t, resp->task, err);
+    }
+    if (r == 0) {
+        r = add_pins(svc, call, req->task_id, resp, err);
     }
     if (stored) {
         dfd_task_meta_done(&t);

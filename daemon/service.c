@@ -11,6 +11,7 @@
 #include "dfc/rpc_server.h"
 #include "dfc/import.pb-c.h"
 #include "dfc/inspect.pb-c.h"
+#include "dfc/volume.pb-c.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "validate.h"
@@ -44,6 +45,10 @@ int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
     if (r == 0) {
         r = dfc_rpc_server_add_service(server, &dfc__dfdaemon__v1__dfdaemon_inspect__descriptor,
                                        dfd__inspect_methods, dfd__n_inspect_methods, svc, err);
+    }
+    if (r == 0) {
+        r = dfc_rpc_server_add_service(server, &dfc__dfdaemon__v1__dfdaemon_volume__descriptor,
+                                       dfd__volume_methods, dfd__n_volume_methods, svc, err);
     }
     return r;
 }

@@ -1,8 +1,9 @@
 /*
  * service.h - the dfdaemon RPC services on the Unix socket: dfdaemon.v2.DfdaemonDownload, the
  * persistent-cache methods of dfdaemon.v2.DfdaemonUpload (so `dfcache rm` can delete over the
- * socket), and this project's dfc.dfdaemon.v1.DfdaemonImport (streamed import) and
- * dfc.dfdaemon.v1.DfdaemonInspect (what `dfcache stat` shows).
+ * socket), and this project's dfc.dfdaemon.v1.DfdaemonImport (streamed import),
+ * dfc.dfdaemon.v1.DfdaemonInspect (what `dfcache stat` shows) and dfc.dfdaemon.v1.DfdaemonVolume
+ * (the pins of content volumes, rpc_volume.c).
  *
  * Handlers are thin: validate (validate.h), act as the caller on the paths it names (caller.h,
  * pathfd.h, export.h), call the storage engine, convert the result. Borrowed: storage, config; they
@@ -20,6 +21,7 @@
 struct dfd_fdpass;
 struct dfd_p2p;
 struct dfd_sched;
+struct dfd_vfetch;
 
 struct dfd_service {
     struct dfd_storage *storage;
@@ -30,6 +32,9 @@ struct dfd_service {
      * scheduler client and the download engine an export of a non-local task uses. */
     struct dfd_sched *sched;
     struct dfd_p2p *p2p;
+    /* The background downloads of content-volume publishes (volume_fetch.h), borrowed, set by
+     * daemon.c with p2p; NULL when standalone (a missing task is then NOT_FOUND). */
+    struct dfd_vfetch *vfetch;
     /* The sibling socket's token table (fdpass.h), borrowed, set by daemon.c before serving;
      * NULL: fd imports are refused. */
     struct dfd_fdpass *fdpass;
@@ -44,7 +49,7 @@ int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,
                      const struct dfd_config *cfg, const struct dfc_clock *clock,
                      struct dfc_error *err);
 
-/* Registers the four services on server. */
+/* Registers the five services on server. */
 int dfd_service_register(struct dfd_service *svc, struct dfc_rpc_server *server,
                          struct dfc_error *err);
 
@@ -124,6 +129,8 @@ extern const struct dfc_rpc_method dfd__import_methods[];
 extern const size_t dfd__n_import_methods;
 extern const struct dfc_rpc_method dfd__inspect_methods[];
 extern const size_t dfd__n_inspect_methods;
+extern const struct dfc_rpc_method dfd__volume_methods[];
+extern const size_t dfd__n_volume_methods;
 extern const struct dfc_rpc_method dfd__tcp_upload_methods[];
 extern const size_t dfd__n_tcp_upload_methods;
 

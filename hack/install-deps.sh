@@ -3,7 +3,8 @@
 # already present are skipped, so a second run does no network I/O. Packages come without their
 # Recommends, so everything a command needs is named here (hack/fresh-check.sh proves the list on a
 # minimal Debian 12 root): libclang-rt-dev is clang's sanitizer and libFuzzer runtime (fuzz.sh);
-# golang-go with sprig and sigs.k8s.io/yaml build the chart renderer offline (hack/chart/render).
+# golang-go with sprig, sigs.k8s.io/yaml and gojsonschema build the chart renderer offline
+# (hack/chart/render).
 #   hack/install-deps.sh           build and test dependencies (what hack/test.sh needs)
 #   hack/install-deps.sh --build   only what building the four binaries with -DDFC_TESTS=OFF needs
 #                                  (the build stage of hack/image/Containerfile)
@@ -26,6 +27,7 @@ test_pkgs=(
     libcmocka-dev redis-server redis-sentinel redis-tools
     clang libclang-rt-dev clang-format clang-tidy openssl util-linux procps bc acl sqlite3
     golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
+    golang-github-xeipuuv-gojsonschema-dev
     python3-prometheus-client
     jq python3 # dfcache --json: read by the e2e and bench scripts (jq) and the tests (python3)
 )

@@ -108,6 +108,14 @@ static const struct dfc_config_row rows[] = {
      .help = "a connection that has not sent its first bytes (the HTTP/2 preface) this long "
              "after it was accepted is closed",
      DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
+    {.key = "server.firstCallTimeout",
+     .type = DFC_CFG_DURATION,
+     .offset = F(first_call_timeout),
+     .def = "10s",
+     .env = "SCHEDULER_SERVER_FIRSTCALLTIMEOUT",
+     .help = "a connection that has started no call this long after its first bytes arrived "
+             "(a TLS handshake comes within it) is closed",
+     DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "server.maxMessageSize",
      .type = DFC_CFG_SIZE,
      .offset = F(max_message_size),
@@ -223,6 +231,15 @@ static const struct dfc_config_row rows[] = {
      .def = "4",
      .env = "SCHEDULER_SCHEDULER_REPLICAREPAIRCONCURRENCY",
      DFC_OPT_RANGE(1, 256)},
+    {.key = "scheduler.probeInterval",
+     .type = DFC_CFG_DURATION,
+     .offset = F(probe_interval),
+     .def = "5m",
+     .env = "SCHEDULER_SCHEDULER_PROBEINTERVAL",
+     .help = "a persistent copy counts only while its node answered a probe within this; a peer "
+             "answering NOT_FOUND, or failing two probes in a row, is removed and repaired "
+             "around; 0 = copies counted unprobed",
+     DFC_OPT_RANGE(0, 24 * 3600 * DFC_NS_PER_SEC)},
     {.key = "security.tlsPolicy",
      .type = DFC_CFG_ENUM,
      .offset = F(tls_policy),
@@ -231,6 +248,13 @@ static const struct dfc_config_row rows[] = {
      .help = "TLS on the gRPC port and to the nodes: auto (mutual when certificate files are "
              "given, else off), off, server-auth, mutual",
      .choices = dfc_tls_policy_choices},
+    {.key = "security.operatorIdentities",
+     .type = DFC_CFG_STRING_LIST,
+     .offset = F(operator_identities),
+     .env = "SCHEDULER_SECURITY_OPERATORIDENTITIES",
+     .help = "under mutual TLS, certificates that may delete any persistent cache task: each "
+             "entry is matched against a caller certificate's SAN URIs, SAN DNS names and common "
+             "name (docs/trust-model.md)"},
     {.key = "server.tls.caCert",
      .type = DFC_CFG_PATH,
      .offset = F(server_tls_ca),
@@ -305,6 +329,24 @@ int sched_config_finish(struct sched_config *cfg, struct dfc_error *err) {
         char ip[DFC_IP_STR_MAX];
         dfc_local_ip(ip);
         r = dfc_config_set(&sched_config_schema, cfg, "server.advertiseIP", ip, err);
+    }
+    return r;
+}
+
+int sched_config_check_files(const struct sched_config *cfg, struct dfc_error *err) {
+    int r = 0;
+    if (cfg->tls != DFC_TLS_OFF) {
+        struct dfc_tls_files server = sched_tls_server(cfg), peer = sched_tls_peer(cfg);
+        r = dfc_tls_files_read(&server, "server.tls.", err);
+        if (r == 0) {
+            r = dfc_tls_files_read(&peer, "peer.tls.", err);
+        }
+    }
+    if (r == 0) {
+        /* Redis TLS has no policy of its own: its files are read whenever they are given. */
+        struct dfc_tls_files redis = {cfg->redis_tls_ca_cert, cfg->redis_tls_cert,
+                                      cfg->redis_tls_key, NULL};
+        r = dfc_tls_files_read(&redis, "database.redis.tls.", err);
     }
     return r;
 }

@@ -31,6 +31,7 @@ struct sched_config {
     uint64_t max_conns;        /* server.maxConnections: open TCP connections */
     uint64_t max_conns_per_ip; /* server.maxConnectionsPerIP: of them from one address */
     int64_t first_bytes_timeout;            /* server.firstBytesTimeout (ns) */
+    int64_t first_call_timeout;             /* server.firstCallTimeout (ns) */
     uint64_t max_announce_streams_per_host; /* server.maxAnnounceStreamsPerHost */
     uint64_t max_message_size;              /* server.maxMessageSize (bytes) */
     int64_t shutdown_grace;                 /* server.shutdownGrace (ns): drain time on SIGTERM */
@@ -56,6 +57,7 @@ struct sched_config {
     uint64_t max_peers_per_task;     /* scheduler.maxPeersPerTask */
     int64_t repair_interval;         /* scheduler.replicaRepairInterval (ns) */
     uint64_t repair_concurrency;     /* scheduler.replicaRepairConcurrency */
+    int64_t probe_interval;          /* scheduler.probeInterval (ns): copies' probes; 0 = off */
     const char *log_level;           /* log.level (one of dfc_log_level_choices) */
 
     /* TLS on the gRPC port and to the nodes (docs/trust-model.md); upstream's key names. */
@@ -68,6 +70,8 @@ struct sched_config {
     char *peer_tls_cert;     /* peer.tls.cert: the scheduler's identity as their client */
     char *peer_tls_key;      /* peer.tls.key */
     char *peer_tls_name;     /* peer.tls.serverName: "" = the dialled node's IP */
+    /* security.operatorIdentities: SAN URIs, SAN DNS names or CNs of operators (authz.h) */
+    struct dfc_config_list operator_identities;
 };
 
 /* The TLS files of each side (borrowed from cfg). */
@@ -84,6 +88,10 @@ extern const struct dfc_config_schema sched_config_schema;
 
 /* The rules across settings; resolves an empty server.advertiseIP. */
 int sched_config_finish(struct sched_config *cfg, struct dfc_error *err);
+
+/* Reads the TLS files the settings name (dfc_tls_files_read), at start; -EINVAL naming the
+ * key. */
+int sched_config_check_files(const struct sched_config *cfg, struct dfc_error *err);
 
 void sched_config_free(struct sched_config *cfg);
 

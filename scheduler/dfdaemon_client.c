@@ -20,6 +20,8 @@ int sched_dfdaemon_methods_resolve(struct sched_dfdaemon_methods *m, struct dfc_
                               &m->download),
         DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "DeletePersistentCacheTask",
                               &m->delete_task),
+        DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "StatPersistentCacheTask",
+                              &m->stat_task),
     };
     return dfc_rpc_client_resolve(rows, DFC_RPC_N(rows), err);
 }
@@ -58,9 +60,10 @@ static int connect_host(const struct sched_dfdaemon_methods *m, const struct sch
     return 0;
 }
 
+/* One unary call; *ret_resp (may be NULL: dropped) receives the answer, the caller's to free. */
 static int unary(const struct sched_dfdaemon_methods *ms, const struct dfc_rpc_client_method *m,
                  const struct sched_host *host, const char *what, const ProtobufCMessage *req,
-                 int64_t timeout_ms, struct dfc_error *err) {
+                 int64_t timeout_ms, ProtobufCMessage **ret_resp, struct dfc_error *err) {
     char target[128];
     struct dfc_rpc_client *c = NULL;
     int r = connect_host(ms, host, target, sizeof(target), &c, err);
@@ -69,6 +72,10 @@ static int unary(const struct sched_dfdaemon_methods *ms, const struct dfc_rpc_c
     }
     ProtobufCMessage *resp = NULL;
     r = dfc_rpc_unary(c, m, req, timeout_ms, &resp, err);
+    if (ret_resp != NULL && r == 0) {
+        *ret_resp = resp;
+        resp = NULL;
+    }
     dfc_rpc_msg_free(resp);
     dfc_rpc_client_free(c);
     if (r < 0) {
@@ -89,7 +96,8 @@ int sched_dfdaemon_update(const struct sched_dfdaemon_methods *m, const struct s
             DFDAEMON__V2__UPDATE_PERSISTENT_CACHE_TASK_REQUEST__OPT_REMOTE_IP_REMOTE_IP;
         req.remote_ip = (char *)remote_ip;
     }
-    return unary(m, &m->update, host, "UpdatePersistentCacheTask", &req.base, timeout_ms, err);
+    return unary(m, &m->update, host, "UpdatePersistentCacheTask", &req.base, timeout_ms, NULL,
+                 err);
 }
 
 int sched_dfdaemon_delete(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
@@ -103,7 +111,38 @@ int sched_dfdaemon_delete(const struct sched_dfdaemon_methods *m, const struct s
             DFDAEMON__V2__DELETE_PERSISTENT_CACHE_TASK_REQUEST__OPT_REMOTE_IP_REMOTE_IP;
         req.remote_ip = (char *)remote_ip;
     }
-    return unary(m, &m->delete_task, host, "DeletePersistentCacheTask", &req.base, timeout_ms, err);
+    return unary(m, &m->delete_task, host, "DeletePersistentCacheTask", &req.base, timeout_ms, NULL,
+                 err);
+}
+
+int sched_dfdaemon_stat(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
+                        const char *task_id, const char *remote_ip, int64_t timeout_ms,
+                        uint64_t *content_length, uint32_t *piece_count, struct dfc_error *err) {
+    Dfdaemon__V2__StatPersistentCacheTaskRequest req =
+        DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = (char *)task_id;
+    if (remote_ip != NULL && remote_ip[0] != '\0') {
+        req.opt_remote_ip_case =
+            DFDAEMON__V2__STAT_PERSISTENT_CACHE_TASK_REQUEST__OPT_REMOTE_IP_REMOTE_IP;
+        req.remote_ip = (char *)remote_ip;
+    }
+    ProtobufCMessage *resp = NULL;
+    int r =
+        unary(m, &m->stat_task, host, "StatPersistentCacheTask", &req.base, timeout_ms, &resp, err);
+    if (r == 0 && resp == NULL) {
+        r = dfc_error_set(err, DFC_E_INTERNAL, "host %s: no answer", host->id);
+    } else if (r == 0) {
+        const Common__V2__PersistentCacheTask *t = (const Common__V2__PersistentCacheTask *)resp;
+        if (t->id == NULL || strcmp(t->id, task_id) != 0) {
+            r = dfc_error_set(err, -ENOENT, "host %s answered for task %s, not %s", host->id,
+                              t->id != NULL ? t->id : "(none)", task_id);
+        } else {
+            *content_length = t->content_length;
+            *piece_count = t->piece_count;
+        }
+    }
+    dfc_rpc_msg_free(resp);
+    return r;
 }
 
 void sched_dfdaemon_cancel_init(struct sched_dfdaemon_cancel *c) {

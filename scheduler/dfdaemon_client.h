@@ -8,6 +8,7 @@
  *   DownloadPersistentCacheTask {task_id, persistent = true, tag, application, remote_ip}
  *                               pull a new persistent copy; the stream is drained to its end
  *   DeletePersistentCacheTask   {task_id, remote_ip}                      drop a copy
+ *   StatPersistentCacheTask     {task_id, remote_ip}                      is the copy there
  *
  * The methods are DFC_RPC_CLIENT_METHOD rows resolved once, at start-up
  * (sched_dfdaemon_methods_resolve from sched_placement_new), so a name missing from the .proto
@@ -29,7 +30,7 @@
 #include "model.h"
 
 struct sched_dfdaemon_methods {
-    struct dfc_rpc_client_method update, download, delete_task;
+    struct dfc_rpc_client_method update, download, delete_task, stat_task;
     /* How calls reach the nodes: TLS policy and files (peer.tls.*); zero = plaintext. Set by
      * the owner after sched_dfdaemon_methods_resolve(); the paths are borrowed. */
     struct dfc_rpc_client_opts client;
@@ -66,5 +67,13 @@ int sched_dfdaemon_download(const struct sched_dfdaemon_methods *m, const struct
 int sched_dfdaemon_delete(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
                           const char *task_id, const char *remote_ip, int64_t timeout_ms,
                           struct dfc_error *err);
+
+/* The dfdaemon's own view of its copy of task_id (its local store, not the cluster's: the
+ * upload port's StatPersistentCacheTask answers from the store): 0 with *content_length and
+ * *piece_count of the stored task; -ENOENT when the host holds no committed copy; any other
+ * error when the call failed (unreachable, timed out, refused). */
+int sched_dfdaemon_stat(const struct sched_dfdaemon_methods *m, const struct sched_host *host,
+                        const char *task_id, const char *remote_ip, int64_t timeout_ms,
+                        uint64_t *content_length, uint32_t *piece_count, struct dfc_error *err);
 
 #endif /* SCHED_DFDAEMON_CLIENT_H */

@@ -17,6 +17,10 @@ static int finish(void *cfg, struct dfc_error *err) {
     return sched_config_finish(cfg, err);
 }
 
+static int check(void *cfg, struct dfc_error *err) {
+    return sched_config_check_files(cfg, err);
+}
+
 static const struct dfc_cli cli = {
     .prog = "scheduler",
     .usage = "[options]",
@@ -37,6 +41,7 @@ static int run(void *cfg, const struct dfc_server_run *run, struct dfc_error *er
 
 static const struct dfc_server_main server_main = {
     .cli = &cli,
+    .check = check,
     .log_level_offset = offsetof(struct sched_config, log_level),
     .grace_offset = offsetof(struct sched_config, shutdown_grace),
     .run = run,

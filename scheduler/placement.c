@@ -5,7 +5,9 @@
  *
  * Repair (not in upstream, which replicates only after an upload, a peer delete or a host
  * delete): every replicaRepairInterval, every Succeeded task with fewer persistent replicas
- * than persistent_replica_count gets a job, unless it is backing off. Host GC: every
+ * than persistent_replica_count gets a job, unless it is backing off; with
+ * scheduler.probeInterval every other Succeeded task with persistent copies gets a verify job,
+ * whose probes may find ghosts and so copies to place (placement_probe.c). Host GC: every
  * hostGCInterval, hosts silent for more than 2 x their announce interval (interval > 0) are
  * removed as upstream, and unlike upstream their peers go too and their tasks get a job, so
  * the lost copies are placed elsewhere at once instead of lingering as unloadable peers.
@@ -141,7 +143,7 @@ static void note_outcome(struct sched_placement *p, const char *task_id,
 
 /* Queues a job (p->mu held). Merges into a queued job of the same task. */
 static int enqueue(struct sched_placement *p, const char *task_id, const char *const *block,
-                   size_t n_block, bool repair) {
+                   size_t n_block, bool repair, bool verify) {
     if (p->stopping) {
         return -ECANCELED;
     }
@@ -159,6 +161,7 @@ static int enqueue(struct sched_placement *p, const char *task_id, const char *c
         return -ENOMEM;
     }
     j->repair = repair;
+    j->verify = verify;
     j->hash = id_hash(task_id);
     struct sched_job **bucket = &p->by_id[j->hash % SCHED_PLACEMENT_QUEUE_BUCKETS];
     j->hnext = *bucket;
@@ -206,13 +209,21 @@ static void *worker_main(void *arg) {
         p->in_flight[slot] = j->task_id;
         pthread_mutex_unlock(&p->mu);
 
-        enum sched_job_outcome out = sched_job_run(p, j, slot);
+        bool was_short = false;
+        enum sched_job_outcome out = sched_job_run(p, j, slot, &was_short);
 
         pthread_mutex_lock(&p->mu);
         p->in_flight[slot] = NULL;
         note_outcome(p, j->task_id, out);
         if (j->repair) {
             p->repair_pending--;
+        }
+        /* A verify job counts as a repair only when its probes found the task short. */
+        if (j->repair && j->verify && was_short) {
+            p->verify_short++;
+            dfc_metric_inc(p->repairs, 0, 1);
+        }
+        if (j->repair && (!j->verify || was_short)) {
             dfc_metric_inc(p->repairs,
                            out == SCHED_JOB_DONE   ? 1
                            : out == SCHED_JOB_BUSY ? 3
@@ -259,12 +270,15 @@ int sched_placement_new(struct sched_store *s, const struct sched_placement_opts
     p->under_replicated = opts->under_replicated;
     p->tasks = opts->tasks;
     p->hosts = opts->hosts;
+    p->probe_interval_ms =
+        opts->probe_interval_ns > 0 ? (opts->probe_interval_ns + 999999) / 1000000 : 0;
     p->timeout_ms = opts->dfdaemon_timeout_ms > 0 ? opts->dfdaemon_timeout_ms
                                                   : SCHED_PLACEMENT_DEFAULT_TIMEOUT_MS;
     p->n_workers = opts->repair_concurrency > 0 ? opts->repair_concurrency
                                                 : SCHED_PLACEMENT_DEFAULT_CONCURRENCY;
     dfc_uuid_v4(p->owner);
     sched_lease_scripts_init(p);
+    sched_probe_scripts_init(p);
     p->advertise_ip = strdup(opts->advertise_ip != NULL ? opts->advertise_ip : "");
     p->in_flight = calloc(p->n_workers, sizeof(*p->in_flight));
     p->workers = calloc(p->n_workers, sizeof(*p->workers));
@@ -405,7 +419,7 @@ void sched_placement_wait_idle(struct sched_placement *p) {
 void sched_placement_replicate(struct sched_placement *p, const char *task_id,
                                const char *const *block_hosts, size_t n_block) {
     pthread_mutex_lock(&p->mu);
-    int r = enqueue(p, task_id, block_hosts, n_block, false);
+    int r = enqueue(p, task_id, block_hosts, n_block, false, false);
     /* Under a burst the queue may stay full: one line a second, with the count. */
     uint64_t dropped = 0;
     if (r < 0 && r != -ECANCELED) {
@@ -437,16 +451,21 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Whether task_id needs a job now: Succeeded, short of persistent copies. *ret_state is its
- * state, or -1 when it is gone. */
+/* Whether task_id needs a job now: 1 when Succeeded and short of persistent copies by the
+ * size of its persistent set, 2 when not short by it but its copies are to be probed (a probe
+ * interval, and Succeeded with persistent copies), else 0. *ret_state is its state, or -1
+ * when it is gone. */
 static int needs_copies(struct sched_placement *p, const char *task_id, int *ret_state,
                         struct dfc_error *err) {
     struct sched_task task = {0};
     uint64_t persistent = 0, need = 0;
-    int r = sched_task_need(p, task_id, &task, &persistent, &need, err);
+    int r = sched_task_need(p, task_id, false, &task, &persistent, &need, err);
     *ret_state = r == 0 && task.id != NULL ? (int)task.state : -1;
     sched_task_done(&task);
-    return r < 0 ? r : need > 0;
+    if (r < 0 || need > 0) {
+        return r < 0 ? r : 1;
+    }
+    return p->probe_interval_ms > 0 && persistent > 0 ? 2 : 0;
 }
 
 #define N_TASK_STATES 4
@@ -464,6 +483,7 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
 
     pthread_mutex_lock(&p->mu);
     uint64_t pass = ++p->pass;
+    p->verify_short = 0;
     for (size_t i = 0; i < p->n_backoff; i++) {
         p->backoff[i].seen = false;
     }
@@ -507,17 +527,20 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
         if (need == 0) {
             continue;
         }
-        short_of_copies++;
+        bool verify = need == 2; /* counted enough: its probes decide */
+        short_of_copies += !verify;
         pthread_mutex_lock(&p->mu);
         /* No more of this pass in flight than there are workers. */
         while (!p->stopping && p->repair_pending >= p->n_workers) {
             pthread_cond_wait(&p->done, &p->mu);
         }
-        r = enqueue(p, id, NULL, 0, true);
+        r = enqueue(p, id, NULL, 0, true, verify);
         if (r == 1) {
             p->repair_pending++;
-            started++;
-            dfc_metric_inc(p->repairs, 0, 1);
+            if (!verify) {
+                started++;
+                dfc_metric_inc(p->repairs, 0, 1);
+            }
         }
         pthread_mutex_unlock(&p->mu);
     }
@@ -526,6 +549,8 @@ int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err
     while (!p->stopping && p->repair_pending > 0) {
         pthread_cond_wait(&p->done, &p->mu);
     }
+    started += (int)p->verify_short; /* short once the ghosts were dropped */
+    short_of_copies += (int64_t)p->verify_short;
     /* Tasks no longer listed are gone: forget their back-off. */
     for (size_t i = 0; i < p->n_backoff;) {
         if (!p->backoff[i].seen) {

@@ -13,7 +13,9 @@
  * host.ip:host.download_port). Unlike upstream the blocklist holds host ids only, and a repair
  * loop re-checks Succeeded tasks every replicaRepairInterval with a bounded number in flight, a
  * per-task back-off and a Redis lease per task (SET NX PX) so several schedulers on one Redis
- * never place the same copy twice.
+ * never place the same copy twice. With a probe interval a copy counts only while its host is
+ * there and its dfdaemon says it holds it (StatPersistentCacheTask, at most once per peer per
+ * interval); peers that do not (ghosts) are removed and their copies placed elsewhere.
  *
  * Ownership: the placement engine borrows the store; candidate lists are the caller's.
  */
@@ -57,6 +59,9 @@ struct sched_placement_opts {
                                     (worker threads), whoever queued them; 0 = 4; more than 256
                                     is -EINVAL from sched_placement_new */
     int64_t host_gc_interval_ns; /* scheduler.gc.hostGCInterval; 0 = no host GC */
+    int64_t probe_interval_ns;   /* scheduler.probeInterval: a persistent copy counts only while
+                                    its dfdaemon answered a probe within it (placement_engine.h);
+                                    0 = every member of the persistent set counts, as upstream */
     int64_t dfdaemon_timeout_ms; /* per DfdaemonUpload call; 0 = 2 min, as upstream; a pull
                                     (DownloadPersistentCacheTask) gets 1 s more per 10 MiB of
                                     the task, at most 24 h in all */
@@ -108,7 +113,8 @@ int sched_placement_delete_copy(struct sched_placement *p, const struct sched_ho
 
 /* One repair pass and one host-GC pass, synchronously: for tests and the loop itself.
  * repair_once returns the number of tasks it started a replication for (tasks backing off,
- * queued or in flight are skipped) after those replications ended; host_gc_once returns the
+ * queued or in flight are skipped; with a probe interval, also the tasks whose probes found them
+ * short) after those replications ended; host_gc_once returns the
  * number of hosts removed (their tasks' replications are queued, not awaited). */
 int sched_placement_repair_once(struct sched_placement *p, struct dfc_error *err);
 int sched_placement_host_gc_once(struct sched_placement *p, struct dfc_error *err);

@@ -15,6 +15,14 @@
  *   extended before each dfdaemon call to cover that call's deadline, and deleted at the end
  *   only by its owner (Lua compare-and-delete), so two schedulers on one Redis never work on
  *   the same task at once and each sees the other's copies before it counts.
+ *   Counting (placement_probe.c, with scheduler.probeInterval > 0): a job counts only the
+ *   persistent copies whose host's dfdaemon answered StatPersistentCacheTask for the task
+ *   within the last probe interval; a peer whose host is gone or that answers NOT_FOUND is
+ *   removed, one unreachable twice in a row too. The verdicts live in Redis
+ *   (`<prefix>:dfc-replica-probes:<peerID>`, PX), shared by the schedulers on one Redis. Probes
+ *   run in the workers, one at a time per job, so at most repair_concurrency are in flight; a
+ *   repair pass queues a verify job for every Succeeded task with persistent copies (probe
+ *   verdicts still fresh make it a few Redis reads).
  */
 #ifndef SCHED_PLACEMENT_ENGINE_H
 #define SCHED_PLACEMENT_ENGINE_H
@@ -44,6 +52,12 @@
  * two minutes (upstream drains the stream with no deadline at all). */
 #define SCHED_PLACEMENT_PULL_BYTES_PER_S ((uint64_t)10 << 20)
 #define SCHED_PLACEMENT_PULL_MAX_MS      ((int64_t)24 * 3600 * 1000)
+/* Copies' probes: the longest wait for one answer (within dfdaemon_timeout_ms), the probes one
+ * job makes at most (a task with more copies due is checked further by the next jobs; the
+ * unchecked ones do not count meanwhile), and the failed probes in a row that remove a peer. */
+#define SCHED_PROBE_TIMEOUT_MS  5000
+#define SCHED_PROBE_MAX_PER_JOB 16
+#define SCHED_PROBE_FAILURES    2
 
 struct sched_job {
     struct sched_job *next;
@@ -53,6 +67,7 @@ struct sched_job {
     char **block_hosts;
     size_t n_block;
     bool repair; /* queued by a repair pass, which waits for it */
+    bool verify; /* queued by a repair pass only to check its copies (not short by count) */
 };
 
 /* What a job came to; decides the task's back-off. */
@@ -75,6 +90,8 @@ struct sched_placement {
     struct dfc_metric *tasks, *hosts;
     char *advertise_ip;
     int64_t repair_interval_ns, host_gc_interval_ns, timeout_ms;
+    int64_t probe_interval_ms;            /* scheduler.probeInterval; 0 = copies counted unprobed */
+    struct sched_redis_script probe_read; /* GET and PTTL of each probe key */
     unsigned n_workers;
     struct sched_dfdaemon_methods m;
     char owner[DFC_UUID_STR_LEN + 1]; /* this engine's lease value */
@@ -93,6 +110,7 @@ struct sched_placement {
     struct sched_dfdaemon_cancel *cancels; /* per slot: cuts a pull short at shutdown */
     bool stopping;
     size_t repair_pending; /* jobs of the running repair pass not yet finished */
+    size_t verify_short;   /* verify jobs of the running pass that found the task short */
     uint64_t pass;         /* repair passes started */
     struct sched_backoff_entry *backoff;
     size_t n_backoff, cap_backoff;
@@ -105,14 +123,27 @@ struct sched_placement {
 };
 
 /* Runs one job on worker slot `slot`: lease, count, promote cached copies, pull the rest,
- * release. */
+ * release. *was_short: the task lacked copies when the job counted them. */
 enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
-                                     unsigned slot);
+                                     unsigned slot, bool *was_short);
 /* The persistent copies task_id lacks (*need; 0 when it is gone, not Succeeded or has
  * enough), with the task loaded into *task (the caller's to release) and its persistent count;
- * < 0 on a Redis error. */
-int sched_task_need(struct sched_placement *p, const char *task_id, struct sched_task *task,
-                    uint64_t *persistent, uint64_t *need, struct dfc_error *err);
+ * < 0 on a Redis error. verify (and a probe interval): the count is sched_copies_count's,
+ * probes included; else the size of the task's persistent set. */
+int sched_task_need(struct sched_placement *p, const char *task_id, bool verify,
+                    struct sched_task *task, uint64_t *persistent, uint64_t *need,
+                    struct dfc_error *err);
+
+/* The persistent copies of the Succeeded task that count (placement_probe.c): peers of its
+ * persistent set that are Succeeded, whose host is there and whose dfdaemon answered
+ * StatPersistentCacheTask for it (same id and length) within the last probe interval. Probes
+ * the peers due (at most SCHED_PROBE_MAX_PER_JOB), and removes as DeletePersistentCachePeer
+ * does (peer hash and set memberships) a peer whose host is gone, whose dfdaemon answers
+ * NOT_FOUND or another task, or whose probes failed SCHED_PROBE_FAILURES times in a row. A
+ * peer whose last probe failed (fewer times) stays but does not count. < 0 on a Redis error. */
+int sched_copies_count(struct sched_placement *p, const struct sched_task *task, uint64_t *counted,
+                       struct dfc_error *err);
+void sched_probe_scripts_init(struct sched_placement *p);
 /* Waits until no job is queued or running (for tests: the state after every job ended). */
 void sched_placement_wait_idle(struct sched_placement *p);
 /* The deadline of a pull of task (see SCHED_PLACEMENT_PULL_BYTES_PER_S). */

@@ -10,7 +10,8 @@
  * DownloadPersistentCacheTask persistent=true. Unlike upstream, the blocklist is compared with
  * host ids (upstream compared peer ids with it, so a blocklisted uploader's host could still be
  * promoted), a copy that fails is replaced by the next eligible candidate, and the job reports
- * whether it fell short so the repair loop can retry it with a back-off.
+ * whether it fell short so the repair loop can retry it with a back-off. Hosts excluded from
+ * the task for a piece that failed verification are blocked too.
  */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "dfc/log.h"
+#include "integrity_store.h"
 #include "placement_engine.h"
 
 /* ---- lease ---- */
@@ -144,14 +146,14 @@ static bool keep_lease(struct sched_placement *p, const char *task_id, int64_t c
 }
 
 /* Promotes cached copies; returns how many became persistent, or -1 when the lease was lost. */
-static long promote_cached(struct sched_placement *p, const struct sched_job *job,
+static long promote_cached(struct sched_placement *p, const char *const *blocked, size_t n_blocked,
                            struct sched_task *task, struct sched_peer *peers, size_t n_peers,
                            uint64_t need) {
     uint64_t placed = 0;
     for (size_t i = 0; i < n_peers && placed < need; i++) {
         struct sched_peer *peer = &peers[i];
         if (peer->persistent || peer->state != SCHED_PEER_SUCCEEDED ||
-            sched_str_in(peer->host_id, (const char *const *)job->block_hosts, job->n_block)) {
+            sched_str_in(peer->host_id, blocked, n_blocked)) {
             continue;
         }
         struct sched_host host = {0};
@@ -192,20 +194,20 @@ static bool eligible_for_pull(const struct sched_host *h, const struct sched_tas
 }
 
 /* Asks random eligible hosts to pull; returns the copies made, or -1 when the lease was lost. */
-static long pull_copies(struct sched_placement *p, const struct sched_job *job, unsigned slot,
-                        const struct sched_task *task, const struct sched_peer *peers,
-                        size_t n_peers, uint64_t need) {
+static long pull_copies(struct sched_placement *p, const char *const *blocked, size_t n_blocked,
+                        unsigned slot, const struct sched_task *task,
+                        const struct sched_peer *peers, size_t n_peers, uint64_t need) {
     /* Blocklist: the job's hosts and every host that already holds a peer of the task. */
-    size_t n_block = job->n_block + n_peers;
+    size_t n_block = n_blocked + n_peers;
     const char **block = calloc(n_block ? n_block : 1, sizeof(*block));
     if (block == NULL) {
         return 0;
     }
-    for (size_t i = 0; i < job->n_block; i++) {
-        block[i] = job->block_hosts[i];
+    for (size_t i = 0; i < n_blocked; i++) {
+        block[i] = blocked[i];
     }
     for (size_t i = 0; i < n_peers; i++) {
-        block[job->n_block + i] = peers[i].host_id;
+        block[n_blocked + i] = peers[i].host_id;
     }
     struct sched_host *hosts = NULL;
     size_t n_hosts = 0;
@@ -245,8 +247,9 @@ static long pull_copies(struct sched_placement *p, const struct sched_job *job, 
     return ret < 0 ? ret : (long)placed;
 }
 
-int sched_task_need(struct sched_placement *p, const char *task_id, struct sched_task *task,
-                    uint64_t *persistent, uint64_t *need, struct dfc_error *err) {
+int sched_task_need(struct sched_placement *p, const char *task_id, bool verify,
+                    struct sched_task *task, uint64_t *persistent, uint64_t *need,
+                    struct dfc_error *err) {
     *need = 0;
     *persistent = 0;
     uint64_t all = 0;
@@ -263,6 +266,12 @@ int sched_task_need(struct sched_placement *p, const char *task_id, struct sched
         *persistent = 0;
         return 0; /* only finished uploads are replicated */
     }
+    /* The set's size counts every peer that said it holds a copy; the probed count only those
+     * that are there. */
+    if (verify && p->probe_interval_ms > 0 &&
+        (r = sched_copies_count(p, task, persistent, err)) < 0) {
+        return r;
+    }
     if (*persistent < task->persistent_replica_count) {
         *need = task->persistent_replica_count - *persistent;
     }
@@ -270,13 +279,17 @@ int sched_task_need(struct sched_placement *p, const char *task_id, struct sched
 }
 
 enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sched_job *job,
-                                     unsigned slot) {
+                                     unsigned slot, bool *was_short) {
     struct dfc_error err = {0};
     struct sched_task task = {0};
     uint64_t persistent = 0, need = 0;
-    /* Most jobs (one per finished upload) find enough copies: check before taking a lease. */
-    int r = sched_task_need(p, job->task_id, &task, &persistent, &need, &err);
+    *was_short = false;
+    /* Most jobs (one per finished upload) find enough copies: check before taking a lease.
+     * The probes (if any are due) are made here, so those under the lease find fresh
+     * verdicts. */
+    int r = sched_task_need(p, job->task_id, true, &task, &persistent, &need, &err);
     sched_task_done(&task);
+    *was_short = r == 0 && need > 0;
     if (r < 0) {
         DFC_LOG(DFC_LOG_WARN, "placement.failed", "task_id=%s error=\"%s\"", job->task_id,
                 dfc_error_msg(&err));
@@ -299,8 +312,11 @@ enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sch
     enum sched_job_outcome out = SCHED_JOB_DONE;
     struct sched_peer *peers = NULL;
     size_t n_peers = 0;
+    struct sched_ids excluded = {0};
+    const char **blocked = NULL;
+    size_t n_blocked = 0;
     /* Again under the lease: another scheduler may have placed copies meanwhile. */
-    r = sched_task_need(p, job->task_id, &task, &persistent, &need, &err);
+    r = sched_task_need(p, job->task_id, true, &task, &persistent, &need, &err);
     if (r < 0) {
         goto failed;
     }
@@ -311,10 +327,26 @@ enum sched_job_outcome sched_job_run(struct sched_placement *p, const struct sch
     if (r < 0) {
         goto failed;
     }
-    long promoted = promote_cached(p, job, &task, peers, n_peers, need);
+    /* Hosts excluded from the task (a piece they served failed verification, rpc_peer.c)
+     * neither keep nor receive a copy of it, whoever queued the job. */
+    r = sched_parents_excluded(p->store, redis_deadline(), task.id, &excluded, &err);
+    if (r < 0) {
+        goto failed;
+    }
+    n_blocked = job->n_block + excluded.n;
+    blocked = calloc(n_blocked ? n_blocked : 1, sizeof(*blocked));
+    if (blocked == NULL) {
+        (void)dfc_error_set(&err, -ENOMEM, "out of memory");
+        goto failed;
+    }
+    for (size_t i = 0; i < n_blocked; i++) {
+        blocked[i] = i < job->n_block ? job->block_hosts[i] : excluded.ids[i - job->n_block];
+    }
+    long promoted = promote_cached(p, blocked, n_blocked, &task, peers, n_peers, need);
     long pulled = 0;
     if (promoted >= 0 && (uint64_t)promoted < need) {
-        pulled = pull_copies(p, job, slot, &task, peers, n_peers, need - (uint64_t)promoted);
+        pulled = pull_copies(p, blocked, n_blocked, slot, &task, peers, n_peers,
+                             need - (uint64_t)promoted);
     }
     if (promoted < 0 || pulled < 0) {
         out = SCHED_JOB_SHORT; /* stopping, or the lease is gone: its holder carries on */
@@ -339,6 +371,8 @@ release:
                 "task_id=%s error=\"%s\", ignoring (it expires)", job->task_id,
                 dfc_error_msg(&err));
     }
+    free(blocked);
+    sched_ids_free(&excluded);
     sched_peer_list_free(peers, n_peers);
     sched_task_done(&task);
     return out;

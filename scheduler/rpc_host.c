@@ -7,7 +7,8 @@
  * announced to it in memory, as upstream's standard host manager.
  *
  * Under mutual TLS a caller announces or deletes only a host at one of its certificate's
- * addresses, and cannot re-announce a stored host id with another address (authz.h).
+ * addresses, cannot re-announce a stored host id with another address, and the shared node
+ * certificate cannot act for a host a per-node certificate announced (authz.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -150,7 +151,10 @@ int sched__announce_host(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         sched_host_done(&h); /* stored with another address that the caller does not hold */
         return r;
     }
-    r = sched__host_from_proto(req->host, &h, err);
+    r = sched_authz_bind(svc->store, dl, call, "announce", req->host->id, req->host->ip, true, err);
+    if (r == 0) {
+        r = sched__host_from_proto(req->host, &h, err);
+    }
     if (r == 0) {
         if (req->interval != NULL) {
             (void)dfc_pb_duration_to_ns(req->interval, &h.announce_interval_ns); /* validated */
@@ -170,7 +174,9 @@ static int redis_delete_host(struct sched_service *svc, struct dfc_rpc_call *cal
     struct sched_host h = {0};
     int r = sched_host_load(svc->store, dl, id, &h, err);
     bool found = r == 0;
-    if (found && h.ip != NULL && (r = sched_authz_host(call, "delete", id, h.ip, true, err)) < 0) {
+    if (found && h.ip != NULL &&
+        ((r = sched_authz_host(call, "delete", id, h.ip, true, err)) < 0 ||
+         (r = sched_authz_bind(svc->store, dl, call, "delete", id, h.ip, false, err)) < 0)) {
         sched_host_done(&h);
         return r;
     }

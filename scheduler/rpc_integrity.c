@@ -1,6 +1,7 @@
 /*
  * rpc_integrity.c - dfc.scheduler.v1.PersistentCacheIntegrity: the digest records an importer
- * makes and a downloader reads (rpc_integrity.h, docs/integrity.md).
+ * makes and a downloader reads (rpc_integrity.h, docs/integrity.md). Under mutual TLS a record
+ * is taken only from its host's own identity (authz.h).
  */
 #include "rpc_integrity.h"
 
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "authz.h"
 #include "dfc/digest.h"
 #include "dfc/dragonfly.h"
 #include "dfc/log.h"
@@ -130,6 +132,11 @@ static int record(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage 
     struct sched_task task;
     struct sched_host host;
     bool has = false;
+    /* Under mutual TLS only the recording host's own identity records (authz.h). */
+    if ((r = sched_authz_stored_host(svc->store, dl, call, "record digests for", req->host_id,
+                                     err)) < 0) {
+        return r;
+    }
     if ((r = sched_task_load(svc->store, dl, req->task_id, &task, err)) < 0) {
         return r == -ENOENT
                    ? dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id)

@@ -7,11 +7,16 @@
  * not found, task not found, no candidate parents found) where upstream masks it as "peer not
  * found"; a repeated "download started" while Running is accepted (the FSM allows Running ->
  * Running), so the Started that dfdaemon sends after every reschedule no longer fails the peer.
+ *
+ * Under mutual TLS a stream acts only for its certificate's host, every message on an existing
+ * peer only for that host's peer, and a peer is deleted only by its own host (authz.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "authz.h"
+#include "authz_store.h"
 #include "dfc/log.h"
 #include "dfc/stream_cap.h"
 #include "dfc/units.h"
@@ -22,10 +27,14 @@
 typedef Scheduler__V2__AnnouncePersistentCachePeerRequest announce_req;
 
 /* Loads a peer with the task its record names (needed to store it: the TTL comes from the
- * task); -ENOENT "peer <id> not found" when either is gone. */
-static int load_peer(struct sched_service *svc, int64_t dl, const char *id, struct sched_peer *p,
-                     struct sched_task *t, struct dfc_error *err) {
+ * task); -ENOENT "peer <id> not found" when either is gone; -EACCES when owner (the host the
+ * stream's certificate acts for; NULL without one) is not the peer's host. */
+static int load_peer(struct sched_service *svc, int64_t dl, const char *id, const char *owner,
+                     struct sched_peer *p, struct sched_task *t, struct dfc_error *err) {
     int r = sched_peer_load(svc->store, dl, id, p, err);
+    if (r == 0) {
+        r = sched_authz_peer_owner(id, p->host_id, owner, err);
+    }
     if (r == 0) {
         r = sched_task_load(svc->store, dl, p->task_id, t, err);
     }
@@ -38,11 +47,11 @@ static int load_peer(struct sched_service *svc, int64_t dl, const char *id, stru
 /* Marks the peer Failed if it exists (what upstream does after a failed step); errors are the
  * caller's to ignore. */
 static int mark_failed(struct sched_service *svc, struct dfc_rpc_call *call, const char *id,
-                       struct dfc_error *err) {
+                       const char *owner, struct dfc_error *err) {
     int64_t dl = sched__deadline(svc, call);
     struct sched_peer p = {0};
     struct sched_task t = {0};
-    int r = load_peer(svc, dl, id, &p, &t, err);
+    int r = load_peer(svc, dl, id, owner, &p, &t, err);
     if (r == 0 && (r = sched_peer_fire(&p.state, SCHED_PEER_EV_FAILED, err)) == 0) {
         p.updated_at = sched__now_s(svc);
         r = sched_peer_store(svc->store, dl, &p, &t, err);
@@ -133,8 +142,23 @@ static int check_task_room(struct sched_service *svc, int64_t dl, const char *ta
                          task_id, (unsigned long long)all);
 }
 
+/* Under mutual TLS (owner: the stream's host), a peer id another host holds is not taken. */
+static int check_peer_free(struct sched_service *svc, int64_t dl, const char *peer_id,
+                           const char *owner, struct dfc_error *err) {
+    char *held = NULL;
+    if (owner == NULL) {
+        return 0;
+    }
+    int r = sched_peer_owner(svc->store, dl, peer_id, &held, err);
+    if (r == 0) {
+        r = sched_authz_peer_owner(peer_id, held, owner, err);
+    }
+    free(held);
+    return r == -ENOENT ? 0 : r;
+}
+
 static int on_register(struct sched_service *svc, struct dfc_rpc_call *call, const announce_req *m,
-                       struct dfc_error *err) {
+                       const char *owner, struct dfc_error *err) {
     const Scheduler__V2__RegisterPersistentCachePeerRequest *g =
         m->register_persistent_cache_peer_request;
     int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
@@ -149,6 +173,9 @@ static int on_register(struct sched_service *svc, struct dfc_rpc_call *call, con
         if (r == -ENOENT) {
             r = dfc_error_set(err, -ENOENT, "task %s not found", m->task_id);
         }
+    }
+    if (r == 0) {
+        r = check_peer_free(svc, dl, m->peer_id, owner, err);
     }
     if (r == 0) {
         r = check_task_room(svc, dl, m->task_id, m->peer_id, err);
@@ -190,11 +217,11 @@ static int on_register(struct sched_service *svc, struct dfc_rpc_call *call, con
 }
 
 static int on_started(struct sched_service *svc, struct dfc_rpc_call *call, const announce_req *m,
-                      struct dfc_error *err) {
+                      const char *owner, struct dfc_error *err) {
     int64_t dl = sched__deadline(svc, call);
     struct sched_peer p = {0};
     struct sched_task t = {0};
-    int r = load_peer(svc, dl, m->peer_id, &p, &t, err);
+    int r = load_peer(svc, dl, m->peer_id, owner, &p, &t, err);
     /* Running -> Running is allowed (fsm.h): dfdaemon sends Started again after a reschedule. */
     if (r == 0 && (r = sched_peer_fire(&p.state, SCHED_PEER_EV_DOWNLOAD, err)) < 0) {
         err->code = r = DFC_E_INTERNAL; /* upstream's code for an FSM refusal */
@@ -218,14 +245,14 @@ static void add_unique(const char **list, size_t *n, const char *id) {
 }
 
 static int on_reschedule(struct sched_service *svc, struct dfc_rpc_call *call,
-                         const announce_req *m, struct dfc_error *err) {
+                         const announce_req *m, const char *owner, struct dfc_error *err) {
     const Scheduler__V2__ReschedulePersistentCachePeerRequest *rs =
         m->reschedule_persistent_cache_peer_request;
     int64_t dl = sched__deadline(svc, call);
     struct sched_peer p = {0};
     struct sched_task t = {0};
     struct sched_host host = {0};
-    int r = load_peer(svc, dl, m->peer_id, &p, &t, err);
+    int r = load_peer(svc, dl, m->peer_id, owner, &p, &t, err);
     if (r == 0) {
         r = sched_host_load(svc->store, dl, p.host_id, &host, err);
         if (r == -ENOENT) {
@@ -287,11 +314,11 @@ out:
 
 /* Finished (cost, Succeeded) or Failed, stored; the stream then ends OK. */
 static int on_end(struct sched_service *svc, struct dfc_rpc_call *call, const char *id,
-                  bool succeeded, struct dfc_error *err) {
+                  const char *owner, bool succeeded, struct dfc_error *err) {
     int64_t dl = sched__deadline(svc, call), now_ns = svc->now_ns();
     struct sched_peer p = {0};
     struct sched_task t = {0};
-    int r = load_peer(svc, dl, id, &p, &t, err);
+    int r = load_peer(svc, dl, id, owner, &p, &t, err);
     if (r == 0 && succeeded) {
         p.cost_ns = now_ns - p.created_at * DFC_NS_PER_SEC;
     }
@@ -309,7 +336,7 @@ static int on_end(struct sched_service *svc, struct dfc_rpc_call *call, const ch
 }
 
 static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *call,
-                             const announce_req *m, struct dfc_error *err) {
+                             const announce_req *m, const char *owner, struct dfc_error *err) {
     const Common__V2__Piece *piece = m->download_piece_finished_request->piece;
     int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
     struct sched_peer p = {0};
@@ -320,6 +347,9 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
         sched_store_load_peer_task(svc->store, dl, m->peer_id, m->host_id, m->task_id, &p, &t, err);
     if (r == -ENOENT) {
         r = dfc_error_set(err, -ENOENT, "peer %s not found", m->peer_id);
+    }
+    if (r == 0) {
+        r = sched_authz_peer_owner(m->peer_id, p.host_id, owner, err);
     }
     /* Ours: a piece beyond the task's pieces would grow the bitset without bound. */
     if (r == 0 && piece->number >= t.total_piece_count) {
@@ -348,7 +378,8 @@ static int on_piece_finished(struct sched_service *svc, struct dfc_rpc_call *cal
 
 /* A piece from parent_id failed verification (temporary = false, docs/integrity.md): its host
  * joins the task's exclusion set, so no peer of the task is offered it again, and its peer
- * record goes, so it no longer counts as a copy. Not as upstream, which ends the stream with
+ * record goes, so it no longer counts as a copy, and the task is queued for repair (the host
+ * blocked). Not as upstream, which ends the stream with
  * FAILED_PRECONDITION "download piece failed": the download goes on from other parents. */
 static int exclude_parent(struct sched_service *svc, int64_t dl, const struct sched_task *t,
                           const char *parent_id, struct dfc_error *err) {
@@ -375,17 +406,22 @@ static int exclude_parent(struct sched_service *svc, int64_t dl, const struct sc
         r = sched_peer_delete(svc->store, dl, parent_id, err);
         r = r == -ENOENT ? 0 : r;
     }
+    if (r == 0 && svc->placement != NULL) { /* its copy no longer counts: place another now */
+        const char *block[] = {parent.host_id};
+        sched_placement_replicate(svc->placement, t->id, block, 1);
+    }
     sched_peer_done(&parent);
     return r;
 }
 
+/* Under mutual TLS only the downloading peer's own host reports its parents (owner). */
 static int on_piece_failed(struct sched_service *svc, struct dfc_rpc_call *call,
-                           const announce_req *m, struct dfc_error *err) {
+                           const announce_req *m, const char *owner, struct dfc_error *err) {
     const Scheduler__V2__DownloadPieceFailedRequest *f = m->download_piece_failed_request;
     int64_t dl = sched__deadline(svc, call);
     struct sched_peer p = {0};
     struct sched_task t = {0};
-    int r = load_peer(svc, dl, m->peer_id, &p, &t, err);
+    int r = load_peer(svc, dl, m->peer_id, owner, &p, &t, err);
     if (r == 0 && !f->temporary) {
         r = exclude_parent(svc, dl, &t, f->parent_id, err);
     }
@@ -423,10 +459,29 @@ static int on_piece_failed(struct sched_service *svc, struct dfc_rpc_call *call,
     return r;
 }
 
+/* Under mutual TLS, whether the stream may act for m's host: checked once per host id (the
+ * host the stream acted for last is kept in *ok, malloc'd). */
+static int authorize(struct sched_service *svc, struct dfc_rpc_call *call, const announce_req *m,
+                     char **ok, struct dfc_error *err) {
+    if (*ok != NULL && strcmp(*ok, m->host_id) == 0) {
+        return 0;
+    }
+    int r = sched_authz_stored_host(svc->store, sched__deadline(svc, call), call,
+                                    "announce a peer for", m->host_id, err);
+    if (r == 0) {
+        free(*ok);
+        if ((*ok = strdup(m->host_id)) == NULL) {
+            r = dfc_error_set(err, -ENOMEM, "out of memory");
+        }
+    }
+    return r;
+}
+
 static int announce_loop(struct sched_service *svc, struct dfc_rpc_call *call,
                          struct dfc_error *err) {
     int r = sched__need_redis(svc, err); /* before any message, as upstream */
-    bool logged = false;
+    bool logged = false, authn = sched_authz_on(call);
+    char *ok = NULL; /* the host this stream was authorized for (mutual TLS) */
     while (r == 0) {
         ProtobufCMessage *msg = NULL;
         r = dfc_rpc_call_recv(call, &msg, err);
@@ -436,6 +491,11 @@ static int announce_loop(struct sched_service *svc, struct dfc_rpc_call *call,
         const announce_req *m = (const announce_req *)msg;
         /* A message failing validation ends the stream INVALID_ARGUMENT, the peer untouched. */
         r = sched_validate_announce_peer(m, err);
+        if (r == 0 && authn) {
+            r = authorize(svc, call, m, &ok, err);
+        }
+        /* Every step on an existing peer checks that it is this host's (mutual TLS). */
+        const char *owner = authn ? m->host_id : NULL;
         if (r == 0 && !logged) {
             dfc_rpc_call_log_field(call, "host_id", m->host_id);
             dfc_rpc_call_log_field(call, "task_id", m->task_id);
@@ -452,42 +512,47 @@ static int announce_loop(struct sched_service *svc, struct dfc_rpc_call *call,
         case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_RESCHEDULE_PERSISTENT_CACHE_PEER_REQUEST:
             if (m->request_case ==
                 SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_REGISTER_PERSISTENT_CACHE_PEER_REQUEST) {
-                r = on_register(svc, call, m, err);
+                r = on_register(svc, call, m, owner, err);
             } else if (
                 m->request_case ==
                 SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PERSISTENT_CACHE_PEER_STARTED_REQUEST) {
-                r = on_started(svc, call, m, err);
+                r = on_started(svc, call, m, owner, err);
             } else {
-                r = on_reschedule(svc, call, m, err);
+                r = on_reschedule(svc, call, m, owner, err);
             }
             /* A failed step fails the peer if it exists; the stream ends with the step's own
              * error (upstream ends a failed register with "peer not found" instead). */
-            if (r < 0 && mark_failed(svc, call, m->peer_id, &step) < 0) {
+            if (r < 0 && mark_failed(svc, call, m->peer_id, owner, &step) < 0) {
                 DFC_LOG(DFC_LOG_DEBUG, "scheduler.mark_failed", "peer_id=%s error=\"%s\"",
                         m->peer_id, dfc_error_msg(&step));
             }
             break;
         case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PERSISTENT_CACHE_PEER_FINISHED_REQUEST:
-            r = on_end(svc, call, m->peer_id, true, err);
-            if (r < 0 && mark_failed(svc, call, m->peer_id, &step) < 0) {
+            r = on_end(svc, call, m->peer_id, owner, true, err);
+            if (r < 0 && mark_failed(svc, call, m->peer_id, owner, &step) < 0) {
                 DFC_LOG(DFC_LOG_DEBUG, "scheduler.mark_failed", "peer_id=%s error=\"%s\"",
                         m->peer_id, dfc_error_msg(&step));
             }
             done = true;
             break;
         case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PERSISTENT_CACHE_PEER_FAILED_REQUEST:
-            r = on_end(svc, call, m->peer_id, false, err);
+            r = on_end(svc, call, m->peer_id, owner, false, err);
             done = true;
             break;
         case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PIECE_FINISHED_REQUEST:
         case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PIECE_FAILED_REQUEST:
-            /* Piece reports are best effort: an error is logged and the stream goes on. */
-            if ((m->request_case ==
-                         SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PIECE_FINISHED_REQUEST
-                     ? on_piece_finished(svc, call, m, &step)
-                     : on_piece_failed(svc, call, m, &step)) < 0) {
+            /* Piece reports are best effort: an error is logged and the stream goes on; a
+             * report on another host's peer ends it PERMISSION_DENIED. */
+            r = m->request_case ==
+                        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_REQUEST__REQUEST_DOWNLOAD_PIECE_FINISHED_REQUEST
+                    ? on_piece_finished(svc, call, m, owner, &step)
+                    : on_piece_failed(svc, call, m, owner, &step);
+            if (r == -EACCES) {
+                *err = step;
+            } else if (r < 0) {
                 DFC_LOG(DFC_LOG_WARN, "scheduler.piece_report_failed",
                         "peer_id=%s error=\"%s\", ignoring", m->peer_id, dfc_error_msg(&step));
+                r = 0;
             }
             break;
         }
@@ -496,6 +561,7 @@ static int announce_loop(struct sched_service *svc, struct dfc_rpc_call *call,
             break;
         }
     }
+    free(ok);
     return r;
 }
 
@@ -569,6 +635,19 @@ int sched__delete_peer(void *svcp, struct dfc_rpc_call *call, const ProtobufCMes
     struct sched_peer p = {0};
     struct sched_host h = {0};
     bool have_host = false;
+    if (sched_authz_on(call)) {
+        /* Only by its own host: the one its record names (else the one the request names). */
+        char *owner = NULL;
+        r = sched_peer_owner(svc->store, dl, req->peer_id, &owner, err);
+        if (r == 0 || r == -ENOENT) {
+            r = sched_authz_stored_host(svc->store, dl, call, "delete a peer of",
+                                        owner != NULL ? owner : req->host_id, err);
+        }
+        free(owner);
+        if (r < 0) {
+            return r;
+        }
+    }
     /* Unlike upstream, a peer whose task or host hash is gone is still deleted (the store reads
      * its task and host ids from the peer hash itself). */
     r = sched_peer_load(svc->store, dl, req->peer_id, &p, err);

@@ -9,11 +9,17 @@
  * one (upstream answers ALREADY_EXISTS until the TTL, so content still on a node's disk could
  * never be offered again); and a task delete removes every peer record of the task, also
  * those whose host hash is already gone.
+ *
+ * Under mutual TLS an upload acts only for the certificate's host (its peer too), and a task
+ * is deleted only by one of its importing hosts (recorded at each finished upload) or an
+ * operator identity (authz.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "authz.h"
+#include "authz_store.h"
 #include "dfc/log.h"
 #include "dfc/pbtime.h"
 #include "dfc/units.h"
@@ -137,6 +143,9 @@ int sched__upload_started(void *svcp, struct dfc_rpc_call *call, const ProtobufC
     log_ids(call, req->host_id, req->task_id, req->peer_id);
     int64_t dl = sched__deadline(svc, call), now = sched__now_s(svc);
     bool join = false;
+    if ((r = sched_authz_stored_host(svc->store, dl, call, "upload for", req->host_id, err)) < 0) {
+        return r;
+    }
 
     /* The host, the task and the peer in one round trip; judged in that order. */
     struct sched_host host;
@@ -271,6 +280,19 @@ static int store_peer_and_task(struct sched_service *svc, int64_t dl, struct sch
     return sched_store_task_peer(svc->store, dl, task, peer, all, persistent, err);
 }
 
+/* The host whose upload of t finished is one of its importers (authz.h: who may delete it);
+ * a new import (reset) replaces the set. Best effort: a failure is logged. */
+static void record_importer(struct sched_service *svc, int64_t dl, const struct sched_task *t,
+                            const char *host_id, bool reset, int64_t now) {
+    int64_t ttl = t->ttl_ns / DFC_NS_PER_SEC - (now - t->created_at);
+    struct dfc_error e;
+    int r = ttl > 0 ? sched_importer_add(svc->store, dl, t->id, host_id, reset, ttl, &e) : 1;
+    if (r < 0) {
+        DFC_LOG(DFC_LOG_WARN, "task.importer_not_recorded", "task_id=%s host_id=%s error=\"%s\"",
+                t->id, host_id, dfc_error_msg(&e));
+    }
+}
+
 int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const ProtobufCMessage *reqp,
                            ProtobufCMessage *resp, struct dfc_error *err) {
     struct sched_service *svc = svcp;
@@ -287,15 +309,22 @@ int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const Protobuf
     struct sched_peer peer = {0};
     struct sched_task task = {0};
     uint64_t all = 0, persistent = 0;
+    bool authn = sched_authz_on(call), joined = false;
+    if (authn &&
+        (r = sched_authz_stored_host(svc->store, dl, call, "upload for", req->host_id, err)) < 0) {
+        return r;
+    }
     r = sched_store_load_peer_task(svc->store, dl, req->peer_id, req->host_id, req->task_id, &peer,
                                    &task, err);
     if (r == -ENOENT) {
         r = dfc_error_set(err, -ENOENT, "persistent cache peer %s not found", req->peer_id);
         goto out;
     }
-    if (r < 0) {
+    if (r < 0 || (r = sched_authz_peer_owner(req->peer_id, peer.host_id,
+                                             authn ? req->host_id : NULL, err)) < 0) {
         goto out;
     }
+    joined = task.state == SCHED_TASK_SUCCEEDED;
     sched_bitset_set_all(&peer.finished_pieces);
     if ((r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_SUCCEEDED, err), err)) < 0) {
         goto out;
@@ -308,6 +337,7 @@ int sched__upload_finished(void *svcp, struct dfc_rpc_call *call, const Protobuf
                                   (Common__V2__PersistentCacheTask *)resp, err)) < 0) {
         goto out;
     }
+    record_importer(svc, dl, &task, peer.host_id, !joined, now);
     if (svc->placement != NULL) {
         const char *block[] = {peer.host_id};
         sched_placement_replicate(svc->placement, task.id, block, 1);
@@ -332,6 +362,11 @@ int sched__upload_failed(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
 
     struct sched_peer peer = {0};
     struct sched_task task = {0};
+    bool authn = sched_authz_on(call);
+    if (authn &&
+        (r = sched_authz_stored_host(svc->store, dl, call, "upload for", req->host_id, err)) < 0) {
+        return r;
+    }
     r = sched_store_load_peer_task(svc->store, dl, req->peer_id, req->host_id, req->task_id, &peer,
                                    &task, err);
     if (r == -ENOENT) {
@@ -339,6 +374,8 @@ int sched__upload_failed(void *svcp, struct dfc_rpc_call *call, const ProtobufCM
         goto out;
     }
     if (r < 0 ||
+        (r = sched_authz_peer_owner(req->peer_id, peer.host_id, authn ? req->host_id : NULL, err)) <
+            0 ||
         (r = fsm_internal(sched_peer_fire(&peer.state, SCHED_PEER_EV_FAILED, err), err)) < 0) {
         goto out;
     }
@@ -391,6 +428,10 @@ int sched__delete_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMes
      * still bounded by database.redis.timeout. */
     int64_t dl = sched__deadline(svc, NULL);
     struct sched_ids ids = {0};
+    if ((r = sched_authz_task_delete(svc->store, dl, call, &svc->cfg->operator_identities,
+                                     req->task_id, err)) < 0) {
+        return r;
+    }
     if ((r = sched_peer_ids_by_task(svc->store, dl, req->task_id, false, &ids, err)) < 0) {
         return r;
     }
@@ -420,6 +461,12 @@ int sched__delete_task(void *svcp, struct dfc_rpc_call *call, const ProtobufCMes
     if (r == 0) {
         r = sched_task_delete(svc->store, sched__deadline(svc, NULL), req->task_id, err);
         r = r == -ENOENT ? 0 : r; /* OK for a task that does not exist, as upstream */
+    }
+    struct dfc_error ie;
+    if (r == 0 &&
+        sched_importers_delete(svc->store, sched__deadline(svc, NULL), req->task_id, &ie) < 0) {
+        DFC_LOG(DFC_LOG_WARN, "task.importers_not_deleted", "task_id=%s error=\"%s\", ignoring",
+                req->task_id, dfc_error_msg(&ie)); /* they expire with the task */
     }
     for (size_t i = 0; i < n_hosts; i++) {
         struct dfc_error ignored;

@@ -51,6 +51,7 @@ static int open_redis(const struct sched_config *cfg, const struct sched_metrics
         .repair_interval_ns = cfg->repair_interval,
         .repair_concurrency = (unsigned)cfg->repair_concurrency,
         .host_gc_interval_ns = cfg->host_gc_interval,
+        .probe_interval_ns = cfg->probe_interval,
         .repairs = m->repairs,
         .under_replicated = m->under_replicated,
         .tasks = m->tasks,
@@ -107,6 +108,7 @@ int sched_run(const struct sched_config *cfg, const struct dfc_server_run *run,
         .max_conns = (unsigned)cfg->max_conns,
         .max_conns_per_ip = (unsigned)cfg->max_conns_per_ip,
         .first_bytes_timeout_ms = cfg->first_bytes_timeout / DFC_NS_PER_MS,
+        .first_call_timeout_ms = cfg->first_call_timeout / DFC_NS_PER_MS,
         .option_prefix = "server.",
         .metrics = metrics.registry,
         .metrics_prefix = SCHED_METRICS_PREFIX,
@@ -118,6 +120,11 @@ int sched_run(const struct sched_config *cfg, const struct dfc_server_run *run,
                 "msg=\"TLS is off: the gRPC port and the calls to the nodes are plaintext and "
                 "unauthenticated (security.tlsPolicy, server.tls.*, peer.tls.*; "
                 "docs/trust-model.md)\"");
+    }
+    if (cfg->tls != DFC_TLS_MUTUAL && cfg->operator_identities.n > 0) {
+        DFC_LOG(DFC_LOG_WARN, "scheduler.operators_unused",
+                "msg=\"security.operatorIdentities takes effect only under mutual TLS: without "
+                "client certificates any caller may delete any task\"");
     }
     /* Accepted by the RPC layer itself, so the connections are capped (max_conns). */
     if ((r = dfc_rpc_server_new(&opts, &server, err)) < 0 ||

@@ -16,6 +16,10 @@ static int finish(void *cfg, struct dfc_error *err) {
     return dfd_config_finish(cfg, err);
 }
 
+static int check(void *cfg, struct dfc_error *err) {
+    return dfd_config_check_files(cfg, err);
+}
+
 static const struct dfc_cli cli = {
     .prog = "dfdaemon",
     .usage = "[options]",
@@ -33,6 +37,7 @@ static int run(void *cfg, const struct dfc_server_run *run, struct dfc_error *er
 
 static const struct dfc_server_main server_main = {
     .cli = &cli,
+    .check = check,
     .log_level_offset = offsetof(struct dfd_config, log_level),
     .grace_offset = offsetof(struct dfd_config, shutdown_grace),
     .run = run,

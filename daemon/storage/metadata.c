@@ -27,12 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct dfd_metadata {
-    sqlite3 *db;
-    pthread_mutex_t mu;
-    sqlite3 *rdb;        /* read-only: the whole-table reads */
-    pthread_mutex_t rmu; /* guards rdb */
-};
+#include "metadata_internal.h"
 
 static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
                                  "PRAGMA synchronous=FULL;"
@@ -68,7 +63,9 @@ static const char schema_sql[] = "PRAGMA journal_mode=WAL;"
  * peer id the copy is registered under at the scheduler; rows from before get "". Version 3
  * marks a copy kept local because no scheduler took its registration (register_later); rows
  * from before get 0. Version 4 records the content's SHA-256, content_for_calculating_task_id
- * and each piece's SHA-256 (docs/integrity.md); rows from before get '', NULL and NULL. */
+ * and each piece's SHA-256 (docs/integrity.md); rows from before get '', NULL and NULL.
+ * Version 5 adds the pins of content volumes (pin_meta.c, docs/content-volumes.md): one row
+ * per pin and one per file it holds; stores from before have none. */
 static const char *const migrations[] = {
     "ALTER TABLE tasks ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tasks ADD COLUMN id_origin TEXT NOT NULL DEFAULT 'unknown';",
@@ -77,6 +74,19 @@ static const char *const migrations[] = {
     "ALTER TABLE tasks ADD COLUMN content_sha256 TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE tasks ADD COLUMN id_basis TEXT;"
     "ALTER TABLE pieces ADD COLUMN sha256 BLOB;",
+    "CREATE TABLE pins ("
+    "  pin_id TEXT PRIMARY KEY,"
+    "  target_path TEXT NOT NULL,"
+    "  created_at_ns INTEGER NOT NULL,"
+    "  verity INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE pin_files ("
+    "  pin_id TEXT NOT NULL REFERENCES pins(pin_id) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL,"
+    "  task_id TEXT NOT NULL,"
+    "  PRIMARY KEY (pin_id, name)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX pin_files_task ON pin_files (task_id);",
 };
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
@@ -106,7 +116,7 @@ static int conn_error(sqlite3 *db, struct dfc_error *err, const char *what) {
     return dfc_error_set(err, code, "metadata %s: %s", what, sqlite3_errmsg(db));
 }
 
-static int db_error(struct dfd_metadata *md, struct dfc_error *err, const char *what) {
+int dfd__md_error(struct dfd_metadata *md, struct dfc_error *err, const char *what) {
     return conn_error(md->db, err, what);
 }
 
@@ -116,7 +126,7 @@ static int migrate(struct dfd_metadata *md, struct dfc_error *err) {
     if (sqlite3_prepare_v2(md->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
         sqlite3_finalize(st);
-        return db_error(md, err, "read the schema version");
+        return dfd__md_error(md, err, "read the schema version");
     }
     int version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
@@ -129,12 +139,12 @@ static int migrate(struct dfd_metadata *md, struct dfc_error *err) {
         char bump[64];
         snprintf(bump, sizeof(bump), "PRAGMA user_version=%zu;", v + 1);
         if (sqlite3_exec(md->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-            return db_error(md, err, "begin a migration");
+            return dfd__md_error(md, err, "begin a migration");
         }
         if (sqlite3_exec(md->db, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(md->db, bump, NULL, NULL, NULL) != SQLITE_OK ||
             sqlite3_exec(md->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-            int r = db_error(md, err, "migrate the schema");
+            int r = dfd__md_error(md, err, "migrate the schema");
             (void)sqlite3_exec(md->db, "ROLLBACK", NULL, NULL, NULL);
             return r;
         }
@@ -164,7 +174,7 @@ int dfd_metadata_open(const char *dir, struct dfd_metadata **ret, struct dfc_err
     sqlite3_busy_timeout(md->db, 5000);
     int r;
     if (sqlite3_exec(md->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "schema");
+        r = dfd__md_error(md, err, "schema");
         dfd_metadata_close(md);
         return r;
     }
@@ -247,7 +257,7 @@ int dfd_metadata_check(const char *dir, struct dfd_metadata_health *ret, struct 
 int dfd_metadata_checkpoint(struct dfd_metadata *md, struct dfc_error *err) {
     pthread_mutex_lock(&md->mu);
     int rc = sqlite3_wal_checkpoint_v2(md->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    int r = rc == SQLITE_OK ? 0 : db_error(md, err, "checkpoint");
+    int r = rc == SQLITE_OK ? 0 : dfd__md_error(md, err, "checkpoint");
     pthread_mutex_unlock(&md->mu);
     return r;
 }
@@ -280,12 +290,12 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     int r = 0;
     pthread_mutex_lock(&md->mu);
     if (sqlite3_exec(md->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "begin");
+        r = dfd__md_error(md, err, "begin");
         goto out;
     }
     if (sqlite3_prepare_v2(md->db, task_sql, -1, &ts, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(md->db, piece_sql, -1, &ps, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = dfd__md_error(md, err, "prepare");
         goto rollback;
     }
     sqlite3_bind_text(ts, 1, t->id, -1, SQLITE_STATIC);
@@ -310,7 +320,7 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
     if (sqlite3_step(ts) != SQLITE_DONE) {
         r = sqlite3_extended_errcode(md->db) == SQLITE_CONSTRAINT_PRIMARYKEY
                 ? dfc_error_set(err, -EEXIST, "task %s already exists", t->id)
-                : db_error(md, err, "insert task");
+                : dfd__md_error(md, err, "insert task");
         goto rollback;
     }
     for (uint32_t i = 0; i < t->piece_count; i++) {
@@ -326,12 +336,12 @@ int dfd_metadata_insert(struct dfd_metadata *md, const struct dfd_task_meta *t,
             sqlite3_bind_null(ps, 6);
         }
         if (sqlite3_step(ps) != SQLITE_DONE) {
-            r = db_error(md, err, "insert piece");
+            r = dfd__md_error(md, err, "insert piece");
             goto rollback;
         }
     }
     if (sqlite3_exec(md->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "commit");
+        r = dfd__md_error(md, err, "commit");
         goto rollback;
     }
     goto out;
@@ -387,7 +397,7 @@ int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_me
     pthread_mutex_lock(&md->mu);
     if (sqlite3_prepare_v2(md->db, "SELECT " TASK_COLUMNS " FROM tasks WHERE id = ?", -1, &st,
                            NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = dfd__md_error(md, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -398,7 +408,7 @@ int dfd_metadata_get(struct dfd_metadata *md, const char *id, struct dfd_task_me
     } else if (rc == SQLITE_DONE) {
         r = dfc_error_set(err, -ENOENT, "persistent cache task %s not found", id);
     } else {
-        r = db_error(md, err, "select task");
+        r = dfd__md_error(md, err, "select task");
     }
 out:
     sqlite3_finalize(st);
@@ -418,7 +428,7 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
             "SELECT number, offset, length, digest, sha256 FROM pieces WHERE task_id = ?"
             " ORDER BY number",
             -1, &st, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = dfd__md_error(md, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -444,7 +454,7 @@ int dfd_metadata_pieces(struct dfd_metadata *md, const char *id, struct dfd_piec
         }
     }
     if (rc != SQLITE_DONE) {
-        r = db_error(md, err, "select pieces");
+        r = dfd__md_error(md, err, "select pieces");
     }
 out:
     sqlite3_finalize(st);
@@ -531,7 +541,7 @@ static int exec_id(struct dfd_metadata *md, const char *sql, const char *id, int
     int r;
     pthread_mutex_lock(&md->mu);
     if (sqlite3_prepare_v2(md->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = dfd__md_error(md, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -541,7 +551,8 @@ static int exec_id(struct dfd_metadata *md, const char *sql, const char *id, int
     if (n_ints > 1) {
         sqlite3_bind_int64(st, 3, b);
     }
-    r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(md->db) : db_error(md, err, "update");
+    r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(md->db)
+                                        : dfd__md_error(md, err, "update");
 out:
     sqlite3_finalize(st);
     pthread_mutex_unlock(&md->mu);
@@ -565,7 +576,7 @@ int dfd_metadata_delete_if(struct dfd_metadata *md, const char *id, int64_t crea
     int r = 0;
     pthread_mutex_lock(&md->mu);
     if (sqlite3_prepare_v2(md->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = dfd__md_error(md, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -580,7 +591,7 @@ int dfd_metadata_delete_if(struct dfd_metadata *md, const char *id, int64_t crea
         r = 1;
     }
     if (rc != SQLITE_DONE) {
-        r = db_error(md, err, "delete");
+        r = dfd__md_error(md, err, "delete");
     }
 out:
     sqlite3_finalize(st);
@@ -608,7 +619,7 @@ int dfd_metadata_set_registration(struct dfd_metadata *md, const char *id, int64
                            "UPDATE tasks SET peer_id = ?3, register_later = ?4 WHERE id = ?1"
                            " AND created_at_ns = ?2 AND register_later = 1 AND peer_id = ?5",
                            -1, &st, NULL) != SQLITE_OK) {
-        r = db_error(md, err, "prepare");
+        r = dfd__md_error(md, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -616,7 +627,8 @@ int dfd_metadata_set_registration(struct dfd_metadata *md, const char *id, int64
     sqlite3_bind_text(st, 3, peer_id, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 4, later);
     sqlite3_bind_text(st, 5, expect, -1, SQLITE_STATIC);
-    r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(md->db) : db_error(md, err, "update");
+    r = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(md->db)
+                                        : dfd__md_error(md, err, "update");
 out:
     sqlite3_finalize(st);
     pthread_mutex_unlock(&md->mu);

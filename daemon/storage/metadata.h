@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "dfc/error.h"
+#include "pins.h"
 #include "task.h"
 
 struct dfd_metadata;
@@ -87,5 +88,26 @@ int dfd_metadata_set_registration(struct dfd_metadata *md, const char *id, int64
 /* Bumps updated_at (an export uses the task). */
 int dfd_metadata_touch(struct dfd_metadata *md, const char *id, int64_t now_ns,
                        struct dfc_error *err);
+
+/* ---- the pins of content volumes (pin_meta.c) ---- */
+
+/* Inserts a pin and its files atomically. -EEXIST when the pin id is there. */
+int dfd_metadata_pin_insert(struct dfd_metadata *md, const struct dfd_pin *p,
+                            struct dfc_error *err);
+
+/* -ENOENT when absent. Free *ret with dfd_pin_done(). */
+int dfd_metadata_pin_get(struct dfd_metadata *md, const char *pin_id, struct dfd_pin *ret,
+                         struct dfc_error *err);
+
+/* Deletes a pin and its files: 1 when it did, 0 when absent. */
+int dfd_metadata_pin_delete(struct dfd_metadata *md, const char *pin_id, struct dfc_error *err);
+
+/* Every pin by pin id. Free with dfd_pin_list_free(). */
+int dfd_metadata_pin_list(struct dfd_metadata *md, struct dfd_pin **ret, size_t *ret_n,
+                          struct dfc_error *err);
+
+/* The pin ids holding task id, by pin id (free()). */
+int dfd_metadata_task_pins(struct dfd_metadata *md, const char *id,
+                           char (**ret)[DFD_PIN_ID_MAX + 1], size_t *ret_n, struct dfc_error *err);
 
 #endif /* DFD_STORAGE_METADATA_H */

@@ -67,24 +67,6 @@
 
 /* ---- small file helpers ---- */
 
-/* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. storage.dir is limited at
- * open so that every path built under it fits. */
-int dfd__pathf(char *buf, size_t size, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, size, fmt, ap);
-    va_end(ap);
-    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
-}
-
-int dfd__fsync_dir(const char *path) {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) < 0) {
-        return -errno;
-    }
-    return 0;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st;
     (void)ftw;
@@ -101,10 +83,6 @@ static int rm_rf(const char *path) {
         return errno == ENOENT ? 0 : -errno;
     }
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 ? -errno : 0;
-}
-
-void dfd__task_path(const struct dfd_storage *s, const char *id, char *buf, size_t size) {
-    (void)dfd__pathf(buf, size, "%s/%.3s/%s", s->content_dir, id, id);
 }
 
 /* ---- open and recovery ---- */
@@ -179,7 +157,9 @@ static int check_rows(struct dfd_storage *s, struct dfd_recovery *rec, struct df
         dfd__task_path(s, tasks[i].id, path, sizeof(path));
         int sr = stat(path, &st);
         if (sr == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == tasks[i].content_length) {
-            if (!tasks[i].hard_linked && (st.st_mode & 07177) != 0) {
+            /* 0444: a pinned task's (pins.h); nothing older made that mode. */
+            if (!tasks[i].hard_linked && (st.st_mode & 07177) != 0 &&
+                (st.st_mode & 07777) != 0444) {
                 (void)chmod(path, 0600); /* made by an older version, 0644 */
             }
             rec->tasks++;
@@ -400,11 +380,13 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
     }
     pthread_mutex_init(&s->commit_mu, NULL);
     pthread_mutex_init(&s->reserve_mu, NULL);
+    pthread_mutex_init(&s->pin_mu, NULL);
     s->unsafe_shared_inode_imports = opts->unsafe_shared_inode_imports;
     s->max_tasks = opts->max_tasks != 0 ? opts->max_tasks : DFD_STORAGE_MAX_TASKS_DEFAULT;
     (void)dfd__pathf(s->content_dir, sizeof(s->content_dir), "%s/" CONTENT_SUBDIR, s->dir);
     (void)dfd__pathf(s->tmp_dir, sizeof(s->tmp_dir), "%s/tmp", s->dir);
     (void)dfd__pathf(s->meta_dir, sizeof(s->meta_dir), "%s/metadata", s->dir);
+    (void)dfd__pathf(s->volumes_dir, sizeof(s->volumes_dir), "%s/volumes", s->dir);
     (void)dfd__pathf(s->reserve_path, sizeof(s->reserve_path), "%s/metadata/reserve", s->dir);
     const char *meta_dir = s->meta_dir;
     char content_root[PATH_MAX];
@@ -435,7 +417,8 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
         dfc_error_errno(err, r, "empty `%s`", s->tmp_dir);
         goto fail;
     }
-    if ((r = sweep_orphans(s, &rec, err)) < 0 || (r = check_rows(s, &rec, err)) < 0) {
+    if ((r = sweep_orphans(s, &rec, err)) < 0 || (r = check_rows(s, &rec, err)) < 0 ||
+        (r = dfd__pins_recover(s, &rec, err)) < 0) {
         goto fail;
     }
     dfd_storage_ensure_reserve(s);
@@ -456,6 +439,7 @@ void dfd_storage_close(struct dfd_storage *s) {
     dfd_metadata_close(s->md);
     pthread_mutex_destroy(&s->commit_mu);
     pthread_mutex_destroy(&s->reserve_mu);
+    pthread_mutex_destroy(&s->pin_mu);
     free(s->dir);
     free(s);
 }
@@ -496,18 +480,6 @@ int dfd_storage_set_registration(struct dfd_storage *s, const struct dfd_task_me
                                  struct dfc_error *err) {
     return dfd_metadata_set_registration(s->md, t->id, t->created_at_ns, expect, peer_id, later,
                                          err);
-}
-
-int dfd_storage_open_content(struct dfd_storage *s, const char *id, int *ret_fd,
-                             struct dfc_error *err) {
-    char path[PATH_MAX];
-    dfd__task_path(s, id, path, sizeof(path));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return dfc_error_errno(err, -errno, "open the content of task %s", id);
-    }
-    *ret_fd = fd;
-    return 0;
 }
 
 /* The row (all of it, or only while it is still *expect), then the content; under commit_mu,
@@ -564,6 +536,23 @@ int dfd_storage_delete_task(struct dfd_storage *s, struct dfd_task_meta *t, bool
     int r = delete_locked(s, t->id, t, same_use, ret_deleted, err);
     pthread_mutex_unlock(&s->commit_mu);
     if (r == 0) {
+        dfd_storage_ensure_reserve(s);
+    }
+    return r;
+}
+
+int dfd_storage_evict_task(struct dfd_storage *s, struct dfd_task_meta *t, bool same_use,
+                           bool *ret_deleted, struct dfc_error *err) {
+    pthread_mutex_lock(&s->commit_mu);
+    int r = dfd__task_pinned(s, t->id, err);
+    if (r > 0) {
+        *ret_deleted = false;
+        r = 0;
+    } else if (r == 0) {
+        r = delete_locked(s, t->id, t, same_use, ret_deleted, err);
+    }
+    pthread_mutex_unlock(&s->commit_mu);
+    if (r == 0 && *ret_deleted) {
         dfd_storage_ensure_reserve(s);
     }
     return r;

@@ -6,6 +6,7 @@
  *   content/persistent-cache-tasks/<id[0..3]>/<id>   one file per task, full content
  *   metadata/pcache.db                               task and piece rows (task.h)
  *   tmp/                                             imports in progress
+ *   volumes/<pin_id>/<name>                          content volumes: hard links (pins.h)
  *
  * Crash safety: an import spools into tmp/, is fsynced, renamed into content/ (and the
  * directory fsynced), and only then gets its metadata row, in one transaction: the row is the
@@ -66,6 +67,10 @@ struct dfd_recovery {
     unsigned orphan_files; /* content without a row */
     unsigned broken_rows;  /* rows without (complete) content */
     unsigned tasks;        /* tasks kept */
+    /* Content volumes (pins.h): pins kept (rebuilt ones included), directories of volumes/
+     * without a row removed, rows rebuilt (their directory was missing or incomplete) and
+     * rows dropped (a task of theirs is gone). */
+    unsigned pins, stale_volumes, rebuilt_pins, dropped_pins;
     /* With discard_broken: why the store was discarded ("corrupt", "missing", "empty",
      * "no-schema"; a static string), or NULL when it was not; and what was deleted. */
     const char *discarded_reason;
@@ -284,6 +289,11 @@ int dfd_storage_verify_digest(int content_fd, const char *algo, const char *want
  * full disk (the reserve, then the WAL's own space). Runs under the commit lock, so an import
  * of the same id cannot land between the row and the content. */
 int dfd_storage_delete(struct dfd_storage *s, const char *id, struct dfc_error *err);
+
+/* dfd_storage_delete_task() for GC (TTL expiry, eviction): a task a pin holds (pins.h) is
+ * left, *ret_deleted false; checked under the commit lock, which pinning holds too. */
+int dfd_storage_evict_task(struct dfd_storage *s, struct dfd_task_meta *t, bool same_use,
+                           bool *ret_deleted, struct dfc_error *err);
 
 /* Deletes t only while the stored task is still the one t was read from: the same import and,
  * with same_use, not used or changed since (GC decides from a list that may have gone stale).

@@ -23,10 +23,12 @@ struct dfd_storage {
     char content_dir[PATH_MAX];
     char tmp_dir[PATH_MAX];
     char meta_dir[PATH_MAX];
+    char volumes_dir[PATH_MAX];  /* volumes/: the pins' directories (pins.h) */
     char reserve_path[PATH_MAX]; /* metadata/reserve: space a delete can free on a full disk */
     struct dfd_metadata *md;
     pthread_mutex_t commit_mu;
     pthread_mutex_t reserve_mu; /* creating or releasing the reserve */
+    pthread_mutex_t pin_mu;     /* pins are made and removed one at a time; before commit_mu */
     bool unsafe_shared_inode_imports;
     uint64_t max_tasks; /* storage.maxTasks */
 };
@@ -83,5 +85,14 @@ int dfd__check_space(struct dfd_storage *s, uint64_t need, struct dfc_error *err
 
 /* strdup that records a failure in *oom; NULL stays NULL. */
 char *dfd__dup_or_null(const char *s, bool *oom);
+
+struct dfd_recovery;
+
+/* The pins' recovery at open (pins.c): volumes/ made; its directories without a row removed;
+ * rows whose directory is missing or incomplete rebuilt, or dropped when a task is gone. */
+int dfd__pins_recover(struct dfd_storage *s, struct dfd_recovery *rec, struct dfc_error *err);
+
+/* 1 when a pin holds task id, 0 when none, or negative. */
+int dfd__task_pinned(struct dfd_storage *s, const char *id, struct dfc_error *err);
 
 #endif /* DFD_STORAGE_INTERNAL_H */

@@ -5,11 +5,13 @@
  *
  *   bench_sched_upload free-port
  *       prints a TCP port that is free on 127.0.0.1 right now
- *   bench_sched_upload load ADDR SECONDS CLIENTS
+ *   bench_sched_upload load ADDR SECONDS CLIENTS [TLS_DIR]
  *       announces the host, runs pairs for SECONDS from CLIENTS clients (one channel each, all
  *       driven by one thread, each with one call in flight) and prints one line:
  *       pairs=N seconds=S pairs_per_s=R p50_ms=A p99_ms=B max_ms=C errors=E
- *   bench_sched_upload capture ADDR REDIS_PORT DIR
+ *       With TLS_DIR, over mutual TLS with TLS_DIR/ca.crt, tls.crt and tls.key (a node's files
+ *       in cert-manager's layout; the certificate must name 127.0.0.1, the announced host).
+ *   bench_sched_upload capture ADDR REDIS_PORT DIR [TLS_DIR]
  *       announces the host, runs one warm-up pair, then one pair while a MONITOR connection
  *       to Redis records the commands the scheduler sends; writes each command to
  *       DIR/cmd-<i>.args (arguments separated by NUL bytes, NULs inside an argument replaced
@@ -41,6 +43,22 @@
 #define MAX_CLIENT 1024
 
 static struct dfc_rpc_client_method announce_m, started_m, finished_m;
+
+/* The clients' options: NULL for plaintext, else mutual TLS (tls_from). */
+static struct dfc_rpc_client_opts tls_opts;
+static const struct dfc_rpc_client_opts *client_opts;
+static char tls_paths[3][4096];
+
+static void tls_from(const char *dir) {
+    const char *names[3] = {"ca.crt", "tls.crt", "tls.key"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(tls_paths[i], sizeof(tls_paths[i]), "%s/%s", dir, names[i]);
+    }
+    tls_opts.tls = DFC_TLS_MUTUAL;
+    tls_opts.tls_files =
+        (struct dfc_tls_files){.ca_cert = tls_paths[0], .cert = tls_paths[1], .key = tls_paths[2]};
+    client_opts = &tls_opts;
+}
 static const struct dfc_rpc_client_row methods[] = {
     DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "AnnounceHost", &announce_m),
     DFC_RPC_CLIENT_METHOD(scheduler__v2__scheduler, "UploadPersistentCacheTaskStarted", &started_m),
@@ -293,7 +311,7 @@ static int load(const char *addr, double seconds, unsigned clients) {
     /* One channel per client, as that many dfdaemons would have. */
     for (unsigned i = 0; i < clients; i++) {
         cl[i].id = i;
-        if (dfc_rpc_client_new(addr, NULL, &cl[i].c, &err) < 0) {
+        if (dfc_rpc_client_new(addr, client_opts, &cl[i].c, &err) < 0) {
             fprintf(stderr, "bench: %s\n", dfc_error_msg(&err));
             goto out;
         }
@@ -406,7 +424,7 @@ static int capture(const char *addr, int redis_port, const char *dir) {
     struct dfc_error err = {0};
     struct dfc_rpc_client *c = NULL;
     unsigned run = (unsigned)getpid() ^ (unsigned)time(NULL) ^ 0x5a5a5a5au;
-    if (dfc_rpc_client_new(addr, NULL, &c, &err) < 0 || announce(c, &err) < 0 ||
+    if (dfc_rpc_client_new(addr, client_opts, &c, &err) < 0 || announce(c, &err) < 0 ||
         pair(c, 0, 0, run, &err) < 0) {
         fprintf(stderr, "bench: warm-up: %s\n", dfc_error_msg(&err));
         dfc_rpc_client_free(c);
@@ -483,6 +501,13 @@ int main(int argc, char **argv) {
         printf("%d\n", port);
         return 0;
     }
+    if ((argc == 5 || argc == 6) &&
+        (strcmp(argv[1], "load") == 0 || strcmp(argv[1], "capture") == 0)) {
+        if (argc == 6) {
+            tls_from(argv[5]);
+        }
+        argc = 5;
+    }
     if (argc == 5 && strcmp(argv[1], "load") == 0) {
         double seconds = strtod(argv[3], NULL);
         long clients = strtol(argv[4], NULL, 10);
@@ -501,8 +526,8 @@ int main(int argc, char **argv) {
         return capture(argv[2], (int)port, argv[4]);
     }
     fprintf(stderr,
-            "usage: %s free-port | load ADDR SECONDS CLIENTS | capture ADDR REDIS_PORT "
-            "DIR\n",
+            "usage: %s free-port | load ADDR SECONDS CLIENTS [TLS_DIR] | capture ADDR "
+            "REDIS_PORT DIR [TLS_DIR]\n",
             argv[0]);
     return 2;
 }

@@ -9,9 +9,11 @@
 #      volume's;
 #   2. pod `exporter` runs `dfcache export --transfer-from-dfdaemon` over an inline volume; the
 #      bytes' SHA-256 matches the importer's;
+#   2b. pod `reader` reads the task through an inline content volume (docs/content-volumes.md):
+#      the bytes' SHA-256 matches the importer's, and a write into the volume is refused;
 #   3. the dfdaemon container is restarted while `importer` runs; its next `dfcache stat` works
 #      through the same mounts (the directory bind survives the socket's re-creation);
-#   4. everything is deleted; csi-plugin logged NodeUnpublishVolume for each of the 3 volumes,
+#   4. everything is deleted; csi-plugin logged NodeUnpublishVolume for each of the 4 volumes,
 #      no kubernetes.io~csi mount is left and the pods' directories are gone.
 # Starts the cluster (hack/k8s/cluster.sh up) when it is not up, and leaves it as it found it
 # (`cluster.sh down` stops it).
@@ -146,7 +148,7 @@ cleanup() {
     if [ $rc -ne 0 ]; then
         log "failed; csi-plugin's log tail:"
         k -n "$ns" logs "ds/$release-dragonfly-csi-node" -c csi-plugin --tail 20 >&2 || true
-        k delete pod importer exporter --ignore-not-found --wait=true --timeout 60s >/dev/null 2>&1 || true
+        k delete pod importer exporter reader --ignore-not-found --wait=true --timeout 60s >/dev/null 2>&1 || true
         k delete pvc dfdaemon-socket --ignore-not-found --timeout 30s >/dev/null 2>&1 || true
         k delete pv dfc-e2e-socket --ignore-not-found --timeout 30s >/dev/null 2>&1 || true
         k delete -f "$work/chart.json" --ignore-not-found --timeout 60s >/dev/null 2>&1 || true
@@ -202,6 +204,18 @@ got=$(awk 'length($1) == 64 && $2 == "/tmp/out" { print $1 }' "$work/exporter.lo
 [ "$got" = "$want" ] || die "exported bytes differ: sha256 $got, imported $want"
 step "exported bytes match (sha256 $got)"
 
+step "pod reader (inline content volume of the task)"
+sed "s|IMAGE|$image|; s|TASK_ID|$id|" "$here/manifests/reader.yaml" | k apply -f - >/dev/null
+wait_ok 120 bash -c "bash '$cluster' kubectl get pod reader -o jsonpath='{.status.phase}' | grep -qx -e Succeeded -e Failed" ||
+    die "pod reader did not finish"
+k logs reader >"$work/reader.log"
+[ "$(k get pod reader -o jsonpath='{.status.phase}')" = Succeeded ] ||
+    die "pod reader failed: $(cat "$work/reader.log")"
+got=$(awk 'length($1) == 64 && $2 == "/content/data" { print $1 }' "$work/reader.log")
+[ "$got" = "$want" ] || die "the content volume's bytes differ: sha256 $got, imported $want"
+grep -qx write-refused "$work/reader.log" || die "a write into the content volume was not refused: $(cat "$work/reader.log")"
+step "the content volume's bytes match (sha256 $got) and it is read-only"
+
 # --- 3. restart dfdaemon while the importer runs ------------------------------------------
 
 restarts() {
@@ -224,15 +238,17 @@ step "after the restart (restartCount $(restarts)) dfcache stat works through bo
 
 # --- 4. delete everything; check what is left ---------------------------------------------
 
-uids=$(k get pod importer exporter -o jsonpath='{.items[*].metadata.uid}')
+uids=$(k get pod importer exporter reader -o jsonpath='{.items[*].metadata.uid}')
 step "deleting the pods, the PVC and the PV"
-k delete pod importer exporter --wait=true --timeout 120s >/dev/null
+k delete pod importer exporter reader --wait=true --timeout 120s >/dev/null
 k delete pvc dfdaemon-socket --wait=true --timeout 60s >/dev/null
 k delete pv dfc-e2e-socket --wait=true --timeout 60s >/dev/null
 k -n "$ns" logs "$node_pod" -c csi-plugin >"$work/csi-plugin.log"
 n_unpub=$(grep -c 'NodeUnpublishVolume.*code=OK' "$work/csi-plugin.log" || true)
-[ "$n_unpub" -ge 3 ] ||
-    die "csi-plugin logged $n_unpub successful NodeUnpublishVolume calls, want 3 (log: $work/csi-plugin.log)"
+[ "$n_unpub" -ge 4 ] ||
+    die "csi-plugin logged $n_unpub successful NodeUnpublishVolume calls, want 4 (log: $work/csi-plugin.log)"
+grep -q 'NodeUnpublishVolume.*pin_id=cv-.*code=OK' "$work/csi-plugin.log" ||
+    die "csi-plugin logged no NodeUnpublishVolume releasing a content pin (log: $work/csi-plugin.log)"
 step "csi-plugin logged $n_unpub NodeUnpublishVolume calls"
 no_csi_mounts() { ! kx grep -q 'kubernetes.io~csi' /proc/self/mountinfo; }
 wait_ok 60 no_csi_mounts || die "a kubernetes.io~csi mount is left: $(kx grep 'kubernetes.io~csi' /proc/self/mountinfo)"

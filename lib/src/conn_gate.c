@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -45,15 +46,19 @@ int conn_gate_add(struct conn_gate *g, int fd, unsigned lowat, int64_t deadline_
         g->wait = w;
         g->cap = cap;
     }
-    set_lowat(fd, lowat);
-    g->pfd[CONN_GATE_FIXED + g->n] = (struct pollfd){.fd = fd, .events = POLLIN};
-    g->wait[g->n] =
-        (struct conn_gate_wait){.deadline_ms = deadline_ms, .since_ms = dfc_mono_ms(), .arg = arg};
+    if (lowat > 0) {
+        set_lowat(fd, lowat);
+    }
+    /* events 0: poll() still reports POLLHUP and POLLERR */
+    g->pfd[CONN_GATE_FIXED + g->n] = (struct pollfd){.fd = fd, .events = lowat > 0 ? POLLIN : 0};
+    g->wait[g->n] = (struct conn_gate_wait){
+        .deadline_ms = deadline_ms, .since_ms = dfc_mono_ms(), .lowat = lowat, .arg = arg};
     g->n++;
     return 0;
 }
 
 void conn_gate_want(struct conn_gate *g, size_t i, unsigned lowat) {
+    g->wait[i].lowat = lowat;
     set_lowat(g->pfd[CONN_GATE_FIXED + i].fd, lowat);
 }
 
@@ -76,13 +81,16 @@ int conn_gate_poll(struct conn_gate *g) {
 
 int conn_gate_take(struct conn_gate *g, size_t i, void **ret_arg) {
     int fd = g->pfd[CONN_GATE_FIXED + i].fd;
+    bool watch = g->wait[i].lowat == 0;
     if (ret_arg != NULL) {
         *ret_arg = g->wait[i].arg;
     }
     g->n--;
     g->pfd[CONN_GATE_FIXED + i] = g->pfd[CONN_GATE_FIXED + g->n];
     g->wait[i] = g->wait[g->n];
-    set_lowat(fd, 1);
+    if (!watch) {
+        set_lowat(fd, 1);
+    }
     return fd;
 }
 

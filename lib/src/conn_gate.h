@@ -10,6 +10,10 @@
  * costs nothing; the bytes are never read here, so the server sees the connection from its
  * first byte. A caller that peeks and wants more raises the mark (conn_gate_want).
  *
+ * An entry added with a mark of 0 only watches: it waits for its deadline, or for its socket
+ * to be shut down or reset (POLLHUP, POLLERR), and its receive mark is never touched, so a
+ * connection that another reader owns (gRPC core) can be watched through a duplicate of its fd.
+ *
  * The pollfd array holds the fixed fds first (the listener, the stop pipe), then one per
  * waiting connection. Not thread-safe: one accept thread owns a gate.
  */
@@ -25,6 +29,7 @@
 struct conn_gate_wait {
     int64_t deadline_ms; /* dfc_mono_ms() */
     int64_t since_ms;    /* when it arrived: the oldest is evicted first */
+    unsigned lowat;      /* its receive mark; 0: a watch-only entry */
     void *arg;           /* the caller's (a copy of the peer address, say) */
 };
 
@@ -37,7 +42,8 @@ struct conn_gate {
 /* Sets g up for the listener lfd and the stop fd; 0 or -ENOMEM. */
 int conn_gate_init(struct conn_gate *g, int lfd, int stop_fd);
 
-/* Adds fd to wait until lowat bytes are queued, until deadline_ms; -ENOMEM (fd untouched). */
+/* Adds fd to wait until lowat bytes are queued (0: watch only, see above), until deadline_ms;
+ * -ENOMEM (fd untouched). */
 int conn_gate_add(struct conn_gate *g, int fd, unsigned lowat, int64_t deadline_ms, void *arg);
 
 /* Raises waiting connection i's mark to lowat (more bytes wanted before it is ready). */
@@ -48,7 +54,7 @@ void conn_gate_want(struct conn_gate *g, size_t i, unsigned lowat);
 int conn_gate_poll(struct conn_gate *g);
 
 /* Removes waiting connection i (the last one takes its place) and returns its fd, its mark
- * set back to 1 byte; the caller hands it on or closes it. */
+ * set back to 1 byte (a watch-only one's left alone); the caller hands it on or closes it. */
 int conn_gate_take(struct conn_gate *g, size_t i, void **ret_arg);
 
 /* The index of the waiting connection that arrived first; g->n must be above 0. */

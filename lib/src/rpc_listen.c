@@ -31,6 +31,28 @@
  * nothing is read), and only then goes to core; one still short of it after
  * first_bytes_timeout_ms (trickling bytes does not extend it) is closed, with a rate-limited
  * rpc.connection_silent line. A waiting connection counts against the caps like any other.
+ *
+ * DESIGN: connections that start no call. A peer can send the preface and its SETTINGS (or,
+ * with TLS, finish the handshake, within which core also wants the SETTINGS) and then nothing:
+ * core keeps such a connection until max_connection_idle (idle_timeout_ms, minutes), and no
+ * core setting tells it from one idle between calls (its idle timer starts with the
+ * connection and restarts after each call alike). So the accept thread keeps watching each
+ * connection it hands to core until its first call: the connection's key
+ * (dfc__conn_key_tcp, or "fd:<n>" as core names a plaintext one) goes into s->no_call, each
+ * arriving call takes its connection's key out (dfc__listener_call_seen, CQ thread), and a
+ * connection whose key is still there first_call_timeout_ms after the hand-over is shut down
+ * (rate-limited rpc.connection_no_call line); core then reads EOF and closes it.
+ *
+ * The accept thread must not touch core's descriptor (core closes it when it likes and the
+ * number is reused at once), so the watch holds a duplicate of the fd, taken before the
+ * hand-over: shutdown() on it reaches the same socket and nothing else. The duplicate waits in
+ * the gate as a watch-only entry (no receive mark: core reads this socket), which reports
+ * POLLHUP once core has shut the connection down itself; the watch then ends early. While a
+ * duplicate is open, a socket core has closed stays in core's epoll set: core's poller already
+ * allows for stale events (ev_epoll1_linux.cc keeps every grpc_fd on a freelist for exactly
+ * this), so the cost is at worst a spurious wake-up, for at most the watch's seconds.
+ * Keys count, so two live connections with one key (the same peer address and port on two
+ * listeners) are each watched; a call then clears one of them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -212,6 +235,8 @@ static void hand_to_core(struct own_listener *l, int fd) {
     grpc_server_credentials_release(creds);
 }
 
+static void hand_over(struct own_listener *l, struct conn_gate *gate, int fd);
+
 /* Accepts one connection: refused beyond a cap, else into the gate (TCP with a first-bytes
  * timeout) or straight to core. */
 static void accept_one(struct own_listener *l, struct conn_gate *gate) {
@@ -243,23 +268,127 @@ static void accept_one(struct own_listener *l, struct conn_gate *gate) {
         return;
     }
     if (!l->tcp || s->first_bytes_timeout_ms < 0) {
-        hand_to_core(l, fd);
+        hand_over(l, gate, fd);
     } else if (conn_gate_add(gate, fd, PREFACE_LEN, dfc_mono_ms() + s->first_bytes_timeout_ms,
                              NULL) < 0) {
         conn_close(s, fd, NULL, 0);
     }
 }
 
+/* A connection in core watched until its first call (see "connections that start no call"). */
+struct no_call_watch {
+    char key[DFC__CONN_KEY_MAX];
+    char ip[INET6_ADDRSTRLEN];
+};
+
+/* Hands fd to core and, with a first-call deadline, watches it through a duplicate of fd until
+ * its first call. Without memory or a descriptor for the watch, the connection goes
+ * unwatched. */
+static void hand_over(struct own_listener *l, struct conn_gate *gate, int fd) {
+    struct dfc_rpc_server *s = l->server;
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    struct no_call_watch *w = NULL;
+    int dup_fd = -1;
+    if (!l->tcp || s->first_call_timeout_ms < 0 || (w = calloc(1, sizeof(*w))) == NULL ||
+        getpeername(fd, (struct sockaddr *)&sa, &len) < 0 ||
+        dfc_addr_ip((const struct sockaddr *)&sa, w->ip, sizeof(w->ip)) < 0 ||
+        (s->tls_handler != NULL
+             ? dfc__conn_key_tcp(w->ip, dfc_addr_port(&sa), w->key, sizeof(w->key))
+             : snprintf(w->key, sizeof(w->key), "fd:%d", fd)) < 0 ||
+        (dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        goto unwatched;
+    }
+    pthread_mutex_lock(&s->cred_mu);
+    int r = dfc_keycount_take(&s->no_call, w->key, 0);
+    pthread_mutex_unlock(&s->cred_mu);
+    if (r < 0) {
+        goto unwatched;
+    }
+    if (conn_gate_add(gate, dup_fd, 0, dfc_mono_ms() + s->first_call_timeout_ms, w) < 0) {
+        pthread_mutex_lock(&s->cred_mu);
+        dfc_keycount_put(&s->no_call, w->key);
+        pthread_mutex_unlock(&s->cred_mu);
+        goto unwatched;
+    }
+    atomic_fetch_add(&s->n_no_call, 1);
+    hand_to_core(l, fd);
+    return;
+unwatched:
+    if (dup_fd >= 0) {
+        (void)close(dup_fd);
+    }
+    free(w);
+    hand_to_core(l, fd);
+}
+
+/* Ends watch i of the gate. expired: its deadline passed, so the connection is shut down unless
+ * a call took its key out; returns whether it was shut down. */
+static bool watch_end(struct own_listener *l, struct conn_gate *gate, size_t i, bool expired,
+                      struct no_call_watch **ret_w) {
+    struct dfc_rpc_server *s = l->server;
+    void *arg = NULL;
+    int dup_fd = conn_gate_take(gate, i, &arg);
+    struct no_call_watch *w = arg;
+    pthread_mutex_lock(&s->cred_mu);
+    bool no_call = dfc_keycount_get(&s->no_call, w->key) > 0;
+    dfc_keycount_put(&s->no_call, w->key);
+    pthread_mutex_unlock(&s->cred_mu);
+    atomic_fetch_sub(&s->n_no_call, 1);
+    bool shut = expired && no_call;
+    if (shut) {
+        (void)shutdown(dup_fd, SHUT_RDWR); /* the socket, not core's descriptor number */
+    }
+    (void)close(dup_fd);
+    *ret_w = w;
+    return shut;
+}
+
+void dfc__listener_call_seen(struct dfc_rpc_server *s, grpc_call *call) {
+    char key[DFC__CONN_KEY_MAX];
+    if (atomic_load(&s->n_no_call) == 0 || dfc__peer_conn_key(call, key, sizeof(key)) < 0) {
+        return;
+    }
+    pthread_mutex_lock(&s->cred_mu);
+    dfc_keycount_put(&s->no_call, key);
+    pthread_mutex_unlock(&s->cred_mu);
+}
+
+/* Ends the watches whose connection core has shut down or whose deadline passed, shutting
+ * down those that started no call (a rate-limited log line counts them). */
+static void watch_sweep(struct own_listener *l, struct conn_gate *gate, size_t i, int64_t now) {
+    struct dfc_rpc_server *s = l->server;
+    short ev = gate->pfd[CONN_GATE_FIXED + i].revents;
+    bool late = gate->wait[i].deadline_ms <= now;
+    if (ev == 0 && !late) {
+        return;
+    }
+    struct no_call_watch *w;
+    unsigned n;
+    if (watch_end(l, gate, i, ev == 0, &w) &&
+        dfc__ratelimit_hit(&l->nocall_log, LOG_EVERY_MS, &n)) {
+        DFC_LOG(DFC_LOG_WARN, "rpc.connection_no_call",
+                "server=%s listener=%s closed=%u last_peer=%s %sfirstCallTimeout=%lldms", s->name,
+                l->path, n, w->ip, s->prefix, (long long)s->first_call_timeout_ms);
+    }
+    free(w);
+}
+
 /* Hands on the waiting connections whose preface arrived, closes those that failed or stayed
- * silent past the first-bytes timeout (a rate-limited log line counts them). */
+ * silent past the first-bytes timeout (a rate-limited log line counts them); sweeps the
+ * watches of connections in core too. */
 static void gate_sweep(struct own_listener *l, struct conn_gate *gate) {
     struct dfc_rpc_server *s = l->server;
     int64_t now = dfc_mono_ms();
     for (size_t i = gate->n; i-- > 0;) {
+        if (gate->wait[i].arg != NULL) {
+            watch_sweep(l, gate, i, now);
+            continue;
+        }
         short ev = gate->pfd[CONN_GATE_FIXED + i].revents;
         bool late = gate->wait[i].deadline_ms <= now;
         if ((ev & POLLIN) != 0) {
-            hand_to_core(l, conn_gate_take(gate, i, NULL));
+            hand_over(l, gate, conn_gate_take(gate, i, NULL));
         } else if (ev != 0 || late) {
             char ip[INET6_ADDRSTRLEN] = "";
             conn_close(s, conn_gate_take(gate, i, NULL), ip, sizeof(ip));
@@ -297,7 +426,13 @@ static void *accept_main(void *arg) {
         }
     }
     while (gate.n > 0) {
-        conn_close(l->server, conn_gate_take(&gate, gate.n - 1, NULL), NULL, 0);
+        if (gate.wait[gate.n - 1].arg != NULL) {
+            struct no_call_watch *w;
+            (void)watch_end(l, &gate, gate.n - 1, false, &w);
+            free(w);
+        } else {
+            conn_close(l->server, conn_gate_take(&gate, gate.n - 1, NULL), NULL, 0);
+        }
     }
     conn_gate_free(&gate);
     return NULL;

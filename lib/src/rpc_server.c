@@ -29,8 +29,9 @@
  * and threads beyond the pool would only queue for a connection, each costing switches)
  * (rpc_pool.h); calls in flight are capped per peer uid at arrival on the CQ thread
  * (RESOURCE_EXHAUSTED, naming the limit: rpc_server_call.c); connections are capped at accept
- * (rpc_listen.c), and one without a call for the idle timeout is closed by core
- * (max_connection_idle), so idle connections cannot hold the caps.
+ * (rpc_listen.c), one that starts no call within first_call_timeout_ms is shut down there too,
+ * and one without a call for the idle timeout is closed by core (max_connection_idle), so idle
+ * connections cannot hold the caps.
  *
  * Shutdown: stop accepting on our own listeners, stop re-posting,
  * grpc_server_shutdown_and_notify(), wait up to the grace period, then
@@ -141,6 +142,8 @@ int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_se
         o.max_conns_per_ip ? o.max_conns_per_ip : DFC_RPC_DEFAULT_MAX_CONNS_PER_IP;
     s->first_bytes_timeout_ms =
         o.first_bytes_timeout_ms ? o.first_bytes_timeout_ms : DFC_RPC_DEFAULT_FIRST_BYTES_MS;
+    s->first_call_timeout_ms =
+        o.first_call_timeout_ms ? o.first_call_timeout_ms : DFC_RPC_DEFAULT_FIRST_CALL_MS;
     s->workers = calloc(s->max_workers, sizeof(*s->workers));
     if (s->workers == NULL) {
         free(s);
@@ -405,6 +408,12 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s) {
         return;
     }
     dfc_rpc_server_shutdown(s, 5000);
+    if (!s->started) {
+        /* A start-up that failed after a listener was added (the TLS one, then a bind
+         * failure): core destroys a server with listeners only once it was shut down. Nothing
+         * was started, so the notification comes at once; the drain below takes it. */
+        grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+    }
     grpc_server_destroy(s->server);
     grpc_completion_queue_shutdown(s->cq);
     if (s->cq_running) {
@@ -423,6 +432,7 @@ void dfc_rpc_server_free(struct dfc_rpc_server *s) {
     free(s->conns);
     dfc__uid_counts_free(&s->conn_uids);
     dfc_keycount_free(&s->conn_ips);
+    dfc_keycount_free(&s->no_call);
     dfc__uid_counts_free(&s->call_uids);
     dfc__pool_free(&s->pool);
     pthread_mutex_destroy(&s->cred_mu);

@@ -224,6 +224,7 @@ static void on_new_call(struct tag *t, bool ok) {
         DFC_LOG(DFC_LOG_ERROR, "rpc.request_failed", "server=%s method=%s", s->name,
                 c->method->path);
     }
+    dfc__listener_call_seen(s, c->call);
     clock_gettime(CLOCK_MONOTONIC, &c->started);
     unsigned n = atomic_fetch_add(&s->in_flight, 1) + 1;
     atomic_store(&c->refs, 2);
@@ -316,6 +317,7 @@ static void on_unknown_call(struct tag *t, bool ok) {
     if (!atomic_load(&s->shutting_down)) {
         (void)dfc__call_post_unknown(s);
     }
+    dfc__listener_call_seen(s, u->call);
     char msg[300];
     int len = (int)GRPC_SLICE_LENGTH(u->details.method);
     snprintf(msg, sizeof(msg), "unknown method %.*s", len > 256 ? 256 : len,

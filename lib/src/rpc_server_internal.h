@@ -157,6 +157,7 @@ struct own_listener {
     struct ratelimit refused_log; /* rpc.connection_refused lines (accept thread only) */
     struct ratelimit accept_log;  /* rpc.accept_failed lines (accept thread only) */
     struct ratelimit silent_log;  /* rpc.connection_silent lines (accept thread only) */
+    struct ratelimit nocall_log;  /* rpc.connection_no_call lines (accept thread only) */
 };
 
 struct dfc_rpc_server {
@@ -179,6 +180,7 @@ struct dfc_rpc_server {
     unsigned max_conns, max_conns_per_uid;
     unsigned max_conns_per_ip;      /* TCP connections per peer address */
     int64_t first_bytes_timeout_ms; /* a TCP connection's wait for its first bytes; < 0: none */
+    int64_t first_call_timeout_ms;  /* its wait for its first call once in core; < 0: none */
 
     struct registered *methods;
     size_t n_methods;
@@ -204,6 +206,11 @@ struct dfc_rpc_server {
     struct uid_counts conn_uids;
     struct dfc_keycount conn_ips; /* open TCP connections by peer address */
     int64_t last_prune_ms;
+    /* TCP connections in core that have started no call yet, by dfc__peer_conn_key(); a call's
+     * arrival removes its connection's key (rpc_listen.c). n_no_call counts the accept
+     * threads' watches, so calls skip the lookup while there are none. */
+    struct dfc_keycount no_call;
+    atomic_uint n_no_call;
 
     /* Calls in flight by the caller's uid (listen_unix connections only); guarded by uid_mu. */
     pthread_mutex_t uid_mu;
@@ -282,6 +289,10 @@ int dfc__listener_cred(struct dfc_rpc_server *s, int fd, struct ucred *ret);
 
 /* The peer address recorded for the TCP connection on fd, as dfc_rpc_call_peer_ip(). */
 int dfc__listener_peer_ip(struct dfc_rpc_server *s, int fd, char *buf, size_t size);
+
+/* Notes that call arrived (CQ thread): its connection has started a call, so the first-call
+ * deadline no longer applies to it. */
+void dfc__listener_call_seen(struct dfc_rpc_server *s, grpc_call *call);
 
 /* Starts the accept thread of l (after dfc_rpc_server_start); negative errno. */
 int dfc__listener_start(struct own_listener *l);

@@ -1,8 +1,8 @@
 /*
  * rpc_tls.c - TLS for the RPC layer: gRPC core's TLS credentials over watched certificate files,
- * accepted connections handed to core's TLS listener, a call's peer address and identity, and
- * core's log lines with the peer of a refused handshake. See rpc_tls.h, grpc/grpc_security.h
- * and docs/trust-model.md.
+ * accepted connections handed to core's TLS listener, a call's peer address, identity and
+ * connection key, and core's log lines with the peer of a refused handshake. See rpc_tls.h,
+ * grpc/grpc_security.h and docs/trust-model.md.
  *
  * DESIGN
  *
@@ -461,6 +461,33 @@ int dfc__tls_peer_ip(grpc_call *call, char *buf, size_t size) {
     return r;
 }
 
+int dfc__conn_key_tcp(const char *ip, unsigned port, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%s %u", ip, port);
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int dfc__peer_conn_key(grpc_call *call, char *buf, size_t size) {
+    char *peer = grpc_call_get_peer(call);
+    int r = -ENOENT;
+    if (peer != NULL && strncmp(peer, "fd:", 3) == 0) {
+        int n = snprintf(buf, size, "%s", peer);
+        r = n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+    } else if (peer != NULL && (strncmp(peer, "ipv4:", 5) == 0 || strncmp(peer, "ipv6:", 5) == 0)) {
+        char ip[INET6_ADDRSTRLEN];
+        char *end = NULL;
+        unsigned long port = strtoul(strrchr(peer, ':') + 1, &end, 10);
+        r = peer_host_ip(peer + 5, ip, sizeof(ip));
+        if (r == 0 && (*end != '\0' || port > 65535)) {
+            r = -ENOENT;
+        }
+        if (r == 0) {
+            r = dfc__conn_key_tcp(ip, (unsigned)port, buf, size);
+        }
+    }
+    gpr_free(peer);
+    return r;
+}
+
 static void copy_value(char *dst, size_t size, const grpc_auth_property *p) {
     size_t n = p->value_length < size - 1 ? p->value_length : size - 1;
     memcpy(dst, p->value, n);
@@ -487,6 +514,9 @@ void dfc__tls_peer_identity(grpc_call *call, struct dfc_peer_identity *ret) {
         } else if (strcmp(p->name, GRPC_PEER_URI_PROPERTY_NAME) == 0 &&
                    ret->n_uris < DFC_PEER_SAN_MAX && p->value_length < sizeof(ret->uris[0])) {
             copy_value(ret->uris[ret->n_uris++], sizeof(ret->uris[0]), p);
+        } else if (strcmp(p->name, GRPC_PEER_DNS_PROPERTY_NAME) == 0 &&
+                   ret->n_dns < DFC_PEER_SAN_MAX && p->value_length < sizeof(ret->dns[0])) {
+            copy_value(ret->dns[ret->n_dns++], sizeof(ret->dns[0]), p);
         }
     }
     ret->authenticated = ret->tls && grpc_auth_context_peer_is_authenticated(ctx) != 0;

@@ -57,6 +57,15 @@ void dfc__tls_handoff(void *handler, const char *server, int listener_fd, int fd
  * dfc_rpc_call_peer_ip() gives it. -ENOENT for another kind of peer ("unix:", "fd:"). */
 int dfc__tls_peer_ip(grpc_call *call, char *buf, size_t size);
 
+/* The key by which rpc_listen.c knows a TCP connection in core until its first call: core's
+ * own name for a plaintext one ("fd:<n>"), "<ip> <port>" of the peer for one handed to the TLS
+ * listener (whose calls' peer is "ipv4:<ip>:<port>"). dfc__conn_key_tcp makes the latter from
+ * an address (ip as dfc_addr_ip writes it); dfc__peer_conn_key reads either from a call.
+ * -ENOENT for a call whose peer is neither, -ENAMETOOLONG when size is too small. */
+#define DFC__CONN_KEY_MAX 64
+int dfc__conn_key_tcp(const char *ip, unsigned port, char *buf, size_t size);
+int dfc__peer_conn_key(grpc_call *call, char *buf, size_t size);
+
 /* Fills ret from call's auth context (dfc_rpc_call_peer_identity). */
 void dfc__tls_peer_identity(grpc_call *call, struct dfc_peer_identity *ret);
 

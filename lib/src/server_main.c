@@ -23,11 +23,16 @@ int dfc_server_main(const struct dfc_server_main *m, void *cfg, int argc, char *
         dfc_config_free(m->cli->schema, cfg);
         return code;
     }
+    struct dfc_error err;
+    if (m->check != NULL && m->check(cfg, &err) < 0) {
+        code = dfc_cli_fail(m->cli, &err);
+        dfc_config_free(m->cli->schema, cfg);
+        return code;
+    }
     int level;
     dfc_log_parse_level(*(const char *const *)((const char *)cfg + m->log_level_offset), &level);
     dfc_log_set_level(level);
     run.grace_ms = *(const int64_t *)((const char *)cfg + m->grace_offset) / DFC_NS_PER_MS;
-    struct dfc_error err;
     int r = m->run(cfg, &run, &err);
     if (r < 0) {
         DFC_LOG(DFC_LOG_ERROR, m->failed_event, "error=\"%s\"", dfc_error_msg(&err));

@@ -1,10 +1,15 @@
 /*
- * tls.c - TLS policy resolution and the check that each side's certificate files are given
- * (dfc/tls.h). Reading and watching the files is the transport's job (gRPC core, OpenSSL).
+ * tls.c - TLS policy resolution, the check that each side's certificate files are given, and
+ * the start-time read of those files (dfc/tls.h). Watching the files for rotation is the
+ * transport's job (gRPC core, OpenSSL).
  */
 #include "dfc/tls.h"
 
 #include <errno.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -62,4 +67,86 @@ int dfc_tls_files_check(enum dfc_tls_policy p, const struct dfc_tls_files *f, bo
                              missing, dfc_tls_policy_name(p));
     }
     return 0;
+}
+
+/* Opens path for OpenSSL's PEM readers; the message names prefix+key. */
+static int open_pem(const char *prefix, const char *key, const char *path, BIO **ret,
+                    struct dfc_error *err) {
+    FILE *fp = fopen(path, "re");
+    if (fp == NULL) {
+        return dfc_error_set(err, -EINVAL, "%s%s `%s`: cannot read it: %s", prefix, key, path,
+                             strerror(errno));
+    }
+    *ret = BIO_new_fp(fp, BIO_CLOSE);
+    if (*ret == NULL) {
+        fclose(fp);
+        return dfc_error_set(err, -ENOMEM, "%s%s `%s`: out of memory", prefix, key, path);
+    }
+    return 0;
+}
+
+/* Counts the PEM certificates in path (0 is an error); *first (may be NULL) gets the first. */
+static int read_certs(const char *prefix, const char *key, const char *path, X509 **first,
+                      struct dfc_error *err) {
+    BIO *b = NULL;
+    int r = open_pem(prefix, key, path, &b, err);
+    if (r < 0) {
+        return r;
+    }
+    int n = 0;
+    X509 *x;
+    while ((x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
+        if (n++ == 0 && first != NULL) {
+            *first = x;
+        } else {
+            X509_free(x);
+        }
+    }
+    ERR_clear_error(); /* the read past the last certificate */
+    BIO_free(b);
+    if (n == 0) {
+        return dfc_error_set(err, -EINVAL, "%s%s `%s` holds no PEM certificate", prefix, key, path);
+    }
+    return n;
+}
+
+/* An encrypted key is refused, never prompted for. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u) {
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return 0;
+}
+
+int dfc_tls_files_read(const struct dfc_tls_files *f, const char *prefix, struct dfc_error *err) {
+    X509 *cert = NULL;
+    EVP_PKEY *pkey = NULL;
+    BIO *b = NULL;
+    int r = 0;
+    if (given(f->ca_cert) && (r = read_certs(prefix, "caCert", f->ca_cert, NULL, err)) < 0) {
+        return r;
+    }
+    if (given(f->cert) && (r = read_certs(prefix, "cert", f->cert, &cert, err)) < 0) {
+        return r;
+    }
+    if (given(f->key)) {
+        if ((r = open_pem(prefix, "key", f->key, &b, err)) < 0) {
+            goto out;
+        }
+        pkey = PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL);
+        ERR_clear_error();
+        BIO_free(b);
+        if (pkey == NULL) {
+            r = dfc_error_set(err, -EINVAL, "%skey `%s` holds no unencrypted PEM private key",
+                              prefix, f->key);
+            goto out;
+        }
+    }
+    if (cert != NULL && pkey != NULL && X509_check_private_key(cert, pkey) != 1) {
+        ERR_clear_error();
+        r = dfc_error_set(err, -EINVAL, "%skey `%s` does not match %scert `%s`", prefix, f->key,
+                          prefix, f->cert);
+    }
+out:
+    X509_free(cert);
+    EVP_PKEY_free(pkey);
+    return r < 0 ? r : 0;
 }

@@ -49,6 +49,7 @@ struct dfc_tls_ctx {
     bool checking;               /* under mu: one thread looks at the files at a time */
     uint64_t generation;         /* under mu */
     uint64_t serial;             /* set at creation */
+    struct dfc_tls_ctx_opts o;   /* set at creation; its strings borrowed */
 };
 
 static _Atomic uint64_t last_serial;
@@ -209,34 +210,46 @@ static bool stamp_equal(const struct stamp *a, const struct stamp *b) {
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
+/* The option names of the files, in paths[] order, for opts.option_prefix. */
+static const char *const file_keys[NFILES] = {"caCert", "cert", "key"};
+
 /* A new SSL_CTX from c's files. */
 static int build(const struct dfc_tls_ctx *c, SSL_CTX **ret, struct dfc_error *err) {
     const char *ca = c->paths[0], *cert = c->paths[1], *key = c->paths[2];
     bool mutual = c->policy == DFC_TLS_MUTUAL;
+    bool roots = !c->server && c->o.system_roots && !given(ca);
     char why[256];
     ERR_clear_error();
     SSL_CTX *x = SSL_CTX_new(c->server ? TLS_server_method() : TLS_client_method());
     if (x == NULL) {
         return dfc_error_set(err, -ENOMEM, "TLS: cannot make a context");
     }
-    const char *failed = NULL, *file = NULL;
-    if (SSL_CTX_set_min_proto_version(x, TLS1_3_VERSION) != 1 ||
+    const char *failed = NULL;
+    int bad = -1; /* the file that did not load, as an index of paths[] */
+    if (SSL_CTX_set_min_proto_version(x, c->o.tls12 ? TLS1_2_VERSION : TLS1_3_VERSION) != 1 ||
         SSL_CTX_set_ciphersuites(x, CIPHERSUITES) != 1) {
-        failed = "set TLS 1.3", file = "";
+        failed = "set TLS 1.3";
     } else if ((c->server || mutual) && given(cert) &&
                SSL_CTX_use_certificate_chain_file(x, cert) != 1) {
-        failed = "load the certificate", file = cert;
+        failed = "load the certificate", bad = 1;
     } else if ((c->server || mutual) && given(key) &&
                SSL_CTX_use_PrivateKey_file(x, key, SSL_FILETYPE_PEM) != 1) {
-        failed = "load the key", file = key;
+        failed = "load the key", bad = 2;
     } else if ((c->server || mutual) && SSL_CTX_check_private_key(x) != 1) {
-        failed = "match the key to the certificate", file = key;
-    } else if ((!c->server || mutual) && SSL_CTX_load_verify_locations(x, ca, NULL) != 1) {
-        failed = "load the CA", file = ca;
+        failed = "match the key to the certificate", bad = 2;
+    } else if ((!c->server || mutual) &&
+               (roots ? SSL_CTX_set_default_verify_paths(x)
+                      : SSL_CTX_load_verify_locations(x, ca, NULL)) != 1) {
+        failed = "load the CA", bad = 0;
     }
     if (failed != NULL) {
         ssl_reasons(why, sizeof(why));
         SSL_CTX_free(x);
+        const char *file = bad < 0 ? "" : roots && bad == 0 ? "(system roots)" : c->paths[bad];
+        if (c->o.option_prefix != NULL && bad >= 0) {
+            return dfc_error_set(err, -EINVAL, "%s%s `%s`: %s", c->o.option_prefix, file_keys[bad],
+                                 file, why);
+        }
         return dfc_error_set(err, -EINVAL, "TLS: cannot %s %s: %s", failed, file, why);
     }
     /* A rotation must reach every new connection: no session tickets and no resumption (each
@@ -259,7 +272,7 @@ static int build(const struct dfc_tls_ctx *c, SSL_CTX **ret, struct dfc_error *e
             SSL_CTX_set_verify(x, SSL_VERIFY_NONE, NULL);
         }
     } else {
-        SSL_CTX_set_verify(x, SSL_VERIFY_PEER, NULL);
+        SSL_CTX_set_verify(x, c->o.skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     }
     *ret = x;
     return 0;
@@ -267,10 +280,28 @@ static int build(const struct dfc_tls_ctx *c, SSL_CTX **ret, struct dfc_error *e
 
 int dfc_tls_ctx_new(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool server,
                     int64_t recheck_ns, struct dfc_tls_ctx **ret, struct dfc_error *err) {
+    return dfc_tls_ctx_new_opts(p, f, server, recheck_ns, NULL, ret, err);
+}
+
+int dfc_tls_ctx_new_opts(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool server,
+                         int64_t recheck_ns, const struct dfc_tls_ctx_opts *opts,
+                         struct dfc_tls_ctx **ret, struct dfc_error *err) {
     if (p == DFC_TLS_OFF || f == NULL) {
         return dfc_error_set(err, -EINVAL, "TLS: no context for the policy off");
     }
-    int r = dfc_tls_files_check(p, f, server, server ? "server " : "client ", err);
+    struct dfc_tls_ctx_opts o = {0};
+    if (opts != NULL) {
+        o = *opts;
+    }
+    struct dfc_tls_files need = *f;
+    if (!server && o.system_roots && !given(need.ca_cert)) {
+        need.ca_cert = "(system roots)"; /* a client without a CA file uses those */
+    }
+    int r = dfc_tls_files_check(p, &need, server,
+                                o.option_prefix != NULL ? o.option_prefix
+                                : server                ? "server "
+                                                        : "client ",
+                                err);
     if (r < 0) {
         return r;
     }
@@ -281,6 +312,7 @@ int dfc_tls_ctx_new(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool s
     pthread_mutex_init(&c->mu, NULL);
     c->policy = p;
     c->server = server;
+    c->o = o;
     c->recheck_ns = recheck_ns < 0 ? 0 : recheck_ns;
     const char *src[NFILES] = {f->ca_cert, f->cert, f->key};
     for (int i = 0; i < NFILES; i++) {
@@ -353,7 +385,10 @@ static void maybe_reload(struct dfc_tls_ctx *c) {
     }
     SSL_CTX *fresh = NULL;
     struct dfc_error err = {0};
-    if (changed && build(c, &fresh, &err) < 0) {
+    int built = changed ? build(c, &fresh, &err) : 0;
+    if (built < 0 && c->o.on_reload != NULL) {
+        c->o.on_reload(c->o.ud, &err);
+    } else if (built < 0) {
         DFC_LOG(DFC_LOG_WARN, "tls.reload_failed",
                 "side=%s err=\"%s\" (keeping the certificates loaded before; trying again in "
                 "%lld ms)",
@@ -370,7 +405,10 @@ static void maybe_reload(struct dfc_tls_ctx *c) {
     }
     c->checking = false;
     pthread_mutex_unlock(&c->mu);
-    if (old_ctx != NULL) {
+    if (old_ctx != NULL && c->o.on_reload != NULL) {
+        SSL_CTX_free(old_ctx);
+        c->o.on_reload(c->o.ud, NULL);
+    } else if (old_ctx != NULL) {
         SSL_CTX_free(old_ctx); /* connections that began on it keep their own references */
         DFC_LOG(DFC_LOG_INFO, "tls.reloaded", "side=%s cert=%s", c->server ? "server" : "client",
                 c->paths[1][0] != '\0' ? c->paths[1] : "-");
@@ -529,30 +567,49 @@ int dfc_tls_connect(struct dfc_tls_ctx *c, int fd, const char *host, unsigned po
     return handshake(c, fd, host, peer, deadline, ret, err);
 }
 
-int dfc_tls_read(struct dfc_tls_conn *t, void *buf, size_t n, int64_t deadline, size_t *ret_got,
-                 struct dfc_error *err) {
-    size_t got = 0;
-    int r = 0;
+int dfc_tls_read_some(struct dfc_tls_conn *t, void *buf, size_t n, int64_t deadline,
+                      size_t *ret_got, struct dfc_error *err) {
     char why[400];
-    while (got < n) {
+    *ret_got = 0;
+    for (;;) {
         size_t k = 0;
         ERR_clear_error();
-        int ok = SSL_read_ex(t->ssl, (unsigned char *)buf + got, n - got, &k);
+        int ok = SSL_read_ex(t->ssl, buf, n, &k);
         if (ok == 1) {
-            got += k;
-            continue;
+            *ret_got = k;
+            return 0;
         }
         bool eof;
         int w = after(t, ok, deadline, &eof, why, sizeof(why));
         if (w < 0) {
-            r = dfc_error_set(err, w, "TLS: %s", why);
-            break;
+            return dfc_error_set(err, w, "TLS: %s", why);
         }
+    }
+}
+
+int dfc_tls_read(struct dfc_tls_conn *t, void *buf, size_t n, int64_t deadline, size_t *ret_got,
+                 struct dfc_error *err) {
+    size_t got = 0;
+    int r = 0;
+    while (got < n && r == 0) {
+        size_t k = 0;
+        r = dfc_tls_read_some(t, (unsigned char *)buf + got, n - got, deadline, &k, err);
+        got += k;
     }
     if (ret_got != NULL) {
         *ret_got = got;
     }
     return r;
+}
+
+bool dfc_tls_conn_idle_ok(struct dfc_tls_conn *t) {
+    unsigned char b[64];
+    size_t k = 0;
+    ERR_clear_error();
+    int ok = SSL_read_ex(t->ssl, b, sizeof(b), &k);
+    bool idle = ok != 1 && SSL_get_error(t->ssl, ok) == SSL_ERROR_WANT_READ;
+    ERR_clear_error();
+    return idle;
 }
 
 int dfc_tls_write(struct dfc_tls_conn *t, const void *buf, size_t n, int64_t deadline,

@@ -106,7 +106,25 @@ refuse dependencies 'Chart.yaml: dependencies are not supported' \
 refuse subcharts 'charts: subcharts are not supported' 'mkdir -p charts/sub'
 refuse requirements 'requirements.yaml: dependencies .apiVersion v1. are not supported' \
     'echo "dependencies: []" >requirements.yaml'
-refuse schema 'values.schema.json: values schemas are not supported' 'echo "{}" >values.schema.json'
+# values.schema.json is checked against the coalesced values, as Helm does: values that meet it
+# render as without it (and the schema is not among .Files); each failure is listed, nothing
+# rendered.
+schema='{"type": "object", "properties": {"mode": {"type": "string", "enum": ["none", "files"]},
+  "extra": {"type": "object", "additionalProperties": false, "properties": {"n": {"type": "integer"}}}}}'
+rm -rf "$tmp/chart" && cp -r "$u" "$tmp/chart" && printf '%s\n' "$schema" >"$tmp/chart/values.schema.json"
+expect_output unsupported-ok --chart "$tmp/chart"
+expect_fail schema-enum 1 "values don't meet the specifications of the schema.*" --chart "$tmp/chart" --set mode=other
+expect_fail schema-lists 1 '^- extra.n: Invalid type. Expected: integer, given: string' \
+    --chart "$tmp/chart" --set-string extra.n=x
+expect_fail schema-additional 1 '^- extra: Additional property bogus is not allowed' \
+    --chart "$tmp/chart" --set extra.bogus=1
+if "$render" --chart "$tmp/chart" --set mode=files 2>&1 | grep -q 'values.schema.json'; then
+    fail "schema-not-a-file: values.schema.json is among .Files"
+else
+    ok "schema-not-a-file"
+fi
+printf '{"type": ' >"$tmp/chart/values.schema.json"
+expect_fail schema-broken 1 'unsupported/values.schema.json' --chart "$tmp/chart"
 # .helmignore is applied as Helm applies it: a directory rule skips the tree, a base-name glob
 # matches at any depth, hidden files under templates/ are always left out; ** is refused.
 rm -rf "$tmp/chart" && cp -r "$u" "$tmp/chart" && mkdir -p "$tmp/chart/sub" "$tmp/chart/deep" &&

@@ -4,7 +4,7 @@
 //   node test/chart/tls_check.mjs RENDERED.yaml CASE OUTDIR
 // Prints "ok   ..." and "FAIL: ..." lines; exit 1 when any check failed. The generated PEM files
 // of the Secrets are written to OUTDIR/<secret>.<key> (for openssl in tls_test.sh).
-// CASE: dump (only writes the files, with the Redis Secret's), generated, cert-manager, issuer-ref, tls-off, host-path, server-auth, sentinel-auth,
+// CASE: dump (only writes the files, with the Redis Secret's), generated, cert-manager, issuer-ref, tls-off, redis-tls-off, host-path, server-auth, sentinel-auth,
 // sentinel-no-auth, netpol-cidrs, netpol-off.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -100,7 +100,7 @@ switch (kase) {
   case "generated":
   case "server-auth": {
     tlsConfigured(kase === "generated" ? "mutual" : "server-auth");
-    check(!find("Secret", `${P}-redis-tls`), "no Redis certificate without redis.tls.enabled");
+    check(find("Secret", `${P}-redis-tls`), "a Redis certificate by default (redis.tls.enabled)");
     for (const n of TLS_SECRETS.slice(0, 3)) {
       const s = find("Secret", n);
       check(s && s.type === "kubernetes.io/tls" && ["ca.crt", "tls.crt", "tls.key"].every((k) => s.data && s.data[k]),
@@ -181,6 +181,13 @@ switch (kase) {
       check(c && c.spec.secretName === `${P}-redis-tls` && names.every((n) => c.spec.dnsNames.includes(n)) && c.spec.issuerRef.name === `${P}-ca`,
         `Certificate ${P}-redis: Secret ${P}-redis-tls, DNS ${names.join(", ")}`);
     }
+    break;
+  }
+  case "redis-tls-off": {
+    const conf = cmData(`${P}-redis`, "redis.conf") || "";
+    check(!find("Secret", `${P}-redis-tls`) && !/tls/.test(conf) && !(schedCfg.database.redis || {}).tls,
+      "redis.tls.enabled=false: no Redis certificate, no TLS in redis.conf or database.redis");
+    tlsConfigured("mutual");
     break;
   }
   case "tls-off": {

@@ -25,11 +25,6 @@ bash "$root/hack/chart/build-render.sh" "$build" || die "building the renderer f
 npm_ci_chart
 make_work TERM
 
-# Whether the scheduler built here takes database.redis.tls.* (redis.tls.enabled needs it).
-redis_tls_keys=true
-"$build/scheduler/scheduler" --set database.redis.addrs=127.0.0.1:1 --set database.redis.tls.caCert=x \
-    --print-config >/dev/null 2>&1 || redis_tls_keys=false
-
 # run_case CASE [render args...]: renders, validates and runs tls_check.mjs CASE.
 run_case() {
     local name=$1 out
@@ -38,9 +33,7 @@ run_case() {
         fail "$name: render failed: $(head -c 400 "$work/$name.err")"
         return
     fi
-    if [[ $name == redis-tls* && $redis_tls_keys == false ]]; then
-        echo "tls_test: note: $name: not validated (this scheduler has no database.redis.tls keys)"
-    elif out=$(node "$root/hack/chart/validate.mjs" --build "$build" "$work/$name.yaml" 2>/dev/null); then
+    if out=$(node "$root/hack/chart/validate.mjs" --build "$build" "$work/$name.yaml" 2>/dev/null); then
         ok "$name: $out"
     else
         fail "$name: validate.mjs: $out"
@@ -63,8 +56,10 @@ run_case sentinel-auth --set redis.sentinel.enabled=true
 run_case sentinel-no-auth --set redis.sentinel.enabled=true,redis.sentinel.auth.enabled=false
 run_case netpol-cidrs --set 'networkPolicy.scheduler.nodeCIDRs={10.0.0.0/16,192.168.0.0/24}'
 run_case netpol-off --set networkPolicy.enabled=false
-run_case redis-tls --set redis.tls.enabled=true,redis.sentinel.enabled=true
-run_case redis-tls-cert-manager --set redis.tls.enabled=true,redis.sentinel.enabled=true --api-versions cert-manager.io/v1
+# Redis TLS is on by default (redis.tls.enabled); redis-tls-off turns it off alone.
+run_case redis-tls --set redis.sentinel.enabled=true
+run_case redis-tls-cert-manager --set redis.sentinel.enabled=true --api-versions cert-manager.io/v1
+run_case redis-tls-off --set redis.tls.enabled=false
 # tls.certManager=false wins over the API's presence; a bad switch or policy is refused.
 "$render" --chart "$chart" --name dfc --namespace dragonfly-system --api-versions cert-manager.io/v1 \
     --set tls.certManager=false >"$work/cm-false.yaml" 2>&1
@@ -86,7 +81,6 @@ refused() {
 refused tls.certManager=maybe "tls.certManager must be"
 refused tls.policy=off "tls.policy must be"
 refused tls.nodeCertificates.source=csi "tls.nodeCertificates.source must be"
-refused tls.enabled=false,redis.tls.enabled=true "redis.tls.enabled needs tls.enabled"
 
 # ---- helm upgrade: the Secrets read back with lookup (chart-render --lookup) are kept ----
 # dump NAME ARGS...: renders and writes the Secrets' files to $work/NAME.pem/.
@@ -109,8 +103,8 @@ same=1
 for f in "$work"/generated.pem/*; do
     cmp -s "$f" "$work/upgrade.pem/$(basename "$f")" || same=0
 done
-if [ "$same" = 1 ] && [ "$(find "$work/upgrade.pem" -type f | wc -l)" -eq 10 ]; then
-    ok "upgrade: the CA, scheduler and node Secrets and the Redis password are kept (lookup)"
+if [ "$same" = 1 ] && [ "$(find "$work/upgrade.pem" -type f | wc -l)" -eq 13 ]; then
+    ok "upgrade: the CA, scheduler, node and Redis Secrets and the Redis password are kept (lookup)"
 else
     fail "upgrade: a Secret changed although lookup found it"
 fi

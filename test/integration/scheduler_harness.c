@@ -125,12 +125,18 @@ void sched_harness_start_tls(struct sched_harness *h, const char *redis_addr, co
 
 void sched_harness_start_tls_named(struct sched_harness *h, const char *redis_addr,
                                    const char *tls_dir, const char *server_name) {
-    char yaml[2048];
+    sched_harness_start_tls_with(h, redis_addr, tls_dir, server_name, NULL);
+}
+
+void sched_harness_start_tls_with(struct sched_harness *h, const char *redis_addr,
+                                  const char *tls_dir, const char *server_name,
+                                  const char *security_yaml) {
+    char yaml[4096];
     snprintf(yaml, sizeof(yaml),
-             "security:\n  tlsPolicy: mutual\n"
+             "security:\n  tlsPolicy: mutual\n%s"
              "peer:\n  tls:\n    caCert: %s/ca.crt\n    cert: %s/tls.crt\n    key: %s/tls.key\n"
              "    serverName: \"%s\"\n",
-             tls_dir, tls_dir, tls_dir, server_name);
+             security_yaml != NULL ? security_yaml : "", tls_dir, tls_dir, tls_dir, server_name);
     start(h, redis_addr, yaml, 0, tls_dir);
 }
 

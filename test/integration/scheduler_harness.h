@@ -39,6 +39,11 @@ void sched_harness_start_tls(struct sched_harness *h, const char *redis_addr, co
  * certificates must hold instead of their IP. */
 void sched_harness_start_tls_named(struct sched_harness *h, const char *redis_addr,
                                    const char *tls_dir, const char *server_name);
+/* sched_harness_start_tls_named() with security_yaml (NULL: none) added under security:, each
+ * line indented two spaces ("  operatorIdentities: [ops.test]\n"). */
+void sched_harness_start_tls_with(struct sched_harness *h, const char *redis_addr,
+                                  const char *tls_dir, const char *server_name,
+                                  const char *security_yaml);
 
 /* sched_harness_start() with metrics.server.port (0: off). */
 void sched_harness_start_metrics(struct sched_harness *h, const char *redis_addr,

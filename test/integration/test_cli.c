@@ -3,7 +3,7 @@
  * lines read through one option schema each (dfc/options.h). A usage error is one line on
  * stderr naming the flag, the environment variable or file:line:column, and exit code 2; the
  * precedence flags > environment > file > defaults holds in the real binary; --help lists
- * every flag and variable the README documents.
+ * every flag and variable the README documents; every TLS file setting is read at start.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -278,6 +278,90 @@ static void test_help_lists_the_documented_options(void **state) {
                 (const char *const[]){"[DFCACHE_RM_DFDAEMON_ENDPOINT]", NULL});
 }
 
+/* Every TLS file setting of dfdaemon and the scheduler is read at start: a file that is not
+ * there is a settings error naming the key (exit 2), before the binary announces or binds
+ * anything. With every file good the binary gets past its settings and fails later, on
+ * purpose and at once (a storage dir under /proc, a listen address no interface has: exit 1);
+ * --print-config reads no file (it checks settings meant for another machine). */
+static void test_tls_files_exit_2(void **state) {
+    struct fx *f = *state;
+    char certs[300], cmd[1200];
+    snprintf(certs, sizeof(certs), "%s/certs", f->dir);
+    snprintf(cmd, sizeof(cmd),
+             "bash %s ca %s/ca >/dev/null 2>&1 && bash %s leaf %s/ca %s/n IP:127.0.0.1 "
+             ">/dev/null 2>&1",
+             MAKE_CERTS, certs, MAKE_CERTS, certs, certs);
+    assert_int_equal(system(cmd), 0);
+    char sock[400];
+    snprintf(sock, sizeof(sock), "%s/d.sock", f->dir);
+    static const struct {
+        const char *bin, *name, *base;
+        const char *sides[3];
+    } bins[] = {
+        {DFDAEMON_BIN,
+         "dfdaemon",
+         "--set storage.dir=/proc/dfc-no-such-dir --set scheduler.addrs=127.0.0.1:1 --set "
+         "upload.server.ip=192.0.2.1 "
+         "--set upload.server.port=1 --set metrics.server.port=0 --set health.server.port=0",
+         {"upload.server.", "upload.client.", "scheduler."}},
+        {SCHEDULER_BIN,
+         "scheduler",
+         "--set server.listenIP=192.0.2.1 --set database.redis.addrs=127.0.0.1:1 "
+         "--set metrics.server.port=0",
+         {"server.tls.", "peer.tls.", "database.redis.tls."}},
+    };
+    static const char *const keys[][2] = {
+        {"caCert", "ca.crt"}, {"cert", "tls.crt"}, {"key", "tls.key"}};
+    size_t checked = 0;
+    for (size_t b = 0; b < 2; b++) {
+        char base[900], good[2000] = "";
+        if (b == 0) {
+            snprintf(base, sizeof(base), "%s --set download.server.socketPath=%s", bins[b].base,
+                     sock);
+        } else {
+            snprintf(base, sizeof(base), "%s", bins[b].base);
+        }
+        for (size_t s = 0; s < 3; s++) {
+            for (size_t k = 0; k < 3; k++) {
+                size_t len = strlen(good);
+                snprintf(good + len, sizeof(good) - len, " --set %s%s=%s/n/%s", bins[b].sides[s],
+                         keys[k][0], certs, keys[k][1]);
+            }
+        }
+        char args[2800];
+        snprintf(args, sizeof(args), "%s%s", base, good);
+        int code = run(f, "", bins[b].bin, args);
+        if (code != 1) {
+            fprintf(stderr, "%s, good files: exit %d, stderr:\n%s", bins[b].name, code,
+                    f->err_text);
+        }
+        assert_int_equal(code, 1);
+        for (size_t s = 0; s < 3; s++) {
+            for (size_t k = 0; k < 3; k++) {
+                snprintf(args, sizeof(args), "%s%s --set %s%s=/nonexistent/%s", base, good,
+                         bins[b].sides[s], keys[k][0], keys[k][1]);
+                char want[300];
+                snprintf(want, sizeof(want),
+                         "%s: %s%s `/nonexistent/%s`: cannot read it: No such file or directory\n",
+                         bins[b].name, bins[b].sides[s], keys[k][0], keys[k][1]);
+                code = run(f, "", bins[b].bin, args);
+                if (code != 2 || strcmp(f->err_text, want) != 0) {
+                    fprintf(stderr, "%s %s%s: exit %d, stderr:\n%s", bins[b].name, bins[b].sides[s],
+                            keys[k][0], code, f->err_text);
+                }
+                assert_int_equal(code, 2);
+                assert_string_equal(f->err_text, want);
+                checked++;
+                /* --print-config checks the settings alone. */
+                size_t len = strlen(args);
+                snprintf(args + len, sizeof(args) - len, " --print-config");
+                assert_int_equal(run(f, "", bins[b].bin, args), 0);
+            }
+        }
+    }
+    assert_int_equal(checked, 18);
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -286,6 +370,7 @@ int main(void) {
         T(test_dfdaemon_shutdown_grace),
         T(test_dfcache_flag_over_env),
         T(test_help_lists_the_documented_options),
+        T(test_tls_files_exit_2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

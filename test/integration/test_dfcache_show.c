@@ -186,7 +186,9 @@ static void test_stat_json(void **state) {
              "assert sorted(d) == sorted(['id', 'state', 'content_length', 'piece_length',\n"
              "    'piece_count', 'tag', 'application', 'persistent_replica_count',\n"
              "    'current_persistent_replica_count', 'current_replica_count', 'ttl_seconds',\n"
-             "    'created_at', 'updated_at', 'expires_at', 'expired', 'scheduler', 'local'])\n",
+             "    'created_at', 'updated_at', 'expires_at', 'expired', 'scheduler', 'pins',\n"
+             "    'local'])\n"
+             "assert d['pins'] == []\n",
              id, (long long)time(NULL));
     assert_int_equal(py_check(f, f->out, check), 0);
     /* --bytes changes nothing in JSON: its numbers are always exact. */

@@ -20,11 +20,13 @@
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
@@ -33,6 +35,7 @@
 #include "dfc/error.h"
 #include "dfc/pbtime.h"
 #include "dfc/rpc_client.h"
+#include "dfc/volume.pb-c.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
@@ -50,7 +53,9 @@
 #define TIMEOUT_MS       60000
 
 static struct dfc_rpc_client_method sync_pieces_m, sync_host_m, up_download_m, sched_stat_m;
+static struct dfc_rpc_client_method publish_m;
 static const struct dfc_rpc_client_row client_methods[] = {
+    DFC_RPC_CLIENT_METHOD(dfc__dfdaemon__v1__dfdaemon_volume, "PublishContentVolume", &publish_m),
     DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "DownloadPersistentCacheTask",
                           &up_download_m),
     DFC_RPC_CLIENT_METHOD(dfdaemon__v2__dfdaemon_upload, "SyncHost", &sync_host_m),
@@ -348,6 +353,65 @@ static void test_export_of_a_remote_task(void **state) {
     dfc_rpc_msg_free(&local->base);
     dfc_rpc_client_free(s);
     assert_true(harness_log_has(&B->h, "p2p.download_done"));
+}
+
+/* PublishContentVolume of one file "model" holding id on n, waiting up to timeout_ns for it to
+ * arrive from peers: the gRPC code; the answer's path into path (PATH_MAX), or the message. */
+static int publish_on(struct p2p_node *n, const char *pin, const char *id, int64_t timeout_ns,
+                      char *path, struct dfc_error *err) {
+    struct dfc_rpc_client *c = harness_client(&n->h);
+    Dfc__Dfdaemon__V1__ContentVolumeFile file = DFC__DFDAEMON__V1__CONTENT_VOLUME_FILE__INIT;
+    Dfc__Dfdaemon__V1__ContentVolumeFile *files[] = {&file};
+    Dfc__Dfdaemon__V1__PublishContentVolumeRequest req =
+        DFC__DFDAEMON__V1__PUBLISH_CONTENT_VOLUME_REQUEST__INIT;
+    Google__Protobuf__Duration timeout = GOOGLE__PROTOBUF__DURATION__INIT;
+    dfc_pb_duration_from_ns(timeout_ns, &timeout);
+    file.name = "model";
+    file.task_id = (char *)id;
+    req.pin_id = (char *)pin;
+    req.files = files;
+    req.n_files = 1;
+    req.target_path = "/pods/x/mount";
+    req.fetch_timeout = &timeout;
+    ProtobufCMessage *resp = NULL;
+    int r = dfc_rpc_unary(c, &publish_m, &req.base, TIMEOUT_MS, &resp, err);
+    if (r == 0) {
+        snprintf(path, PATH_MAX, "%s",
+                 ((Dfc__Dfdaemon__V1__PublishContentVolumeResponse *)resp)->path);
+    }
+    dfc_rpc_msg_free(resp);
+    dfc_rpc_client_free(c);
+    return r < 0 ? dfc_error_to_grpc(r) : 0;
+}
+
+/* A content volume of a task the node lacks: publish starts the download from peers; past its
+ * fetch_timeout it answers DEADLINE_EXCEEDED with the progress and the download goes on, and
+ * the retry gets the volume, the store's inode holding the importer's bytes. A task no peer
+ * has is NOT_FOUND. */
+static void test_content_volume_fetched_from_a_peer(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], path[PATH_MAX], file[PATH_MAX + 16], content[PATH_MAX];
+    struct dfc_error err;
+    import_on(A, 10 * MiB + 77, 231, 1, src, sizeof(src), id); /* 3 pieces of 4 MiB */
+    assert_int_equal(stat_local(C, id, NULL), DFC_GRPC_NOT_FOUND);
+    assert_int_equal(publish_on(C, "fetch", id, 1, path, &err), DFC_GRPC_DEADLINE_EXCEEDED);
+    char want[128];
+    snprintf(want, sizeof(want), "task %s: ", id);
+    if (strstr(err.msg, want) == NULL || strstr(err.msg, "retry later") == NULL) {
+        fail_msg("no progress in `%s`", err.msg);
+    }
+    assert_int_equal(publish_on(C, "fetch", id, 60 * (int64_t)1000000000, path, &err), 0);
+    snprintf(file, sizeof(file), "%s/model", path);
+    assert_true(harness_same_file(src, file));
+    p2p_content_path(C, id, content, sizeof(content));
+    struct stat a, b;
+    assert_int_equal(stat(file, &a), 0);
+    assert_int_equal(stat(content, &b), 0);
+    assert_true(a.st_ino == b.st_ino);
+    assert_true(harness_log_has(&C->h, "event=volume.fetched"));
+    const char *absent = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    assert_int_equal(publish_on(C, "absent", absent, 5 * (int64_t)1000000000, path, &err),
+                     DFC_GRPC_NOT_FOUND);
 }
 
 /* SyncHost streams from one remote: before, 32 of them held every upload worker streams may
@@ -715,8 +779,16 @@ static void test_pre_claimed_id_and_honest_importer(void **state) {
     fputs(g_bytes, fp);
     fclose(fp);
     harness_write_file(w, 3000, 909); /* W: other bytes, the same length */
-    const char *claim[] = {
-        "import", "--no-progress", "--content-for-calculating-task-id", preimage, w, NULL};
+    /* One replica: no replication pull of the claim may hold a Running persistent peer of
+     * the task (counted in the set) while B's join is checked below. */
+    const char *claim[] = {"import",
+                           "--no-progress",
+                           "--persistent-replica-count",
+                           "1",
+                           "--content-for-calculating-task-id",
+                           preimage,
+                           w,
+                           NULL};
     assert_int_equal(harness_dfcache(&A->h, -1, outb, sizeof(outb), errb, sizeof(errb), claim), 0);
     harness_done_id(outb, id);
     char g_id[65];
@@ -973,6 +1045,7 @@ int main(void) {
         cmocka_unit_test(test_no_record_checks_the_id_rule),
         cmocka_unit_test(test_tcp_delete_only_from_the_scheduler),
         cmocka_unit_test(test_concurrent_exports_share_one_download),
+        cmocka_unit_test(test_content_volume_fetched_from_a_peer),
         cmocka_unit_test(test_parent_killed_mid_download),
     };
     int status = test_run_group(tests, cluster_up, cluster_down);

@@ -13,6 +13,7 @@
 
 #include "dfc/id.h"
 #include "dfc/rpc_server.h"
+#include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "google/protobuf/empty.pb-c.h"
 #include "model.h"
@@ -20,6 +21,7 @@
 #include "store.h"
 
 #define MAX_CALLS 512
+#define MAX_HELD  64
 
 struct fake_dfdaemon {
     struct dfc_rpc_server *server;
@@ -32,7 +34,31 @@ struct fake_dfdaemon {
     bool stopping;
     struct fake_dfdaemon_call calls[MAX_CALLS];
     size_t n_calls;
+    char held[MAX_HELD][160]; /* tasks it holds a copy of: pulled, or fake_dfdaemon_hold */
+    size_t n_held;
 };
+
+static void hold(struct fake_dfdaemon *f, const char *task_id) {
+    pthread_mutex_lock(&f->mu);
+    bool seen = false;
+    for (size_t i = 0; i < f->n_held && !seen; i++) {
+        seen = strcmp(f->held[i], task_id) == 0;
+    }
+    if (!seen && f->n_held < MAX_HELD) {
+        snprintf(f->held[f->n_held++], sizeof(f->held[0]), "%s", task_id);
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+static bool holds(struct fake_dfdaemon *f, const char *task_id) {
+    pthread_mutex_lock(&f->mu);
+    bool yes = false;
+    for (size_t i = 0; i < f->n_held && !yes; i++) {
+        yes = strcmp(f->held[i], task_id) == 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return yes;
+}
 
 static void copy_str(char *dst, size_t size, const char *src) {
     snprintf(dst, size, "%s", src != NULL ? src : "");
@@ -180,6 +206,7 @@ static int on_download(void *svc, struct dfc_rpc_call *call, const ProtobufCMess
             return r;
         }
     }
+    hold(f, req->task_id);
     Dfdaemon__V2__DownloadPersistentCacheTaskStartedResponse started =
         DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_STARTED_RESPONSE__INIT;
     started.content_length = content_length;
@@ -193,6 +220,41 @@ static int on_download(void *svc, struct dfc_rpc_call *call, const ProtobufCMess
     return dfc_rpc_call_send(call, &msg.base, err);
 }
 
+/* The task as a dfdaemon's store would answer it: from the scheduler's record (same id, length
+ * and piece count) when the fake holds it, else NOT_FOUND. */
+static int on_stat(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *reqm,
+                   ProtobufCMessage *resp, struct dfc_error *err) {
+    struct fake_dfdaemon *f = svc;
+    const Dfdaemon__V2__StatPersistentCacheTaskRequest *req = (const void *)reqm;
+    struct fake_dfdaemon_call c = {0};
+    copy_str(c.method, sizeof(c.method), "StatPersistentCacheTask");
+    copy_str(c.task_id, sizeof(c.task_id), req->task_id);
+    int delay = 0;
+    enum fake_dfdaemon_mode m = record(f, &c, &delay);
+    int r = act(f, call, m, delay, err);
+    if (r < 0) {
+        return r;
+    }
+    if (!holds(f, req->task_id)) {
+        return dfc_error_set(err, -ENOENT, "task %s not found", req->task_id);
+    }
+    Common__V2__PersistentCacheTask *out = (Common__V2__PersistentCacheTask *)resp;
+    out->id = dfc_rpc_call_strdup(call, req->task_id);
+    out->state = "Succeeded";
+    if (f->store != NULL) {
+        struct sched_task task = {0};
+        if ((r = sched_task_load(f->store, sched_redis_deadline(5000), req->task_id, &task, err)) <
+            0) {
+            return r;
+        }
+        out->content_length = task.content_length;
+        out->piece_length = task.piece_length;
+        out->piece_count = task.total_piece_count;
+        sched_task_done(&task);
+    }
+    return out->id == NULL ? dfc_error_set(err, -ENOMEM, "out of memory") : 0;
+}
+
 static const struct dfc_rpc_method methods[] = {
     DFC_RPC_METHOD("UpdatePersistentCacheTask", DFC_RPC_UNARY,
                    dfdaemon__v2__update_persistent_cache_task_request, google__protobuf__empty,
@@ -203,6 +265,9 @@ static const struct dfc_rpc_method methods[] = {
     DFC_RPC_METHOD("DownloadPersistentCacheTask", DFC_RPC_SERVER_STREAM,
                    dfdaemon__v2__download_persistent_cache_task_request,
                    dfdaemon__v2__download_persistent_cache_task_response, on_download),
+    DFC_RPC_METHOD("StatPersistentCacheTask", DFC_RPC_UNARY,
+                   dfdaemon__v2__stat_persistent_cache_task_request,
+                   common__v2__persistent_cache_task, on_stat),
 };
 
 int fake_dfdaemon_start(struct sched_store *store, const char *host_id,
@@ -293,6 +358,10 @@ bool fake_dfdaemon_call(struct fake_dfdaemon *f, size_t i, struct fake_dfdaemon_
     }
     pthread_mutex_unlock(&f->mu);
     return ok;
+}
+
+void fake_dfdaemon_hold(struct fake_dfdaemon *f, const char *task_id) {
+    hold(f, task_id);
 }
 
 void fake_dfdaemon_clear(struct fake_dfdaemon *f) {

@@ -1,8 +1,9 @@
 /*
  * fake_dfdaemon.h - small fake DfdaemonUpload servers for the scheduler's placement tests: a
- * real gRPC server (lib's rpc_server) on a free 127.0.0.1 TCP port, serving the three methods
+ * real gRPC server (lib's rpc_server) on a free 127.0.0.1 TCP port, serving the four methods
  * the scheduler calls on a dfdaemon (UpdatePersistentCacheTask, DownloadPersistentCacheTask,
- * DeletePersistentCacheTask), recording each call.
+ * DeletePersistentCacheTask, StatPersistentCacheTask), recording each call. Stat answers the
+ * scheduler's record of a task the fake holds (pulled, or fake_dfdaemon_hold), else NOT_FOUND.
  *
  * It stands in for the dfdaemon side, which comes with the P2P issue: on
  * DownloadPersistentCacheTask a real dfdaemon pulls the task from its parents and, registering
@@ -50,5 +51,7 @@ size_t fake_dfdaemon_count(struct fake_dfdaemon *f, const char *method);
 /* Copies the i-th call received; false past the end. */
 bool fake_dfdaemon_call(struct fake_dfdaemon *f, size_t i, struct fake_dfdaemon_call *out);
 void fake_dfdaemon_clear(struct fake_dfdaemon *f);
+/* From now on the fake holds a copy of task_id (Stat answers it). */
+void fake_dfdaemon_hold(struct fake_dfdaemon *f, const char *task_id);
 
 #endif /* DFC_TEST_FAKE_DFDAEMON_H */

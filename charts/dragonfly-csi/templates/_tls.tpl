@@ -114,12 +114,10 @@ or the hostPath of tls.nodeCertificates. Call with (dict "ctx" $ "component" "sc
 {{- end }}
 {{- end -}}
 
-{{/* "true" when the bundled Redis (and Sentinel) speaks TLS (redis.tls.enabled with tls.enabled). */}}
+{{/* "true" when the bundled Redis (and Sentinel) speaks TLS: redis.tls.enabled (the default)
+with tls.enabled; with tls.enabled=false the whole cluster, Redis included, is plaintext. */}}
 {{- define "dragonfly-csi.tls.redis" -}}
-{{- if and .Values.scheduler.enabled .Values.redis.enabled .Values.redis.tls.enabled -}}
-{{- if not .Values.tls.enabled -}}
-{{- fail "redis.tls.enabled needs tls.enabled (the chart's CA and the scheduler's certificate)" -}}
-{{- end -}}
+{{- if and .Values.scheduler.enabled .Values.redis.enabled .Values.redis.tls.enabled .Values.tls.enabled -}}
 true
 {{- end -}}
 {{- end -}}

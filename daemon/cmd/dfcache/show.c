@@ -67,6 +67,7 @@ static const struct dfc_cli stat_cli = {
              "  current_replica_count (null when no scheduler answered), ttl_seconds,\n"
              "  created_at, updated_at, expires_at, expired,\n"
              "  scheduler: {configured (null: unknown), answered, error (or null)},\n"
+             "  pins (the ids of the content volumes that pin it on this node),\n"
              "  local: null (no copy here) or {persistent, ttl_seconds, created_at,\n"
              "    updated_at, finished_at, expires_at, expired}.",
     .schema = &stat_schema,
@@ -246,6 +247,8 @@ struct stat_view {
     bool answered;                                                   /* replica counts real */
     int configured;        /* a scheduler is configured: 1, 0, -1 unknown */
     const char *sched_err; /* NULL: none */
+    char **pin_ids;        /* the content volumes pinning it here */
+    size_t n_pins;
 };
 
 static int stat_json(const struct stat_view *v, int64_t now) {
@@ -300,6 +303,12 @@ static int stat_json(const struct stat_view *v, int64_t now) {
     dfc_json_key(&j, "error");
     dfc_json_string(&j, v->sched_err);
     dfc_json_object_end(&j);
+    dfc_json_key(&j, "pins");
+    dfc_json_array_begin(&j);
+    for (size_t i = 0; i < v->n_pins; i++) {
+        dfc_json_string(&j, v->pin_ids[i]);
+    }
+    dfc_json_array_end(&j);
     dfc_json_key(&j, "local");
     if (l == NULL) {
         dfc_json_null(&j);
@@ -384,6 +393,17 @@ static void stat_human(const struct stat_view *v, bool exact, int64_t now) {
     free(tag);
     free(app);
     free(sched_shown);
+    if (v->n_pins == 0) {
+        printf("Pins:                 none\n");
+        return;
+    }
+    printf("Pins:                 %zu (", v->n_pins);
+    for (size_t i = 0; i < v->n_pins; i++) {
+        char *p = shown(v->pin_ids[i]);
+        printf("%s%s", i ? ", " : "", p ? p : "?");
+        free(p);
+    }
+    printf(")\n");
 }
 
 int dfcache_stat(int argc, char **argv) {
@@ -417,6 +437,8 @@ int dfcache_stat(int argc, char **argv) {
         v.configured = resp->has_scheduler ? 1 : 0;
         v.sched_err =
             resp->scheduler_error && resp->scheduler_error[0] ? resp->scheduler_error : NULL;
+        v.pin_ids = resp->pin_ids;
+        v.n_pins = resp->n_pin_ids;
         if (v.task == NULL) {
             r = dfc_error_set(&err, -EPROTO, "the daemon's answer has no task");
         }

@@ -2,7 +2,8 @@
 // values.yaml, every file under templates/ (templates) and the other files (.Files).
 // What it does not implement it refuses, loudly, rather than render something Helm would not:
 // dependencies and subcharts (Chart.yaml dependencies, requirements.yaml, charts/),
-// values.schema.json and crds/ (see unsupported below). .helmignore is applied (ignore.go).
+// and crds/ (see unsupported below). values.schema.json is checked (schema.go) and .helmignore
+// applied (ignore.go).
 package main
 
 import (
@@ -51,6 +52,7 @@ type chartDir struct {
 	defaults  map[string]interface{}
 	templates map[string]string // "<chart>/templates/<rel>" -> text
 	files     Files             // other files, by path relative to the chart dir
+	schema    []byte            // values.schema.json, or nil (schema.go)
 }
 
 // unsupported lists the chart files whose meaning chart-render does not implement: with any of
@@ -58,7 +60,6 @@ type chartDir struct {
 var unsupported = []struct{ name, what string }{
 	{"charts", "subcharts"},
 	{"requirements.yaml", "dependencies (apiVersion v1)"},
-	{"values.schema.json", "values schemas"},
 	{"crds", "CRD directories"},
 }
 
@@ -128,6 +129,8 @@ func loadChart(dir string) (*chartDir, error) {
 		switch {
 		case strings.HasPrefix(rel, "templates/"):
 			c.templates[path.Join(c.meta.Name, rel)] = string(body)
+		case rel == "values.schema.json": // checked, never in .Files (as Helm)
+			c.schema = body
 		case rel == "Chart.yaml" || rel == "values.yaml":
 		default:
 			c.files[rel] = body

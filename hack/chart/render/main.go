@@ -88,6 +88,9 @@ func main() {
 		}
 	}
 	vals := coalesce(user, c.defaults, func(msg string) { fmt.Fprintln(os.Stderr, msg) })
+	if err := validateValues(c, vals); err != nil {
+		fail(1, "%v", err)
+	}
 	top := map[string]interface{}{
 		"Values": vals,
 		"Chart":  c.meta,

@@ -129,6 +129,13 @@ struct dfc_rpc_server_opts {
     int64_t first_bytes_timeout_ms; /* a listen_tcp connection is handed to gRPC once its first
                                        bytes (the HTTP/2 preface) have arrived; one silent for
                                        this long is closed; 0 = 5 s, < 0 = none */
+    int64_t first_call_timeout_ms;  /* a listen_tcp connection that has started no call (sent no
+                                       HEADERS) this long after it was handed to gRPC (its first
+                                       bytes arrived; with TLS, the handshake comes within it) is
+                                       closed, so a peer cannot hold a slot of the caps with a
+                                       preface, SETTINGS or a handshake alone; connections that
+                                       started a call are left to idle_timeout_ms; 0 = 10 s,
+                                       < 0 = none */
     const char *option_prefix;      /* prepended to the limits' names in messages (the config keys:
                                        "download.server."); borrowed; NULL = "" */
 
@@ -171,6 +178,7 @@ struct dfc_rpc_server_opts {
 #define DFC_RPC_DEFAULT_MAX_CONNS_PER_UID 128
 #define DFC_RPC_DEFAULT_MAX_CONNS_PER_IP  64
 #define DFC_RPC_DEFAULT_FIRST_BYTES_MS    5000
+#define DFC_RPC_DEFAULT_FIRST_CALL_MS     10000
 
 /* Creates a server (calls grpc_init). opts may be NULL. Free with dfc_rpc_server_free(). */
 int dfc_rpc_server_new(const struct dfc_rpc_server_opts *opts, struct dfc_rpc_server **ret,
@@ -290,9 +298,10 @@ int dfc_rpc_call_remote(struct dfc_rpc_call *call, char *buf, size_t size);
 struct dfc_peer_identity {
     bool tls;           /* the call came over TLS */
     bool authenticated; /* the peer presented a certificate that chains to the CA */
-    unsigned n_ips, n_uris;
+    unsigned n_ips, n_uris, n_dns;
     char ips[DFC_PEER_SAN_MAX][46];                /* SAN IP addresses, as text */
     char uris[DFC_PEER_SAN_MAX][DFC_PEER_URI_MAX]; /* SAN URIs ("spiffe://...", ...) */
+    char dns[DFC_PEER_SAN_MAX][DFC_PEER_URI_MAX];  /* SAN DNS names */
     char common_name[DFC_PEER_URI_MAX];            /* the subject's CN, "" without */
 };
 

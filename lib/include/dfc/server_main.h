@@ -6,7 +6,10 @@
  *      SIGTERM) blocked (dfc_signals_block), before any thread exists;
  *   2. the command line, file and environment (dfc_cli_main: --help, --version, errors and
  *      --print-config end here with its exit code);
- *   3. the log threshold from the configuration's log level;
+ *   3. the binary's check() of what its settings name (the TLS files), a settings error
+ *      printed as "<prog>: <message>" with exit 2 (not run for --print-config, which checks
+ *      the settings alone, wherever they are to be used); then the log threshold from the
+ *      configuration's log level;
  *   4. the binary's run(), handed a struct dfc_server_run: run() starts its server, waits for
  *      the stop with dfc_server_wait() (the one place a server waits for SIGINT/SIGTERM), then
  *      drains calls for the shutdown grace (the configuration's, at grace_offset) and stops. A
@@ -45,6 +48,9 @@ struct dfc_server_main {
     /* Runs the binary until it stops (see step 4). Returns a negative code with err set when
      * start-up failed (logged as failed_event, exit 1), else the exit status. */
     int (*run)(void *cfg, const struct dfc_server_run *run, struct dfc_error *err);
+    /* NULL, or step 3: reads what the settings name on this machine; a negative code with
+     * err set is a settings error (exit 2). */
+    int (*check)(void *cfg, struct dfc_error *err);
     const char *failed_event; /* "dfdaemon.failed" */
     /* The binary's calls carry small messages only (the scheduler): malloc keeps its
      * per-thread arenas (dfc_rpc_tune_process, DFC_RPC_TRAFFIC_SMALL). */

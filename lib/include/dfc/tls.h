@@ -48,6 +48,14 @@ bool dfc_tls_files_any(const struct dfc_tls_files *f);
 int dfc_tls_files_check(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool server,
                         const char *prefix, struct dfc_error *err);
 
+/* Reads every file of f that is given, as the transports will: caCert must hold at least one
+ * PEM certificate, cert a PEM certificate (the first of a chain is the identity), key an
+ * unencrypted PEM private key that matches cert when both are given. Run at start, so a bad
+ * file is a settings error (exit 2) before anything is announced or bound; rotation later is
+ * the transports' (a bad rotated file keeps the old identity). prefix names the option keys.
+ * -EINVAL with err naming the key, the path and the problem; -ENOMEM. */
+int dfc_tls_files_read(const struct dfc_tls_files *f, const char *prefix, struct dfc_error *err);
+
 /* "off", "server-auth" or "mutual". */
 const char *dfc_tls_policy_name(enum dfc_tls_policy p);
 

@@ -1,15 +1,16 @@
 /*
  * tls_ssl.h - TLS 1.3 over a non-blocking TCP socket with OpenSSL, for the transports that are
- * not gRPC (Vortex): a context that builds an SSL_CTX from a policy and one side's files
- * (dfc/tls.h) and rebuilds it when the files change, the handshake, exact reads and writes
- * bounded by a monotonic deadline, and the peer's identity (its certificate's SAN IPs and
- * URIs) for authority checks. See docs/trust-model.md.
+ * not gRPC (Vortex, the scheduler's Redis and Sentinel client with dfc_tls_ctx_opts): a
+ * context that builds an SSL_CTX from a policy and one side's files (dfc/tls.h) and rebuilds it
+ * when the files change, the handshake, reads and writes bounded by a monotonic deadline, and
+ * the peer's identity (its certificate's SAN IPs and URIs) for authority checks. See
+ * docs/trust-model.md.
  *
- * Policy: TLS 1.3 only. A server presents its certificate; under mutual it requires a client
- * certificate that chains to its CA (the handshake fails without one), under server-auth it
- * asks for none. A client verifies the server's chain against its CA and the server's SAN
- * against the address it dialled (an IP SAN for a numeric address, else a DNS name, sent as
- * SNI too); under mutual it presents its certificate.
+ * Policy: TLS 1.3 only (dfc_tls_ctx_opts may allow 1.2, the system's roots, no verification). A
+ * server presents its certificate; under mutual it requires a client certificate that chains to its
+ * CA (the handshake fails without one), under server-auth it asks for none. A client verifies the
+ * server's chain against its CA and the server's SAN against the address it dialled (an IP SAN for
+ * a numeric address, else a DNS name, sent as SNI too); under mutual it presents its certificate.
  *
  * Rotation: dfc_tls_ctx_new() reads the files once (an error if they do not load). Afterwards
  * each handshake looks at the files' stat (inode, size, mtime) at most once per recheck
@@ -55,6 +56,28 @@ struct dfc_tls_conn;
 int dfc_tls_ctx_new(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool server,
                     int64_t recheck_ns, struct dfc_tls_ctx **ret, struct dfc_error *err);
 
+/* What a context for a service outside the cluster (Redis and its Sentinels) needs beyond the
+ * cluster's policy; all zero is dfc_tls_ctx_new()'s context. */
+struct dfc_tls_ctx_opts {
+    bool tls12;        /* TLS 1.2 at least instead of 1.3 (1.3 still offered first) */
+    bool system_roots; /* a client with no ca_cert verifies against the system's roots */
+    bool skip_verify;  /* a client that checks neither the server's chain nor its name */
+    /* Names a file that does not load by its option: "<prefix>caCert `<path>`: <reason>"
+     * (also cert, key; and the prefix of dfc_tls_files_check's message); borrowed. NULL:
+     * "TLS: cannot load the CA <path>: <reason>". */
+    const char *option_prefix;
+    /* Called, on the thread that looked, when a rotation was taken (err NULL) or its files did
+     * not load (err says why; the loaded SSL_CTX stays), instead of the tls.reloaded and
+     * tls.reload_failed lines. NULL: those lines. */
+    void (*on_reload)(void *ud, const struct dfc_error *err);
+    void *ud;
+};
+
+/* dfc_tls_ctx_new() with opts (NULL: none). */
+int dfc_tls_ctx_new_opts(enum dfc_tls_policy p, const struct dfc_tls_files *f, bool server,
+                         int64_t recheck_ns, const struct dfc_tls_ctx_opts *opts,
+                         struct dfc_tls_ctx **ret, struct dfc_error *err);
+
 /* Frees the context (its current SSL_CTX lives on in connections that still hold it). NULL is
  * fine. */
 void dfc_tls_ctx_free(struct dfc_tls_ctx *c);
@@ -88,6 +111,15 @@ int dfc_tls_connect(struct dfc_tls_ctx *c, int fd, const char *host, unsigned po
  * a TLS error or alert (err says which), or the socket's errno. */
 int dfc_tls_read(struct dfc_tls_conn *t, void *buf, size_t n, int64_t deadline, size_t *ret_got,
                  struct dfc_error *err);
+
+/* Reads what has arrived, at least 1 byte and at most n, waiting until deadline for it;
+ * *ret_got says how many. Errors as dfc_tls_read. */
+int dfc_tls_read_some(struct dfc_tls_conn *t, void *buf, size_t n, int64_t deadline,
+                      size_t *ret_got, struct dfc_error *err);
+
+/* Whether an idle connection can be used: no data, end or error waits on it. Records that carry
+ * no data (TLS 1.3 session tickets) are consumed. Never waits (the socket is non-blocking). */
+bool dfc_tls_conn_idle_ok(struct dfc_tls_conn *t);
 
 /* Writes n bytes (records of OpenSSL's 16 KiB at most, coalesced into sends of up to 272 KiB and
  * all sent before it returns) by deadline; errors as dfc_tls_read. */

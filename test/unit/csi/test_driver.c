@@ -54,7 +54,12 @@ static int fake_state(int parent_fd, int target_fd, struct csi_mount_state *ret)
     return 0;
 }
 
-static const struct csi_mount_ops fake_ops = {fake_bind, fake_unmount, fake_state};
+static int fake_bind_content(const char *source, int target_fd) {
+    return fake_bind(source, target_fd, true);
+}
+
+static const struct csi_mount_ops fake_ops = {fake_bind, fake_unmount, fake_state,
+                                              fake_bind_content};
 
 struct fx {
     char dir[256], sock[320], run[320], kubelet[320], pod[400], target[420], state[320];

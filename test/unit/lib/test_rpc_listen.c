@@ -3,7 +3,7 @@
  * dfc_rpc_call_peer_ip): a real server on 127.0.0.1 or 0.0.0.0 with an ephemeral port, real
  * gRPC clients, a connection from 127.0.0.2 (through a relay whose outgoing socket is bound
  * there, since the kernel picks 127.0.0.1 for a plain connect), and raw sockets for the caps
- * (in all, per address) and the first-bytes deadline.
+ * (in all, per address), the first-bytes deadline and the first-call deadline.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -495,6 +495,84 @@ static void test_silent_connections_are_closed(void **state) {
     }
 }
 
+/* The rpc.connection_no_call lines; guarded by silent_mu. */
+static char no_call_line[512];
+static int n_no_call;
+
+static void capture_no_call(int level, const char *line, size_t len, void *ud) {
+    (void)level;
+    (void)ud;
+    if (strstr(line, "rpc.connection_no_call") != NULL) {
+        pthread_mutex_lock(&silent_mu);
+        if (n_no_call++ == 0) {
+            snprintf(no_call_line, sizeof(no_call_line), "%.*s", (int)len, line);
+        }
+        pthread_mutex_unlock(&silent_mu);
+    }
+}
+
+/* The HTTP/2 client preface and an empty SETTINGS frame: all a client sends before its first
+ * call. */
+static const char preface_settings[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                       "\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+#define PREFACE_SETTINGS_LEN (sizeof(preface_settings) - 1)
+
+/* A connection that sends the preface and SETTINGS and then nothing passed the first-bytes
+ * gate and sat in core, holding a slot, until the idle timeout (here: none). Now it is closed
+ * firstCallTimeout after it reached core, with a line naming the limit; a client with a
+ * stream open (it started a call) and one idle after a call stay up past it. */
+static void test_a_connection_without_a_call_is_closed(void **state) {
+    struct dfc_rpc_server_opts o = {
+        .first_call_timeout_ms = 1000, .idle_timeout_ms = -1, .option_prefix = "test."};
+    struct fx *f = fx_start_opts("127.0.0.1", o);
+    *state = f;
+    pthread_mutex_lock(&silent_mu);
+    n_no_call = 0;
+    pthread_mutex_unlock(&silent_mu);
+    dfc_log_set_sink(capture_no_call, NULL);
+    struct dfc_error err;
+    char target[64];
+    tcp_target("127.0.0.1", f->port, target, sizeof(target));
+    struct dfc_rpc_client *streamer, *asker;
+    struct dfc_rpc_stream *st;
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &streamer, &err), 0);
+    assert_int_equal(chat_open(streamer, &st, &err), 0);
+    assert_int_equal(dfc_rpc_client_new(target, NULL, &asker, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *out = NULL;
+    assert_int_equal(dfc_rpc_unary(asker, &rt.echo, &in.base, 10000, &out, &err), 0);
+    dfc_rpc_msg_free(out);
+
+    double t0 = test_now_ms();
+    int fd = raw_tcp(f->port);
+    assert_int_equal(send(fd, preface_settings, PREFACE_SETTINGS_LEN, MSG_NOSIGNAL),
+                     (ssize_t)PREFACE_SETTINGS_LEN);
+    assert_true(test_wait_for(closed, &fd, 5000));
+    double took = test_now_ms() - t0;
+    assert_true(took >= 900 && took < 3000);
+    close(fd);
+
+    /* Past the deadline the stream still carries messages, and the other connection's next
+     * call needs no new one: neither was touched. */
+    usleep(500000);
+    out = NULL;
+    assert_int_equal(dfc_rpc_stream_send(st, &in.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &out, &err), 1);
+    dfc_rpc_msg_free(out);
+    chat_close(st);
+    out = NULL;
+    assert_int_equal(dfc_rpc_unary(asker, &rt.echo, &in.base, 10000, &out, &err), 0);
+    dfc_rpc_msg_free(out);
+    pthread_mutex_lock(&silent_mu);
+    assert_int_equal(n_no_call, 1);
+    assert_non_null(strstr(no_call_line, "closed=1 last_peer=127.0.0.1 "));
+    assert_non_null(strstr(no_call_line, "test.firstCallTimeout=1000ms"));
+    pthread_mutex_unlock(&silent_mu);
+    dfc_log_set_sink(NULL, NULL);
+    dfc_rpc_client_free(streamer);
+    dfc_rpc_client_free(asker);
+}
+
 static void test_bad_addresses_are_refused(void **state) {
     struct dfc_rpc_server *s;
     struct dfc_error err;
@@ -513,10 +591,15 @@ static void test_bad_addresses_are_refused(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_teardown(fn, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_a_tcp_call_knows_its_peer_ip),  T(test_a_unix_call_has_no_peer_ip),
-        T(test_a_call_from_127_0_0_2_sees_it), T(test_tcp_connections_are_capped),
-        T(test_one_address_is_capped),         T(test_silent_connections_are_closed),
-        T(test_streams_are_capped_per_remote), cmocka_unit_test(test_bad_addresses_are_refused),
+        T(test_a_tcp_call_knows_its_peer_ip),
+        T(test_a_unix_call_has_no_peer_ip),
+        T(test_a_call_from_127_0_0_2_sees_it),
+        T(test_tcp_connections_are_capped),
+        T(test_one_address_is_capped),
+        T(test_silent_connections_are_closed),
+        T(test_streams_are_capped_per_remote),
+        T(test_a_connection_without_a_call_is_closed),
+        cmocka_unit_test(test_bad_addresses_are_refused),
     };
     if (rpc_test_resolve() < 0) {
         return 1;

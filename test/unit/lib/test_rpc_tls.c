@@ -10,11 +10,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "dfc/log.h"
@@ -25,7 +27,7 @@
 #include "test_support.h"
 
 /* Echo answers what the call knows of its peer, as text in data:
- * "ip=<peer ip> tls=<0|1> auth=<0|1> cn=<cn> ips=<a,b> uris=<a,b>". */
+ * "ip=<peer ip> tls=<0|1> auth=<0|1> cn=<cn> ips=<a,b> uris=<a,b> dns=<a,b>". */
 static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMessage *req,
                          ProtobufCMessage *resp, struct dfc_error *err) {
     (void)svc;
@@ -37,7 +39,7 @@ static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMe
         snprintf(ip, sizeof(ip), "none");
     }
     dfc_rpc_call_peer_identity(call, &id);
-    char ips[512] = "", uris[2048] = "";
+    char ips[512] = "", uris[2048] = "", dns[2048] = "";
     for (unsigned i = 0; i < id.n_ips; i++) {
         snprintf(ips + strlen(ips), sizeof(ips) - strlen(ips), "%s%s", i ? "," : "", id.ips[i]);
     }
@@ -45,12 +47,15 @@ static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMe
         snprintf(uris + strlen(uris), sizeof(uris) - strlen(uris), "%s%s", i ? "," : "",
                  id.uris[i]);
     }
+    for (unsigned i = 0; i < id.n_dns; i++) {
+        snprintf(dns + strlen(dns), sizeof(dns) - strlen(dns), "%s%s", i ? "," : "", id.dns[i]);
+    }
     char *text = dfc_rpc_call_alloc(call, 4096);
     if (text == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    snprintf(text, 4096, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s", ip, id.tls, id.authenticated,
-             id.common_name, ips, uris);
+    snprintf(text, 4096, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s dns=%s", ip, id.tls,
+             id.authenticated, id.common_name, ips, uris, dns);
     out->data.data = (uint8_t *)text;
     out->data.len = strlen(text);
     return 0;
@@ -63,6 +68,7 @@ struct fx {
     char dir[256];
     unsigned port;
     struct dfc_rpc_server *server;
+    int64_t first_call_ms; /* the server's first_call_timeout_ms (0: the default) */
 };
 
 static void sh(const char *fmt, ...) {
@@ -93,7 +99,7 @@ static int group_setup(void **state) {
     test_mkdtemp(f->dir, sizeof(f->dir), "rpc-tls");
     sh("bash %s ca %s/ca && bash %s ca %s/ca2", MAKE_CERTS, f->dir, MAKE_CERTS, f->dir);
     leaf(f, "ca", "server", "IP:127.0.0.1", "--cn server");
-    leaf(f, "ca", "client", "IP:127.0.0.2,URI:dragonfly://host/h1", "--cn node-1");
+    leaf(f, "ca", "client", "IP:127.0.0.2,URI:dragonfly://host/h1,DNS:ops.test", "--cn node-1");
     return 0;
 }
 
@@ -106,6 +112,7 @@ static int group_teardown(void **state) {
 static int setup(void **state) {
     shared.server = NULL;
     shared.port = 0;
+    shared.first_call_ms = 0;
     *state = &shared;
     return 0;
 }
@@ -134,7 +141,8 @@ static void start(struct fx *f, enum dfc_tls_policy p, const char *name) {
                                     .tls = p,
                                     .tls_files = files(f, name, 0),
                                     .tls_refresh_s = 1,
-                                    .tls_handshake_timeout_ms = 500};
+                                    .tls_handshake_timeout_ms = 500,
+                                    .first_call_timeout_ms = f->first_call_ms};
     assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
     assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
     assert_int_equal(dfc_rpc_server_listen_tcp(f->server, "127.0.0.1", 0, &f->port, &err), 0);
@@ -220,7 +228,8 @@ static void test_mutual_call_and_identity(void **state) {
     assert_non_null(strstr(text, "ip=127.0.0.1 "));
     assert_non_null(strstr(text, "tls=1 auth=1 cn=node-1 "));
     assert_non_null(strstr(text, "ips=127.0.0.2 "));
-    assert_non_null(strstr(text, "uris=dragonfly://host/h1"));
+    assert_non_null(strstr(text, "uris=dragonfly://host/h1 "));
+    assert_non_null(strstr(text, "dns=ops.test"));
 }
 
 /* A client whose certificate a mutual server refuses: the call fails and the server logs a
@@ -345,6 +354,83 @@ static void test_silent_connection_is_closed(void **state) {
     close(a.fd);
 }
 
+/* A client that finishes the handshake (with a valid certificate), sends the HTTP/2 preface
+ * and SETTINGS and then nothing sat in core until the idle timeout (here: none), holding a
+ * slot. Now it is closed the first-call timeout after it reached core; a client with a stream
+ * open is not. */
+static void test_connection_without_a_call_is_closed(void **state) {
+    struct fx *f = *state;
+    f->first_call_ms = 1500;
+    start(f, DFC_TLS_MUTUAL, "server");
+    struct dfc_error err;
+    char target[64];
+    snprintf(target, sizeof(target), "127.0.0.1:%u", f->port);
+    struct dfc_rpc_client_opts co = {
+        .tls = DFC_TLS_MUTUAL, .tls_files = files(f, "client", 1), .tls_refresh_s = 1};
+    struct dfc_rpc_client *c;
+    struct dfc_rpc_stream *st;
+    assert_int_equal(dfc_rpc_client_new(target, &co, &c, &err), 0);
+    assert_int_equal(dfc_rpc_stream_open(c, &rt.chat, 30000, &st, &err), 0);
+    Dfc__Test__V1__Chunk in = DFC__TEST__V1__CHUNK__INIT;
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(dfc_rpc_stream_send(st, &in.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err), 1);
+    dfc_rpc_msg_free(m);
+
+    /* A raw TLS client (OpenSSL, blocking, ALPN h2 as gRPC's) with the client's certificate. */
+    char ca[512], crt[512], key[512];
+    snprintf(ca, sizeof(ca), "%s/client/ca.crt", f->dir);
+    snprintf(crt, sizeof(crt), "%s/client/tls.crt", f->dir);
+    snprintf(key, sizeof(key), "%s/client/tls.key", f->dir);
+    SSL_CTX *x = SSL_CTX_new(TLS_client_method());
+    assert_non_null(x);
+    assert_int_equal(SSL_CTX_load_verify_locations(x, ca, NULL), 1);
+    assert_int_equal(SSL_CTX_use_certificate_chain_file(x, crt), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(x, key, SSL_FILETYPE_PEM), 1);
+    SSL_CTX_set_verify(x, SSL_VERIFY_PEER, NULL);
+    static const unsigned char alpn[] = "\x02h2";
+    assert_int_equal(SSL_CTX_set_alpn_protos(x, alpn, sizeof(alpn) - 1), 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = {.tv_sec = 10};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    SSL *ssl = SSL_new(x);
+    assert_int_equal(SSL_set_fd(ssl, fd), 1);
+    double t0 = test_now_ms();
+    assert_int_equal(SSL_connect(ssl), 1);
+    static const char hello[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                "\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+    assert_int_equal(SSL_write(ssl, hello, (int)sizeof(hello) - 1), (int)sizeof(hello) - 1);
+    char buf[256];
+    int n;
+    size_t got = 0;
+    while ((n = SSL_read(ssl, buf, sizeof(buf))) > 0) {
+        got += (size_t)n; /* the server's SETTINGS and their ACK */
+    }
+    double ms = test_now_ms() - t0;
+    int e = SSL_get_error(ssl, n);
+    print_message("read %zu bytes, then SSL error %d after %.0f ms\n", got, e, ms);
+    assert_true(got > 0); /* the handshake held: core spoke HTTP/2 on it */
+    assert_true(e == SSL_ERROR_ZERO_RETURN || e == SSL_ERROR_SYSCALL || e == SSL_ERROR_SSL);
+    assert_true(ms >= 1300 && ms < 4000);
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(x);
+
+    /* the stream, which started a call, is still up past the deadline */
+    in.seq = 7;
+    assert_int_equal(dfc_rpc_stream_send(st, &in.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_recv(st, &dfc__test__v1__chunk__descriptor, &m, &err), 1);
+    assert_int_equal(((Dfc__Test__V1__Chunk *)m)->seq, 1007);
+    dfc_rpc_msg_free(m);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_finish(st, &err), 0);
+    dfc_rpc_stream_free(st);
+    dfc_rpc_client_free(c);
+}
+
 /* Files the options name that cannot be read fail the server's creation. */
 static void test_missing_file(void **state) {
     struct fx *f = *state;
@@ -357,6 +443,25 @@ static void test_missing_file(void **state) {
     struct dfc_rpc_client *c = NULL;
     struct dfc_rpc_client_opts co = {.tls = DFC_TLS_MUTUAL, .tls_files = tf};
     assert_int_equal(dfc_rpc_client_new("127.0.0.1:1", &co, &c, &err), -ENOENT);
+}
+
+/* A TLS server whose listen fails (an address no interface has) is freed without being
+ * started: core's TLS listener was added, and core aborts on destroying a server with a
+ * listener that was never shut down. */
+static void test_failed_listen_is_freed(void **state) {
+    struct fx *f = *state;
+    struct dfc_error err;
+    struct dfc_rpc_server_opts o = {.name = "tls-test",
+                                    .tls = DFC_TLS_MUTUAL,
+                                    .tls_files = files(f, "server", 0),
+                                    .tls_refresh_s = 1};
+    assert_int_equal(dfc_rpc_server_new(&o, &f->server, &err), 0);
+    assert_int_equal(rpc_test_add_service(f->server, &handlers, NULL, &err), 0);
+    unsigned port = 0;
+    assert_int_equal(dfc_rpc_server_listen_tcp(f->server, "192.0.2.1", 1, &port, &err),
+                     -EADDRNOTAVAIL);
+    dfc_rpc_server_free(f->server);
+    f->server = NULL;
 }
 
 /* The serial of the certificate the server at port presents to a new connection. */
@@ -448,6 +553,7 @@ int main(void) {
     }
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(test_failed_listen_is_freed),
         T(test_mutual_call_and_identity),
         T(test_wrong_ca_client_is_refused),
         T(test_expired_client_is_refused),
@@ -457,6 +563,7 @@ int main(void) {
         T(test_server_naming_another_ip_is_refused),
         T(test_plaintext),
         T(test_silent_connection_is_closed),
+        T(test_connection_without_a_call_is_closed),
         T(test_missing_file),
         T(test_rotation),
     };

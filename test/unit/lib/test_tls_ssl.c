@@ -4,7 +4,9 @@
  * sides, a server checked by DNS name, a handshake with a silent peer ending at its deadline
  * with the peer's address, files that do not load refused at start, and rotation: a half-done
  * one (new key, old certificate) keeps the old pair with a warning, the finished one is taken
- * on the next handshake, and a connection made before it still works after it.
+ * on the next handshake, and a connection made before it still works after it; the options of
+ * a client of an outside service (the system's roots, no verification, reads of what arrived,
+ * the idle check, files named by their option).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -366,6 +369,79 @@ static void test_bad_files(void **state) {
     assert_int_equal(dfc_tls_ctx_new(DFC_TLS_OFF, &f, true, 0, &c, &err), -EINVAL);
 }
 
+/* A server-auth server with a's files. */
+static struct dfc_tls_ctx *server_auth_ctx(void) {
+    char crt[512], key[512];
+    snprintf(crt, sizeof(crt), "%s/tls.crt", cert_dir("a"));
+    snprintf(key, sizeof(key), "%s/tls.key", cert_dir("a"));
+    struct dfc_tls_files f = {.cert = crt, .key = key};
+    struct dfc_tls_ctx *c = NULL;
+    struct dfc_error err = {0};
+    if (dfc_tls_ctx_new(DFC_TLS_SERVER_AUTH, &f, true, SEC, &c, &err) != 0) {
+        fail_msg("%s", err.msg);
+    }
+    return c;
+}
+
+/* A client as the scheduler's Redis client makes one (dfc_tls_ctx_opts): no CA file, so the
+ * system's roots, which do not know the test CA: refused; with skip_verify it connects. Then
+ * reads of what has arrived, and the idle check before and after stray data. A file that does
+ * not load is named by its option. */
+static void test_options_for_an_outside_service(void **state) {
+    (void)state;
+    struct dfc_tls_ctx *sc = server_auth_ctx();
+    struct dfc_tls_files none = {.ca_cert = ""};
+    struct dfc_tls_ctx_opts o = {.tls12 = true, .system_roots = true};
+    struct dfc_tls_ctx *strict = NULL, *cc = NULL;
+    struct dfc_error err = {0};
+    assert_int_equal(
+        dfc_tls_ctx_new_opts(DFC_TLS_SERVER_AUTH, &none, false, SEC, &o, &strict, &err), 0);
+    o.skip_verify = true;
+    assert_int_equal(dfc_tls_ctx_new_opts(DFC_TLS_SERVER_AUTH, &none, false, SEC, &o, &cc, &err),
+                     0);
+    struct pair p;
+    struct dfc_tls_conn *st = NULL, *ct = NULL;
+    pair_open(&p, true);
+    assert_int_equal(handshake(&p, sc, strict, "127.0.0.1", &st, &ct, &err), -ECONNABORTED);
+    assert_non_null(strstr(err.msg, "certificate verify failed"));
+    pair_close(&p);
+    pair_open(&p, true);
+    if (handshake(&p, sc, cc, "127.0.0.1", &st, &ct, &err) != 0) {
+        fail_msg("%s", err.msg);
+    }
+    assert_true(dfc_tls_conn_idle_ok(ct));
+    int64_t deadline = dfc_mono_ns() + 10 * SEC;
+    assert_int_equal(dfc_tls_write(st, "hello", 5, deadline, &err), 0);
+    char b[64];
+    size_t got = 0;
+    assert_int_equal(dfc_tls_read_some(ct, b, sizeof(b), deadline, &got, &err), 0);
+    assert_int_equal(got, 5);
+    assert_memory_equal(b, "hello", 5);
+    assert_true(dfc_tls_conn_idle_ok(ct));
+    assert_int_equal(dfc_tls_write(st, "x", 1, deadline, &err), 0);
+    struct pollfd pf = {.fd = p.cfd, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 5000), 1);
+    assert_false(dfc_tls_conn_idle_ok(ct)); /* data nobody asked for */
+    dfc_tls_conn_free(st);
+    dfc_tls_conn_free(ct);
+    pair_close(&p);
+
+    char crt[512];
+    snprintf(crt, sizeof(crt), "%s/tls.crt", cert_dir("b"));
+    struct dfc_tls_files bad = {.cert = crt, .key = crt}; /* a certificate is no key */
+    struct dfc_tls_ctx *c = NULL;
+    o.option_prefix = "test.tls.";
+    assert_int_equal(dfc_tls_ctx_new_opts(DFC_TLS_MUTUAL, &bad, false, SEC, &o, &c, &err), -EINVAL);
+    char want[600];
+    snprintf(want, sizeof(want), "test.tls.key `%s`: ", crt);
+    if (strstr(err.msg, want) == NULL) {
+        fail_msg("%s", err.msg);
+    }
+    dfc_tls_ctx_free(strict);
+    dfc_tls_ctx_free(cc);
+    dfc_tls_ctx_free(sc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_and_identities),
@@ -373,6 +449,7 @@ int main(void) {
         cmocka_unit_test(test_silent_server),
         cmocka_unit_test(test_rotation),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_options_for_an_outside_service),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
