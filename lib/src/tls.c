@@ -74,8 +74,9 @@ static int open_pem(const char *prefix, const char *key, const char *path, BIO *
                     struct dfc_error *err) {
     FILE *fp = fopen(path, "re");
     if (fp == NULL) {
+        const char *why = strerrordesc_np(errno); /* the libc text, as a shell would say it */
         return dfc_error_set(err, -EINVAL, "%s%s `%s`: cannot read it: %s", prefix, key, path,
-                             strerror(errno));
+                             why != NULL ? why : "unknown error");
     }
     *ret = BIO_new_fp(fp, BIO_CLOSE);
     if (*ret == NULL) {

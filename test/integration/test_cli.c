@@ -328,7 +328,7 @@ static void test_tls_files_exit_2(void **state) {
                          keys[k][0], certs, keys[k][1]);
             }
         }
-        char args[2800];
+        char args[4096];
         snprintf(args, sizeof(args), "%s%s", base, good);
         int code = run(f, "", bins[b].bin, args);
         if (code != 1) {

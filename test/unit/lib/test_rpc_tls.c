@@ -50,11 +50,11 @@ static int echo_identity(void *svc, struct dfc_rpc_call *call, const ProtobufCMe
     for (unsigned i = 0; i < id.n_dns; i++) {
         snprintf(dns + strlen(dns), sizeof(dns) - strlen(dns), "%s%s", i ? "," : "", id.dns[i]);
     }
-    char *text = dfc_rpc_call_alloc(call, 4096);
+    char *text = dfc_rpc_call_alloc(call, 8192);
     if (text == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
-    snprintf(text, 4096, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s dns=%s", ip, id.tls,
+    snprintf(text, 8192, "ip=%s tls=%d auth=%d cn=%s ips=%s uris=%s dns=%s", ip, id.tls,
              id.authenticated, id.common_name, ips, uris, dns);
     out->data.data = (uint8_t *)text;
     out->data.len = strlen(text);
