@@ -296,7 +296,10 @@ static void hand_over(struct own_listener *l, struct conn_gate *gate, int fd) {
         (s->tls_handler != NULL
              ? dfc__conn_key_tcp(w->ip, dfc_addr_port(&sa), w->key, sizeof(w->key))
              : snprintf(w->key, sizeof(w->key), "fd:%d", fd)) < 0 ||
-        (dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        (dup_fd = dup(fd)) < 0 || fcntl(dup_fd, F_SETFD, FD_CLOEXEC) < 0) {
+        /* dup(), not F_DUPFD_CLOEXEC: ThreadSanitizer sees dup() create the descriptor, and
+         * would otherwise take our close of it for a race with whoever had the number before.
+         * The daemons never exec, so the moment without FD_CLOEXEC leaks nothing. */
         goto unwatched;
     }
     pthread_mutex_lock(&s->cred_mu);
