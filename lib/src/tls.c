@@ -113,7 +113,10 @@ static int read_certs(const char *prefix, const char *key, const char *path, X50
 
 /* An encrypted key is refused, never prompted for. */
 static int no_passphrase(char *buf, int size, int rwflag, void *u) {
-    (void)buf, (void)size, (void)rwflag, (void)u;
+    (void)rwflag, (void)u;
+    if (size > 0) {
+        buf[0] = '\0'; /* an empty passphrase, and 0: none given */
+    }
     return 0;
 }
 
