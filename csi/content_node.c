@@ -197,19 +197,7 @@ static int mount_pin(struct csi_driver *d, const struct csi_target *t, const cha
                              dir);
     }
     bool created = false;
-    if (mkdirat(t->parent_fd, t->base, 0750) == 0) {
-        created = true;
-    } else if (errno == ENOENT) {
-        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
-                             "the parent directory of target_path `%s` is missing", t->path);
-    } else if (errno != EEXIST) {
-        return dfc_error_errno(err, -errno, "create target_path `%s`", t->path);
-    }
-    int fd = csi__open_target(t, err);
-    if (fd == -ENOENT) {
-        fd = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
-                           "target_path `%s` was removed while being published", t->path);
-    }
+    int fd = csi__make_target(t, &created, err);
     if (fd < 0) {
         return fd;
     }

@@ -27,6 +27,11 @@ pthread_mutex_t *csi__lock_for(struct csi_driver *d, const char *path);
  * the descriptor, -ENOENT (err untouched), or another negative code with err set. */
 int csi__open_target(const struct csi_target *t, struct dfc_error *err);
 
+/* Makes the target directory beneath its parent descriptor (*ret_created: whether this call
+ * made it) and opens it as csi__open_target; a parent or target removed meanwhile is
+ * FAILED_PRECONDITION. The descriptor, or a negative code with err set. */
+int csi__make_target(const struct csi_target *t, bool *ret_created, struct dfc_error *err);
+
 /* content_node.c: the dfdaemon client and the pins dir; its end. */
 int csi__content_init(struct csi_driver *d, struct dfc_error *err);
 void csi__content_done(struct csi_driver *d);

@@ -83,6 +83,24 @@ static bool shows_socket_dir(const struct csi_driver *d, int fd) {
            a.st_ino == b.st_ino;
 }
 
+int csi__make_target(const struct csi_target *t, bool *ret_created, struct dfc_error *err) {
+    *ret_created = false;
+    if (mkdirat(t->parent_fd, t->base, 0750) == 0) {
+        *ret_created = true;
+    } else if (errno == ENOENT) { /* the parent was removed since it was resolved */
+        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                             "the parent directory of target_path `%s` is missing", t->path);
+    } else if (errno != EEXIST) {
+        return dfc_error_errno(err, -errno, "create target_path `%s`", t->path);
+    }
+    int fd = csi__open_target(t, err);
+    if (fd == -ENOENT) {
+        fd = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
+                           "target_path `%s` was removed while being published", t->path);
+    }
+    return fd;
+}
+
 int csi__open_target(const struct csi_target *t, struct dfc_error *err) {
     int fd = csi_openat_beneath(t->parent_fd, t->base, O_PATH | O_DIRECTORY);
     if (fd == -ELOOP) {
@@ -143,19 +161,7 @@ static int publish_locked(struct csi_driver *d, const struct csi_target *t, bool
                              d->cfg.socket_dir);
     }
     bool created = false;
-    if (mkdirat(t->parent_fd, t->base, 0750) == 0) {
-        created = true;
-    } else if (errno == ENOENT) { /* the parent was removed since it was resolved */
-        return dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
-                             "the parent directory of target_path `%s` is missing", t->path);
-    } else if (errno != EEXIST) {
-        return dfc_error_errno(err, -errno, "create target_path `%s`", t->path);
-    }
-    int fd = csi__open_target(t, err);
-    if (fd == -ENOENT) {
-        fd = dfc_error_set(err, DFC_E_FAILED_PRECONDITION,
-                           "target_path `%s` was removed while being published", t->path);
-    }
+    int fd = csi__make_target(t, &created, err);
     if (fd < 0) {
         return fd;
     }
