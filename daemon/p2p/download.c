@@ -116,27 +116,6 @@ static int send_register(struct run *rd, const char *tag, const char *applicatio
     return rd->p->o.sched.peer_register(rd->p->o.sched.s, rd->st, &g, err);
 }
 
-/* Reschedule with the parents that failed or lacked pieces this round (all of them when none
- * is marked: the scheduler then offers others). */
-static int send_reschedule(struct run *rd, const char *description, struct dfc_error *err) {
-    Common__V2__PersistentCachePeer *list[DFD_P2P_MAX_PARENTS];
-    size_t n = 0;
-    for (size_t i = 0; i < rd->n_parents; i++) {
-        if (rd->parents[i].failed || rd->parents[i].lacked) {
-            list[n++] = (Common__V2__PersistentCachePeer *)rd->parents[i].peer;
-        }
-    }
-    for (size_t i = 0; n == 0 && i < rd->n_parents; i++) {
-        list[i] = (Common__V2__PersistentCachePeer *)rd->parents[i].peer;
-        if (i + 1 == rd->n_parents) {
-            n = rd->n_parents;
-        }
-    }
-    const struct dfd_p2p_sched *sc = &rd->p->o.sched;
-    return sc->peer_reschedule(sc->s, rd->st, rd->req->task_id, rd->peer_id, list, n, description,
-                               err);
-}
-
 /* Receives the scheduler's next answer into rd->normal: 1 Normal (parents taken), 0 Empty. */
 static int recv_answer(struct run *rd, struct dfc_error *err) {
     ProtobufCMessage *msg = NULL;
@@ -166,61 +145,40 @@ static int recv_answer(struct run *rd, struct dfc_error *err) {
     }
 }
 
-/* The rounds, until every piece is written; 0 or an error (the caller tells the scheduler). */
+/* The first answer, then the swarm until every piece is written; 0 or an error (the caller
+ * tells the scheduler). */
 static int rounds(struct run *rd, struct dfc_error *err) {
-    uint64_t max = rd->p->o.max_schedule_count;
-    for (uint64_t round = 1;; round++) {
-        int normal = recv_answer(rd, err);
-        if (normal < 0) {
-            return normal;
-        }
-        int r;
-        if (!rd->sent_started) {
-            r = send_simple(rd, DFD_SCHED_PEER_STARTED, NULL, err);
-            if (r < 0) {
-                return r;
-            }
-            rd->sent_started = true;
-        }
-        if (normal == 0 || rd->piece_count == 0) {
-            if (rd->piece_count != 0) {
-                return dfc_error_set(err, -EPROTO,
-                                     "the scheduler says task %s is empty, it has %u pieces",
-                                     rd->req->task_id, (unsigned)rd->piece_count);
-            }
-            return 0;
-        }
-        if ((r = dfd__run_round(rd, err)) < 0) {
-            return r;
-        }
-        if (dfd_replica_missing(rd->rep, rd->missing, 1) == 0) {
-            char from[DFD_P2P_MAX_PARENTS * 24] = "";
-            size_t used = 0;
-            for (size_t k = 0; k < rd->n_parents && used < sizeof(from); k++) {
-                int w = snprintf(from + used, sizeof(from) - used, "%s%s:%u", k ? "," : "",
-                                 rd->parents[k].host_ip, rd->parents[k].fetched);
-                used += w > 0 ? (size_t)w : 0;
-            }
-            DFC_LOG(DFC_LOG_INFO, "p2p.download_done",
-                    "task_id=%s pieces=%u bytes=%" PRIu64 " rounds=%" PRIu64
-                    " last_round_pieces_by_parent=%s",
-                    rd->req->task_id, (unsigned)rd->piece_count, rd->content_length, round, from);
-            return 0;
-        }
-        char why[96];
-        snprintf(why, sizeof(why), "round %" PRIu64 ": %zu of %u pieces missing", round,
-                 dfd_replica_missing(rd->rep, rd->missing, rd->piece_count),
-                 (unsigned)rd->piece_count);
-        if (round >= max) {
-            return dfc_error_set(err, DFC_E_ABORTED,
-                                 "task %s: max schedule count exceeded (%" PRIu64 " rounds; %s)",
-                                 rd->req->task_id, max, why);
-        }
-        DFC_LOG(DFC_LOG_INFO, "p2p.reschedule", "task_id=%s %s", rd->req->task_id, why);
-        if ((r = send_reschedule(rd, why, err)) < 0) {
-            return r;
-        }
+    int normal = recv_answer(rd, err);
+    if (normal < 0) {
+        return normal;
     }
+    int r = send_simple(rd, DFD_SCHED_PEER_STARTED, NULL, err);
+    if (r < 0) {
+        return r;
+    }
+    rd->sent_started = true;
+    if (normal == 0 || rd->piece_count == 0) {
+        if (rd->piece_count != 0) {
+            return dfc_error_set(err, -EPROTO, "the scheduler says task %s is empty, it has %u pieces",
+                                 rd->req->task_id, (unsigned)rd->piece_count);
+        }
+        return 0;
+    }
+    rd->rounds = 0;
+    if ((r = dfd__swarm(rd, err)) < 0) {
+        return r;
+    }
+    char from[DFD_P2P_MAX_PARENTS * 24] = "";
+    size_t used = 0;
+    for (size_t k = 0; k < rd->n_parents && used < sizeof(from); k++) {
+        int w = snprintf(from + used, sizeof(from) - used, "%s%s:%u", k ? "," : "",
+                         rd->parents[k].host_ip, rd->parents[k].fetched);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    DFC_LOG(DFC_LOG_INFO, "p2p.download_done",
+            "task_id=%s pieces=%u bytes=%" PRIu64 " rounds=%" PRIu64 " pieces_by_parent=%s",
+            rd->req->task_id, (unsigned)rd->piece_count, rd->content_length, rd->rounds + 1, from);
+    return 0;
 }
 
 /* The record this attempt checks against: the oldest usable one not yet failed (rd->rec;
@@ -300,7 +258,7 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     rd->sent_started = false; /* each attempt (lead) registers and starts again */
     rd->fatal = 0;
     rd->n_parents = 0;
-    rd->written = 0;
+    rd->n_written = 0;
     int r = p->o.sched.stat_task(p->o.sched.s, req->task_id, &task, err);
     if (r == -ENOENT) {
         return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", req->task_id);
@@ -351,9 +309,10 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     }
     if (r == 0) {
         rd->missing = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->missing));
+        rd->state = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->state));
         rd->have = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->have));
         rd->got = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->got));
-        if (rd->missing == NULL || rd->have == NULL || rd->got == NULL) {
+        if (rd->missing == NULL || rd->state == NULL || rd->have == NULL || rd->got == NULL) {
             r = dfc_error_set(err, -ENOMEM, "out of memory");
         }
     }
@@ -413,9 +372,11 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     dfc_rpc_msg_free(rd->normal);
     rd->normal = NULL;
     free(rd->missing);
+    free(rd->state);
     free(rd->have);
     free(rd->got);
     rd->missing = NULL;
+    rd->state = NULL;
     rd->have = NULL;
     rd->got = NULL;
     dfc_rpc_msg_free(&task->base);

@@ -1,42 +1,42 @@
 /*
  * download_internal.h - what download.c (the table of downloads in progress and one download's
- * course: stat, replica, register, the rounds, commit) and download_round.c (one round: the
- * parents' piece lists, the piece workers, each piece's fetch, check, write and report) share.
- * Private to daemon/p2p.
+ * course: stat, replica, register, the swarm, commit) and download_round.c (the swarm: the
+ * parents' piece lists, the piece workers, each piece's choice, fetch, check, write and report,
+ * and the scheduler asked for more parents) share. Private to daemon/p2p.
  *
  * Ownership
  *   struct dfd_p2p: dfd_p2p_new's, freed by dfd_p2p_free. struct active: made by the caller
  *   that leads the download (dfd_p2p_fetch), linked in p->active until the download ends,
  *   counted (the leader and the waiters, refs) and freed by the last to let go. struct run: the
- *   leader's, for one download (lead); it owns normal, missing, have, rep and st (download
- *   frees them); parents[] borrow peer and id from normal (valid until the next answer); writer
- *   is one round's (made and freed within dfd__run_round). a->st is a borrowed copy of rd->st,
- *   for dfd_p2p_free to cancel.
+ *   leader's, for one download (lead); it owns normal, state, have, missing, rep and st
+ *   (download frees them); parents[] are copies (their strings live in the struct); writer is
+ *   the swarm's (made and freed within dfd__swarm). a->st is a borrowed copy of rd->st, for
+ *   dfd_p2p_free to cancel.
  *
  * Threads
- *   The leader is the thread that called dfd_p2p_fetch; it runs the download and each round.
- *   Later callers of the same task wait on p->cv. Within a round (dfd__run_round): one thread
- *   per parent asks it for its pieces (sync), min(concurrent_piece_count, missing pieces)
- *   workers fetch, and the round's piece writer has one thread (piece_writer.h); all of them
- *   are joined before dfd__run_round returns. When a thread cannot be made, the leader does
- *   that thread's work itself.
+ *   The leader is the thread that called dfd_p2p_fetch; it runs the download and its swarm.
+ *   Later callers of the same task wait on p->cv. Within the swarm (dfd__swarm): one thread
+ *   per parent reads its piece list as it grows (sync), min(concurrent_piece_count, pieces)
+ *   workers fetch, the piece writer has one thread (piece_writer.h), and the leader watches
+ *   and asks the scheduler for more parents (it alone receives on the scheduler stream); all
+ *   of them are joined before dfd__swarm returns. When a thread cannot be made, the leader
+ *   does that thread's work itself.
  *
  * Locks
  *   p->mu guards p->active and every struct active's fields, p->running and p->stopping; p->cv
  *   (on p->mu) is broadcast when a download ends, when a fetch leaves the engine and when the
  *   engine stops.
- *   rd->mu guards, while round threads run, struct run's fields from normal on and the
- *   parents' syncing, failed, lacked, fetched and vortex_* (written by the sync threads and
- *   the workers); and it is held for
- *   every progress callback (should_stop included) and every send on the scheduler stream
- *   while workers run, so they are serialised as download.h promises. rd->synced (on rd->mu) is
- *   broadcast when a parent reports a piece and when a sync ends. The fields above mu are
- *   the leader's, set before any round thread starts.
+ *   rd->mu guards, while swarm threads run, struct run's fields from normal on and the
+ *   parents' fields from sync_st on; and it is held for every progress callback (should_stop
+ *   included) and every send on the scheduler stream while workers run, so they are
+ *   serialised as download.h promises. rd->synced (on rd->mu) is broadcast on every change a
+ *   worker may wait for. The fields above mu are the leader's, set before any swarm thread
+ *   starts; a parent's strings are written before n_parents counts it and never change.
  *   Order: p->mu and rd->mu are never held together (stopped takes one, then the other).
  *   Under rd->mu a piece is reported to the caller (progress->piece, which may lock the
  *   caller's stream) and then to the scheduler (its stream's send); under p->mu only a
- *   download's scheduler stream is cancelled. A piece's bytes are fetched and written with no
- *   lock of ours held.
+ *   download's scheduler stream is cancelled. A piece's bytes are fetched and written, and the
+ *   scheduler's answers received, with no lock of ours held.
  */
 #ifndef DFD_P2P_DOWNLOAD_INTERNAL_H
 #define DFD_P2P_DOWNLOAD_INTERNAL_H
@@ -55,7 +55,8 @@
 #include "p2p/verify.h"
 #include "storage/storage.h"
 
-/* Parents used per round (the scheduler's candidateParentLimit defaults to 3). */
+/* Parents one download uses at most (each answer of the scheduler adds up to
+ * scheduler.candidateParentLimit, 3 by default). */
 #define DFD_P2P_MAX_PARENTS 16
 /* Parents one download sets aside for bytes that failed verification. */
 #define DFD_P2P_MAX_EXCLUDED 16
@@ -84,20 +85,33 @@ struct dfd_p2p {
     bool stopping;
 };
 
+/* A parent of this download: copied out of the scheduler's answers (which are freed as the
+ * next one comes), kept for the whole download and never moved (workers index rd->parents). */
 struct parent {
-    const Common__V2__PersistentCachePeer *peer; /* in the scheduler's response (rd->normal) */
-    const char *id;
-    const char *host_id;  /* its host's id, or its peer id when the host has none */
-    char host_ip[IP_MAX]; /* its DfdaemonUpload */
+    char id[DFD_PEER_ID_MAX];
+    char host_id[DFD_PEER_ID_MAX]; /* its host's id, or its peer id when the host has none */
+    char host_ip[IP_MAX];          /* its DfdaemonUpload */
     uint16_t host_port;
     char vortex_ip[IP_MAX]; /* from its SyncPersistentCachePieces answers */
     uint16_t vortex_port;
-    bool syncing;     /* its SyncPersistentCachePieces still runs (rd->mu) */
-    bool failed;      /* a sync or a piece failed on it this round */
-    bool lacked;      /* it did not report every missing piece */
-    bool excluded;    /* it served bytes that failed verification: never tried again */
-    unsigned fetched; /* pieces taken from it this round */
+    struct run *rd; /* the download (sync_main's argument) */
+    /* The fields below are under rd->mu once its sync thread runs. */
+    struct dfc_rpc_stream *sync_st; /* its SyncPersistentCachePieces stream, for cancelling */
+    pthread_t sync_th;
+    bool sync_started;      /* sync_th was made (joined before another or by dfd__swarm) */
+    bool syncing;           /* its SyncPersistentCachePieces stream still runs */
+    unsigned sync_failures; /* syncs that failed: past SYNC_TRIES it is given up */
+    unsigned failures;      /* pieces that failed on it in a row */
+    int64_t cooldown_until; /* after a failure: no piece goes to it before (monotonic ns) */
+    bool excluded;          /* it served bytes that failed verification: never tried again */
+    unsigned inflight; /* pieces being fetched from it */
+    unsigned fetched;  /* pieces taken from it */
+    uint32_t n_have;   /* pieces it reported */
+    double rate;       /* bytes per second of its pieces (EWMA); 0: none fetched yet */
 };
+
+/* A piece's state in the download (rd->state, under rd->mu). */
+enum piece_state { PIECE_MISSING, PIECE_INFLIGHT, PIECE_WRITTEN };
 
 struct run {
     struct dfd_p2p *p;
@@ -108,7 +122,7 @@ struct run {
     uint64_t piece_length, content_length;
     uint32_t piece_count;
     struct dfd_replica *rep;
-    struct dfd_piece_writer *writer; /* this round's, when the pieces stream into rep */
+    struct dfd_piece_writer *writer; /* the swarm's, when the pieces stream into rep */
     struct dfc_rpc_stream *st;
     bool sent_started; /* DownloadPersistentCachePeerStarted */
 
@@ -128,31 +142,39 @@ struct run {
                                    piece, unfinished: the end check's start */
 
     pthread_mutex_t mu;       /* progress callbacks, stream sends, the fields below */
-    ProtobufCMessage *normal; /* the current AnnouncePersistentCachePeerResponse */
+    ProtobufCMessage *normal; /* the scheduler's latest answer (the leader's) */
     struct parent parents[DFD_P2P_MAX_PARENTS];
-    size_t n_parents;
-    uint32_t *missing; /* the pieces this round asks for, ascending */
-    uint64_t *have;    /* per missing piece: a bit per parent that reported it */
-    size_t n_missing, next;
-    pthread_cond_t synced; /* broadcast when a parent reports a piece, and when a sync ends */
-    bool round_over;       /* a piece failed everywhere, or a fatal error: take no new piece */
+    size_t n_parents; /* grows as answers add parents; a parent is never removed */
+    uint8_t *state;   /* per piece, enum piece_state */
+    uint32_t *have;   /* per piece: a bit per parent that reported it */
+    uint32_t *missing; /* scratch for dfd_replica_missing (the leader's) */
+    uint32_t n_written, n_inflight;
+    pthread_cond_t synced; /* broadcast when a parent reports a piece, a piece ends, a sync
+                              ends or parents are added */
+    bool over;             /* every piece written, a fatal error, or the swarm gave up */
     int fatal;             /* a fatal error (storage, caller gone), with fatal_err */
     struct dfc_error fatal_err;
-    unsigned written;
-    /* Under mu (read by the leader between rounds): the hosts whose bytes failed
+    bool sched_lost;      /* a send on the scheduler stream failed: no more reports */
+    int64_t progress_ns;  /* when the last piece was written or reported by a parent */
+    uint64_t rng;         /* xorshift state: random piece among equals */
+    uint64_t rounds;      /* scheduler answers needed because no parent could go on */
+    /* Under mu (read by the leader between attempts): the hosts whose bytes failed
      * verification, never taken as parents again in this download. */
     char excluded[DFD_P2P_MAX_EXCLUDED][DFD_PEER_ID_MAX];
     size_t n_excluded;
 };
 
-/* Takes the usable parents of a Normal response into rd->parents: an id, a host with a valid
- * IP and port, not ourselves, not excluded, at most DFD_P2P_MAX_PARENTS. The leader's,
- * between rounds. */
-void dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n);
+/* Takes the usable parents of a Normal response into rd->parents (appended: an id, a host
+ * with a valid IP and port, not ourselves, not excluded, not already a parent, at most
+ * DFD_P2P_MAX_PARENTS in all); rd->mu held once the swarm runs. Returns how many were added. */
+size_t dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n);
 
-/* One round against rd->parents, on the leader: the syncs and the workers run and are joined.
- * Returns 0 (pieces may still be missing) or a fatal error (storage, the caller gone, a
- * progress callback's or a report's error). */
-int dfd__run_round(struct run *rd, struct dfc_error *err);
+/* The swarm of one download attempt, on the leader, from the parents of the first answer
+ * until every piece is written: the parents' piece lists (long-lived syncs), the workers, and
+ * the scheduler asked for more parents as needed. Every thread is joined before it returns.
+ * Returns 0 (every piece written) or an error: fatal (storage, the caller gone, a progress
+ * callback's), or DFC_E_ABORTED when scheduler.maxScheduleCount answers in a row brought no
+ * parent able to go on. */
+int dfd__swarm(struct run *rd, struct dfc_error *err);
 
 #endif /* DFD_P2P_DOWNLOAD_INTERNAL_H */

@@ -1,28 +1,44 @@
 /*
- * download_round.c - one round of a P2P download (download_internal.h): the parents' piece
- * lists, the piece workers, each piece's fetch, check and write, and its report to the caller
- * and the scheduler. The table of downloads and the rounds' loop are download.c's.
+ * download_round.c - the swarm of one P2P download (download_internal.h): the parents' piece
+ * lists, the piece workers, each piece's choice, fetch, check and write, its report to the
+ * caller and the scheduler, and the scheduler asked for more parents. The table of downloads
+ * and a download's course are download.c's.
  *
  * DESIGN
- *   A round = one answer of the scheduler (Normal{parents}). Each parent is asked once which
- *   of the missing pieces it has (SyncPersistentCachePieces on its DfdaemonUpload TCP port: a
- *   committed task answers in one pass and ends the stream), all parents at once, each on a
- *   thread of its own; meanwhile concurrent_piece_count workers take the missing pieces in
- *   order, each waiting only until the parent its piece goes to has reported it (a parent
- *   streams a few hundred answers in ~10 ms: asked one after another, they were most of a
- *   1 GiB fetch's start). The bytes stream in 1 MiB chunks, CRC'd on the way, into buffers of
- *   the round's piece writer, whose one thread writes them into the replica (piece_writer.h:
- *   no two threads contend for the spool's inode lock); when the caller wants each piece's
- *   bytes, a worker receives the whole piece into its own buffer and writes it itself. A
- *   piece goes to the parents that reported it, round-robin from piece number modulo the
- *   parent count (no weighting by idle bandwidth); on a failure (connect, timeout, CRC) the
- *   next of them is tried. With a record, each piece is hashed by its worker as the bytes pass,
- *   resumed from the record's digest before it, and judged before the piece counts as written
- *   (verify.h, docs/integrity.md): bytes no record has exclude their parent for the rest of the
- *   download and are reported DownloadPieceFailed{temporary = false}. Without one, a written
- *   piece is handed to the running content hash instead. A piece that failed on every parent that
- * had it is reported DownloadPieceFailed{temporary} and ends the round: the workers take no new
- * piece.
+ *   Parents come from the scheduler's answers and stay for the whole download (at most
+ *   DFD_P2P_MAX_PARENTS). Each is asked which of our pieces it has (SyncPersistentCachePieces on
+ *   its DfdaemonUpload TCP port) on a thread of its own; a parent with the task committed answers
+ *   in one pass, one still downloading it keeps its stream open and reports each piece as it
+ *   lands and is verified (docs/swarm.md), so the lists grow while we download.
+ *
+ *   concurrent_piece_count workers each take the next (parent, piece): the parent with the best
+ *   measured throughput per piece in flight from it (an unmeasured one first: it may be fast),
+ *   at most max(2, concurrent_piece_count / parents) pieces in flight from one parent so that a
+ *   slow or shared parent cannot hold every worker; and from it the rarest missing piece it has
+ *   (the fewest of our parents hold it), random among equals, fully random for the first
+ *   OPENING_PIECES so that a crowd starting together asks a seed for different pieces. A piece
+ *   whose parent fails (connect, a stall of PARENT_IDLE_NS, a timeout, a CRC) goes back to the
+ *   missing ones and the parent cools down (1 s, doubling up to 8 s); a parent whose bytes fail
+ *   verification is excluded for the download and reported DownloadPieceFailed{temporary =
+ *   false}. When every missing piece is in flight an idle worker has nothing to take; the
+ *   pieces in flight come back if their parents stall, so the end is bounded by PARENT_IDLE_NS.
+ *
+ *   The bytes stream in 1 MiB chunks, CRC'd on the way, into buffers of the swarm's piece writer,
+ *   whose one thread writes them into the replica (piece_writer.h: no two threads contend for
+ *   the spool's inode lock); when the caller wants each piece's bytes, a worker receives the
+ *   whole piece into its own buffer and writes it itself. With a record, each piece is hashed by
+ *   its worker as the bytes pass, resumed from the record's digest before it, and judged before
+ *   the piece counts as written (verify.h, docs/integrity.md); only then may this node serve it
+ *   (dfd_replica_share). Without one, a written piece is handed to the running content hash.
+ *
+ *   The leader watches: it asks the scheduler for more parents (Reschedule, blocking only
+ *   parents that failed for good) while fewer than GROW_TARGET are usable, at most every
+ *   GROW_INTERVAL_NS and until GROW_FRUITLESS answers in a row bring none; and when no parent
+ *   can go on (none usable, or nothing in flight, none holding a missing piece and no parent
+ *   reporting a piece for STUCK_NS) it asks too, scheduler.maxScheduleCount times in all before
+ *   the download fails. A sync that failed is started again after its parent's cool-down, at
+ *   most SYNC_TRIES times. A send on the scheduler stream that fails (the scheduler restarted)
+ *   ends the reports, not the download: the parents known go on serving it.
  *
  *   Everything a remote peer sends is bounded here: at most DFD_P2P_MAX_PARENTS parents, each
  *   with a valid IP and port; a reported piece number must be one we asked for, its offset and
@@ -39,11 +55,13 @@
 #include <time.h>
 
 #include "dfc/addr.h"
+#include "dfc/clock.h"
 #include "dfc/digest.h"
 #include "dfc/log.h"
 #include "dfc/metrics.h"
 #include "dfc/pbtime.h"
 #include "dfc/rpc_client.h"
+#include "dfc/thread.h"
 #include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/dfdaemon.pb-c.h"
@@ -51,6 +69,18 @@
 #include "p2p/download_internal.h"
 #include "p2p/piece_writer.h"
 #include "p2p/vortex_client.h"
+
+#define OPENING_PIECES   4                       /* chosen at random, before rarest-first */
+#define PARENT_IDLE_NS   (5 * DFC_NS_PER_SEC)     /* a parent silent this long mid-piece: left */
+#define COOLDOWN_NS      (1 * DFC_NS_PER_SEC)     /* after a failure, doubling per failure */
+#define COOLDOWN_MAX_NS  (8 * DFC_NS_PER_SEC)
+#define SYNC_TRIES       3                        /* failed syncs of one parent: then given up */
+#define GROW_TARGET      8                        /* usable parents wanted */
+#define GROW_INTERVAL_NS (500 * DFC_NS_PER_MS)    /* between two requests for more parents */
+#define GROW_FRUITLESS   3                        /* answers in a row without a new parent */
+#define STUCK_NS         (3 * DFC_NS_PER_SEC)     /* no parent reported a piece: ask */
+#define WATCH_TICK_NS    (100 * DFC_NS_PER_MS)
+#define RATE_WEIGHT      0.3                      /* of the newest piece in a parent's rate */
 
 /* Whether the engine stops or the caller went away; called without rd->mu. */
 static bool stopped(struct run *rd) {
@@ -65,54 +95,73 @@ static bool stopped(struct run *rd) {
     return s;
 }
 
+static uint64_t rnd(struct run *rd) {
+    uint64_t x = rd->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rd->rng = x;
+    return x;
+}
+
 /* ---- parents ---- */
 
 static bool valid_ip(const char *ip) {
     return ip != NULL && strlen(ip) < IP_MAX && dfc_addr_is_ip(ip);
 }
 
-void dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n) {
-    rd->n_parents = 0;
+static bool excluded_host(const struct run *rd, const char *host_id) {
+    for (size_t x = 0; x < rd->n_excluded; x++) {
+        if (strcmp(rd->excluded[x], host_id) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n) {
+    size_t added = 0;
     for (size_t i = 0; i < n->n_candidate_cache_parents && rd->n_parents < DFD_P2P_MAX_PARENTS;
          i++) {
         const Common__V2__PersistentCachePeer *pe = n->candidate_cache_parents[i];
         const Common__V2__Host *h = pe != NULL ? pe->host : NULL;
         if (h == NULL || pe->id == NULL || pe->id[0] == '\0' || strlen(pe->id) >= DFD_PEER_ID_MAX ||
             !valid_ip(h->ip) || h->port <= 0 || h->port > 65535 ||
+            (h->id != NULL && strlen(h->id) >= DFD_PEER_ID_MAX) ||
             (h->id != NULL && strcmp(h->id, rd->p->host_id) == 0)) {
             DFC_LOG(DFC_LOG_WARN, "p2p.parent_skipped", "task_id=%s parent=%s, ignoring",
                     rd->req->task_id, pe != NULL && pe->id != NULL ? pe->id : "-");
             continue;
         }
         const char *hid = h->id != NULL && h->id[0] != '\0' ? h->id : pe->id;
-        bool excluded = false;
-        for (size_t x = 0; x < rd->n_excluded && !excluded; x++) {
-            excluded = strcmp(rd->excluded[x], hid) == 0;
+        bool known = excluded_host(rd, hid); /* it served bytes that failed verification */
+        for (size_t k = 0; k < rd->n_parents && !known; k++) {
+            known = strcmp(rd->parents[k].id, pe->id) == 0 ||
+                    strcmp(rd->parents[k].host_id, hid) == 0;
         }
-        if (excluded) {
-            continue; /* it served bytes that failed verification in this download */
+        if (known) {
+            continue;
         }
-        struct parent *pa = &rd->parents[rd->n_parents++];
+        struct parent *pa = &rd->parents[rd->n_parents];
         memset(pa, 0, sizeof(*pa));
-        pa->peer = pe;
-        pa->id = pe->id;
-        pa->host_id = hid;
+        snprintf(pa->id, sizeof(pa->id), "%s", pe->id);
+        snprintf(pa->host_id, sizeof(pa->host_id), "%s", hid);
         snprintf(pa->host_ip, sizeof(pa->host_ip), "%s", h->ip);
         pa->host_port = (uint16_t)h->port;
+        rd->n_parents++;
+        added++;
     }
+    return added;
 }
 
-static size_t find_missing(const struct run *rd, uint32_t number) {
-    size_t lo = 0, hi = rd->n_missing;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (rd->missing[mid] < number) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
+/* Parent pa failed (a piece, or its sync) for the n-th time in a row: no new piece goes to it
+ * for a while, 1 s doubling up to 8 s. */
+static void cool_down(struct parent *pa, unsigned n, int64_t now) {
+    int64_t d = COOLDOWN_NS;
+    for (unsigned i = 1; i < n && d < COOLDOWN_MAX_NS; i++) {
+        d *= 2;
     }
-    return lo < rd->n_missing && rd->missing[lo] == number ? lo : SIZE_MAX;
+    pa->cooldown_until = now + (d < COOLDOWN_MAX_NS ? d : COOLDOWN_MAX_NS);
 }
 
 static uint64_t piece_offset(const struct run *rd, uint32_t number) {
@@ -125,9 +174,11 @@ static uint64_t piece_len(const struct run *rd, uint32_t number) {
     return left < rd->piece_length ? left : rd->piece_length;
 }
 
-/* Asks parent k which missing pieces it has; marks them in rd->have as they come, under
+/* Asks parent k which missing pieces it has, and keeps reading as it reports more (a parent
+ * still downloading the task reports each piece as it lands); marks them in rd->have under
  * rd->mu (with pa->vortex_*, which are set before the first bit and never change after).
- * Errors mark it failed. Ends with pa->syncing false. */
+ * The stream lasts at most scheduler.scheduleTimeout, and ends early when the swarm ends
+ * (cancelled). Ends with pa->syncing false. */
 static void sync_parent(struct run *rd, size_t k) {
     struct parent *pa = &rd->parents[k];
     char target[IP_MAX + 16];
@@ -135,24 +186,44 @@ static void sync_parent(struct run *rd, size_t k) {
     struct dfc_error err;
     struct dfc_rpc_client *c = NULL;
     struct dfc_rpc_stream *st = NULL;
+    /* The pieces still missing when the sync starts: those are the ones worth hearing of. */
+    uint32_t *want = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*want));
+    size_t n_want = 0;
+    pthread_mutex_lock(&rd->mu);
+    for (uint32_t i = 0; want != NULL && i < rd->piece_count; i++) {
+        if (rd->state[i] != PIECE_WRITTEN && (rd->have[i] & (UINT32_C(1) << k)) == 0) {
+            want[n_want++] = i;
+        }
+    }
+    pthread_mutex_unlock(&rd->mu);
     Dfdaemon__V2__SyncPersistentCachePiecesRequest req =
         DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_REQUEST__INIT;
     req.host_id = rd->p->host_id;
     req.task_id = (char *)rd->req->task_id;
-    req.interested_piece_numbers = rd->missing;
-    req.n_interested_piece_numbers = rd->n_missing;
-    size_t reported = 0;
+    req.interested_piece_numbers = want;
+    req.n_interested_piece_numbers = n_want;
     struct dfc_rpc_client_opts co = {.tls = rd->p->o.tls, .tls_files = rd->p->o.tls_files};
-    int r = dfc_rpc_client_new(target, &co, &c, &err);
-    if (r == 0) {
-        r = dfc_rpc_stream_open(c, &rd->p->sync_pieces, rd->p->o.piece_timeout_ns / DFC_NS_PER_MS,
-                                &st, &err);
+    int r = want == NULL ? dfc_error_set(&err, -ENOMEM, "out of memory") : 0;
+    if (r == 0 && n_want > 0) {
+        r = dfc_rpc_client_new(target, &co, &c, &err);
     }
-    if (r == 0 && (r = dfc_rpc_stream_send(st, &req.base, &err)) == 0) {
+    if (r == 0 && n_want > 0) {
+        r = dfc_rpc_stream_open(c, &rd->p->sync_pieces,
+                                rd->p->o.schedule_timeout_ns / DFC_NS_PER_MS, &st, &err);
+    }
+    if (st != NULL) {
+        pthread_mutex_lock(&rd->mu);
+        pa->sync_st = st;
+        if (rd->over) {
+            dfc_rpc_stream_cancel(st);
+        }
+        pthread_mutex_unlock(&rd->mu);
+    }
+    if (r == 0 && st != NULL && (r = dfc_rpc_stream_send(st, &req.base, &err)) == 0) {
         r = dfc_rpc_stream_close_send(st, &err);
     }
     /* At most one answer per piece asked for: a parent cannot keep us reading. */
-    for (size_t got = 0; r == 0 && got < rd->n_missing; got++) {
+    for (size_t got = 0; r == 0 && st != NULL && got < n_want; got++) {
         ProtobufCMessage *msg = NULL;
         r = dfc_rpc_stream_recv(st, rd->p->sync_pieces.resp, &msg, &err);
         if (r <= 0) {
@@ -160,8 +231,7 @@ static void sync_parent(struct run *rd, size_t k) {
         }
         r = 0;
         const Dfdaemon__V2__SyncPersistentCachePiecesResponse *m = (const void *)msg;
-        size_t i = find_missing(rd, m->number);
-        if (i == SIZE_MAX || m->offset != piece_offset(rd, m->number) ||
+        if (m->number >= rd->piece_count || m->offset != piece_offset(rd, m->number) ||
             m->length != piece_len(rd, m->number) || !valid_ip(m->ip) ||
             m->opt_tcp_port_case == 0 || m->tcp_port <= 0 || m->tcp_port > 65535) {
             DFC_LOG(DFC_LOG_WARN, "p2p.sync_bad_piece",
@@ -175,40 +245,58 @@ static void sync_parent(struct run *rd, size_t k) {
             snprintf(pa->vortex_ip, sizeof(pa->vortex_ip), "%s", m->ip);
             pa->vortex_port = (uint16_t)m->tcp_port;
         }
+        uint32_t bit = UINT32_C(1) << k;
         if (strcmp(pa->vortex_ip, m->ip) == 0 && pa->vortex_port == m->tcp_port &&
-            (rd->have[i] & (UINT64_C(1) << k)) == 0) {
-            rd->have[i] |= UINT64_C(1) << k;
-            reported++;
+            (rd->have[m->number] & bit) == 0) {
+            rd->have[m->number] |= bit;
+            pa->n_have++;
+            rd->progress_ns = dfc_mono_ns();
             pthread_cond_broadcast(&rd->synced);
         }
         pthread_mutex_unlock(&rd->mu);
         dfc_rpc_msg_free(msg);
     }
+    pthread_mutex_lock(&rd->mu);
+    bool over = rd->over;
+    pa->sync_st = NULL;
+    pthread_mutex_unlock(&rd->mu);
     dfc_rpc_stream_free(st);
     dfc_rpc_client_free(c);
-    if (r < 0) {
+    free(want);
+    if (r < 0 && !over) {
         DFC_LOG(DFC_LOG_WARN, "p2p.sync_failed", "task_id=%s parent=%s addr=%s error=\"%s\"",
                 rd->req->task_id, pa->id, target, dfc_error_msg(&err));
     }
     pthread_mutex_lock(&rd->mu);
-    if (r < 0) {
-        pa->failed = true;
+    if (r < 0 && !over) {
+        pa->sync_failures++;
+        cool_down(pa, pa->sync_failures, dfc_mono_ns());
     }
-    pa->lacked = reported < rd->n_missing;
     pa->syncing = false;
     pthread_cond_broadcast(&rd->synced);
     pthread_mutex_unlock(&rd->mu);
 }
 
-struct sync_job {
-    struct run *rd;
-    size_t k;
-};
-
 static void *sync_main(void *arg) {
-    struct sync_job *j = arg;
-    sync_parent(j->rd, j->k);
+    struct parent *pa = arg;
+    sync_parent(pa->rd, (size_t)(pa - pa->rd->parents));
     return NULL;
+}
+
+/* rd->mu held: starts parent k's sync on a thread (or here, when none can be made). */
+static void start_sync(struct run *rd, size_t k) {
+    struct parent *pa = &rd->parents[k];
+    if (pa->sync_started) {
+        pthread_join(pa->sync_th, NULL); /* the last sync ended: it only returns now */
+    }
+    pa->rd = rd;
+    pa->syncing = true;
+    pa->sync_started = pthread_create(&pa->sync_th, NULL, sync_main, pa) == 0;
+    if (!pa->sync_started) {
+        pthread_mutex_unlock(&rd->mu);
+        sync_parent(rd, k);
+        pthread_mutex_lock(&rd->mu);
+    }
 }
 
 /* ---- pieces ---- */
@@ -244,7 +332,19 @@ enum piece_verdict {
     PIECE_LIE,          /* no record (but known bad ones) has them */
 };
 
-/* Reports a written piece to the caller and the scheduler; rd->mu held. */
+/* rd->mu held: a send on the scheduler stream failed (the scheduler restarted, or went away).
+ * The download goes on with the parents it has; nothing more is sent on the stream. */
+static void sched_lost(struct run *rd, const struct dfc_error *e) {
+    if (!rd->sched_lost) {
+        rd->sched_lost = true;
+        DFC_LOG(DFC_LOG_WARN, "p2p.scheduler_lost",
+                "task_id=%s error=\"%s\", going on with the parents known", rd->req->task_id,
+                dfc_error_msg(e));
+    }
+}
+
+/* Reports a written piece to the caller and the scheduler; rd->mu held. Only the caller's
+ * error fails the download. */
 static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32_t crc,
                         const struct parent *pa, uint64_t cost_ns, struct dfc_error *err) {
     struct dfd_piece_meta pm = {
@@ -275,14 +375,24 @@ static int report_piece(struct run *rd, uint32_t number, const void *buf, uint32
     piece.cost = &cost;
     piece.created_at = &created;
     const struct dfd_p2p_sched *sc = &rd->p->o.sched;
-    return sc->peer_piece_finished(sc->s, rd->st, rd->req->task_id, rd->peer_id, &piece, err);
+    struct dfc_error e;
+    if (!rd->sched_lost &&
+        sc->peer_piece_finished(sc->s, rd->st, rd->req->task_id, rd->peer_id, &piece, &e) < 0) {
+        sched_lost(rd, &e);
+    }
+    return 0;
 }
 
-static int report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
-                               bool temporary, struct dfc_error *err) {
+/* Reports a piece that failed on parent_id; rd->mu held. A failed send is not the
+ * download's failure (sched_lost). */
+static void report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
+                                bool temporary) {
     const struct dfd_p2p_sched *sc = &rd->p->o.sched;
-    return sc->peer_piece_failed(sc->s, rd->st, rd->req->task_id, rd->peer_id, number, parent_id,
-                                 temporary, err);
+    struct dfc_error e;
+    if (!rd->sched_lost && sc->peer_piece_failed(sc->s, rd->st, rd->req->task_id, rd->peer_id,
+                                                 number, parent_id, temporary, &e) < 0) {
+        sched_lost(rd, &e);
+    }
 }
 
 /* rd->mu held: records a fatal error (the first one wins) and ends the round. */
@@ -292,7 +402,8 @@ static void set_fatal(struct run *rd, int r, const struct dfc_error *err) {
         rd->fatal_err = *err;
         rd->fatal_err.code = r;
     }
-    rd->round_over = true;
+    rd->over = true;
+    pthread_cond_broadcast(&rd->synced);
 }
 
 /* The sink of a streamed piece: each chunk is received into a buffer of the round's writer
@@ -421,8 +532,11 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
     }
     struct sink_ctx ctx = {.sha = check ? &wb->sha : NULL};
     dfd_piece_job_init(&ctx.job, rd->writer, number);
-    struct dfd_vortex_sink sink = {
-        .arg = &ctx, .write = sink_write, .buffer = sink_buffer, .release = sink_release};
+    struct dfd_vortex_sink sink = {.arg = &ctx,
+                                   .idle_ns = PARENT_IDLE_NS,
+                                   .write = sink_write,
+                                   .buffer = sink_buffer,
+                                   .release = sink_release};
     r = dfd_vortex_fetch_to(rd->p->o.vortex_tls, pa->vortex_ip, pa->vortex_port, rd->req->task_id,
                             number, off, len, &sink, NULL, wb->len, timeout, got, err);
     /* The writer may still be writing the piece's chunks: only once they are all written is
@@ -443,129 +557,164 @@ static int fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
     return r;
 }
 
-/* rd->mu held: the parent to try piece i on next, k in round-robin order from the piece's
- * number modulo the parent count, skipping those in tried: the first that reported the
- * piece. A parent still syncing that has not reported it yet is waited for (its answers come
- * in piece order, tens of microseconds apart), so the pieces spread over the parents as if
- * every list had been in before the first fetch; one whose sync ended without the piece is
- * passed over. SIZE_MAX: no parent left to try, or the round is over. */
-static size_t next_parent(struct run *rd, size_t i, uint64_t tried) {
-    uint32_t number = rd->missing[i];
+/* ---- choosing ---- */
+
+/* rd->mu held: whether parent k may be given a piece now (not counting its load). */
+static bool usable(const struct run *rd, size_t k, int64_t now) {
+    const struct parent *pa = &rd->parents[k];
+    return !pa->excluded && pa->sync_failures < SYNC_TRIES && now >= pa->cooldown_until &&
+           pa->vortex_ip[0] != '\0';
+}
+
+/* rd->mu held: the rarest missing piece parent k has (random among equals, or at random
+ * among all it has while the download opens); false when it has none. */
+static bool rarest_of(struct run *rd, size_t k, uint32_t live, uint32_t *ret) {
+    uint32_t bit = UINT32_C(1) << k;
+    bool opening = rd->n_written < OPENING_PIECES;
+    int best = 64;
+    uint64_t ties = 0;
+    for (uint32_t i = 0; i < rd->piece_count; i++) {
+        if (rd->state[i] != PIECE_MISSING || (rd->have[i] & bit) == 0) {
+            continue;
+        }
+        int a = opening ? 0 : __builtin_popcount(rd->have[i] & live);
+        if (a < best) {
+            best = a;
+            ties = 0;
+        }
+        if (a == best && rnd(rd) % ++ties == 0) {
+            *ret = i; /* reservoir sampling: each of the ties with chance 1/ties */
+        }
+    }
+    return ties > 0;
+}
+
+/* rd->mu held: the next (parent, piece) for a worker: parents by measured throughput per
+ * piece in flight (an unmeasured one as fast as the fastest), each with at most cap pieces in
+ * flight; from the best one with a missing piece, its rarest. False: nothing to take now. */
+static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_piece) {
+    uint32_t live = 0;
+    size_t n_live = 0;
+    double fastest = 0;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        const struct parent *pa = &rd->parents[k];
+        if (!pa->excluded && pa->sync_failures < SYNC_TRIES) {
+            live |= UINT32_C(1) << k;
+            n_live++;
+        }
+        fastest = pa->rate > fastest ? pa->rate : fastest;
+    }
+    if (n_live == 0) {
+        return false;
+    }
+    size_t conc = rd->p->o.concurrent_piece_count;
+    unsigned cap = (unsigned)((conc + n_live - 1) / n_live);
+    cap = cap < 2 ? 2 : cap;
+    double score[DFD_P2P_MAX_PARENTS];
+    bool tried[DFD_P2P_MAX_PARENTS] = {false};
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        const struct parent *pa = &rd->parents[k];
+        double rate = pa->rate > 0 ? pa->rate : (fastest > 0 ? fastest : 1);
+        /* A little noise: equal parents take turns. */
+        score[k] = rate / (pa->inflight + 1) * (1 + (double)(rnd(rd) % 64) / 1024);
+        tried[k] = !usable(rd, k, now) || pa->inflight >= cap || pa->n_have == 0;
+    }
     for (;;) {
-        size_t wait_for = SIZE_MAX;
-        for (size_t t = 0; !rd->round_over && t < rd->n_parents; t++) {
-            size_t k = (number + t) % rd->n_parents;
-            uint64_t bit = UINT64_C(1) << k;
-            if ((tried & bit) != 0 || rd->parents[k].excluded) {
-                continue;
-            }
-            if ((rd->have[i] & bit) != 0) {
-                return k;
-            }
-            if (rd->parents[k].syncing) {
-                wait_for = k;
-                break;
+        size_t best = SIZE_MAX;
+        for (size_t k = 0; k < rd->n_parents; k++) {
+            if (!tried[k] && (best == SIZE_MAX || score[k] > score[best])) {
+                best = k;
             }
         }
-        if (wait_for == SIZE_MAX) {
-            return SIZE_MAX;
+        if (best == SIZE_MAX) {
+            return false;
         }
-        pthread_cond_wait(&rd->synced, &rd->mu);
+        if (rarest_of(rd, best, live, ret_piece)) {
+            *ret_k = best;
+            return true;
+        }
+        tried[best] = true;
     }
 }
 
-/* Fetches missing piece i from its parents; written and reported, or reported failed. */
+/* ---- fetching ---- */
+
 /* rd->mu held: pa served piece number with bytes no record has (a lie, or a corrupt copy):
  * reported to the scheduler with temporary = false (it stops offering pa's host for the task)
  * and never tried again in this download. */
 static void exclude(struct run *rd, struct parent *pa, uint32_t number) {
     pa->excluded = true;
-    pa->failed = true;
-    bool known = false;
-    for (size_t x = 0; x < rd->n_excluded && !known; x++) {
-        known = strcmp(rd->excluded[x], pa->host_id) == 0;
+    if (!excluded_host(rd, pa->host_id) && rd->n_excluded < DFD_P2P_MAX_EXCLUDED) {
+        memcpy(rd->excluded[rd->n_excluded++], pa->host_id, sizeof(pa->host_id));
     }
-    if (!known && rd->n_excluded < DFD_P2P_MAX_EXCLUDED) {
-        snprintf(rd->excluded[rd->n_excluded++], DFD_PEER_ID_MAX, "%s", pa->host_id);
+    if (pa->sync_st != NULL) {
+        dfc_rpc_stream_cancel(pa->sync_st);
     }
-    struct dfc_error e;
-    if (report_piece_failed(rd, number, pa->id, false, &e) < 0) {
-        DFC_LOG(DFC_LOG_WARN, "p2p.exclusion_not_told", "task_id=%s parent=%s error=\"%s\"",
-                rd->req->task_id, pa->id, dfc_error_msg(&e));
-    }
+    report_piece_failed(rd, number, pa->id, false);
 }
 
-static void fetch_piece(struct run *rd, size_t i, struct worker_buf *wb) {
-    uint32_t number = rd->missing[i];
-    const char *last = NULL;
-    uint64_t tried = 0;
-    for (;;) {
-        pthread_mutex_lock(&rd->mu);
-        size_t k = next_parent(rd, i, tried);
-        pthread_mutex_unlock(&rd->mu);
-        if (k == SIZE_MAX) {
-            break;
-        }
-        tried |= UINT64_C(1) << k;
-        struct parent *pa = &rd->parents[k];
-        if (stopped(rd)) {
-            struct dfc_error e;
-            dfc_error_set(&e, -ECANCELED, "the download was cancelled");
-            pthread_mutex_lock(&rd->mu);
-            set_fatal(rd, -ECANCELED, &e);
-            pthread_mutex_unlock(&rd->mu);
-            return;
-        }
-        last = pa->id;
-        struct dfd_vortex_fetched got;
-        struct dfc_error err;
-        bool ours = false;
-        enum piece_verdict verdict;
-        int r = fetch_from(rd, pa, number, wb, &got, &ours, &verdict, &err);
-        if (r == DFC_E_DATA_LOSS && verdict == PIECE_OK) {
-            dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
-        }
-        if (r < 0 && !ours) {
-            DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
-                    "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying the next parent",
-                    rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r),
-                    dfc_error_msg(&err));
-            pthread_mutex_lock(&rd->mu);
-            pa->failed = true;
-            if (verdict == PIECE_LIE) {
-                exclude(rd, pa, number);
-            }
-            pthread_mutex_unlock(&rd->mu);
-            continue;
-        }
-        pthread_mutex_lock(&rd->mu);
-        if (r == 0) {
-            dfc_metric_inc(rd->p->o.fetched_pieces, 0, 1);
-            dfc_metric_inc(rd->p->o.fetched_bytes, 0, piece_len(rd, number));
-            r = report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
-                             &err);
-            rd->written++;
-            pa->fetched++;
-        }
-        if (r < 0) {
-            set_fatal(rd, r, &err);
-        }
-        pthread_mutex_unlock(&rd->mu);
-        if (r == 0 && rd->ph != NULL) {
-            dfd_prefix_hash_piece(rd->ph, number); /* written: the prefix may read it */
-        }
-        return;
-    }
-    if (last == NULL) {
-        return; /* no parent has it this round: missing, rescheduled */
-    }
-    pthread_mutex_lock(&rd->mu);
+/* Fetches piece number from parent k (the worker marked it in flight): written and reported,
+ * or back among the missing ones. */
+static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker_buf *wb) {
+    struct parent *pa = &rd->parents[k];
     struct dfc_error err;
-    if (!rd->round_over && report_piece_failed(rd, number, last, true, &err) < 0) {
-        set_fatal(rd, err.code, &err);
+    int r;
+    bool ours = true;
+    enum piece_verdict verdict = PIECE_OK;
+    struct dfd_vortex_fetched got = {0};
+    if (stopped(rd)) {
+        r = dfc_error_set(&err, -ECANCELED, "the download was cancelled");
+    } else {
+        r = fetch_from(rd, pa, number, wb, &got, &ours, &verdict, &err);
     }
-    rd->round_over = true;
+    if (r == DFC_E_DATA_LOSS && verdict == PIECE_OK) {
+        dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
+    }
+    if (r < 0 && !ours) {
+        DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
+                "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying another parent",
+                rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r),
+                dfc_error_msg(&err));
+    }
+    int64_t now = dfc_mono_ns();
+    pthread_mutex_lock(&rd->mu);
+    pa->inflight--;
+    rd->n_inflight--;
+    if (r == 0) {
+        rd->state[number] = PIECE_WRITTEN;
+        rd->n_written++;
+        rd->progress_ns = now;
+        pa->fetched++;
+        pa->failures = 0;
+        if (got.cost_ns > 0) {
+            double rate = (double)piece_len(rd, number) * 1e9 / (double)got.cost_ns;
+            pa->rate = pa->rate > 0 ? (1 - RATE_WEIGHT) * pa->rate + RATE_WEIGHT * rate : rate;
+        }
+        dfc_metric_inc(rd->p->o.fetched_pieces, 0, 1);
+        dfc_metric_inc(rd->p->o.fetched_bytes, 0, piece_len(rd, number));
+        r = report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
+                         &err);
+        if (r == 0 && rd->n_written == rd->piece_count) {
+            rd->over = true; /* every piece written */
+        }
+    } else {
+        rd->state[number] = PIECE_MISSING;
+    }
+    if (r < 0 && ours) {
+        set_fatal(rd, r, &err);
+    } else if (r < 0) {
+        cool_down(pa, ++pa->failures, now);
+        if (verdict == PIECE_LIE) {
+            exclude(rd, pa, number);
+        } else {
+            report_piece_failed(rd, number, pa->id, true);
+        }
+    }
+    pthread_cond_broadcast(&rd->synced);
     pthread_mutex_unlock(&rd->mu);
+    if (r == 0 && rd->ph != NULL) {
+        dfd_prefix_hash_piece(rd->ph, number); /* written: the prefix may read it */
+    }
 }
 
 static bool whole_pieces(const struct run *rd) {
@@ -584,10 +733,19 @@ static void *worker_main(void *arg) {
         dfc_error_set(&e, -ENOMEM, "out of memory for a piece buffer");
         set_fatal(rd, -ENOMEM, &e);
     }
-    while (!rd->round_over && rd->next < rd->n_missing) {
-        size_t i = rd->next++;
+    while (!rd->over) {
+        size_t k = 0;
+        uint32_t number = 0;
+        if (!choose(rd, dfc_mono_ns(), &k, &number)) {
+            struct timespec dl = dfc_deadline_after(WATCH_TICK_NS);
+            pthread_cond_timedwait(&rd->synced, &rd->mu, &dl);
+            continue;
+        }
+        rd->state[number] = PIECE_INFLIGHT;
+        rd->parents[k].inflight++;
+        rd->n_inflight++;
         pthread_mutex_unlock(&rd->mu);
-        fetch_piece(rd, i, &wb);
+        fetch_piece(rd, k, number, &wb);
         pthread_mutex_lock(&rd->mu);
     }
     pthread_mutex_unlock(&rd->mu);
@@ -596,13 +754,173 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* Runs this round's workers (and its piece writer) until they are all done. 0, or an error
- * starting the writer. */
-static int round_workers(struct run *rd, struct dfc_error *err) {
-    size_t n = rd->p->o.concurrent_piece_count;
-    if (n > rd->n_missing) {
-        n = rd->n_missing;
+/* ---- the scheduler, for more parents ---- */
+
+/* Asks the scheduler for parents (Reschedule, blocking the parents given up on) and takes
+ * those of its answer; the leader's, without rd->mu. Returns the count added, or an error of
+ * the stream (the scheduler is then lost, and the swarm goes on with what it has). */
+static int ask_parents(struct run *rd, const char *why, struct dfc_error *err) {
+    Common__V2__PersistentCachePeer peers[DFD_P2P_MAX_PARENTS];
+    Common__V2__PersistentCachePeer *list[DFD_P2P_MAX_PARENTS];
+    size_t n = 0;
+    pthread_mutex_lock(&rd->mu);
+    if (rd->sched_lost) {
+        pthread_mutex_unlock(&rd->mu);
+        return dfc_error_set(err, -ENOTCONN, "the scheduler stream is lost");
     }
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        struct parent *pa = &rd->parents[k];
+        if (pa->excluded || pa->sync_failures >= SYNC_TRIES) {
+            common__v2__persistent_cache_peer__init(&peers[n]);
+            peers[n].id = pa->id;
+            list[n] = &peers[n];
+            n++;
+        }
+    }
+    const struct dfd_p2p_sched *sc = &rd->p->o.sched;
+    int r = sc->peer_reschedule(sc->s, rd->st, rd->req->task_id, rd->peer_id, list, n, why, err);
+    if (r < 0) {
+        sched_lost(rd, err);
+    }
+    pthread_mutex_unlock(&rd->mu);
+    if (r < 0) {
+        return r;
+    }
+    ProtobufCMessage *msg = NULL;
+    r = dfc_rpc_stream_recv(
+        rd->st, &scheduler__v2__announce_persistent_cache_peer_response__descriptor, &msg, err);
+    if (r == 0) {
+        r = dfc_error_set(err, DFC_E_ABORTED, "the scheduler ended the stream");
+    }
+    pthread_mutex_lock(&rd->mu);
+    if (r < 0) {
+        sched_lost(rd, err);
+        pthread_mutex_unlock(&rd->mu);
+        return r;
+    }
+    const Scheduler__V2__AnnouncePersistentCachePeerResponse *m = (const void *)msg;
+    size_t before = rd->n_parents, added = 0;
+    if (m->response_case ==
+        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_RESPONSE__RESPONSE_NORMAL_PERSISTENT_CACHE_TASK_RESPONSE) {
+        added = dfd__take_parents(rd, m->normal_persistent_cache_task_response);
+    }
+    for (size_t k = before; k < rd->n_parents; k++) {
+        start_sync(rd, k);
+    }
+    pthread_cond_broadcast(&rd->synced);
+    pthread_mutex_unlock(&rd->mu);
+    dfc_rpc_msg_free(rd->normal);
+    rd->normal = msg;
+    return (int)added;
+}
+
+/* rd->mu held: what the leader should do now. */
+enum watch { WATCH_WAIT, WATCH_GROW, WATCH_STUCK };
+
+static enum watch watch_state(struct run *rd, int64_t now, int64_t last_ask, unsigned fruitless) {
+    size_t n_usable = 0;
+    bool holder = false, syncing = false;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        const struct parent *pa = &rd->parents[k];
+        if (pa->excluded || pa->sync_failures >= SYNC_TRIES) {
+            continue;
+        }
+        n_usable++;
+        syncing = syncing || pa->syncing;
+        for (uint32_t i = 0; !holder && pa->n_have > 0 && i < rd->piece_count; i++) {
+            holder = rd->state[i] == PIECE_MISSING && (rd->have[i] & (UINT32_C(1) << k)) != 0;
+        }
+    }
+    if (n_usable == 0 || (rd->n_inflight == 0 && !holder &&
+                          (!syncing || now - rd->progress_ns >= STUCK_NS) &&
+                          now - last_ask >= STUCK_NS)) {
+        return WATCH_STUCK;
+    }
+    if (n_usable < GROW_TARGET && fruitless < GROW_FRUITLESS && now - last_ask >= GROW_INTERVAL_NS &&
+        !rd->sched_lost) {
+        return WATCH_GROW;
+    }
+    return WATCH_WAIT;
+}
+
+/* Resyncs parents whose sync failed, once they cooled down; rd->mu held. */
+static void resync(struct run *rd, int64_t now) {
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        struct parent *pa = &rd->parents[k];
+        if (!pa->syncing && pa->sync_failures > 0 && pa->sync_failures < SYNC_TRIES &&
+            !pa->excluded && now >= pa->cooldown_until && pa->n_have < rd->piece_count) {
+            start_sync(rd, k);
+        }
+    }
+}
+
+/* The leader's watch until the swarm is over: more parents, stuck swarms, resyncs. */
+static void watch(struct run *rd) {
+    uint64_t max = rd->p->o.max_schedule_count;
+    int64_t last_ask = dfc_mono_ns();
+    unsigned fruitless = 0;
+    pthread_mutex_lock(&rd->mu);
+    while (!rd->over) {
+        int64_t now = dfc_mono_ns();
+        resync(rd, now);
+        enum watch w = watch_state(rd, now, last_ask, fruitless);
+        if (w == WATCH_WAIT) {
+            struct timespec dl = dfc_deadline_after(WATCH_TICK_NS);
+            pthread_cond_timedwait(&rd->synced, &rd->mu, &dl);
+            continue;
+        }
+        struct dfc_error err;
+        if (w == WATCH_STUCK && (rd->sched_lost || ++rd->rounds >= max)) {
+            dfc_error_set(&err, DFC_E_ABORTED,
+                          "task %s: max schedule count exceeded (%" PRIu64
+                          " answers; %u of %u pieces missing, no parent has them)",
+                          rd->req->task_id, rd->rounds, rd->piece_count - rd->n_written,
+                          rd->piece_count);
+            if (rd->sched_lost) {
+                dfc_error_set(&err, DFC_E_ABORTED,
+                              "task %s: %u of %u pieces missing, no parent has them and the "
+                              "scheduler is lost",
+                              rd->req->task_id, rd->piece_count - rd->n_written, rd->piece_count);
+            }
+            set_fatal(rd, DFC_E_ABORTED, &err);
+            break;
+        }
+        char why[128];
+        snprintf(why, sizeof(why), "%s: %u of %u pieces missing, %zu parents",
+                 w == WATCH_STUCK ? "no parent can go on" : "more parents wanted",
+                 rd->piece_count - rd->n_written, rd->piece_count, rd->n_parents);
+        if (w == WATCH_STUCK) {
+            DFC_LOG(DFC_LOG_INFO, "p2p.reschedule", "task_id=%s %s", rd->req->task_id, why);
+        }
+        pthread_mutex_unlock(&rd->mu);
+        int added = ask_parents(rd, why, &err);
+        pthread_mutex_lock(&rd->mu);
+        last_ask = dfc_mono_ns();
+        fruitless = added > 0 ? 0 : fruitless + 1;
+    }
+    pthread_mutex_unlock(&rd->mu);
+}
+
+/* ---- the swarm ---- */
+
+int dfd__swarm(struct run *rd, struct dfc_error *err) {
+    uint32_t count = rd->piece_count;
+    size_t n_missing = dfd_replica_missing(rd->rep, rd->missing, count);
+    memset(rd->state, PIECE_WRITTEN, count);
+    for (size_t i = 0; i < n_missing; i++) {
+        rd->state[rd->missing[i]] = PIECE_MISSING;
+    }
+    memset(rd->have, 0, count * sizeof(*rd->have));
+    rd->n_written = count - (uint32_t)n_missing;
+    rd->n_inflight = 0;
+    rd->over = n_missing == 0;
+    rd->progress_ns = dfc_mono_ns();
+    rd->rng = (uint64_t)rd->progress_ns | 1;
+    if (stopped(rd)) {
+        return dfc_error_set(err, -ECANCELED, "the download was cancelled");
+    }
+    size_t n = rd->p->o.concurrent_piece_count;
+    n = n > n_missing ? n_missing : n;
     pthread_t *tids = calloc(n ? n : 1, sizeof(*tids));
     if (tids == NULL) {
         return dfc_error_set(err, -ENOMEM, "out of memory");
@@ -616,6 +934,11 @@ static int round_workers(struct run *rd, struct dfc_error *err) {
         free(tids);
         return r;
     }
+    pthread_mutex_lock(&rd->mu);
+    for (size_t k = 0; k < rd->n_parents && !rd->over; k++) {
+        start_sync(rd, k);
+    }
+    pthread_mutex_unlock(&rd->mu);
     size_t started = 0;
     for (; started < n; started++) {
         if (pthread_create(&tids[started], NULL, worker_main, rd) != 0) {
@@ -624,47 +947,29 @@ static int round_workers(struct run *rd, struct dfc_error *err) {
     }
     if (started == 0 && n > 0) {
         worker_main(rd); /* no thread could be made: fetch on this one */
+    } else {
+        watch(rd);
     }
     for (size_t i = 0; i < started; i++) {
         pthread_join(tids[i], NULL);
     }
     free(tids);
+    pthread_mutex_lock(&rd->mu);
+    rd->over = true;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        if (rd->parents[k].sync_st != NULL) {
+            dfc_rpc_stream_cancel(rd->parents[k].sync_st); /* a parent still downloading */
+        }
+    }
+    pthread_mutex_unlock(&rd->mu);
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        if (rd->parents[k].sync_started) {
+            pthread_join(rd->parents[k].sync_th, NULL);
+            rd->parents[k].sync_started = false;
+        }
+    }
     dfd_piece_writer_free(rd->writer); /* every job was waited for by its worker */
     rd->writer = NULL;
-    return 0;
-}
-
-int dfd__run_round(struct run *rd, struct dfc_error *err) {
-    rd->n_missing = dfd_replica_missing(rd->rep, rd->missing, rd->piece_count);
-    memset(rd->have, 0, rd->n_missing * sizeof(*rd->have));
-    rd->next = 0;
-    rd->round_over = false;
-    if (stopped(rd)) {
-        return dfc_error_set(err, -ECANCELED, "the download was cancelled");
-    }
-    struct sync_job jobs[DFD_P2P_MAX_PARENTS];
-    pthread_t sync_tids[DFD_P2P_MAX_PARENTS];
-    bool sync_started[DFD_P2P_MAX_PARENTS] = {false};
-    size_t n_parents = rd->n_parents;
-    for (size_t k = 0; k < n_parents; k++) {
-        rd->parents[k].syncing = true; /* before any sync thread or worker runs */
-    }
-    for (size_t k = 0; k < n_parents; k++) {
-        jobs[k] = (struct sync_job){.rd = rd, .k = k};
-        sync_started[k] = pthread_create(&sync_tids[k], NULL, sync_main, &jobs[k]) == 0;
-        if (!sync_started[k]) {
-            sync_parent(rd, k); /* no thread: ask it here */
-        }
-    }
-    int r = round_workers(rd, err);
-    for (size_t k = 0; k < n_parents; k++) {
-        if (sync_started[k]) {
-            pthread_join(sync_tids[k], NULL);
-        }
-    }
-    if (r < 0) {
-        return r;
-    }
     if (rd->fatal < 0) {
         *err = rd->fatal_err;
         return rd->fatal;

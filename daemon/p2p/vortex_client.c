@@ -230,6 +230,17 @@ struct dest {
     const struct dfd_vortex_sink *sink;
 };
 
+/* The deadline of the next wait for bytes: the exchange's, or sooner when the sink bounds a
+ * parent's silence (idle_ns). */
+static int64_t wait_deadline(const struct dest *d, int64_t deadline) {
+    int64_t idle = d->sink != NULL ? d->sink->idle_ns : 0;
+    if (idle <= 0) {
+        return deadline;
+    }
+    int64_t now = dfc_mono_ns();
+    return idle < deadline - now ? now + idle : deadline;
+}
+
 /* Reads the piece's length bytes to d, CRC over them as they arrive. */
 static int recv_piece(const struct dfd_conn *c, const struct dest *d, uint64_t length,
                       int64_t deadline, uint32_t *ret_crc, struct dfc_error *err) {
@@ -242,7 +253,7 @@ static int recv_piece(const struct dfd_conn *c, const struct dest *d, uint64_t l
         uint8_t *at = supplied          ? d->sink->buffer(d->sink->arg)
                       : d->sink != NULL ? d->buf
                                         : (uint8_t *)d->buf + done;
-        int r = recv_all(c, at, n, deadline, "the piece", err);
+        int r = recv_all(c, at, n, wait_deadline(d, deadline), "the piece", err);
         if (r < 0) {
             if (supplied) {
                 d->sink->release(d->sink->arg, at);
@@ -279,7 +290,7 @@ static int exchange(const struct dfd_conn *c, const char *task_id, uint32_t numb
     }
     uint8_t hb[DFD_VORTEX_HEADER_LEN];
     size_t got = 0;
-    r = recv_got(c, hb, sizeof(hb), deadline, "the header", &got, err);
+    r = recv_got(c, hb, sizeof(hb), wait_deadline(d, deadline), "the header", &got, err);
     *answered = got > 0;
     if (r < 0) {
         return r;

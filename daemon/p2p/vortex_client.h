@@ -49,9 +49,14 @@ int dfd_vortex_fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, con
  * With buffer set, the sink supplies the buffers too: buffer(arg) gives the one the next chunk
  * (at most buf_len bytes) is received into, and write() takes it back whatever it returns, so
  * the sink may keep it (queue it to a writer) past the call; a buffer whose chunk failed to
- * arrive goes back through release(arg, buf), which must then be set as well. */
+ * arrive goes back through release(arg, buf), which must then be set as well.
+ *
+ * idle_ns > 0 bounds the parent's silence: the answer's header and each chunk must arrive
+ * within idle_ns of asking for them (else -ETIMEDOUT), so a stalled parent is left quickly
+ * while a slow but steady one may use the whole timeout. */
 struct dfd_vortex_sink {
     void *arg;
+    int64_t idle_ns;
     int (*write)(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err);
     void *(*buffer)(void *arg);
     void (*release)(void *arg, void *buf);
