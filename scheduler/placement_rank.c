@@ -83,12 +83,19 @@ bool sched_parent_may_serve(const struct sched_peer *p, const struct sched_host 
 struct ranked {
     size_t idx;
     double score;
+    bool complete; /* Succeeded: it holds every piece */
 };
 
+/* Best score first; at equal scores a complete copy before a peer still downloading (beyond
+ * upstream: in a crowd that starts together every downloader is then offered a copy that has
+ * every piece, docs/swarm.md); then the input order (a random draw). */
 static int by_score_desc(const void *a, const void *b) {
     const struct ranked *x = a, *y = b;
     if (x->score != y->score) {
         return x->score > y->score ? -1 : 1;
+    }
+    if (x->complete != y->complete) {
+        return x->complete ? -1 : 1;
     }
     return x->idx < y->idx ? -1 : (x->idx > y->idx);
 }
@@ -110,6 +117,7 @@ size_t sched_parents_rank(const struct sched_peer *peers, const struct sched_hos
         }
         r[k].idx = i;
         r[k].score = asking != NULL ? sched_parent_score(&hosts[i], asking) : 0;
+        r[k].complete = peers[i].state == SCHED_PEER_SUCCEEDED;
         k++;
     }
     qsort(r, k, sizeof(*r), by_score_desc);

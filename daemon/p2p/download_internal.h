@@ -49,10 +49,12 @@
 #include "dfc/error.h"
 #include "dfc/id.h"
 #include "dfc/rpc_client.h"
+#include "dfc/units.h"
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "p2p/download.h"
 #include "p2p/verify.h"
+#include "p2p/vortex_client.h"
 #include "storage/storage.h"
 
 /* Parents one download uses at most (each answer of the scheduler adds up to
@@ -163,6 +165,64 @@ struct run {
     char excluded[DFD_P2P_MAX_EXCLUDED][DFD_PEER_ID_MAX];
     size_t n_excluded;
 };
+
+/* A parent silent this long mid-piece is left (vortex_client.h, idle_ns). */
+#define PARENT_IDLE_NS (5 * DFC_NS_PER_SEC)
+
+/* A worker's buffer: a whole piece when the caller wants each piece's bytes; else the bytes
+ * stream through the round's piece writer, in chunks of STREAM_CHUNK, WRITER_BUFS_PER_WORKER
+ * of its buffers per worker (one being received into while another waits to be written).
+ * 1 MiB rather than 256 KiB: a quarter of the hand-offs to the writer, and in
+ * hack/bench/p2p.sh's fetch (alternating builds, five medians of 5 runs each) 0.635 s
+ * against 0.683 s; 2 MiB was no faster. The pool is 16 MiB with the default 8 workers. */
+#define STREAM_CHUNK           ((size_t)1024 * 1024)
+#define WRITER_BUFS_PER_WORKER 2
+
+struct worker_buf {
+    void *buf;
+    size_t len;
+    bool whole;
+    struct dfc_sha256c sha; /* each piece's hash, resumed from the record, as its bytes pass */
+};
+
+/* What a piece's bytes are, judged against the records (docs/integrity.md). */
+enum piece_verdict {
+    PIECE_OK,           /* the record in use has them */
+    PIECE_OTHER_RECORD, /* another usable record not known bad has them: not a lie per se */
+    PIECE_LIE,          /* no record (but known bad ones) has them */
+};
+
+static inline uint64_t dfd__piece_offset(const struct run *rd, uint32_t number) {
+    return (uint64_t)number * rd->piece_length;
+}
+
+static inline uint64_t dfd__piece_len(const struct run *rd, uint32_t number) {
+    uint64_t left = rd->content_length - dfd__piece_offset(rd, number);
+    return left < rd->piece_length ? left : rd->piece_length;
+}
+
+/* download_piece.c. rd->mu held: the scheduler stream is lost (a send failed): logged once,
+ * nothing more is sent on it. */
+void dfd__sched_lost(struct run *rd, const struct dfc_error *e);
+
+/* rd->mu held: reports a written piece to the caller (its error is returned: the download
+ * fails) and the scheduler (a failed send only loses the scheduler). */
+int dfd__report_piece(struct run *rd, uint32_t number, const void *buf, uint32_t crc,
+                      const struct parent *pa, uint64_t cost_ns, struct dfc_error *err);
+
+/* rd->mu held: DownloadPieceFailed for piece number from parent_id. */
+void dfd__report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
+                              bool temporary);
+
+/* rd->mu held: records a fatal error (the first one wins) and ends the swarm. */
+void dfd__set_fatal(struct run *rd, int r, const struct dfc_error *err);
+
+/* One attempt at piece number from pa, no lock held: verified (with a record) and written, or
+ * nothing of it kept. *ret_ours tells our failure (storage: fatal) from the parent's, and
+ * *ret_verdict a lie from other failures. */
+int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
+                    struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
+                    enum piece_verdict *ret_verdict, struct dfc_error *err);
 
 /* Takes the usable parents of a Normal response into rd->parents (appended: an id, a host
  * with a valid IP and port, not ourselves, not excluded, not already a parent, at most

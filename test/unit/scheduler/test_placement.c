@@ -95,12 +95,13 @@ static void test_rank_filter_and_order(void **state) {
         peer_in("p-ok-self", "me", SCHED_PEER_SUCCEEDED),    /* 8: on the asking host */
         peer_in("p-run-loc", "h4", SCHED_PEER_RUNNING),      /* 9: location 2/5 */
         peer_in("p-run-far2", "h5", SCHED_PEER_RUNNING),     /* 10: score 0, after 5 */
+        peer_in("p-ok-far", "h6", SCHED_PEER_SUCCEEDED),     /* 11: score 0, complete */
     };
     struct sched_host hosts[] = {
         host_at("h1", "idc", "cn|bj"), host_at("h1", "idc", "cn|bj"), host_at("h1", "idc", "cn|bj"),
         host_at("h1", "idc", "cn|bj"), host_at("h1", "idc", "cn|bj"), host_at("h2", "other", "us"),
         host_at("h3", "IDC", ""),      host_at("h3", "IDC", ""),      host_at("me", "idc", "cn|bj"),
-        host_at("h4", "", "cn|bj|x"),  host_at("h5", "", ""),
+        host_at("h4", "", "cn|bj|x"),  host_at("h5", "", ""),      host_at("h6", "", ""),
     };
     size_t n = sizeof(peers) / sizeof(peers[0]);
     struct sched_host asking = host_at("me", "idc", "cn|bj|y");
@@ -109,13 +110,15 @@ static void test_rank_filter_and_order(void **state) {
     double sc[16];
 
     size_t k = sched_parents_rank(peers, hosts, n, &asking, block, 1, 10, idx, sc);
-    assert_int_equal(k, 4);
+    assert_int_equal(k, 5);
     assert_string_equal(peers[idx[0]].id, "p-ok-idc");
     assert_true(close_to(sc[0], 0.7));
     assert_string_equal(peers[idx[1]].id, "p-run-loc");
     assert_true(close_to(sc[1], 0.3 * 2 / 5));
-    assert_string_equal(peers[idx[2]].id, "p-run-far"); /* ties keep their order */
-    assert_string_equal(peers[idx[3]].id, "p-run-far2");
+    /* Equal scores: the complete copy first, then the input order. */
+    assert_string_equal(peers[idx[2]].id, "p-ok-far");
+    assert_string_equal(peers[idx[3]].id, "p-run-far");
+    assert_string_equal(peers[idx[4]].id, "p-run-far2");
 
     /* The limit truncates after sorting. */
     k = sched_parents_rank(peers, hosts, n, &asking, block, 1, 1, idx, NULL);
@@ -124,7 +127,7 @@ static void test_rank_filter_and_order(void **state) {
 
     /* Without a block list the blocked peer is back. */
     k = sched_parents_rank(peers, hosts, n, &asking, NULL, 0, 10, idx, NULL);
-    assert_int_equal(k, 5);
+    assert_int_equal(k, 6);
 }
 
 static void test_backoff_grows_and_caps(void **state) {
