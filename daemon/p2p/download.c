@@ -310,9 +310,11 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     if (r == 0) {
         rd->missing = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->missing));
         rd->state = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->state));
+        rd->avoid = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->avoid));
         rd->have = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->have));
         rd->got = calloc(rd->piece_count ? rd->piece_count : 1, sizeof(*rd->got));
-        if (rd->missing == NULL || rd->state == NULL || rd->have == NULL || rd->got == NULL) {
+        if (rd->missing == NULL || rd->state == NULL || rd->avoid == NULL || rd->have == NULL ||
+            rd->got == NULL) {
             r = dfc_error_set(err, -ENOMEM, "out of memory");
         }
     }
@@ -373,10 +375,12 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     rd->normal = NULL;
     free(rd->missing);
     free(rd->state);
+    free(rd->avoid);
     free(rd->have);
     free(rd->got);
     rd->missing = NULL;
     rd->state = NULL;
+    rd->avoid = NULL;
     rd->have = NULL;
     rd->got = NULL;
     dfc_rpc_msg_free(&task->base);

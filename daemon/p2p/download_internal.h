@@ -148,6 +148,9 @@ struct run {
     struct parent parents[DFD_P2P_MAX_PARENTS];
     size_t n_parents; /* grows as answers add parents; a parent is never removed */
     uint8_t *state;   /* per piece, enum piece_state */
+    uint8_t *avoid;   /* per piece: 1 + the parent the endgame took it from, or 0 */
+    struct worker_buf *wbs; /* the workers' (n_wbs), for the endgame */
+    size_t n_wbs;
     uint32_t *have;   /* per piece: a bit per parent that reported it */
     uint32_t *missing; /* scratch for dfd_replica_missing (the leader's) */
     uint32_t n_written, n_inflight;
@@ -158,6 +161,7 @@ struct run {
     struct dfc_error fatal_err;
     bool sched_lost;      /* a send on the scheduler stream failed: no more reports */
     int64_t progress_ns;  /* when the last piece was written or reported by a parent */
+    int64_t opened_ns;    /* when the swarm started */
     uint64_t rng;         /* xorshift state: random piece among equals */
     uint64_t rounds;      /* scheduler answers needed because no parent could go on */
     /* Under mu (read by the leader between attempts): the hosts whose bytes failed
@@ -179,10 +183,20 @@ struct run {
 #define WRITER_BUFS_PER_WORKER 2
 
 struct worker_buf {
+    struct run *rd;
     void *buf;
     size_t len;
     bool whole;
     struct dfc_sha256c sha; /* each piece's hash, resumed from the record, as its bytes pass */
+    /* The piece in flight, for the endgame (rd->mu): its number, parent and start. */
+    bool busy;
+    uint32_t number;
+    size_t k;
+    int64_t started_ns;
+    /* Atomics, read by the endgame and written by the worker's sink as chunks pass: bytes of
+     * the piece received so far, and a request to give the piece up. */
+    uint64_t done;
+    int cancel;
 };
 
 /* What a piece's bytes are, judged against the records (docs/integrity.md). */

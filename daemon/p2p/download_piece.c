@@ -26,6 +26,7 @@
 struct sink_ctx {
     struct dfd_piece_job job;
     struct dfc_sha256c *sha;
+    struct worker_buf *wb; /* its done and cancel (the endgame) */
 };
 
 /* rd->mu held: a send on the scheduler stream failed (the scheduler restarted, or went away).
@@ -110,8 +111,13 @@ static void *sink_buffer(void *arg) {
 }
 
 static int sink_write(void *arg, uint64_t at, const void *data, size_t n, struct dfc_error *err) {
-    (void)err; /* a write error is the job's, seen by dfd_piece_job_wait */
     struct sink_ctx *c = arg;
+    if (__atomic_load_n(&c->wb->cancel, __ATOMIC_RELAXED)) {
+        dfd_piece_writer_release(c->job.w, (void *)data);
+        return dfc_error_set(err, -ECANCELED, "given up for a faster parent (endgame)");
+    }
+    __atomic_store_n(&c->wb->done, at + n, __ATOMIC_RELAXED);
+    /* A write error is the job's, seen by dfd_piece_job_wait. */
     if (c->sha != NULL) {
         dfc_sha256c_update(c->sha, data, n); /* chunks come in order, each once */
     }
@@ -226,7 +232,7 @@ int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
         *ret_ours = true;
         return r;
     }
-    struct sink_ctx ctx = {.sha = check ? &wb->sha : NULL};
+    struct sink_ctx ctx = {.sha = check ? &wb->sha : NULL, .wb = wb};
     dfd_piece_job_init(&ctx.job, rd->writer, number);
     struct dfd_vortex_sink sink = {.arg = &ctx,
                                    .idle_ns = PARENT_IDLE_NS,

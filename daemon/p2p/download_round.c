@@ -79,6 +79,7 @@
 #define GROW_FRUITLESS   3                        /* answers in a row without a new parent */
 #define STUCK_NS         (3 * DFC_NS_PER_SEC)     /* no parent reported a piece: ask */
 #define WATCH_TICK_NS    (100 * DFC_NS_PER_MS)
+#define OPEN_WAIT_NS     (100 * DFC_NS_PER_MS)    /* for the first parents' first answers */
 #define RATE_WEIGHT      0.3                      /* of the newest piece in a parent's rate */
 
 /* Whether the engine stops or the caller went away; called without rd->mu. */
@@ -305,7 +306,7 @@ static bool rarest_of(struct run *rd, size_t k, uint32_t live, uint32_t *ret) {
     int best = 64;
     uint64_t ties = 0;
     for (uint32_t i = 0; i < rd->piece_count; i++) {
-        if (rd->state[i] != PIECE_MISSING || (rd->have[i] & bit) == 0) {
+        if (rd->state[i] != PIECE_MISSING || (rd->have[i] & bit) == 0 || rd->avoid[i] == k + 1) {
             continue;
         }
         int a = opening ? 0 : __builtin_popcount(rd->have[i] & live);
@@ -337,6 +338,13 @@ static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_pie
     }
     if (n_live == 0) {
         return false;
+    }
+    /* The first OPEN_WAIT_NS: every parent's first answer is awaited (as upstream collects
+     * for 100 ms), so the first pieces spread over the parents and rarest-first sees them. */
+    for (size_t k = 0; now - rd->opened_ns < OPEN_WAIT_NS && k < rd->n_parents; k++) {
+        if (rd->parents[k].syncing && rd->parents[k].n_have == 0) {
+            return false;
+        }
     }
     size_t conc = rd->p->o.concurrent_piece_count;
     unsigned cap = (unsigned)((conc + n_live - 1) / n_live);
@@ -401,7 +409,8 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
     if (r == DFC_E_DATA_LOSS && verdict == PIECE_OK) {
         dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
     }
-    if (r < 0 && !ours) {
+    bool given_up = r < 0 && __atomic_load_n(&wb->cancel, __ATOMIC_RELAXED);
+    if (r < 0 && !ours && !given_up) {
         DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
                 "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying another parent",
                 rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r),
@@ -433,6 +442,8 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
     }
     if (r < 0 && ours) {
         dfd__set_fatal(rd, r, &err);
+    } else if (r < 0 && given_up) {
+        /* the endgame took it away: not the parent's failure */
     } else if (r < 0) {
         cool_down(pa, ++pa->failures, now);
         if (verdict == PIECE_LIE) {
@@ -452,14 +463,65 @@ static bool whole_pieces(const struct run *rd) {
     return rd->prog != NULL && rd->prog->piece_data;
 }
 
+/* rd->mu held, every missing piece in flight and worker wb idle: the endgame. Finds the
+ * piece in flight that another parent with room (it has the piece) would deliver in less than
+ * half the time its own parent still needs at the pace seen so far, and asks its worker to give
+ * it up (the bytes received so far are dropped; the piece goes back to the missing ones with
+ * its parent to avoid, and the next choice takes it from a faster one). Returns whether one was
+ * given up. */
+static bool endgame(struct run *rd, const struct worker_buf *wb, int64_t now) {
+    double fastest = 0;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        fastest = rd->parents[k].rate > fastest ? rd->parents[k].rate : fastest;
+    }
+    if (fastest <= 0) {
+        return false; /* nothing measured yet: no basis for a choice */
+    }
+    struct worker_buf *victim = NULL;
+    double best_gain = 0;
+    for (size_t w = 0; w < rd->n_wbs; w++) {
+        struct worker_buf *o = &rd->wbs[w];
+        if (o == wb || !o->busy || o->whole || __atomic_load_n(&o->cancel, __ATOMIC_RELAXED)) {
+            continue;
+        }
+        double len = (double)dfd__piece_len(rd, o->number);
+        double done = (double)__atomic_load_n(&o->done, __ATOMIC_RELAXED);
+        double elapsed = (double)(now - o->started_ns) / 1e9;
+        if (elapsed < 0.2 || done >= len) {
+            continue; /* just started, or being written */
+        }
+        double left = done > 0 ? (len - done) * elapsed / done : (double)PARENT_IDLE_NS / 1e9;
+        for (size_t k = 0; k < rd->n_parents; k++) {
+            const struct parent *pa = &rd->parents[k];
+            if (k == o->k || !usable(rd, k, now) || (rd->have[o->number] & (UINT32_C(1) << k)) == 0) {
+                continue;
+            }
+            double t = len / (pa->rate > 0 ? pa->rate : fastest) * (pa->inflight + 1);
+            if (left > 2 * t && left - t > best_gain) {
+                best_gain = left - t;
+                victim = o;
+            }
+        }
+    }
+    if (victim == NULL) {
+        return false;
+    }
+    __atomic_store_n(&victim->cancel, 1, __ATOMIC_RELAXED);
+    rd->avoid[victim->number] = (uint8_t)(victim->k + 1);
+    DFC_LOG(DFC_LOG_DEBUG, "p2p.endgame", "task_id=%s piece=%u parent=%s, asking a faster one",
+            rd->req->task_id, (unsigned)victim->number, rd->parents[victim->k].id);
+    return true;
+}
+
 static void *worker_main(void *arg) {
-    struct run *rd = arg;
-    struct worker_buf wb = {.whole = whole_pieces(rd)};
-    wb.len = wb.whole ? (size_t)rd->piece_length : STREAM_CHUNK;
-    wb.buf = wb.whole ? malloc(wb.len) : NULL; /* streamed: the writer's buffers */
-    bool sha = dfc_sha256c_init(&wb.sha) == 0;
+    struct worker_buf *wb = arg;
+    struct run *rd = wb->rd;
+    wb->whole = whole_pieces(rd);
+    wb->len = wb->whole ? (size_t)rd->piece_length : STREAM_CHUNK;
+    wb->buf = wb->whole ? malloc(wb->len) : NULL; /* streamed: the writer's buffers */
+    bool sha = dfc_sha256c_init(&wb->sha) == 0;
     pthread_mutex_lock(&rd->mu);
-    if ((wb.whole && wb.buf == NULL) || !sha) {
+    if ((wb->whole && wb->buf == NULL) || !sha) {
         struct dfc_error e;
         dfc_error_set(&e, -ENOMEM, "out of memory for a piece buffer");
         dfd__set_fatal(rd, -ENOMEM, &e);
@@ -467,21 +529,34 @@ static void *worker_main(void *arg) {
     while (!rd->over) {
         size_t k = 0;
         uint32_t number = 0;
-        if (!choose(rd, dfc_mono_ns(), &k, &number)) {
+        int64_t now = dfc_mono_ns();
+        if (!choose(rd, now, &k, &number)) {
+            if (rd->n_written + rd->n_inflight == rd->piece_count && rd->n_inflight > 0) {
+                (void)endgame(rd, wb, now);
+            }
             struct timespec dl = dfc_deadline_after(WATCH_TICK_NS);
             pthread_cond_timedwait(&rd->synced, &rd->mu, &dl);
             continue;
         }
         rd->state[number] = PIECE_INFLIGHT;
+        rd->avoid[number] = 0; /* should this attempt fail, its old parent is fine again */
         rd->parents[k].inflight++;
         rd->n_inflight++;
+        wb->busy = true;
+        wb->number = number;
+        wb->k = k;
+        wb->started_ns = now;
+        __atomic_store_n(&wb->done, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&wb->cancel, 0, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&rd->mu);
-        fetch_piece(rd, k, number, &wb);
+        fetch_piece(rd, k, number, wb);
         pthread_mutex_lock(&rd->mu);
+        wb->busy = false;
     }
     pthread_mutex_unlock(&rd->mu);
-    free(wb.buf);
-    dfc_sha256c_done(&wb.sha);
+    free(wb->buf);
+    wb->buf = NULL;
+    dfc_sha256c_done(&wb->sha);
     return NULL;
 }
 
@@ -645,7 +720,7 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     rd->n_written = count - (uint32_t)n_missing;
     rd->n_inflight = 0;
     rd->over = n_missing == 0;
-    rd->progress_ns = dfc_mono_ns();
+    rd->progress_ns = rd->opened_ns = dfc_mono_ns();
     rd->rng = (uint64_t)rd->progress_ns | 1;
     if (stopped(rd)) {
         return dfc_error_set(err, -ECANCELED, "the download was cancelled");
@@ -653,9 +728,18 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     size_t n = rd->p->o.concurrent_piece_count;
     n = n > n_missing ? n_missing : n;
     pthread_t *tids = calloc(n ? n : 1, sizeof(*tids));
-    if (tids == NULL) {
+    rd->wbs = calloc(n ? n : 1, sizeof(*rd->wbs));
+    rd->n_wbs = n;
+    if (tids == NULL || rd->wbs == NULL) {
+        free(tids);
+        free(rd->wbs);
+        rd->wbs = NULL;
         return dfc_error_set(err, -ENOMEM, "out of memory");
     }
+    for (size_t i = 0; i < n; i++) {
+        rd->wbs[i].rd = rd;
+    }
+    memset(rd->avoid, 0, count);
     int r = 0;
     if (n > 0 && !whole_pieces(rd)) {
         r = dfd_piece_writer_new(rd->rep, n * WRITER_BUFS_PER_WORKER, STREAM_CHUNK, &rd->writer,
@@ -663,6 +747,8 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     }
     if (r < 0) {
         free(tids);
+        free(rd->wbs);
+        rd->wbs = NULL;
         return r;
     }
     pthread_mutex_lock(&rd->mu);
@@ -672,12 +758,12 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     pthread_mutex_unlock(&rd->mu);
     size_t started = 0;
     for (; started < n; started++) {
-        if (pthread_create(&tids[started], NULL, worker_main, rd) != 0) {
+        if (pthread_create(&tids[started], NULL, worker_main, &rd->wbs[started]) != 0) {
             break;
         }
     }
     if (started == 0 && n > 0) {
-        worker_main(rd); /* no thread could be made: fetch on this one */
+        worker_main(&rd->wbs[0]); /* no thread could be made: fetch on this one */
     } else {
         watch(rd);
     }
@@ -686,6 +772,9 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     }
     free(tids);
     pthread_mutex_lock(&rd->mu);
+    free(rd->wbs);
+    rd->wbs = NULL;
+    rd->n_wbs = 0;
     rd->over = true;
     for (size_t k = 0; k < rd->n_parents; k++) {
         if (rd->parents[k].sync_st != NULL) {

@@ -680,7 +680,7 @@ static void corrupt_pieces(const char *path, size_t len) {
 static void test_corrupt_parent_is_routed_around(void **state) {
     REQUIRE_CLUSTER();
     char src[512], id[65], out[600], path[600];
-    size_t len = 12 * MiB + 5; /* 4 pieces: both parents come first for some of them */
+    size_t len = 32 * MiB + 5; /* 9 pieces: both parents are given some of them */
     import_on(A, len, 505, 1, src, sizeof(src), id);
     snprintf(out, sizeof(out), "%s/out-b-505", cl.dir);
     assert_int_equal(export_on(B, id, out, false), 0); /* B holds a good copy */
