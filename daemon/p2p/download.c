@@ -2,9 +2,9 @@
  * download.c - the P2P download engine (download.h): a task that is not stored here is
  * fetched piece by piece from the parents the scheduler names, into a replica that becomes
  * visible only once complete and durable. This file holds the table of downloads in progress
- * and one download's course (stat, replica, register, the rounds, commit); one round's work is
- * in download_round.c, and download_internal.h holds what the two share, with the threads and
- * the locks.
+ * and one download's course (stat, replica, register, the swarm, commit); the swarm is in
+ * download_round.c, one piece's fetch in download_piece.c, and download_internal.h holds what
+ * they share, with the threads and the locks.
  *
  * DESIGN
  *   One download per task id at a time: a table of downloads in progress (under p->mu). The
@@ -13,9 +13,9 @@
  *   while the engine is not stopping) a waiter takes over as the next leader instead of
  *   failing with someone else's cancellation.
  *
- *   A round = one answer of the scheduler (Normal{parents}), run by dfd__run_round. Missing
- *   pieces after it mean Reschedule{candidate_parents = the parents that failed or lacked a
- *   piece}, at most scheduler.maxScheduleCount rounds in all.
+ *   The first answer of the scheduler (Normal{parents}) starts the swarm (dfd__swarm), which
+ *   asks for more parents itself; "rounds" in the log counts the answers needed because no
+ *   parent could go on, plus the first.
  */
 #include "p2p/download.h"
 
@@ -147,7 +147,7 @@ static int recv_answer(struct run *rd, struct dfc_error *err) {
 
 /* The first answer, then the swarm until every piece is written; 0 or an error (the caller
  * tells the scheduler). */
-static int rounds(struct run *rd, struct dfc_error *err) {
+static int run_swarm(struct run *rd, struct dfc_error *err) {
     int normal = recv_answer(rd, err);
     if (normal < 0) {
         return normal;
@@ -336,7 +336,7 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
         pthread_mutex_unlock(&p->mu);
         r = send_register(rd, tag, app, err);
         if (r == 0) {
-            r = rounds(rd, err);
+            r = run_swarm(rd, err);
         }
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);

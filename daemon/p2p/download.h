@@ -7,25 +7,26 @@
  *   StatPersistentCacheTask -> dfd_replica_begin (created_at = the scheduler's)
  *   -> AnnouncePersistentCachePeer: Register{persistent, tag, application, piece_length,
  *      concurrent_piece_count, piece_count}
- *   -> Empty: Started, Finished.  Normal{parents}: Started (once), then per parent
- *      SyncPersistentCachePieces (at host.ip:host.port, all parents at once) for the missing
- *      pieces, giving each piece's Vortex ip/tcp_port; concurrent_piece_count pieces in
- *      flight, from the first answers on; each piece fetched
+ *   -> Empty: Started, Finished.  Normal{parents}: Started, then the swarm
+ *      (download_internal.h, docs/swarm.md): every parent's SyncPersistentCachePieces (at
+ *      host.ip:host.port, all at once, read as long as the parent reports pieces: one still
+ *      downloading the task reports each as it lands), concurrent_piece_count workers each
+ *      taking a parent by throughput and from it the rarest missing piece, fetched over Vortex
  *      (vortex_client.h), CRC-checked as it streams into the replica in 1 MiB chunks
  *      (dfd_replica_claim_piece/pwrite/finish_piece; whole, with dfd_replica_write_piece,
- *      when the caller wants each piece's bytes), reported to the
- *      caller (progress) and to the scheduler (DownloadPieceFinished); a piece that failed on
- *      every parent: DownloadPieceFailed{temporary = true}, end of the round.
- *   -> missing pieces: Reschedule{candidate_parents = the failed ones} and again, up to
- *      scheduler.maxScheduleCount rounds, then DownloadPersistentCachePeerFailed
+ *      when the caller wants each piece's bytes), verified against the importer's record,
+ *      reported to the caller (progress) and to the scheduler (DownloadPieceFinished); a
+ *      failed piece goes back to the missing ones (DownloadPieceFailed{temporary = true}).
+ *      Reschedule for more parents while fewer than 8 are usable, and when none can go on (at
+ *      most scheduler.maxScheduleCount times, then DownloadPersistentCachePeerFailed).
  *   -> all pieces: dfd_replica_commit (visible only now, durable), then
  *      DownloadPersistentCachePeerFinished.
  * Any failure aborts the replica (nothing remains) and tells the scheduler (PeerFailed).
  *
  * Concurrent fetches of one task share one download: the later callers wait for it and get the
  * committed task (their progress sees no pieces). Memory: 2 x concurrent_piece_count buffers per
- * download, of 1 MiB each (mapped for the round only), or one of a piece per worker when the
- * caller wants the bytes.
+ * download, of 1 MiB each (mapped for the download only), or one of a piece per worker when
+ * the caller wants the bytes.
  *
  * What the engine needs from dfdaemon comes in struct dfd_p2p_opts: the scheduler calls
  * (struct dfd_p2p_sched: dfdaemon passes its scheduler client's, scheduler_client.h), the
@@ -53,7 +54,7 @@ struct dfd_p2p_opts {
     const char *host_id;             /* this host's id: sent to parents, never taken as a parent */
     const char *host_ip;             /* host.ip and host.hostname: each download's peer id */
     const char *hostname;            /* (dfc_peer_id) */
-    uint64_t max_schedule_count;     /* scheduler.maxScheduleCount: rounds per download */
+    uint64_t max_schedule_count;     /* scheduler.maxScheduleCount: answers when stuck */
     int64_t schedule_timeout_ns;     /* scheduler.scheduleTimeout: one download's stream */
     int64_t piece_timeout_ns;        /* download.pieceTimeout: one piece from one parent */
     uint64_t concurrent_piece_count; /* download.concurrentPieceCount: pieces in flight */
@@ -102,7 +103,7 @@ struct dfd_p2p_progress {
 
 /* Makes task req->task_id local and fills *ret (free with dfd_task_meta_done). Returns -ENOENT
  * when the scheduler does not know it, -EUNAVAILABLE-like codes as the scheduler's, DFC_E_ABORTED
- * when the rounds ran out, or the storage's error. A task already stored returns at once. */
+ * when no parent could go on after scheduler.maxScheduleCount answers, or the storage's error. A task already stored returns at once. */
 int dfd_p2p_fetch(struct dfd_p2p *p, const struct dfd_p2p_request *req,
                   const struct dfd_p2p_progress *prog, struct dfd_task_meta *ret,
                   struct dfc_error *err);
