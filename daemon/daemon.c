@@ -104,6 +104,7 @@ static unsigned connection_cap(uint64_t wanted) {
 struct sched_parts {
     struct dfd_sched *sched; /* NULL when standalone */
     struct dfd_announcer *announcer;
+    struct dfd_rejoin *rejoin; /* the announcer's (it stops it), kicked by the P2P engine */
 };
 
 /* With scheduler.addrs: the client and the announcer; standalone: nothing. */
@@ -128,6 +129,7 @@ static int sched_start(const struct dfd_config *cfg, struct dfd_storage *storage
         ret->sched = NULL;
         return r;
     }
+    ret->rejoin = rejoin;
     DFC_LOG(DFC_LOG_INFO, "scheduler.client_ready", "schedulers=%zu host_id=%s",
             cfg->scheduler_addrs.n, host_id);
     return 0;
@@ -176,10 +178,18 @@ static int p2p_tls(const struct dfd_config *cfg, struct p2p_parts *pp, struct df
     return 0;
 }
 
+/* A download committed a copy the scheduler could not be told about: a rejoin pass puts it back
+ * (rejoin.h). */
+static void p2p_untold(void *rejoin) {
+    dfd_rejoin_kick(rejoin);
+}
+
 /* The Vortex piece server, the download engine and DfdaemonUpload on TCP, after the scheduler
- * client (svc->sched); wires the engine into svc. Standalone: nothing. */
+ * client (svc->sched); wires the engine into svc; rejoin is kicked for copies the scheduler
+ * missed. Standalone: nothing. */
 static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
-                     struct dfd_service *svc, struct p2p_parts *pp, struct dfc_error *err) {
+                     struct dfd_rejoin *rejoin, struct dfd_service *svc, struct p2p_parts *pp,
+                     struct dfc_error *err) {
     struct dfd_metrics *m = svc->metrics;
     if (svc->sched == NULL) {
         return 0;
@@ -230,6 +240,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
                   .peer_piece_failed = dfd_sched_peer_piece_failed,
                   .get_digests = dfd_sched_get_digests},
         .vortex_tls = pp->tls_client,
+        .untold = p2p_untold,
+        .untold_arg = rejoin,
     };
     if ((r = dfd_p2p_new(storage, &po, &pp->engine, err)) < 0) {
         return r;
@@ -376,7 +388,7 @@ int dfd_daemon_run(const struct dfd_config *cfg, const struct dfc_server_run *ru
     svc.metrics = metrics;
     if ((r = dfd_gc_start(storage, &policy, &dfc_clock_real,
                           metrics != NULL ? dfd_metrics_gc_pass : NULL, metrics, &gc, err)) < 0 ||
-        (r = p2p_start(cfg, storage, &svc, &pp, err)) < 0 ||
+        (r = p2p_start(cfg, storage, sp.rejoin, &svc, &pp, err)) < 0 ||
         (svc.p2p != NULL && (r = dfd_vfetch_new(svc.p2p, &vfetch, err)) < 0)) {
         goto out;
     }

@@ -351,11 +351,18 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
         }
         struct dfc_error e;
         if (r == 0) {
-            if (send_simple(rd, DFD_SCHED_PEER_FINISHED, NULL, &e) < 0 ||
+            if (rd->sched_lost) {
+                dfc_error_set(&e, -ENOTCONN, "the scheduler stream was lost mid-download");
+            }
+            if (rd->sched_lost || send_simple(rd, DFD_SCHED_PEER_FINISHED, NULL, &e) < 0 ||
                 dfc_rpc_stream_finish(rd->st, &e) < 0) {
                 DFC_LOG(DFC_LOG_WARN, "p2p.finished_not_told",
-                        "task_id=%s error=\"%s\", ignoring (the copy is committed)", req->task_id,
-                        dfc_error_msg(&e));
+                        "task_id=%s error=\"%s\", ignoring (the copy is committed; it joins the "
+                        "scheduler later)",
+                        req->task_id, dfc_error_msg(&e));
+                if (p->o.untold != NULL) {
+                    p->o.untold(p->o.untold_arg);
+                }
             }
         } else if (send_simple(rd, DFD_SCHED_PEER_FAILED, dfc_error_msg(err), &e) == 0) {
             (void)dfc_rpc_stream_finish(rd->st, &e);

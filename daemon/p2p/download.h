@@ -62,6 +62,11 @@ struct dfd_p2p_opts {
      * refused for its CRC (NULL: not counted). */
     struct dfc_metric *fetched_pieces, *fetched_bytes, *crc_failures;
     struct dfd_p2p_sched sched; /* the scheduler calls (sched.s must not be NULL) */
+    /* Called (may be NULL) when a copy was committed but the scheduler could not be told (its
+     * stream was lost mid-download): dfdaemon kicks its rejoin pass (rejoin.h), which puts the
+     * copy back at the scheduler. Must not block. */
+    void (*untold)(void *arg);
+    void *untold_arg;
     /* TLS to the parents' Vortex servers: a client context (dfc/tls_ssl.h), or NULL for plain
      * TCP. */
     struct dfc_tls_ctx *vortex_tls;

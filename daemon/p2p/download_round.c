@@ -18,9 +18,9 @@
  *   (the fewest of our parents hold it), random among equals, fully random for the first
  *   OPENING_PIECES so that a crowd starting together asks a seed for different pieces. A piece
  *   whose parent fails (connect, a stall of PARENT_IDLE_NS, a timeout, a CRC) goes back to the
- *   missing ones and the parent cools down (1 s, doubling up to 8 s); a parent whose bytes fail
- *   verification is excluded for the download and reported DownloadPieceFailed{temporary =
- *   false}. When every missing piece is in flight an idle worker has nothing to take; the
+ *   missing ones and the parent cools down (1 s, doubling up to 8 s), reported
+ *   DownloadPieceFailed{temporary = true} at its third failure in a row; a parent whose bytes
+ *   fail verification is excluded for the download and reported temporary = false. When every missing piece is in flight an idle worker has nothing to take; the
  *   pieces in flight come back if their parents stall, so the end is bounded by PARENT_IDLE_NS.
  *
  *   The bytes stream in 1 MiB chunks, CRC'd on the way, into buffers of the swarm's piece writer,
@@ -73,7 +73,8 @@
 #define OPENING_PIECES   4                       /* chosen at random, before rarest-first */
 #define COOLDOWN_NS      (1 * DFC_NS_PER_SEC)     /* after a failure, doubling per failure */
 #define COOLDOWN_MAX_NS  (8 * DFC_NS_PER_SEC)
-#define SYNC_TRIES       3                        /* failed syncs of one parent: then given up */
+#define SYNC_TRIES       5                        /* failed syncs in a row: the parent given up */
+#define REPORT_FAILURES  3                        /* failed pieces in a row: told the scheduler */
 #define GROW_TARGET      8                        /* usable parents wanted */
 #define GROW_INTERVAL_NS (500 * DFC_NS_PER_MS)    /* between two requests for more parents */
 #define GROW_FRUITLESS   3                        /* answers in a row without a new parent */
@@ -261,6 +262,8 @@ static void sync_parent(struct run *rd, size_t k) {
     if (r < 0 && !over) {
         pa->sync_failures++;
         cool_down(pa, pa->sync_failures, dfc_mono_ns());
+    } else if (r >= 0) {
+        pa->sync_failures = 0; /* "in a row" */
     }
     pa->syncing = false;
     pthread_cond_broadcast(&rd->synced);
@@ -291,11 +294,17 @@ static void start_sync(struct run *rd, size_t k) {
 
 /* ---- choosing ---- */
 
+/* Whether parent pa is given up for this download: it lied, or it could not be reached for its
+ * piece list SYNC_TRIES times in a row (1 + 2 + 4 + 8 + 8 s of cool-downs). A parent whose
+ * pieces fail only cools down: a partition or an overloaded parent heals. */
+static bool given_up(const struct parent *pa) {
+    return pa->excluded || pa->sync_failures >= SYNC_TRIES;
+}
+
 /* rd->mu held: whether parent k may be given a piece now (not counting its load). */
 static bool usable(const struct run *rd, size_t k, int64_t now) {
     const struct parent *pa = &rd->parents[k];
-    return !pa->excluded && pa->sync_failures < SYNC_TRIES && now >= pa->cooldown_until &&
-           pa->vortex_ip[0] != '\0';
+    return !given_up(pa) && now >= pa->cooldown_until && pa->vortex_ip[0] != '\0';
 }
 
 /* rd->mu held: the rarest missing piece parent k has (random among equals, or at random
@@ -330,7 +339,7 @@ static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_pie
     double fastest = 0;
     for (size_t k = 0; k < rd->n_parents; k++) {
         const struct parent *pa = &rd->parents[k];
-        if (!pa->excluded && pa->sync_failures < SYNC_TRIES) {
+        if (!given_up(pa)) {
             live |= UINT32_C(1) << k;
             n_live++;
         }
@@ -448,7 +457,9 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
         cool_down(pa, ++pa->failures, now);
         if (verdict == PIECE_LIE) {
             exclude(rd, pa, number);
-        } else {
+        } else if (pa->failures == REPORT_FAILURES) {
+            /* Once per run of failures: the scheduler then stops offering it to us (it blocks
+             * the parent for this peer); we go on trying it after its cool-downs. */
             dfd__report_piece_failed(rd, number, pa->id, true);
         }
     }
@@ -576,7 +587,7 @@ static int ask_parents(struct run *rd, const char *why, struct dfc_error *err) {
     }
     for (size_t k = 0; k < rd->n_parents; k++) {
         struct parent *pa = &rd->parents[k];
-        if (pa->excluded || pa->sync_failures >= SYNC_TRIES) {
+        if (given_up(pa)) {
             common__v2__persistent_cache_peer__init(&peers[n]);
             peers[n].id = pa->id;
             list[n] = &peers[n];
@@ -628,7 +639,7 @@ static enum watch watch_state(struct run *rd, int64_t now, int64_t last_ask, uns
     bool holder = false, syncing = false;
     for (size_t k = 0; k < rd->n_parents; k++) {
         const struct parent *pa = &rd->parents[k];
-        if (pa->excluded || pa->sync_failures >= SYNC_TRIES) {
+        if (given_up(pa)) {
             continue;
         }
         n_usable++;
