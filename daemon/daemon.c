@@ -151,7 +151,7 @@ static void gc_deleted(void *sched, const struct dfd_task_meta *t) {
 struct p2p_parts {
     struct dfd_vortex_server *vortex;
     struct dfd_p2p *engine;
-    struct dfc_rpc_server *upload;       /* DfdaemonUpload on TCP */
+    struct dfc_rpc_server *upload;         /* DfdaemonUpload on TCP */
     struct dfc_stream_cap sync_host_cap;   /* SyncHost streams per remote, once cap_set */
     struct dfc_stream_cap sync_pieces_cap; /* waiting SyncPersistentCachePieces, likewise */
     bool cap_set;

@@ -186,7 +186,8 @@ static int send_piece(const struct dfd_service *svc, struct dfc_rpc_call *call,
     uint64_t left = st->content_length - m.offset;
     m.length = left < st->piece_length ? left : st->piece_length;
     m.ip = svc->cfg->host_ip;
-    m.opt_tcp_port_case = DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__OPT_TCP_PORT_TCP_PORT;
+    m.opt_tcp_port_case =
+        DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__OPT_TCP_PORT_TCP_PORT;
     m.tcp_port = (int32_t)svc->cfg->vortex_port;
     return dfc_rpc_call_send(call, &m.base, err);
 }
@@ -293,8 +294,8 @@ static int sync_pieces_follow(struct dfd_service *svc, struct dfc_rpc_call *call
     }
     int r = 0;
     for (;;) {
-        if ((r = send_landed(svc, call, req, st, sent, &left, err)) < 0 || left == 0 ||
-            !may_wait || st->source == DFD_PIECES_COMMITTED) {
+        if ((r = send_landed(svc, call, req, st, sent, &left, err)) < 0 || left == 0 || !may_wait ||
+            st->source == DFD_PIECES_COMMITTED) {
             break;
         }
         int64_t slice = dfc_mono_ns() + SYNC_PIECES_SLICE_NS;

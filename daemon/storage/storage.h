@@ -262,9 +262,9 @@ int dfd_storage_open_piece(struct dfd_storage *s, const char *id, uint32_t numbe
                            struct dfd_piece_meta *ret_pm, struct dfc_error *err);
 
 enum dfd_piece_source {
-    DFD_PIECES_ABSENT = 0,   /* neither stored nor downloading in a shared replica */
-    DFD_PIECES_IN_PROGRESS,  /* a shared replica: written holds its written pieces */
-    DFD_PIECES_COMMITTED,    /* a stored task: every piece */
+    DFD_PIECES_ABSENT = 0,  /* neither stored nor downloading in a shared replica */
+    DFD_PIECES_IN_PROGRESS, /* a shared replica: written holds its written pieces */
+    DFD_PIECES_COMMITTED,   /* a stored task: every piece */
 };
 
 /* What a SyncPersistentCachePieces stream reports of a task. written (piece_count bits, bit i

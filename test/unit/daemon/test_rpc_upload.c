@@ -126,9 +126,8 @@ static struct dfd_replica *begin_shared(struct fx *f) {
 static void write_piece(struct fx *f, struct dfd_replica *rep, uint32_t i) {
     struct dfc_error err;
     const char *p = f->buf + (uint64_t)i * PL;
-    assert_int_equal(dfd_replica_write_piece(rep, i, p, plen(i), dfc_crc32_update(0, p, plen(i)),
-                                             &err),
-                     0);
+    assert_int_equal(
+        dfd_replica_write_piece(rep, i, p, plen(i), dfc_crc32_update(0, p, plen(i)), &err), 0);
 }
 
 static struct dfc_rpc_stream *open_sync(struct fx *f, const uint32_t *nums, size_t n,
@@ -260,8 +259,8 @@ int main(void) {
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_reports_pieces_as_they_land_and_ends_at_commit,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reports_pieces_as_they_land_and_ends_at_commit, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_abort_ends_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline_and_cap, setup, teardown),
     };

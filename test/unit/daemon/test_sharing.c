@@ -60,9 +60,8 @@ static struct dfd_replica *begin(struct fx *f) {
 static void write_piece(struct dfd_replica *rep, const char *buf, uint32_t i) {
     struct dfc_error err;
     const char *p = buf + (uint64_t)i * PL;
-    assert_int_equal(dfd_replica_write_piece(rep, i, p, plen(i), dfc_crc32_update(0, p, plen(i)),
-                                             &err),
-                     0);
+    assert_int_equal(
+        dfd_replica_write_piece(rep, i, p, plen(i), dfc_crc32_update(0, p, plen(i)), &err), 0);
 }
 
 /* Piece i read through dfd_storage_open_piece: its row as the rows have it, its bytes. */

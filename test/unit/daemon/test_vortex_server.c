@@ -395,11 +395,10 @@ static void test_shared_replica_in_progress(void **state) {
     struct dfd_replica *rep;
     assert_int_equal(dfd_replica_begin(f->s, &rp, &rep, &err), 0);
     const struct dfd_piece_meta *pm = &f->pieces[2];
-    assert_int_equal(dfd_replica_write_piece(rep, 2, f->content + pm->offset, pm->length,
-                                             dfc_crc32_update(0, f->content + pm->offset,
-                                                              pm->length),
-                                             &err),
-                     0);
+    assert_int_equal(
+        dfd_replica_write_piece(rep, 2, f->content + pm->offset, pm->length,
+                                dfc_crc32_update(0, f->content + pm->offset, pm->length), &err),
+        0);
     uint16_t port = dfd_vortex_server_port(f->v);
     uint8_t *buf = malloc(4 * MiB);
     /* Not shared: nothing. */
