@@ -229,6 +229,14 @@ static const struct dfc_config_row rows[] = {
      .help = "SyncHost streams open at once from one remote (peer address); more are refused "
              "RESOURCE_EXHAUSTED",
      LIMIT},
+    {.key = "upload.server.maxSyncPiecesStreamsPerHost",
+     .type = DFC_CFG_UINT,
+     .offset = F(upload_max_sync_pieces_streams),
+     .def = "16",
+     .help = "SyncPersistentCachePieces streams waiting at once, from one remote (peer address), "
+             "for pieces of a task this node is still downloading; more are refused "
+             "RESOURCE_EXHAUSTED",
+     LIMIT},
     {.key = "upload.server.firstBytesTimeout",
      .type = DFC_CFG_DURATION,
      .offset = F(upload_first_bytes_timeout),

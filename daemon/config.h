@@ -56,10 +56,11 @@ struct dfd_config {
     uint64_t upload_port;            /* upload.server.port */
     uint64_t upload_max_workers;     /* upload.server.maxWorkers */
     uint64_t upload_max_connections; /* upload.server.maxConnections */
-    uint64_t upload_max_connections_per_ip; /* upload.server.maxConnectionsPerIP */
-    int64_t upload_first_bytes_timeout;     /* upload.server.firstBytesTimeout (ns) */
-    int64_t upload_first_call_timeout;      /* upload.server.firstCallTimeout (ns) */
-    uint64_t upload_max_sync_host_streams;  /* upload.server.maxSyncHostStreamsPerHost */
+    uint64_t upload_max_connections_per_ip;  /* upload.server.maxConnectionsPerIP */
+    int64_t upload_first_bytes_timeout;      /* upload.server.firstBytesTimeout (ns) */
+    int64_t upload_first_call_timeout;       /* upload.server.firstCallTimeout (ns) */
+    uint64_t upload_max_sync_host_streams;   /* upload.server.maxSyncHostStreamsPerHost */
+    uint64_t upload_max_sync_pieces_streams; /* upload.server.maxSyncPiecesStreamsPerHost */
     bool disable_shared;             /* upload.disableShared: never a parent or replica target */
     char *vortex_ip;                 /* storage.server.ip: the Vortex piece server, "" = 0.0.0.0 */
     uint64_t vortex_port;            /* storage.server.tcpPort */

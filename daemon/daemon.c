@@ -153,8 +153,9 @@ static void gc_deleted(void *sched, const struct dfd_task_meta *t) {
 struct p2p_parts {
     struct dfd_vortex_server *vortex;
     struct dfd_p2p *engine;
-    struct dfc_rpc_server *upload;       /* DfdaemonUpload on TCP */
-    struct dfc_stream_cap sync_host_cap; /* SyncHost streams per remote, once cap_set */
+    struct dfc_rpc_server *upload;         /* DfdaemonUpload on TCP */
+    struct dfc_stream_cap sync_host_cap;   /* SyncHost streams per remote, once cap_set */
+    struct dfc_stream_cap sync_pieces_cap; /* waiting SyncPersistentCachePieces, likewise */
     bool cap_set;
     /* Vortex TLS (cfg->tls not off): the server's context (upload.server.*) and the one for
      * fetching from other nodes (upload.client.*); NULL with TLS off. */
@@ -249,8 +250,18 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
     svc->p2p = pp->engine;
     dfc_stream_cap_init(&pp->sync_host_cap, (unsigned)cfg->upload_max_sync_host_streams, "SyncHost",
                         "upload.server.maxSyncHostStreamsPerHost");
+    dfc_stream_cap_init(&pp->sync_pieces_cap, (unsigned)cfg->upload_max_sync_pieces_streams,
+                        "SyncPersistentCachePieces", "upload.server.maxSyncPiecesStreamsPerHost");
     pp->cap_set = true;
     svc->sync_host_cap = &pp->sync_host_cap;
+    svc->sync_pieces_cap = &pp->sync_pieces_cap;
+    /* Streams may hold the TCP server's workers less the reserved ones (max_workers / 8, at
+     * least 1: rpc_server.h); half of those at most wait for pieces, so SyncHost and the
+     * replication pulls keep workers. */
+    unsigned workers = (unsigned)cfg->upload_max_workers;
+    unsigned reserved = workers / 8 > 0 ? workers / 8 : 1;
+    unsigned streams = workers > reserved ? workers - reserved : 1;
+    svc->sync_pieces_max_waiting = streams / 2 > 0 ? streams / 2 : 1;
     struct dfc_rpc_server_opts opts = {
         .max_workers = (unsigned)cfg->upload_max_workers,
         .log_level_ok = DFC_LOG_DEBUG,
@@ -305,8 +316,10 @@ static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
     svc->p2p = NULL;
     dfd_vortex_server_stop(pp->vortex);
     svc->sync_host_cap = NULL;
+    svc->sync_pieces_cap = NULL;
     if (pp->cap_set) {
         dfc_stream_cap_destroy(&pp->sync_host_cap);
+        dfc_stream_cap_destroy(&pp->sync_pieces_cap);
         pp->cap_set = false;
     }
     dfc_tls_ctx_free(pp->tls_client);

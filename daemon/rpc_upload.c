@@ -13,10 +13,12 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "dfc/clock.h"
 #include "dfc/log.h"
 #include "dfc/peer_role.h"
 #include "dfc/units.h"
@@ -32,6 +34,8 @@
 /* How often SyncHost sends this host's figures. */
 #define SYNC_HOST_INTERVAL_NS (1000 * DFC_NS_PER_MS)
 #define SYNC_HOST_TICK_NS     (100 * DFC_NS_PER_MS)
+/* How long a SyncPersistentCachePieces stream waits for a piece before it looks at its call. */
+#define SYNC_PIECES_SLICE_NS (200 * DFC_NS_PER_MS)
 
 #define OPT(msg, field) ((msg)->opt_##field##_case != 0 ? (msg)->field : NULL)
 
@@ -170,61 +174,188 @@ static int delete_task(void *svc_, struct dfc_rpc_call *call, const ProtobufCMes
 
 /* ---- read-only calls (StatPersistentCacheTask: dfd__stat_task, as on the Unix socket) ---- */
 
-/* The requested pieces that are stored, with this host's Vortex address. Only committed tasks
- * are served, so one pass answers everything and the stream ends. */
-static int sync_pieces(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
-                       ProtobufCMessage *resp_, struct dfc_error *err) {
-    struct dfd_service *svc = svc_;
-    const Dfdaemon__V2__SyncPersistentCachePiecesRequest *req = (const void *)req_;
-    struct dfd_task_meta t;
-    int r = dfd__load_task(svc, req->task_id, &t, err); /* -ENOENT names the task */
-    if (r < 0) {
-        return r;
+/* ---- SyncPersistentCachePieces: the pieces this node holds, as they land ---- */
+
+/* Sends piece k of st's geometry with this host's Vortex address. */
+static int send_piece(const struct dfd_service *svc, struct dfc_rpc_call *call,
+                      const struct dfd_piece_state *st, uint32_t k, struct dfc_error *err) {
+    Dfdaemon__V2__SyncPersistentCachePiecesResponse m =
+        DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__INIT;
+    m.number = k;
+    m.offset = (uint64_t)k * st->piece_length;
+    uint64_t left = st->content_length - m.offset;
+    m.length = left < st->piece_length ? left : st->piece_length;
+    m.ip = svc->cfg->host_ip;
+    m.opt_tcp_port_case =
+        DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__OPT_TCP_PORT_TCP_PORT;
+    m.tcp_port = (int32_t)svc->cfg->vortex_port;
+    return dfc_rpc_call_send(call, &m.base, err);
+}
+
+static bool has_bit(const uint8_t *map, uint32_t k) {
+    return (map[k / 8] & (1u << (k % 8))) != 0;
+}
+
+/* The wanted pieces of st not yet sent (sent: a bitmap of the task's pieces, the wanted ones
+ * already sent or repeated), each once; *left counts the wanted pieces still to send. */
+static int send_landed(const struct dfd_service *svc, struct dfc_rpc_call *call,
+                       const Dfdaemon__V2__SyncPersistentCachePiecesRequest *req,
+                       const struct dfd_piece_state *st, uint8_t *sent, size_t *left,
+                       struct dfc_error *err) {
+    int r = 0;
+    for (size_t i = 0; r == 0 && *left > 0 && i < req->n_interested_piece_numbers; i++) {
+        uint32_t k = req->interested_piece_numbers[i];
+        if (has_bit(sent, k) || !has_bit(st->written, k)) {
+            continue; /* a repeated number is answered once */
+        }
+        sent[k / 8] |= (uint8_t)(1u << (k % 8));
+        (*left)--;
+        r = send_piece(svc, call, st, k, err);
     }
-    uint32_t count = t.piece_count;
-    dfd_task_meta_done(&t);
+    return r;
+}
+
+/* The distinct wanted numbers, checked against the task's piece count. */
+static int count_wanted(const Dfdaemon__V2__SyncPersistentCachePiecesRequest *req, uint32_t count,
+                        size_t *ret, struct dfc_error *err) {
     if (req->n_interested_piece_numbers > count) {
         return dfc_error_set(err, -EINVAL,
                              "interested_piece_numbers: %zu numbers, the task has %u pieces",
                              req->n_interested_piece_numbers, (unsigned)count);
     }
+    uint8_t *seen = calloc((size_t)count / 8 + 1, 1);
+    if (seen == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    size_t n = 0;
     for (size_t i = 0; i < req->n_interested_piece_numbers; i++) {
-        if (req->interested_piece_numbers[i] >= count) {
+        uint32_t k = req->interested_piece_numbers[i];
+        if (k >= count) {
+            free(seen);
             return dfc_error_set(err, -EINVAL,
                                  "interested_piece_numbers[%zu]: %u is beyond the task's %u "
                                  "pieces",
-                                 i, (unsigned)req->interested_piece_numbers[i], (unsigned)count);
+                                 i, (unsigned)k, (unsigned)count);
         }
-    }
-    struct dfd_piece_meta *pieces;
-    size_t n;
-    if ((r = dfd_storage_pieces(svc->storage, req->task_id, &pieces, &n, err)) < 0) {
-        return r;
-    }
-    uint8_t *seen = calloc(n / 8 + 1, 1);
-    if (seen == NULL) {
-        free(pieces);
-        return dfc_error_set(err, -ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; r == 0 && i < req->n_interested_piece_numbers; i++) {
-        uint32_t k = req->interested_piece_numbers[i];
-        if (k >= n || pieces[k].number != k || (seen[k / 8] & (1u << (k % 8))) != 0) {
-            continue; /* a repeated number is answered once */
-        }
+        n += has_bit(seen, k) ? 0 : 1;
         seen[k / 8] |= (uint8_t)(1u << (k % 8));
-        Dfdaemon__V2__SyncPersistentCachePiecesResponse m =
-            DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__INIT;
-        m.number = k;
-        m.offset = pieces[k].offset;
-        m.length = pieces[k].length;
-        m.ip = svc->cfg->host_ip;
-        m.opt_tcp_port_case =
-            DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_RESPONSE__OPT_TCP_PORT_TCP_PORT;
-        m.tcp_port = (int32_t)svc->cfg->vortex_port;
-        r = dfc_rpc_call_send(call, &m.base, err);
     }
     free(seen);
-    free(pieces);
+    *ret = n;
+    return 0;
+}
+
+static int not_found(const char *id, struct dfc_error *err) {
+    return dfc_error_set(err, -ENOENT, "persistent cache task %s not found", id);
+}
+
+/* Takes a place among the streams that wait for pieces: per remote (the cap, refused
+ * RESOURCE_EXHAUSTED) and over all remotes (sync_pieces_max_waiting: beyond it the stream
+ * answers what is held and ends, as for a committed task). 1 when it may wait (leave with
+ * leave_waiting), 0 when it may not, or negative. */
+static int enter_waiting(struct dfd_service *svc, struct dfc_rpc_call *call,
+                         char remote[DFC_RPC_REMOTE_MAX], struct dfc_error *err) {
+    remote[0] = '\0';
+    if (svc->sync_pieces_cap != NULL) {
+        int r = dfc_stream_cap_enter(svc->sync_pieces_cap, call, remote, err);
+        if (r < 0) {
+            return r;
+        }
+    }
+    unsigned was = atomic_fetch_add(&svc->sync_pieces_waiting, 1);
+    if (svc->sync_pieces_max_waiting == 0 || was < svc->sync_pieces_max_waiting) {
+        return 1;
+    }
+    atomic_fetch_sub(&svc->sync_pieces_waiting, 1);
+    if (svc->sync_pieces_cap != NULL) {
+        dfc_stream_cap_leave(svc->sync_pieces_cap, remote);
+    }
+    return 0;
+}
+
+static void leave_waiting(struct dfd_service *svc, const char *remote) {
+    atomic_fetch_sub(&svc->sync_pieces_waiting, 1);
+    if (svc->sync_pieces_cap != NULL) {
+        dfc_stream_cap_leave(svc->sync_pieces_cap, remote);
+    }
+}
+
+/* Sends what st holds, then, while the task downloads in a shared replica, each wanted piece
+ * as it lands (waiting SYNC_PIECES_SLICE_NS at a time, watching the call), until every wanted
+ * piece was sent: OK. The download gone without a copy: NOT_FOUND naming the task. */
+static int sync_pieces_follow(struct dfd_service *svc, struct dfc_rpc_call *call,
+                              const Dfdaemon__V2__SyncPersistentCachePiecesRequest *req,
+                              struct dfd_piece_state *st, size_t left, bool may_wait,
+                              struct dfc_error *err) {
+    uint32_t count = st->piece_count;
+    uint8_t *sent = calloc((size_t)count / 8 + 1, 1);
+    if (sent == NULL) {
+        return dfc_error_set(err, -ENOMEM, "out of memory");
+    }
+    int r = 0;
+    for (;;) {
+        if ((r = send_landed(svc, call, req, st, sent, &left, err)) < 0 || left == 0 || !may_wait ||
+            st->source == DFD_PIECES_COMMITTED) {
+            break;
+        }
+        int64_t slice = dfc_mono_ns() + SYNC_PIECES_SLICE_NS;
+        while (!dfc_rpc_call_cancelled(call) &&
+               dfd_storage_wait_pieces(svc->storage, st->gen, slice) == -ETIMEDOUT) {
+            slice = dfc_mono_ns() + SYNC_PIECES_SLICE_NS;
+        }
+        if (dfc_rpc_call_cancelled(call)) {
+            r = dfc_error_set(err, -ECANCELED, "cancelled while waiting for pieces");
+            break;
+        }
+        dfd_piece_state_done(st);
+        if ((r = dfd_storage_piece_state(svc->storage, req->task_id, st, err)) < 0) {
+            break;
+        }
+        if (st->source == DFD_PIECES_ABSENT || st->piece_count != count) {
+            r = not_found(req->task_id, err); /* the download failed: nothing left to serve */
+            break;
+        }
+    }
+    free(sent);
+    return r;
+}
+
+/* The wanted pieces this node holds, with this host's Vortex address: for a stored task in one
+ * pass; for a task it is downloading in a shared replica (dfd_replica_share) those written so
+ * far, then each as it lands, switching to the stored rows at the commit, until every wanted
+ * piece was sent (OK), the download failed (NOT_FOUND, as for an absent task) or the call's
+ * deadline or cancellation. Bounds: a stream that waits holds a worker of the TCP server, whose
+ * streams may hold upload.server.maxWorkers less the reserved ones (rpc_server.h); at most
+ * upload.server.maxSyncPiecesStreamsPerHost of them per remote (refused RESOURCE_EXHAUSTED)
+ * and sync_pieces_max_waiting in all (half the stream workers: daemon.c), beyond which a
+ * stream answers what is held and ends, as upstream's does with nothing new. */
+static int sync_pieces(void *svc_, struct dfc_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *resp_, struct dfc_error *err) {
+    struct dfd_service *svc = svc_;
+    const Dfdaemon__V2__SyncPersistentCachePiecesRequest *req = (const void *)req_;
+    int r = dfd_validate_task_id(req->task_id, err);
+    struct dfd_piece_state st;
+    if (r < 0 || (r = dfd_storage_piece_state(svc->storage, req->task_id, &st, err)) < 0) {
+        return r;
+    }
+    size_t left = 0;
+    if (st.source == DFD_PIECES_ABSENT) {
+        r = not_found(req->task_id, err);
+    } else {
+        r = count_wanted(req, st.piece_count, &left, err);
+    }
+    char remote[DFC_RPC_REMOTE_MAX];
+    int wait = 0;
+    if (r == 0 && st.source == DFD_PIECES_IN_PROGRESS && left > 0) {
+        r = wait = enter_waiting(svc, call, remote, err);
+    }
+    if (r >= 0) {
+        r = sync_pieces_follow(svc, call, req, &st, left, wait > 0, err);
+    }
+    if (wait > 0) {
+        leave_waiting(svc, remote);
+    }
+    dfd_piece_state_done(&st);
     return r;
 }
 

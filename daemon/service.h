@@ -12,6 +12,8 @@
 #ifndef DFD_SERVICE_H
 #define DFD_SERVICE_H
 
+#include <stdatomic.h>
+
 #include "config.h"
 #include "dfc/clock.h"
 #include "dfc/rpc_server.h"
@@ -43,6 +45,13 @@ struct dfd_service {
     /* SyncHost streams per remote on TCP (upload.server.maxSyncHostStreamsPerHost), borrowed,
      * set by daemon.c before serving; NULL: not capped. */
     struct dfc_stream_cap *sync_host_cap;
+    /* SyncPersistentCachePieces streams that wait for pieces of a download (rpc_upload.c): per
+     * remote (upload.server.maxSyncPiecesStreamsPerHost), borrowed, set by daemon.c before
+     * serving, NULL: not capped; and in all, at most sync_pieces_max_waiting (0: no bound),
+     * counted in sync_pieces_waiting. */
+    struct dfc_stream_cap *sync_pieces_cap;
+    unsigned sync_pieces_max_waiting;
+    atomic_uint sync_pieces_waiting;
 };
 
 int dfd_service_init(struct dfd_service *svc, struct dfd_storage *storage,

@@ -13,10 +13,12 @@
  *
  * A connection: the 6 header bytes are read under request_timeout; a tag other than 4 or a
  * length other than 68 is answered with Error InvalidArgument before anything else is read
- * (length is never allocated); then the 68 bytes under the same deadline, the piece row and
- * the content through the storage facade, the content packet, and the bytes with sendfile,
- * each write waiting at most request_timeout and the whole answer done within answer_timeout
- * (else the connection is reset: a peer that drips its reads cannot keep a slot).
+ * (length is never allocated); then the 68 bytes under the same deadline, the piece and its
+ * file through the storage facade (dfd_storage_open_piece: a committed task's row and content,
+ * or a verified piece of a replica this node is still downloading, read from its spool), the
+ * content packet, and the bytes with sendfile, each write waiting at most request_timeout and
+ * the whole answer done within answer_timeout (else the connection is reset: a peer that drips
+ * its reads cannot keep a slot).
  *
  * Keep-alive (beyond upstream, compatible both ways): after a piece was sent whole the handler
  * waits for the next request on the same connection, at most KEEPALIVE_NS (or request_timeout
@@ -213,31 +215,6 @@ static void drain(struct dfd_vortex_server *v, int fd) {
     }
 }
 
-/* Finds piece number in the task's rows. -ENOENT when the task or the piece is absent. */
-static int find_piece(struct dfd_vortex_server *v, const char *id, uint32_t number,
-                      struct dfd_piece_meta *ret, struct dfc_error *err) {
-    struct dfd_piece_meta *pieces = NULL;
-    size_t n = 0;
-    int r = dfd_storage_pieces(v->storage, id, &pieces, &n, err);
-    if (r < 0) {
-        return r;
-    }
-    r = -ENOENT;
-    /* The rows come in order, so the piece is at its number; a scan covers any gap. */
-    if (number < n && pieces[number].number == number) {
-        *ret = pieces[number];
-        r = 0;
-    }
-    for (size_t i = 0; i < n && r < 0; i++) {
-        if (pieces[i].number == number) {
-            *ret = pieces[i];
-            r = 0;
-        }
-    }
-    free(pieces);
-    return r;
-}
-
 /* Serves one request of connection c, read by deadline. True when the piece was sent whole and
  * the connection may take the next request; false when it must close (an Error was sent and
  * drained, the peer closed or stalled, the answer failed). */
@@ -270,11 +247,9 @@ static bool serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
         return false;
     }
     struct dfd_piece_meta pm;
-    int r = find_piece(v, id, number, &pm, &err);
     int content_fd = -1;
-    if (r == 0) {
-        r = dfd_storage_open_content(v->storage, id, &content_fd, &err);
-    }
+    /* A committed task's piece, or a verified one of a replica downloading (storage.h). */
+    int r = dfd_storage_open_piece(v->storage, id, number, &content_fd, &pm, &err);
     if (r == -ENOENT) {
         snprintf(msg, sizeof(msg), "piece %s-%u not found", id, number);
         send_error(v, c, DFD_VORTEX_ERR_NOT_FOUND, msg);

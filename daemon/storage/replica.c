@@ -9,6 +9,9 @@
  * disjoint ranges of a file sized at begin: fallocated, sparse on tmpfs), and only then marked
  * written; a failed write drops the claim so the piece can be fetched again. The CRC the caller
  * checked becomes the piece's digest, so the row describes exactly what was written.
+ * A shared replica (dfd_replica_share, sharing.c) is served piece by piece while it downloads:
+ * marking a piece written wakes the waiters, and abort (so also the end of a commit) leaves
+ * the registry before the spool is closed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,23 +28,7 @@
 #include "dfc/fs.h"
 #include "storage.h"
 #include "storage_internal.h"
-
-struct dfd_replica {
-    struct dfd_storage *s;
-    struct dfd_task_meta task; /* the pending row (owns tag and application) */
-    char tmp_path[PATH_MAX];
-    int fd;
-    pthread_mutex_t mu; /* guards the bitmaps, crcs and n_written */
-    uint8_t *claimed;   /* a write of the piece is under way or done */
-    uint8_t *written;   /* the piece is on disk */
-    uint32_t *crcs;
-    uint32_t n_written;
-    uint8_t (*shas)[DFC_SHA256_LEN]; /* the verified pieces' SHA-256s; NULL: none recorded */
-};
-
-static bool bit(const uint8_t *map, uint32_t i) {
-    return (map[i / 8] >> (i % 8)) & 1u;
-}
+#include "replica_internal.h"
 
 static void set_bit(uint8_t *map, uint32_t i, bool on) {
     if (on) {
@@ -52,9 +39,7 @@ static void set_bit(uint8_t *map, uint32_t i, bool on) {
 }
 
 static uint64_t piece_len(const struct dfd_task_meta *t, uint32_t number) {
-    uint64_t off = (uint64_t)number * t->piece_length;
-    uint64_t left = t->content_length - off;
-    return left < t->piece_length ? left : t->piece_length;
+    return dfd__replica_piece_len(t, number);
 }
 
 /* The geometry checks of dfd_replica_begin(); each error names its field. */
@@ -92,6 +77,7 @@ void dfd_replica_abort(struct dfd_replica *rep) {
     if (rep == NULL) {
         return;
     }
+    dfd__replica_unshare(rep); /* no reader may dup the fd once it is closed */
     dfd__spool_remove(rep->tmp_path, &rep->fd);
     pthread_mutex_destroy(&rep->mu);
     dfd_task_meta_done(&rep->task);
@@ -116,8 +102,11 @@ int dfd_replica_set_digests(struct dfd_replica *rep, const char *content_sha256,
     if (t->piece_count > 0) {
         memcpy(shas, piece_shas, (size_t)t->piece_count * DFC_SHA256_LEN);
     }
-    free(rep->shas);
+    pthread_mutex_lock(&rep->mu); /* a reader of the shared replica may copy them */
+    uint8_t(*old)[DFC_SHA256_LEN] = rep->shas;
     rep->shas = shas;
+    pthread_mutex_unlock(&rep->mu);
+    free(old);
     free(t->id_basis);
     t->id_basis = basis;
     snprintf(t->content_sha256, sizeof(t->content_sha256), "%s", content_sha256);
@@ -244,7 +233,7 @@ int dfd_replica_claim_piece(struct dfd_replica *rep, uint32_t number, size_t len
         return r;
     }
     pthread_mutex_lock(&rep->mu);
-    bool taken = bit(rep->claimed, number);
+    bool taken = dfd__bit(rep->claimed, number);
     set_bit(rep->claimed, number, true);
     pthread_mutex_unlock(&rep->mu);
     return taken ? dfc_error_set(err, -EEXIST, "piece %u is already written", number) : 0;
@@ -264,7 +253,7 @@ int dfd_replica_pwrite(struct dfd_replica *rep, uint32_t number, uint64_t at, co
                              (unsigned long long)plen);
     }
     pthread_mutex_lock(&rep->mu);
-    bool mine = bit(rep->claimed, number) && !bit(rep->written, number);
+    bool mine = dfd__bit(rep->claimed, number) && !dfd__bit(rep->written, number);
     pthread_mutex_unlock(&rep->mu);
     if (!mine) {
         return dfc_error_set(err, -EINVAL, "piece %u is not claimed, or already written", number);
@@ -281,17 +270,22 @@ void dfd_replica_finish_piece(struct dfd_replica *rep, uint32_t number, bool ok,
     if (number >= rep->task.piece_count) {
         return;
     }
+    bool notify = false;
     pthread_mutex_lock(&rep->mu);
-    if (bit(rep->claimed, number) && !bit(rep->written, number)) {
+    if (dfd__bit(rep->claimed, number) && !dfd__bit(rep->written, number)) {
         if (ok) {
             set_bit(rep->written, number, true);
             rep->crcs[number] = crc32;
             rep->n_written++;
+            notify = rep->shared;
         } else {
             set_bit(rep->claimed, number, false); /* may be fetched again */
         }
     }
     pthread_mutex_unlock(&rep->mu);
+    if (notify) {
+        dfd__share_notify(rep->s);
+    }
 }
 
 int dfd_replica_write_piece(struct dfd_replica *rep, uint32_t number, const void *buf, size_t len,
@@ -310,7 +304,7 @@ bool dfd_replica_has_piece(struct dfd_replica *rep, uint32_t number) {
         return false;
     }
     pthread_mutex_lock(&rep->mu);
-    bool on = bit(rep->written, number);
+    bool on = dfd__bit(rep->written, number);
     pthread_mutex_unlock(&rep->mu);
     return on;
 }
@@ -319,7 +313,7 @@ size_t dfd_replica_missing(struct dfd_replica *rep, uint32_t *out, size_t max) {
     size_t n = 0;
     pthread_mutex_lock(&rep->mu);
     for (uint32_t i = 0; i < rep->task.piece_count && n < max; i++) {
-        if (!bit(rep->written, i)) {
+        if (!dfd__bit(rep->written, i)) {
             out[n++] = i;
         }
     }
@@ -335,7 +329,7 @@ int dfd_replica_commit(struct dfd_replica *rep, int64_t now_ns, struct dfd_task_
     pthread_mutex_lock(&rep->mu);
     uint32_t missing = UINT32_MAX;
     for (uint32_t i = 0; i < t->piece_count && missing == UINT32_MAX; i++) {
-        if (!bit(rep->written, i)) {
+        if (!dfd__bit(rep->written, i)) {
             missing = i;
         }
     }

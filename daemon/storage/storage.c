@@ -381,6 +381,7 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
     pthread_mutex_init(&s->commit_mu, NULL);
     pthread_mutex_init(&s->reserve_mu, NULL);
     pthread_mutex_init(&s->pin_mu, NULL);
+    dfd__share_init(s);
     s->unsafe_shared_inode_imports = opts->unsafe_shared_inode_imports;
     s->max_tasks = opts->max_tasks != 0 ? opts->max_tasks : DFD_STORAGE_MAX_TASKS_DEFAULT;
     (void)dfd__pathf(s->content_dir, sizeof(s->content_dir), "%s/" CONTENT_SUBDIR, s->dir);
@@ -440,6 +441,7 @@ void dfd_storage_close(struct dfd_storage *s) {
     pthread_mutex_destroy(&s->commit_mu);
     pthread_mutex_destroy(&s->reserve_mu);
     pthread_mutex_destroy(&s->pin_mu);
+    dfd__share_destroy(s);
     free(s->dir);
     free(s);
 }

@@ -237,6 +237,59 @@ int dfd_replica_commit(struct dfd_replica *rep, int64_t now_ns, struct dfd_task_
 /* Discards a replica and frees it. NULL is fine. */
 void dfd_replica_abort(struct dfd_replica *rep);
 
+/* ---- sharing: serving a replica's verified pieces while it downloads (sharing.c) ----
+ *
+ * Ownership and locks: the storage keeps a registry (in memory only) of shared replicas under
+ * a lock of its own, taken before a replica's lock. Readers (dfd_storage_open_piece,
+ * dfd_storage_piece_state) copy what they need under it and hold no pointer to a replica, so
+ * one may be committed or aborted at any moment. A replica leaves the registry at commit only
+ * after its row is visible (a reader finds the task in one or the other, never neither) and at
+ * abort before its spool is closed. Nothing survives a restart: open empties tmp/, so a
+ * half-written spool is never served. */
+
+/* From now on rep's written pieces may be served (dfd_storage_open_piece) and reported
+ * (dfd_storage_piece_state). The caller promises that every piece it marks written
+ * (dfd_replica_write_piece, dfd_replica_finish_piece with ok) was verified before: against the
+ * importer's record (docs/integrity.md), never only by a CRC the parent sent. Idempotent. */
+void dfd_replica_share(struct dfd_replica *rep);
+
+/* The one lookup of the Vortex server: piece number of task id, from a shared replica when one
+ * is downloading id (only a piece marked written; its offset and length by the geometry, its
+ * CRC as digest "crc32:<decimal>" as in the rows), else from the committed task's row. *ret_fd
+ * is the caller's to close: the content file, or a dup of the spool's fd (readable even once
+ * the spool is renamed or unlinked). -ENOENT "piece <id>-<n> not found" when neither holds it. */
+int dfd_storage_open_piece(struct dfd_storage *s, const char *id, uint32_t number, int *ret_fd,
+                           struct dfd_piece_meta *ret_pm, struct dfc_error *err);
+
+enum dfd_piece_source {
+    DFD_PIECES_ABSENT = 0,  /* neither stored nor downloading in a shared replica */
+    DFD_PIECES_IN_PROGRESS, /* a shared replica: written holds its written pieces */
+    DFD_PIECES_COMMITTED,   /* a stored task: every piece */
+};
+
+/* What a SyncPersistentCachePieces stream reports of a task. written (piece_count bits, bit i
+ * in byte i / 8) is owned: free with dfd_piece_state_done(); NULL when ABSENT. */
+struct dfd_piece_state {
+    enum dfd_piece_source source;
+    uint64_t gen; /* the registry's generation before the look: dfd_storage_wait_pieces() */
+    uint64_t piece_length;
+    uint64_t content_length;
+    uint32_t piece_count;
+    uint8_t *written;
+};
+
+/* Fills *ret for task id (a shared replica first, then the rows, as dfd_storage_open_piece).
+ * An absent task is 0 with source ABSENT. -ENOMEM, or a metadata error. */
+int dfd_storage_piece_state(struct dfd_storage *s, const char *id, struct dfd_piece_state *ret,
+                            struct dfc_error *err);
+void dfd_piece_state_done(struct dfd_piece_state *st);
+
+/* Waits until the registry's generation moves past gen (ret->gen of dfd_storage_piece_state):
+ * any shared replica was shared, wrote a piece, was committed or went away; then 0. -ETIMEDOUT
+ * once deadline_mono_ns (dfc_mono_ns() clock) passes. One generation for the whole store, so a
+ * waiter may wake for another task's piece: look again, then wait with the new generation. */
+int dfd_storage_wait_pieces(struct dfd_storage *s, uint64_t gen, int64_t deadline_mono_ns);
+
 /* Looks a task up; -ENOENT when absent. *ret is filled; free with dfd_task_meta_done(). */
 int dfd_storage_get(struct dfd_storage *s, const char *id, struct dfd_task_meta *ret,
                     struct dfc_error *err);

@@ -4,7 +4,8 @@
  * (vortex_client.c) and with raw sockets that send what a hostile peer could: every piece
  * byte-identical, NotFound, hostile headers answered with an Error frame, a stalled request
  * closed after request_timeout, a peer that reads too slowly reset after answer_timeout,
- * connections over max_conns closed at once, stop with connections open, parallel clients.
+ * connections over max_conns closed at once, stop with connections open, parallel clients; the
+ * verified pieces of a shared replica still downloading.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "dfc/digest.h"
 #include "p2p/vortex.h"
 #include "p2p/vortex_client.h"
 #include "p2p/vortex_server.h"
@@ -375,6 +377,58 @@ static void test_not_found(void **state) {
     close(fd);
 }
 
+/* A replica this node is still downloading, shared: its written pieces are served from the
+ * spool (byte-identical, the CRC as the rows would have it), the others NotFound; after an
+ * abort, none. */
+static void test_shared_replica_in_progress(void **state) {
+    struct fx *f = *state;
+    start(f, 4, 5 * SEC);
+    struct dfc_error err = {0};
+    assert_int_equal(dfd_storage_delete(f->s, f->task.id, &err), 0);
+    struct dfd_replica_params rp = {.id = f->task.id,
+                                    .piece_length = 4 * MiB,
+                                    .content_length = CONTENT,
+                                    .piece_count = 3,
+                                    .replica_count = 1,
+                                    .ttl_ns = 3600 * SEC,
+                                    .created_at_ns = INT64_C(1700000000) * SEC};
+    struct dfd_replica *rep;
+    assert_int_equal(dfd_replica_begin(f->s, &rp, &rep, &err), 0);
+    const struct dfd_piece_meta *pm = &f->pieces[2];
+    assert_int_equal(
+        dfd_replica_write_piece(rep, 2, f->content + pm->offset, pm->length,
+                                dfc_crc32_update(0, f->content + pm->offset, pm->length), &err),
+        0);
+    uint16_t port = dfd_vortex_server_port(f->v);
+    uint8_t *buf = malloc(4 * MiB);
+    /* Not shared: nothing. */
+    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 2, pm->offset,
+                                      pm->length, buf, TIMEOUT, NULL, &err),
+                     -ENOENT);
+    dfd_replica_share(rep);
+    struct dfd_vortex_fetched got = {0};
+    int r = dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 2, pm->offset, pm->length, buf,
+                             TIMEOUT, &got, &err);
+    if (r != 0) {
+        fail_msg("piece 2: %s", err.msg);
+    }
+    assert_memory_equal(buf, f->content + pm->offset, pm->length);
+    char d[DFC_CRC32_DIGEST_MAX];
+    dfc_crc32_format(got.crc32, d);
+    assert_string_equal(d, pm->digest);
+    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 0, 0, 4 * MiB, buf,
+                                      TIMEOUT, NULL, &err),
+                     -ENOENT);
+    char want[128];
+    snprintf(want, sizeof(want), "piece %s-0 not found", f->task.id);
+    assert_non_null(strstr(err.msg, want));
+    dfd_replica_abort(rep);
+    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 2, pm->offset,
+                                      pm->length, buf, TIMEOUT, NULL, &err),
+                     -ENOENT);
+    free(buf);
+}
+
 static void test_hostile_headers(void **state) {
     struct fx *f = *state;
     /* More slots than the five connections below: a handler still finishing its error
@@ -669,6 +723,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_concurrent_fetches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metadata_on_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_replica_in_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_reader_reset, setup, teardown),
