@@ -159,7 +159,8 @@ static int run_swarm(struct run *rd, struct dfc_error *err) {
     rd->sent_started = true;
     if (normal == 0 || rd->piece_count == 0) {
         if (rd->piece_count != 0) {
-            return dfc_error_set(err, -EPROTO, "the scheduler says task %s is empty, it has %u pieces",
+            return dfc_error_set(err, -EPROTO,
+                                 "the scheduler says task %s is empty, it has %u pieces",
                                  rd->req->task_id, (unsigned)rd->piece_count);
         }
         return 0;
@@ -317,6 +318,11 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
             rd->got == NULL) {
             r = dfc_error_set(err, -ENOMEM, "out of memory");
         }
+    }
+    if (r == 0 && rd->rec < rd->n_records) {
+        /* Each piece is checked against the record before it counts as written: from now on
+         * this node serves the pieces it holds (docs/swarm.md). */
+        dfd_replica_share(rd->rep);
     }
     if (r == 0 && rd->rec == rd->n_records) {
         /* No record: the content is hashed in order as it lands (verify.h). */

@@ -108,7 +108,8 @@ struct dfd_p2p_progress {
 
 /* Makes task req->task_id local and fills *ret (free with dfd_task_meta_done). Returns -ENOENT
  * when the scheduler does not know it, -EUNAVAILABLE-like codes as the scheduler's, DFC_E_ABORTED
- * when no parent could go on after scheduler.maxScheduleCount answers, or the storage's error. A task already stored returns at once. */
+ * when no parent could go on after scheduler.maxScheduleCount answers, or the storage's error. A
+ * task already stored returns at once. */
 int dfd_p2p_fetch(struct dfd_p2p *p, const struct dfd_p2p_request *req,
                   const struct dfd_p2p_progress *prog, struct dfd_task_meta *ret,
                   struct dfc_error *err);

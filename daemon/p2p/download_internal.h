@@ -106,10 +106,10 @@ struct parent {
     unsigned failures;      /* pieces that failed on it in a row */
     int64_t cooldown_until; /* after a failure: no piece goes to it before (monotonic ns) */
     bool excluded;          /* it served bytes that failed verification: never tried again */
-    unsigned inflight; /* pieces being fetched from it */
-    unsigned fetched;  /* pieces taken from it */
-    uint32_t n_have;   /* pieces it reported */
-    double rate;       /* bytes per second of its pieces (EWMA); 0: none fetched yet */
+    unsigned inflight;      /* pieces being fetched from it */
+    unsigned fetched;       /* pieces taken from it */
+    uint32_t n_have;        /* pieces it reported */
+    double rate;            /* bytes per second of its pieces (EWMA); 0: none fetched yet */
 };
 
 /* A piece's state in the download (rd->state, under rd->mu). */
@@ -146,12 +146,12 @@ struct run {
     pthread_mutex_t mu;       /* progress callbacks, stream sends, the fields below */
     ProtobufCMessage *normal; /* the scheduler's latest answer (the leader's) */
     struct parent parents[DFD_P2P_MAX_PARENTS];
-    size_t n_parents; /* grows as answers add parents; a parent is never removed */
-    uint8_t *state;   /* per piece, enum piece_state */
-    uint8_t *avoid;   /* per piece: 1 + the parent the endgame took it from, or 0 */
+    size_t n_parents;       /* grows as answers add parents; a parent is never removed */
+    uint8_t *state;         /* per piece, enum piece_state */
+    uint8_t *avoid;         /* per piece: 1 + the parent the endgame took it from, or 0 */
     struct worker_buf *wbs; /* the workers' (n_wbs), for the endgame */
     size_t n_wbs;
-    uint32_t *have;   /* per piece: a bit per parent that reported it */
+    uint32_t *have;    /* per piece: a bit per parent that reported it */
     uint32_t *missing; /* scratch for dfd_replica_missing (the leader's) */
     uint32_t n_written, n_inflight;
     pthread_cond_t synced; /* broadcast when a parent reports a piece, a piece ends, a sync
@@ -159,11 +159,11 @@ struct run {
     bool over;             /* every piece written, a fatal error, or the swarm gave up */
     int fatal;             /* a fatal error (storage, caller gone), with fatal_err */
     struct dfc_error fatal_err;
-    bool sched_lost;      /* a send on the scheduler stream failed: no more reports */
-    int64_t progress_ns;  /* when the last piece was written or reported by a parent */
-    int64_t opened_ns;    /* when the swarm started */
-    uint64_t rng;         /* xorshift state: random piece among equals */
-    uint64_t rounds;      /* scheduler answers needed because no parent could go on */
+    bool sched_lost;     /* a send on the scheduler stream failed: no more reports */
+    int64_t progress_ns; /* when the last piece was written or reported by a parent */
+    int64_t opened_ns;   /* when the swarm started */
+    uint64_t rng;        /* xorshift state: random piece among equals */
+    uint64_t rounds;     /* scheduler answers needed because no parent could go on */
     /* Under mu (read by the leader between attempts): the hosts whose bytes failed
      * verification, never taken as parents again in this download. */
     char excluded[DFD_P2P_MAX_EXCLUDED][DFD_PEER_ID_MAX];
@@ -234,9 +234,9 @@ void dfd__set_fatal(struct run *rd, int r, const struct dfc_error *err);
 /* One attempt at piece number from pa, no lock held: verified (with a record) and written, or
  * nothing of it kept. *ret_ours tells our failure (storage: fatal) from the parent's, and
  * *ret_verdict a lie from other failures. */
-int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
-                    struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
-                    enum piece_verdict *ret_verdict, struct dfc_error *err);
+int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number, struct worker_buf *wb,
+                    struct dfd_vortex_fetched *got, bool *ret_ours, enum piece_verdict *ret_verdict,
+                    struct dfc_error *err);
 
 /* Takes the usable parents of a Normal response into rd->parents (appended: an id, a host
  * with a valid IP and port, not ourselves, not excluded, not already a parent, at most

@@ -43,9 +43,10 @@ void dfd__sched_lost(struct run *rd, const struct dfc_error *e) {
 /* Reports a written piece to the caller and the scheduler; rd->mu held. Only the caller's
  * error fails the download. */
 int dfd__report_piece(struct run *rd, uint32_t number, const void *buf, uint32_t crc,
-                        const struct parent *pa, uint64_t cost_ns, struct dfc_error *err) {
-    struct dfd_piece_meta pm = {
-        .number = number, .offset = dfd__piece_offset(rd, number), .length = dfd__piece_len(rd, number)};
+                      const struct parent *pa, uint64_t cost_ns, struct dfc_error *err) {
+    struct dfd_piece_meta pm = {.number = number,
+                                .offset = dfd__piece_offset(rd, number),
+                                .length = dfd__piece_len(rd, number)};
     dfc_crc32_format(crc, pm.digest);
     int r = 0;
     if (rd->prog != NULL && rd->prog->piece != NULL) {
@@ -83,7 +84,7 @@ int dfd__report_piece(struct run *rd, uint32_t number, const void *buf, uint32_t
 /* Reports a piece that failed on parent_id; rd->mu held. A failed send is not the
  * download's failure (sched_lost). */
 void dfd__report_piece_failed(struct run *rd, uint32_t number, const char *parent_id,
-                                bool temporary) {
+                              bool temporary) {
     const struct dfd_p2p_sched *sc = &rd->p->o.sched;
     struct dfc_error e;
     if (!rd->sched_lost && sc->peer_piece_failed(sc->s, rd->st, rd->req->task_id, rd->peer_id,
@@ -200,9 +201,9 @@ static enum piece_verdict judge(struct run *rd, struct worker_buf *wb, uint32_t 
  * worker's chunk buffer into the claimed range of the replica, and the piece counts as written
  * only once the CRC checked out (until then a failure drops the claim). *ret_ours tells a
  * storage failure (fatal) from the parent's (try the next). */
-int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number,
-                      struct worker_buf *wb, struct dfd_vortex_fetched *got, bool *ret_ours,
-                      enum piece_verdict *ret_verdict, struct dfc_error *err) {
+int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number, struct worker_buf *wb,
+                    struct dfd_vortex_fetched *got, bool *ret_ours, enum piece_verdict *ret_verdict,
+                    struct dfc_error *err) {
     uint64_t off = dfd__piece_offset(rd, number), len = dfd__piece_len(rd, number);
     int64_t timeout = rd->p->o.piece_timeout_ns;
     bool check = rd->rec < rd->n_records; /* else the end check alone decides */

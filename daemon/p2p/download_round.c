@@ -20,8 +20,9 @@
  *   whose parent fails (connect, a stall of PARENT_IDLE_NS, a timeout, a CRC) goes back to the
  *   missing ones and the parent cools down (1 s, doubling up to 8 s), reported
  *   DownloadPieceFailed{temporary = true} at its third failure in a row; a parent whose bytes
- *   fail verification is excluded for the download and reported temporary = false. When every missing piece is in flight an idle worker has nothing to take; the
- *   pieces in flight come back if their parents stall, so the end is bounded by PARENT_IDLE_NS.
+ *   fail verification is excluded for the download and reported temporary = false. When every
+ * missing piece is in flight an idle worker has nothing to take; the pieces in flight come back if
+ * their parents stall, so the end is bounded by PARENT_IDLE_NS.
  *
  *   The bytes stream in 1 MiB chunks, CRC'd on the way, into buffers of the swarm's piece writer,
  *   whose one thread writes them into the replica (piece_writer.h: no two threads contend for
@@ -32,8 +33,9 @@
  *   (dfd_replica_share). Without one, a written piece is handed to the running content hash.
  *
  *   The leader watches: it asks the scheduler for more parents (Reschedule, blocking only
- *   parents that failed for good) while fewer than GROW_TARGET are usable, at most every
- *   GROW_INTERVAL_NS and until GROW_FRUITLESS answers in a row bring none; and when no parent
+ *   parents that failed for good) while fewer than GROW_TARGET are usable, every
+ *   GROW_INTERVAL_NS, doubling up to GROW_INTERVAL_MAX_NS while answers bring none (the crowd
+ *   grows and nodes finish: a later answer may bring a new copy); and when no parent
  *   can go on (none usable, or nothing in flight, none holding a missing piece and no parent
  *   reporting a piece for STUCK_NS) it asks too, scheduler.maxScheduleCount times in all before
  *   the download fails. A sync that failed is started again after its parent's cool-down, at
@@ -70,18 +72,18 @@
 #include "p2p/piece_writer.h"
 #include "p2p/vortex_client.h"
 
-#define OPENING_PIECES   4                       /* chosen at random, before rarest-first */
-#define COOLDOWN_NS      (1 * DFC_NS_PER_SEC)     /* after a failure, doubling per failure */
-#define COOLDOWN_MAX_NS  (8 * DFC_NS_PER_SEC)
-#define SYNC_TRIES       5                        /* failed syncs in a row: the parent given up */
-#define REPORT_FAILURES  3                        /* failed pieces in a row: told the scheduler */
-#define GROW_TARGET      8                        /* usable parents wanted */
-#define GROW_INTERVAL_NS (500 * DFC_NS_PER_MS)    /* between two requests for more parents */
-#define GROW_FRUITLESS   3                        /* answers in a row without a new parent */
-#define STUCK_NS         (3 * DFC_NS_PER_SEC)     /* no parent reported a piece: ask */
-#define WATCH_TICK_NS    (100 * DFC_NS_PER_MS)
-#define OPEN_WAIT_NS     (100 * DFC_NS_PER_MS)    /* for the first parents' first answers */
-#define RATE_WEIGHT      0.3                      /* of the newest piece in a parent's rate */
+#define OPENING_PIECES       4                    /* chosen at random, before rarest-first */
+#define COOLDOWN_NS          (1 * DFC_NS_PER_SEC) /* after a failure, doubling per failure */
+#define COOLDOWN_MAX_NS      (8 * DFC_NS_PER_SEC)
+#define SYNC_TRIES           5                     /* failed syncs in a row: the parent given up */
+#define REPORT_FAILURES      3                     /* failed pieces in a row: told the scheduler */
+#define GROW_TARGET          12                    /* usable parents wanted */
+#define GROW_INTERVAL_NS     (500 * DFC_NS_PER_MS) /* between two requests for more parents, */
+#define GROW_INTERVAL_MAX_NS (4 * DFC_NS_PER_SEC)  /* doubling while answers bring none */
+#define STUCK_NS             (3 * DFC_NS_PER_SEC)  /* no parent reported a piece: ask */
+#define WATCH_TICK_NS        (100 * DFC_NS_PER_MS)
+#define OPEN_WAIT_NS         (100 * DFC_NS_PER_MS) /* for the first parents' first answers */
+#define RATE_WEIGHT          0.3                   /* of the newest piece in a parent's rate */
 
 /* Whether the engine stops or the caller went away; called without rd->mu. */
 static bool stopped(struct run *rd) {
@@ -120,7 +122,8 @@ static bool excluded_host(const struct run *rd, const char *host_id) {
     return false;
 }
 
-size_t dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n) {
+size_t dfd__take_parents(struct run *rd,
+                         const Scheduler__V2__NormalPersistentCacheTaskResponse *n) {
     size_t added = 0;
     for (size_t i = 0; i < n->n_candidate_cache_parents && rd->n_parents < DFD_P2P_MAX_PARENTS;
          i++) {
@@ -137,8 +140,8 @@ size_t dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCa
         const char *hid = h->id != NULL && h->id[0] != '\0' ? h->id : pe->id;
         bool known = excluded_host(rd, hid); /* it served bytes that failed verification */
         for (size_t k = 0; k < rd->n_parents && !known; k++) {
-            known = strcmp(rd->parents[k].id, pe->id) == 0 ||
-                    strcmp(rd->parents[k].host_id, hid) == 0;
+            known =
+                strcmp(rd->parents[k].id, pe->id) == 0 || strcmp(rd->parents[k].host_id, hid) == 0;
         }
         if (known) {
             continue;
@@ -422,8 +425,7 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
     if (r < 0 && !ours && !given_up) {
         DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
                 "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying another parent",
-                rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r),
-                dfc_error_msg(&err));
+                rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r), dfc_error_msg(&err));
     }
     int64_t now = dfc_mono_ns();
     pthread_mutex_lock(&rd->mu);
@@ -442,7 +444,7 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
         dfc_metric_inc(rd->p->o.fetched_pieces, 0, 1);
         dfc_metric_inc(rd->p->o.fetched_bytes, 0, dfd__piece_len(rd, number));
         r = dfd__report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
-                         &err);
+                              &err);
         if (r == 0 && rd->n_written == rd->piece_count) {
             rd->over = true; /* every piece written */
         }
@@ -504,7 +506,8 @@ static bool endgame(struct run *rd, const struct worker_buf *wb, int64_t now) {
         double left = done > 0 ? (len - done) * elapsed / done : (double)PARENT_IDLE_NS / 1e9;
         for (size_t k = 0; k < rd->n_parents; k++) {
             const struct parent *pa = &rd->parents[k];
-            if (k == o->k || !usable(rd, k, now) || (rd->have[o->number] & (UINT32_C(1) << k)) == 0) {
+            if (k == o->k || !usable(rd, k, now) ||
+                (rd->have[o->number] & (UINT32_C(1) << k)) == 0) {
                 continue;
             }
             double t = len / (pa->rate > 0 ? pa->rate : fastest) * (pa->inflight + 1);
@@ -648,13 +651,16 @@ static enum watch watch_state(struct run *rd, int64_t now, int64_t last_ask, uns
             holder = rd->state[i] == PIECE_MISSING && (rd->have[i] & (UINT32_C(1) << k)) != 0;
         }
     }
-    if (n_usable == 0 || (rd->n_inflight == 0 && !holder &&
-                          (!syncing || now - rd->progress_ns >= STUCK_NS) &&
-                          now - last_ask >= STUCK_NS)) {
+    if (n_usable == 0 ||
+        (rd->n_inflight == 0 && !holder && (!syncing || now - rd->progress_ns >= STUCK_NS) &&
+         now - last_ask >= STUCK_NS)) {
         return WATCH_STUCK;
     }
-    if (n_usable < GROW_TARGET && fruitless < GROW_FRUITLESS && now - last_ask >= GROW_INTERVAL_NS &&
-        !rd->sched_lost) {
+    int64_t interval = GROW_INTERVAL_NS;
+    for (unsigned i = 0; i < fruitless && interval < GROW_INTERVAL_MAX_NS; i++) {
+        interval *= 2;
+    }
+    if (n_usable < GROW_TARGET && now - last_ask >= interval && !rd->sched_lost) {
         return WATCH_GROW;
     }
     return WATCH_WAIT;

@@ -101,7 +101,7 @@ static void test_rank_filter_and_order(void **state) {
         host_at("h1", "idc", "cn|bj"), host_at("h1", "idc", "cn|bj"), host_at("h1", "idc", "cn|bj"),
         host_at("h1", "idc", "cn|bj"), host_at("h1", "idc", "cn|bj"), host_at("h2", "other", "us"),
         host_at("h3", "IDC", ""),      host_at("h3", "IDC", ""),      host_at("me", "idc", "cn|bj"),
-        host_at("h4", "", "cn|bj|x"),  host_at("h5", "", ""),      host_at("h6", "", ""),
+        host_at("h4", "", "cn|bj|x"),  host_at("h5", "", ""),         host_at("h6", "", ""),
     };
     size_t n = sizeof(peers) / sizeof(peers[0]);
     struct sched_host asking = host_at("me", "idc", "cn|bj|y");
