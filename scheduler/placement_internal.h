@@ -20,7 +20,7 @@
 /* Ranks peers[i] (living on hosts[i]) as parents for a peer of host `asking`: keeps Running and
  * Succeeded peers whose id is not in block and whose host is not `asking`, scores them with
  * sched_parent_score, and writes the indices of the best `limit` to idx (best first; at equal
- * scores Succeeded peers before Running ones, then the input order) with their scores in score
+ * scores Succeeded peers before Running ones, then at random) with their scores in score
  * (may be NULL). idx and score hold
  * n entries. Returns the number written. */
 size_t sched_parents_rank(const struct sched_peer *peers, const struct sched_host *hosts, size_t n,

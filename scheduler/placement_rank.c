@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include "placement.h"
 #include "placement_internal.h"
@@ -83,12 +84,15 @@ bool sched_parent_may_serve(const struct sched_peer *p, const struct sched_host 
 struct ranked {
     size_t idx;
     double score;
-    bool complete; /* Succeeded: it holds every piece */
+    bool complete;    /* Succeeded: it holds every piece */
+    uint32_t shuffle; /* random: the order among equals */
 };
 
 /* Best score first; at equal scores a complete copy before a peer still downloading (beyond
  * upstream: in a crowd that starts together every downloader is then offered a copy that has
- * every piece, docs/swarm.md); then the input order (a random draw). */
+ * every piece, docs/swarm.md); then at random. SRANDMEMBER returns a set smaller than the draw
+ * whole, in the set's own order: without the shuffle every downloader of a crowd would be
+ * offered the same few peers. */
 static int by_score_desc(const void *a, const void *b) {
     const struct ranked *x = a, *y = b;
     if (x->score != y->score) {
@@ -96,6 +100,9 @@ static int by_score_desc(const void *a, const void *b) {
     }
     if (x->complete != y->complete) {
         return x->complete ? -1 : 1;
+    }
+    if (x->shuffle != y->shuffle) {
+        return x->shuffle < y->shuffle ? -1 : 1;
     }
     return x->idx < y->idx ? -1 : (x->idx > y->idx);
 }
@@ -118,6 +125,10 @@ size_t sched_parents_rank(const struct sched_peer *peers, const struct sched_hos
         r[k].idx = i;
         r[k].score = asking != NULL ? sched_parent_score(&hosts[i], asking) : 0;
         r[k].complete = peers[i].state == SCHED_PEER_SUCCEEDED;
+        if (getrandom(&r[k].shuffle, sizeof(r[k].shuffle), GRND_NONBLOCK) !=
+            (ssize_t)sizeof(r[k].shuffle)) {
+            r[k].shuffle = 0; /* no entropy yet: the input order */
+        }
         k++;
     }
     qsort(r, k, sizeof(*r), by_score_desc);
