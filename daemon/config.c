@@ -19,6 +19,9 @@
  * the server, and a larger bound than a descriptor table is no bound). */
 #define LIMIT DFC_OPT_RANGE(1, 1000000)
 
+/* A rate limit (bytes per second) sends a 4 MiB piece in at most 4 s. */
+#define RATE_MIN (1024 * 1024)
+
 static const struct dfc_config_row rows[] = {
     {.key = "download.server.socketPath",
      .type = DFC_CFG_PATH,
@@ -83,6 +86,14 @@ static const struct dfc_config_row rows[] = {
      .offset = F(concurrent_piece_count),
      .def = "8",
      DFC_OPT_RANGE(1, 64)},
+    /* Upstream's key and default (10GiB: no limit in practice); every piece received over
+     * Vortex, all downloads together. At least 1MiB/s, or pieces miss download.pieceTimeout. */
+    {.key = "download.rateLimit",
+     .type = DFC_CFG_SIZE,
+     .offset = F(download_rate_limit),
+     .def = "10GiB",
+     .help = "bytes per second this node receives from peers (Vortex), all downloads together",
+     DFC_OPT_RANGE(RATE_MIN, INT64_MAX)},
     {.key = "download.pieceTimeout",
      .type = DFC_CFG_DURATION,
      .offset = F(piece_timeout),
@@ -141,6 +152,15 @@ static const struct dfc_config_row rows[] = {
      .offset = F(vortex_request_timeout),
      .def = "10s",
      DFC_OPT_RANGE(DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
+    /* Ours: with many peers downloading from this node at once, each piece gets its share of
+     * upload.rateLimit; fewer at once finish sooner and leave the node's uplink to its pods. */
+    {.key = "storage.server.maxConcurrentUploads",
+     .type = DFC_CFG_UINT,
+     .offset = F(vortex_max_uploads),
+     .def = "0",
+     .help = "pieces sent to peers at once (Vortex); a request beyond waits up to requestTimeout "
+             "for one to end, then is refused; 0 = maxConnections",
+     DFC_OPT_RANGE(0, 65536)},
     {.key = "gc.interval",
      .type = DFC_CFG_DURATION,
      .offset = F(gc_interval),
@@ -252,6 +272,13 @@ static const struct dfc_config_row rows[] = {
              "first bytes arrived (a TLS handshake comes within it) is closed",
      DFC_OPT_RANGE(100 * DFC_NS_PER_MS, 3600 * DFC_NS_PER_SEC)},
     {.key = "upload.disableShared", .type = DFC_CFG_BOOL, .offset = F(disable_shared)},
+    /* Upstream's key and default, as download.rateLimit. */
+    {.key = "upload.rateLimit",
+     .type = DFC_CFG_SIZE,
+     .offset = F(upload_rate_limit),
+     .def = "10GiB",
+     .help = "bytes per second this node sends to peers (Vortex), all uploads together",
+     DFC_OPT_RANGE(RATE_MIN, INT64_MAX)},
     {.key = "security.tlsPolicy",
      .type = DFC_CFG_ENUM,
      .offset = F(tls_policy),
@@ -400,6 +427,13 @@ int dfd_config_finish(struct dfd_config *cfg, struct dfc_error *err) {
                              "download.server.maxConnections (%llu)",
                              (unsigned long long)cfg->max_conns_per_user,
                              (unsigned long long)cfg->max_connections);
+    }
+    if (cfg->vortex_max_uploads > cfg->vortex_max_connections) {
+        return dfc_error_set(err, -EINVAL,
+                             "storage.server.maxConcurrentUploads (%llu) must not exceed "
+                             "storage.server.maxConnections (%llu)",
+                             (unsigned long long)cfg->vortex_max_uploads,
+                             (unsigned long long)cfg->vortex_max_connections);
     }
     if (dfd_config_p2p(cfg) && cfg->upload_port == cfg->vortex_port) {
         return dfc_error_set(err, -EINVAL,

@@ -67,6 +67,9 @@ struct dfd_config {
     uint64_t vortex_max_connections; /* storage.server.maxConnections */
     uint64_t vortex_max_connections_per_ip; /* storage.server.maxConnectionsPerIP */
     int64_t vortex_request_timeout;  /* storage.server.requestTimeout (ns): reading a request */
+    uint64_t vortex_max_uploads;     /* storage.server.maxConcurrentUploads; 0 = maxConnections */
+    uint64_t upload_rate_limit;      /* upload.rateLimit: bytes per second sent over Vortex */
+    uint64_t download_rate_limit;    /* download.rateLimit: bytes per second received over Vortex */
     uint64_t concurrent_piece_count; /* download.concurrentPieceCount: pieces in flight */
     int64_t piece_timeout;           /* download.pieceTimeout (ns): one piece from one parent */
     char *metrics_ip;                /* metrics.server.ip: GET /metrics (and health) */

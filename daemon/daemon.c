@@ -31,6 +31,7 @@
 #include "dfc/fs.h"
 #include "dfc/id.h"
 #include "dfc/log.h"
+#include "dfc/ratelimit.h"
 #include "dfc/rpc_server.h"
 #include "dfc/stream_cap.h"
 #include "dfc/tls_ssl.h"
@@ -157,6 +158,8 @@ struct p2p_parts {
     struct dfc_stream_cap sync_host_cap;   /* SyncHost streams per remote, once cap_set */
     struct dfc_stream_cap sync_pieces_cap; /* waiting SyncPersistentCachePieces, likewise */
     bool cap_set;
+    struct dfc_ratelimit download_rate; /* download.rateLimit: every download's, once rate_set */
+    bool rate_set;
     /* Vortex TLS (cfg->tls not off): the server's context (upload.server.*) and the one for
      * fetching from other nodes (upload.client.*); NULL with TLS off. */
     struct dfc_tls_ctx *tls_server, *tls_client;
@@ -211,6 +214,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .served_pieces = dfd_metrics_served_pieces(m),
         .served_bytes = dfd_metrics_served_bytes(m),
         .tls = pp->tls_server,
+        .rate_limit = cfg->upload_rate_limit,
+        .max_uploads = (unsigned)cfg->vortex_max_uploads,
     };
     r = dfd_vortex_server_start(storage, &vo, &pp->vortex, err);
     if (r < 0) {
@@ -218,6 +223,8 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
                                 cfg->vortex_ip[0] ? cfg->vortex_ip : "0.0.0.0",
                                 (unsigned long long)cfg->vortex_port);
     }
+    dfc_ratelimit_init(&pp->download_rate, cfg->download_rate_limit, 0);
+    pp->rate_set = true;
     const struct dfd_p2p_opts po = {
         .host_id = svc->host_id,
         .host_ip = cfg->host_ip,
@@ -243,6 +250,7 @@ static int p2p_start(const struct dfd_config *cfg, struct dfd_storage *storage,
         .vortex_tls = pp->tls_client,
         .untold = p2p_untold,
         .untold_arg = rejoin,
+        .download_rate = &pp->download_rate,
     };
     if ((r = dfd_p2p_new(storage, &po, &pp->engine, err)) < 0) {
         return r;
@@ -315,6 +323,10 @@ static void p2p_free(struct p2p_parts *pp, struct dfd_service *svc) {
     dfd_p2p_free(pp->engine);
     svc->p2p = NULL;
     dfd_vortex_server_stop(pp->vortex);
+    if (pp->rate_set) {
+        dfc_ratelimit_destroy(&pp->download_rate);
+        pp->rate_set = false;
+    }
     svc->sync_host_cap = NULL;
     svc->sync_pieces_cap = NULL;
     if (pp->cap_set) {

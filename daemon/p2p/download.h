@@ -47,6 +47,7 @@
 #include "storage/storage.h"
 
 struct dfc_metric;
+struct dfc_ratelimit;
 struct dfc_tls_ctx;
 struct dfd_p2p;
 
@@ -70,6 +71,9 @@ struct dfd_p2p_opts {
     /* TLS to the parents' Vortex servers: a client context (dfc/tls_ssl.h), or NULL for plain
      * TCP. */
     struct dfc_tls_ctx *vortex_tls;
+    /* download.rateLimit: the token bucket every piece's bytes are paid from as they are read
+     * (dfc/ratelimit.h; shared by all downloads), or NULL for no limit. */
+    struct dfc_ratelimit *download_rate;
     /* TLS of the calls to parents' DfdaemonUpload (upload.client.*): policy and files, the
      * paths borrowed for the engine's life; zero = plaintext. */
     enum dfc_tls_policy tls;

@@ -214,8 +214,9 @@ int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number, st
         return dfc_error_set(err, -EINVAL, "piece %u: cannot resume its hash", (unsigned)number);
     }
     if (wb->whole) {
-        int r = dfd_vortex_fetch(rd->p->o.vortex_tls, pa->vortex_ip, pa->vortex_port,
-                                 rd->req->task_id, number, off, len, wb->buf, timeout, got, err);
+        int r = dfd_vortex_fetch(rd->p->o.vortex_tls, rd->p->o.download_rate, pa->vortex_ip,
+                                 pa->vortex_port, rd->req->task_id, number, off, len, wb->buf,
+                                 timeout, got, err);
         if (r < 0) {
             return r;
         }
@@ -240,8 +241,9 @@ int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number, st
                                    .write = sink_write,
                                    .buffer = sink_buffer,
                                    .release = sink_release};
-    r = dfd_vortex_fetch_to(rd->p->o.vortex_tls, pa->vortex_ip, pa->vortex_port, rd->req->task_id,
-                            number, off, len, &sink, NULL, wb->len, timeout, got, err);
+    r = dfd_vortex_fetch_to(rd->p->o.vortex_tls, rd->p->o.download_rate, pa->vortex_ip,
+                            pa->vortex_port, rd->req->task_id, number, off, len, &sink, NULL,
+                            wb->len, timeout, got, err);
     /* The writer may still be writing the piece's chunks: only once they are all written is
      * the claim dropped or the piece marked written. A write error is ours, not the parent's. */
     struct dfc_error werr;

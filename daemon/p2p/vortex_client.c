@@ -8,6 +8,10 @@
  * each chunk is CRC'd and handed on while it is still in the CPU cache, instead of three passes
  * over a 4 MiB piece in memory (receive, CRC, write).
  *
+ * With a rate limit (download.rateLimit: one token bucket, dfc/ratelimit.h, shared by every
+ * download of the daemon) each chunk of the piece is paid for before it is read, within the
+ * exchange's deadline; the parent is slowed by TCP's flow control meanwhile.
+ *
  * With a TLS context the connection's handshake follows connect, within the same deadline, and
  * the same exchange runs over the session (sockio.h's struct dfd_conn).
  *
@@ -30,6 +34,7 @@
 
 #include "dfc/addr.h"
 #include "dfc/digest.h"
+#include "dfc/ratelimit.h"
 #include "dfc/tls_ssl.h"
 #include "p2p/sockio.h"
 #include "p2p/vortex.h"
@@ -228,6 +233,7 @@ struct dest {
     void *buf;
     size_t buf_len;
     const struct dfd_vortex_sink *sink;
+    struct dfc_ratelimit *rate; /* each chunk paid for before it is read; NULL: unlimited */
 };
 
 /* The deadline of the next wait for bytes: the exchange's, or sooner when the sink bounds a
@@ -253,7 +259,13 @@ static int recv_piece(const struct dfd_conn *c, const struct dest *d, uint64_t l
         uint8_t *at = supplied          ? d->sink->buffer(d->sink->arg)
                       : d->sink != NULL ? d->buf
                                         : (uint8_t *)d->buf + done;
-        int r = recv_all(c, at, n, wait_deadline(d, deadline), "the piece", err);
+        int r = dfc_ratelimit_take(d->rate, n, deadline, NULL);
+        if (r < 0) {
+            r = dfc_error_set(err, r,
+                              "download.rateLimit leaves too little time to read the piece");
+        } else {
+            r = recv_all(c, at, n, wait_deadline(d, deadline), "the piece", err);
+        }
         if (r < 0) {
             if (supplied) {
                 d->sink->release(d->sink->arg, at);
@@ -409,18 +421,20 @@ static int fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const c
     return 0;
 }
 
-int dfd_vortex_fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
-                     uint32_t number, uint64_t offset, uint64_t length, void *buf,
-                     int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err) {
-    struct dest d = {.buf = buf, .buf_len = RECV_CHUNK, .sink = NULL};
+int dfd_vortex_fetch(struct dfc_tls_ctx *tls, struct dfc_ratelimit *rate, const char *ip,
+                     uint16_t port, const char *task_id, uint32_t number, uint64_t offset,
+                     uint64_t length, void *buf, int64_t timeout_ns, struct dfd_vortex_fetched *ret,
+                     struct dfc_error *err) {
+    struct dest d = {.buf = buf, .buf_len = RECV_CHUNK, .sink = NULL, .rate = rate};
     return fetch(tls, ip, port, task_id, number, offset, length, &d, timeout_ns, ret, err);
 }
 
-int dfd_vortex_fetch_to(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
-                        uint32_t number, uint64_t offset, uint64_t length,
-                        const struct dfd_vortex_sink *sink, void *buf, size_t buf_len,
-                        int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err) {
-    struct dest d = {.buf = buf, .buf_len = buf_len, .sink = sink};
+int dfd_vortex_fetch_to(struct dfc_tls_ctx *tls, struct dfc_ratelimit *rate, const char *ip,
+                        uint16_t port, const char *task_id, uint32_t number, uint64_t offset,
+                        uint64_t length, const struct dfd_vortex_sink *sink, void *buf,
+                        size_t buf_len, int64_t timeout_ns, struct dfd_vortex_fetched *ret,
+                        struct dfc_error *err) {
+    struct dest d = {.buf = buf, .buf_len = buf_len, .sink = sink, .rate = rate};
     if (sink == NULL) {
         return dfc_error_set(err, -EINVAL, "no sink");
     }

@@ -26,6 +26,7 @@ struct dfd_vortex_fetched {
     uint64_t cost_ns; /* the whole exchange, measured here */
 };
 
+struct dfc_ratelimit;
 struct dfc_tls_ctx;
 
 /* Fetches piece number of task_id (64 hex digits) from ip:port into buf, which holds length
@@ -36,10 +37,14 @@ struct dfc_tls_ctx;
  * ("vortex 127.0.0.12:4005 piece <task>-<n>: ..."). Thread-safe.
  * tls: NULL for plain TCP, else a client context (dfc/tls_ssl.h; borrowed): the parent must
  * prove with a certificate that names ip, and is shown ours under mutual TLS; a failed
- * handshake or a TLS alert is -ECONNABORTED, err giving OpenSSL's reason. */
-int dfd_vortex_fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
-                     uint32_t number, uint64_t offset, uint64_t length, void *buf,
-                     int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err);
+ * handshake or a TLS alert is -ECONNABORTED, err giving OpenSSL's reason.
+ * rate: NULL for no limit, else a token bucket (dfc/ratelimit.h; borrowed, shared) that each
+ * chunk of the bytes is paid from before it is read; -ETIMEDOUT when the rest of the piece
+ * could not be paid for within timeout_ns. */
+int dfd_vortex_fetch(struct dfc_tls_ctx *tls, struct dfc_ratelimit *rate, const char *ip,
+                     uint16_t port, const char *task_id, uint32_t number, uint64_t offset,
+                     uint64_t length, void *buf, int64_t timeout_ns, struct dfd_vortex_fetched *ret,
+                     struct dfc_error *err);
 
 /* Where dfd_vortex_fetch_to hands the bytes: write(arg, at, data, n) for each chunk in order,
  * at = its offset within the piece; a negative return ends the fetch with that error. The
@@ -65,9 +70,10 @@ struct dfd_vortex_sink {
 /* As dfd_vortex_fetch, but the bytes go to sink a chunk of at most buf_len (> 0) bytes at a
  * time, CRC'd as they pass, through buf or (sink->buffer set, buf NULL) the sink's buffers;
  * the same checks and errors, and the sink's errors. */
-int dfd_vortex_fetch_to(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const char *task_id,
-                        uint32_t number, uint64_t offset, uint64_t length,
-                        const struct dfd_vortex_sink *sink, void *buf, size_t buf_len,
-                        int64_t timeout_ns, struct dfd_vortex_fetched *ret, struct dfc_error *err);
+int dfd_vortex_fetch_to(struct dfc_tls_ctx *tls, struct dfc_ratelimit *rate, const char *ip,
+                        uint16_t port, const char *task_id, uint32_t number, uint64_t offset,
+                        uint64_t length, const struct dfd_vortex_sink *sink, void *buf,
+                        size_t buf_len, int64_t timeout_ns, struct dfd_vortex_fetched *ret,
+                        struct dfc_error *err);
 
 #endif /* DFD_P2P_VORTEX_CLIENT_H */

@@ -32,6 +32,12 @@
  * the bytes read from the content with pread, TLS_CHUNK at a time, into a buffer of the
  * connection's and written as records (no sendfile: the kernel here has no kTLS). When the
  * connection ends, close_notify.
+ *
+ * Limits (ours, upload_limits.h): with a rate limit the bytes go PACE_CHUNK at a time, each
+ * paid for in the server's token bucket (shared by every connection) before it is sent, within
+ * the answer's deadline; unlimited, one sendfile as before. At most max_uploads answers send at
+ * once: a request beyond waits for one to end, at most request_timeout, then gets Error
+ * Internal naming storage.server.maxConcurrentUploads. Stop ends both waits at once.
  */
 #include "p2p/vortex_server.h"
 
@@ -56,6 +62,7 @@
 #include "dfc/metrics.h"
 #include "dfc/tls_ssl.h"
 #include "p2p/sockio.h"
+#include "p2p/upload_limits.h"
 #include "p2p/vortex.h"
 #include "storage/storage.h"
 
@@ -65,7 +72,8 @@
 #define DRAIN_MAX        65536 /* after an Error: what a client may still have in flight */
 #define TRAFFIC_REMOTE   1     /* common.v2.TrafficType REMOTE_PEER */
 #define CONN_STACK       ((size_t)512 * 1024)
-#define TLS_CHUNK        ((size_t)256 * 1024) /* pread size under TLS (a heap buffer) */
+#define TLS_CHUNK        ((size_t)256 * 1024)   /* pread size under TLS (a heap buffer) */
+#define PACE_CHUNK       ((uint64_t)256 * 1024) /* paid for at once under a rate limit */
 /* Keep-alive (beyond upstream): after an answer the next request is awaited this long at most
  * (or request_timeout if shorter), and a connection serves at most this many requests. */
 #define KEEPALIVE_NS ((int64_t)5 * 1000 * 1000 * 1000)
@@ -107,21 +115,33 @@ struct dfd_vortex_server {
     int64_t tls_warn_ns;
     uint64_t accepted; /* under mu: connections handed to a handler */
     int64_t keepalive_ns;
+    struct dfd_upload_limits lim; /* upload.rateLimit, maxConcurrentUploads: every connection's */
 };
 
 /* Sends length bytes of content_fd from offset with sendfile, each wait at most timeout_ns and
  * the whole of it done by deadline (-ETIMEDOUT otherwise: a peer that reads a little now and
  * then must not hold a connection slot for good). -EPROTO when the file ends first (the client
- * then sees the answer cut short). */
-static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, int64_t timeout_ns,
-                     int64_t deadline) {
+ * then sees the answer cut short). Under v's rate limit PACE_CHUNK at a time, each paid for
+ * first (-ETIMEDOUT when it cannot be by deadline, -ECANCELED at stop). */
+static int send_file(struct dfd_vortex_server *v, int fd, int content_fd, uint64_t offset,
+                     uint64_t length, int64_t timeout_ns, int64_t deadline) {
     off_t off = (off_t)offset;
     uint64_t left = length;
+    bool paced = dfd_upload_limits_paced(&v->lim);
+    uint64_t paid = 0; /* paced: bytes paid for and not yet sent */
     while (left > 0) {
-        size_t chunk = left < SENDFILE_CHUNK ? (size_t)left : SENDFILE_CHUNK;
+        if (paced && paid == 0) {
+            paid = left < PACE_CHUNK ? left : PACE_CHUNK;
+            int r = dfd_upload_limits_pay(&v->lim, paid, deadline);
+            if (r < 0) {
+                return r;
+            }
+        }
+        size_t chunk = paced ? (size_t)paid : left < SENDFILE_CHUNK ? (size_t)left : SENDFILE_CHUNK;
         ssize_t k = sendfile(fd, content_fd, &off, chunk);
         if (k > 0) {
             left -= (uint64_t)k;
+            paid -= paced ? (uint64_t)k : 0;
             continue;
         }
         if (k == 0) {
@@ -139,9 +159,11 @@ static int send_file(int fd, int content_fd, uint64_t offset, uint64_t length, i
     return 0;
 }
 
-/* send_file under TLS: pread into a buffer, written as TLS records; the same deadlines. */
-static int send_file_tls(const struct dfd_conn *c, int content_fd, uint64_t offset, uint64_t length,
-                         int64_t timeout_ns, int64_t deadline, struct dfc_error *err) {
+/* send_file under TLS: pread into a buffer, written as TLS records; the same deadlines and
+ * rate limit (TLS_CHUNK is PACE_CHUNK). */
+static int send_file_tls(struct dfd_vortex_server *v, const struct dfd_conn *c, int content_fd,
+                         uint64_t offset, uint64_t length, int64_t timeout_ns, int64_t deadline,
+                         struct dfc_error *err) {
     size_t cap = length < TLS_CHUNK ? (size_t)length : TLS_CHUNK;
     uint8_t *buf = malloc(cap > 0 ? cap : 1);
     if (buf == NULL) {
@@ -157,6 +179,10 @@ static int send_file_tls(const struct dfd_conn *c, int content_fd, uint64_t offs
         }
         if (k <= 0) {
             r = k == 0 ? -EPROTO : -errno;
+            break;
+        }
+        r = dfd_upload_limits_pay(&v->lim, (uint64_t)k, deadline);
+        if (r < 0) {
             break;
         }
         int64_t wait = dfd_deadline_after(timeout_ns);
@@ -213,6 +239,22 @@ static void drain(struct dfd_vortex_server *v, int fd) {
             break;
         }
     }
+}
+
+/* Takes an upload slot by deadline (dfd_upload_limits_begin): 0, -ECANCELED at stop, or -EBUSY
+ * after answering Error Internal naming the limit. */
+static int upload_begin(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t deadline,
+                        const char *id, uint32_t number) {
+    int r = dfd_upload_limits_begin(&v->lim, deadline);
+    if (r == -EBUSY) {
+        char msg[DFC_ERROR_MSG_MAX + 160];
+        snprintf(msg, sizeof(msg),
+                 "piece %s-%u: busy, already uploading %u pieces at once "
+                 "(storage.server.maxConcurrentUploads)",
+                 id, number, v->lim.max);
+        send_error(v, c, DFD_VORTEX_ERR_INTERNAL, msg);
+    }
+    return r;
 }
 
 /* Serves one request of connection c, read by deadline. True when the piece was sent whole and
@@ -284,12 +326,20 @@ static bool serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
     } else {
         int64_t answer = dfd_deadline_after(v->answer_timeout_ns);
         int64_t first = dfd_deadline_after(v->request_timeout_ns);
-        r = dfd_conn_send_all(c, out, len, first < answer ? first : answer, NULL);
+        r = upload_begin(v, c, first < answer ? first : answer, id, number);
+        bool began = r == 0;
+        first = dfd_deadline_after(v->request_timeout_ns);
+        if (r == 0) {
+            r = dfd_conn_send_all(c, out, len, first < answer ? first : answer, NULL);
+        }
         if (r == 0 && c->tls == NULL) {
-            r = send_file(fd, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer);
+            r = send_file(v, fd, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer);
         } else if (r == 0) {
-            r = send_file_tls(c, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer,
+            r = send_file_tls(v, c, content_fd, pm.offset, pm.length, v->request_timeout_ns, answer,
                               NULL);
+        }
+        if (began) {
+            dfd_upload_limits_end(&v->lim);
         }
         if (r == 0) {
             dfc_metric_inc(v->served_pieces, 0, 1);
@@ -555,6 +605,9 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
         slots[i].fd = -1;
     }
     pthread_mutex_init(&v->mu, NULL);
+    dfd_upload_limits_init(&v->lim, o->rate_limit,
+                           o->max_uploads != 0 && o->max_uploads < o->max_conns ? o->max_uploads
+                                                                                : o->max_conns);
     pthread_attr_init(&v->conn_attr);
     (void)pthread_attr_setstacksize(&v->conn_attr, CONN_STACK);
     int r = listen_on(o->ip, o->port, &v->lfd, &v->port, err);
@@ -572,6 +625,7 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
             close(v->lfd);
         }
         pthread_attr_destroy(&v->conn_attr);
+        dfd_upload_limits_destroy(&v->lim);
         pthread_mutex_destroy(&v->mu);
         free(slots);
         free(v);
@@ -601,6 +655,7 @@ void dfd_vortex_server_stop(struct dfd_vortex_server *v) {
     }
     pthread_join(v->accept_th, NULL);
     close(v->lfd);
+    dfd_upload_limits_stop(&v->lim);
     pthread_mutex_lock(&v->mu);
     for (unsigned i = 0; i < v->nslots; i++) {
         if (v->slots[i].state == SLOT_RUNNING && v->slots[i].fd >= 0) {
@@ -620,6 +675,7 @@ void dfd_vortex_server_stop(struct dfd_vortex_server *v) {
     }
     close(v->stop_fd);
     pthread_attr_destroy(&v->conn_attr);
+    dfd_upload_limits_destroy(&v->lim);
     pthread_mutex_destroy(&v->mu);
     dfc_keycount_free(&v->ips);
     free(v->slots);

@@ -7,7 +7,10 @@
  * malformed or unknown packets get an Error frame, the request read is bounded by request_timeout,
  * the whole answer by answer_timeout (a peer that reads slowly is reset then, so it cannot hold a
  * slot), and at most max_conns connections are served at once, at most max_conns_per_ip of them
- * from one peer address (more are closed at accept, with a rate-limited warning). The request
+ * from one peer address (more are closed at accept, with a rate-limited warning). Ours too: the
+ * piece bytes sent may be limited in rate (upload.rateLimit, upstream's key) and in pieces at
+ * once (storage.server.maxConcurrentUploads), so that a node serving the swarm keeps bandwidth
+ * for its own pods. The request
  * deadline runs from the accept: a connection that sends nothing, or trickles its 74 bytes, is
  * closed after request_timeout.
  *
@@ -46,6 +49,14 @@ struct dfd_vortex_server_opts {
      * handshake, within request_timeout, before its request is read. NULL: plain TCP. Borrowed,
      * outlives the server. */
     struct dfc_tls_ctx *tls;
+    /* upload.rateLimit: bytes per second of piece bytes sent, by all connections together; 0 =
+     * unlimited. Sent in chunks of 256 KiB, each paid for first (dfc/ratelimit.h), within the
+     * answer's deadline. */
+    uint64_t rate_limit;
+    /* storage.server.maxConcurrentUploads: pieces sent at once; 0 (or more than max_conns) =
+     * max_conns. A request beyond waits up to request_timeout for one to end, then is answered
+     * Error Internal (3) naming the limit, and its connection closes. */
+    unsigned max_uploads;
 };
 
 /* Binds, listens and starts serving on its own threads. */

@@ -84,6 +84,14 @@ static const struct {
      "dfdaemon: download.server.shutdownGrace must be between 1ms and 24h, got `0s`\n"},
     {"DFDAEMON_SHUTDOWN_GRACE=soon", DFDAEMON_BIN, "--print-config", 2,
      "dfdaemon: DFDAEMON_SHUTDOWN_GRACE: `soon` is not a duration such as 1h30m\n"},
+    /* the rate limits and the cap on uploads at once */
+    {"", DFDAEMON_BIN, "--print-config --set upload.rateLimit=100KiB", 2,
+     "dfdaemon: upload.rateLimit must be at least 1MiB, got `100KiB`\n"},
+    {"", DFDAEMON_BIN, "--print-config --set download.rateLimit=fast", 2,
+     "dfdaemon: download.rateLimit: `fast` is not a size such as 4MiB\n"},
+    {"", DFDAEMON_BIN, "--print-config --set storage.server.maxConcurrentUploads=200", 2,
+     "dfdaemon: storage.server.maxConcurrentUploads (200) must not exceed "
+     "storage.server.maxConnections (128)\n"},
     /* dfcache */
     {"", DFCACHE_BIN, "import --ttl 1m /etc/hostname", 2,
      "dfcache import: --ttl must be between 5m and 168h, got `1m`\n"},
@@ -185,6 +193,29 @@ static void test_dfdaemon_shutdown_grace(void **state) {
     assert_non_null(strstr(f->out_text, "    shutdownGrace: 1m30s\n"));
     assert_int_equal(run(f, "DFDAEMON_SHUTDOWN_GRACE=250ms", DFDAEMON_BIN, args), 0);
     assert_non_null(strstr(f->out_text, "    shutdownGrace: 250ms\n"));
+}
+
+/* upload.rateLimit and download.rateLimit: upstream's 10GiB (no limit in practice), else the
+ * file's; storage.server.maxConcurrentUploads: 0 (= maxConnections), else the file's. */
+static void test_dfdaemon_rate_limits(void **state) {
+    struct fx *f = *state;
+    assert_int_equal(run(f, "", DFDAEMON_BIN, "--print-config"), 0);
+    assert_non_null(strstr(f->out_text, "download:\n"));
+    const char *first = strstr(f->out_text, "\n  rateLimit: 10GiB\n");
+    assert_non_null(first);
+    assert_non_null(strstr(first + 1, "\n  rateLimit: 10GiB\n")); /* upload's too */
+    assert_non_null(strstr(f->out_text, "    maxConcurrentUploads: 0\n"));
+    FILE *fp = fopen(f->yaml, "w");
+    fputs("download:\n  rateLimit: 100MiB\nupload:\n  rateLimit: 25MiB\nstorage:\n  server:\n"
+          "    maxConcurrentUploads: 4\n",
+          fp);
+    fclose(fp);
+    char args[600];
+    snprintf(args, sizeof(args), "--print-config -c %s", f->yaml);
+    assert_int_equal(run(f, "", DFDAEMON_BIN, args), 0);
+    assert_non_null(strstr(f->out_text, "\n  rateLimit: 100MiB\n"));
+    assert_non_null(strstr(f->out_text, "\n  rateLimit: 25MiB\n"));
+    assert_non_null(strstr(f->out_text, "    maxConcurrentUploads: 4\n"));
 }
 
 /* dfcache: a flag hides a bad variable, so the import gets as far as the (missing) socket. */
@@ -365,11 +396,9 @@ static void test_tls_files_exit_2(void **state) {
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_usage_errors_exit_2),
-        T(test_dfdaemon_precedence),
-        T(test_dfdaemon_shutdown_grace),
-        T(test_dfcache_flag_over_env),
-        T(test_help_lists_the_documented_options),
+        T(test_usage_errors_exit_2),     T(test_dfdaemon_precedence),
+        T(test_dfdaemon_shutdown_grace), T(test_dfdaemon_rate_limits),
+        T(test_dfcache_flag_over_env),   T(test_help_lists_the_documented_options),
         T(test_tls_files_exit_2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -380,8 +380,8 @@ static int fetch_with(const uint8_t *answer, size_t len, bool hold, int64_t time
     struct scripted s;
     scripted_start(&s, answer, len, hold);
     struct dfd_vortex_fetched f = {0};
-    int r =
-        dfd_vortex_fetch(NULL, "127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, got, timeout, &f, err);
+    int r = dfd_vortex_fetch(NULL, NULL, "127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, got, timeout,
+                             &f, err);
     scripted_join(&s);
     /* Whatever the answer, the request on the wire was tag 4, length 68, TASK, piece 7. */
     assert_int_equal(s.req_len, 74);
@@ -460,7 +460,7 @@ static void test_fetch_to_a_sink_checks_the_crc(void **state) {
         uint8_t chunk[2];
         struct dfd_vortex_fetched f = {0};
         struct dfc_error err = {0};
-        int r = dfd_vortex_fetch_to(NULL, "127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, &sink,
+        int r = dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, &sink,
                                     chunk, sizeof(chunk), TIMEOUT, &f, &err);
         scripted_join(&s);
         assert_int_equal(c.n, 5);
@@ -531,8 +531,8 @@ static void test_fetch_to_a_sink_with_its_own_buffers(void **state) {
             .arg = &l, .write = lender_write, .buffer = lend, .release = lender_release};
         struct dfd_vortex_fetched f = {0};
         struct dfc_error err = {0};
-        int r = dfd_vortex_fetch_to(NULL, "127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, &sink, NULL,
-                                    2, TIMEOUT, &f, &err);
+        int r = dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", s.port, TASK, 7, 7 * 4 * MiB, 5, &sink,
+                                    NULL, 2, TIMEOUT, &f, &err);
         scripted_join(&s);
         assert_false(l.lent[0] || l.lent[1]); /* every buffer came back */
         assert_int_equal(l.taken, l.written + l.released);
@@ -554,11 +554,11 @@ static void test_fetch_to_a_sink_with_its_own_buffers(void **state) {
         .arg = &l, .write = lender_write, .buffer = lend, .release = lender_release};
     struct dfd_vortex_sink no_release = {.arg = &l, .write = lender_write, .buffer = lend};
     struct dfc_error err = {0};
-    assert_int_equal(dfd_vortex_fetch_to(NULL, "127.0.0.1", 9, TASK, 7, 0, 5, &both, chunk, 2,
+    assert_int_equal(dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", 9, TASK, 7, 0, 5, &both, chunk, 2,
                                          TIMEOUT, NULL, &err),
                      -EINVAL);
-    assert_int_equal(dfd_vortex_fetch_to(NULL, "127.0.0.1", 9, TASK, 7, 0, 5, &no_release, NULL, 2,
-                                         TIMEOUT, NULL, &err),
+    assert_int_equal(dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", 9, TASK, 7, 0, 5, &no_release,
+                                         NULL, 2, TIMEOUT, NULL, &err),
                      -EINVAL);
     assert_int_equal(l.taken, 0);
 }
@@ -696,7 +696,7 @@ static void test_fetch_refused(void **state) {
     uint8_t got[5];
     struct dfc_error err = {0};
     assert_int_equal(
-        dfd_vortex_fetch(NULL, "127.0.0.1", port, TASK, 7, 0, 5, got, TIMEOUT, NULL, &err),
+        dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, TASK, 7, 0, 5, got, TIMEOUT, NULL, &err),
         -ECONNREFUSED);
     assert_non_null(strstr(err.msg, "connect"));
     close(fd);
@@ -706,14 +706,17 @@ static void test_fetch_bad_arguments(void **state) {
     uint8_t got[5];
     struct dfc_error err = {0};
     assert_int_equal(
-        dfd_vortex_fetch(NULL, "127.0.0.1", 1, "e2d0", 7, 0, 5, got, TIMEOUT, NULL, &err), -EINVAL);
+        dfd_vortex_fetch(NULL, NULL, "127.0.0.1", 1, "e2d0", 7, 0, 5, got, TIMEOUT, NULL, &err),
+        -EINVAL);
     assert_int_equal(
-        dfd_vortex_fetch(NULL, "localhost", 1, TASK, 7, 0, 5, got, TIMEOUT, NULL, &err), -EINVAL);
+        dfd_vortex_fetch(NULL, NULL, "localhost", 1, TASK, 7, 0, 5, got, TIMEOUT, NULL, &err),
+        -EINVAL);
     assert_non_null(strstr(err.msg, "IPv4 or IPv6"));
     assert_int_equal(
-        dfd_vortex_fetch(NULL, "127.0.0.1", 1, TASK, 7, 0, 5, NULL, TIMEOUT, NULL, &err), -EINVAL);
-    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", 1, TASK, 7, 0, 5, got, 0, NULL, &err),
-                     -EINVAL);
+        dfd_vortex_fetch(NULL, NULL, "127.0.0.1", 1, TASK, 7, 0, 5, NULL, TIMEOUT, NULL, &err),
+        -EINVAL);
+    assert_int_equal(
+        dfd_vortex_fetch(NULL, NULL, "127.0.0.1", 1, TASK, 7, 0, 5, got, 0, NULL, &err), -EINVAL);
 }
 
 int main(void) {

@@ -160,8 +160,8 @@ static int fetch_n(struct fx *f, struct dfc_tls_ctx *tls, uint16_t port, uint32_
                    struct dfc_error *err) {
     uint8_t *buf = malloc(PIECE);
     const struct dfd_piece_meta *pm = &f->pieces[n];
-    int r = dfd_vortex_fetch(tls, "127.0.0.1", port, f->task.id, n, pm->offset, pm->length, buf,
-                             TIMEOUT, NULL, err);
+    int r = dfd_vortex_fetch(tls, NULL, "127.0.0.1", port, f->task.id, n, pm->offset, pm->length,
+                             buf, TIMEOUT, NULL, err);
     if (r == 0) {
         assert_memory_equal(buf, f->content + pm->offset, pm->length);
     }
@@ -191,8 +191,8 @@ static void reuse_over_one_connection(void **state, bool tls) {
     /* An Error answer (a piece that is not there) is not reused: the next piece connects anew. */
     struct dfc_error err = {0};
     uint8_t buf[16];
-    assert_int_equal(dfd_vortex_fetch(f->ctls, "127.0.0.1", port, f->task.id, 9, 0, sizeof(buf),
-                                      buf, TIMEOUT, NULL, &err),
+    assert_int_equal(dfd_vortex_fetch(f->ctls, NULL, "127.0.0.1", port, f->task.id, 9, 0,
+                                      sizeof(buf), buf, TIMEOUT, NULL, &err),
                      -ENOENT);
     assert_int_equal(dfd_vortex_pool_idle(), 0);
     fetch_ok(f, f->ctls, port, 0);

@@ -188,7 +188,7 @@ static void test_every_piece(void **state) {
         struct dfd_vortex_fetched got = {0};
         struct dfc_error err = {0};
         memset(buf, 0, 4 * MiB);
-        int r = dfd_vortex_fetch(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
+        int r = dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
                                  pm->number, pm->offset, pm->length, buf, TIMEOUT, &got, &err);
         if (r != 0) {
             fail_msg("piece %u: %s", pm->number, err.msg);
@@ -239,9 +239,9 @@ static void test_every_piece_through_a_sink(void **state) {
         struct dfd_vortex_fetched got = {0};
         struct dfc_error err = {0};
         memset(out, 0, 4 * MiB);
-        int r = dfd_vortex_fetch_to(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
-                                    pm->number, pm->offset, pm->length, &sink, chunk, sizeof(chunk),
-                                    TIMEOUT, &got, &err);
+        int r = dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+                                    f->task.id, pm->number, pm->offset, pm->length, &sink, chunk,
+                                    sizeof(chunk), TIMEOUT, &got, &err);
         if (r != 0) {
             fail_msg("piece %u: %s", pm->number, err.msg);
         }
@@ -256,18 +256,18 @@ static void test_every_piece_through_a_sink(void **state) {
     struct assembler a = {.out = out, .max_chunk = sizeof(chunk), .fail_at = 5000};
     struct dfd_vortex_sink sink = {.arg = &a, .write = assemble};
     struct dfc_error err = {0};
-    assert_int_equal(dfd_vortex_fetch_to(NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+    assert_int_equal(dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
                                          f->task.id, pm->number, pm->offset, pm->length, &sink,
                                          chunk, sizeof(chunk), TIMEOUT, NULL, &err),
                      -ENOSPC);
     assert_non_null(strstr(err.msg, "the test's sink"));
     assert_int_equal(a.next, 5000);
     /* No sink, or a sink without a buffer, is refused before any connection. */
-    assert_int_equal(dfd_vortex_fetch_to(NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+    assert_int_equal(dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
                                          f->task.id, 0, 0, pm->length, NULL, chunk, sizeof(chunk),
                                          TIMEOUT, NULL, &err),
                      -EINVAL);
-    assert_int_equal(dfd_vortex_fetch_to(NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+    assert_int_equal(dfd_vortex_fetch_to(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
                                          f->task.id, 0, 0, pm->length, &sink, chunk, 0, TIMEOUT,
                                          NULL, &err),
                      -EINVAL);
@@ -287,7 +287,7 @@ static void *fetcher_main(void *arg) {
         for (size_t i = 0; i < f->npieces; i++) {
             const struct dfd_piece_meta *pm = &f->pieces[i];
             struct dfc_error err = {0};
-            if (dfd_vortex_fetch(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
+            if (dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
                                  pm->number, pm->offset, pm->length, buf, TIMEOUT, NULL,
                                  &err) != 0 ||
                 memcmp(buf, f->content + pm->offset, pm->length) != 0) {
@@ -356,14 +356,14 @@ static void test_not_found(void **state) {
     uint8_t buf[16];
     struct dfc_error err = {0};
     uint16_t port = dfd_vortex_server_port(f->v);
-    assert_int_equal(
-        dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 3, 0, 16, buf, TIMEOUT, NULL, &err),
-        -ENOENT);
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, f->task.id, 3, 0, 16, buf,
+                                      TIMEOUT, NULL, &err),
+                     -ENOENT);
     char want[128];
     snprintf(want, sizeof(want), "piece %s-3 not found", f->task.id);
     assert_non_null(strstr(err.msg, want));
     assert_int_equal(
-        dfd_vortex_fetch(NULL, "127.0.0.1", port, OTHER, 0, 0, 16, buf, TIMEOUT, NULL, &err),
+        dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, OTHER, 0, 0, 16, buf, TIMEOUT, NULL, &err),
         -ENOENT);
     assert_non_null(strstr(err.msg, "piece " OTHER "-0 not found"));
     /* The raw frame: code NotFound and upstream's message. */
@@ -468,8 +468,8 @@ static void test_hostile_headers(void **state) {
     close(fd);
     /* The server still serves after all that. */
     uint8_t *buf = malloc(4 * MiB);
-    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
-                                      0, 0, 4 * MiB, buf, TIMEOUT, NULL, &err),
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+                                      f->task.id, 0, 0, 4 * MiB, buf, TIMEOUT, NULL, &err),
                      0);
     free(buf);
 }
@@ -572,7 +572,7 @@ static void test_max_conns(void **state) {
     int r = -1;
     struct dfc_error err = {0};
     for (int attempt = 0; attempt < 500 && r != 0; attempt++) {
-        r = dfd_vortex_fetch(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 1,
+        r = dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 1,
                              4 * MiB, 4 * MiB, buf, TIMEOUT, NULL, &err);
         if (r != 0) {
             /* refused at accept: closed before any answer (a reset: the request was unread) */
@@ -623,8 +623,8 @@ static void test_max_conns_per_ip(void **state) {
     }
     uint8_t *buf = malloc(4 * MiB);
     struct dfc_error err = {0};
-    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
-                                      1, 4 * MiB, 4 * MiB, buf, TIMEOUT, NULL, &err),
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+                                      f->task.id, 1, 4 * MiB, 4 * MiB, buf, TIMEOUT, NULL, &err),
                      0);
     assert_memory_equal(buf, f->content + 4 * MiB, 4 * MiB);
     free(buf);
@@ -666,8 +666,8 @@ static void test_stop_with_connections_open(void **state) {
     /* Make sure the server's handlers hold them (a fetch gets through the fourth slot). */
     uint8_t piece[16];
     struct dfc_error err = {0};
-    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), OTHER, 0, 0,
-                                      16, piece, TIMEOUT, NULL, &err),
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), OTHER,
+                                      0, 0, 16, piece, TIMEOUT, NULL, &err),
                      -ENOENT);
     dfd_vortex_server_stop(f->v); /* returns, well before the 120 s request timeout */
     f->v = NULL;

@@ -217,7 +217,7 @@ static void start_with(struct fx *f, struct dfc_tls_ctx *stls) {
 static int fetch(struct fx *f, struct dfc_tls_ctx *ctls, uint32_t n, uint8_t *buf,
                  struct dfc_error *err) {
     const struct dfd_piece_meta *pm = &f->pieces[n];
-    return dfd_vortex_fetch(ctls, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, n,
+    return dfd_vortex_fetch(ctls, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, n,
                             pm->offset, pm->length, buf, TIMEOUT, NULL, err);
 }
 
@@ -276,9 +276,9 @@ static void test_mutual_serves_every_piece(void **state) {
     for (uint32_t n = 0; n < f->npieces; n++) {
         struct dfd_vortex_sink sink = {.arg = got, .write = copy_write};
         struct dfc_error err = {0};
-        int r = dfd_vortex_fetch_to(f->ctls, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
-                                    n, f->pieces[n].offset, f->pieces[n].length, &sink, chunk,
-                                    sizeof(chunk), TIMEOUT, NULL, &err);
+        int r = dfd_vortex_fetch_to(f->ctls, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+                                    f->task.id, n, f->pieces[n].offset, f->pieces[n].length, &sink,
+                                    chunk, sizeof(chunk), TIMEOUT, NULL, &err);
         if (r != 0) {
             fail_msg("piece %u through a sink: %s", n, err.msg);
         }
@@ -296,8 +296,8 @@ static void test_mutual_refuses_a_client_without_a_certificate(void **state) {
     /* A plain TCP read of the TLS port gets nothing either. */
     uint8_t buf[64];
     struct dfc_error err = {0};
-    int r = dfd_vortex_fetch(NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 0, 0,
-                             f->pieces[0].length, buf, TIMEOUT, NULL, &err);
+    int r = dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 0,
+                             0, f->pieces[0].length, buf, TIMEOUT, NULL, &err);
     assert_true(r < 0);
 }
 
@@ -415,8 +415,8 @@ static void *slow_fetch(void *arg) {
     struct fx *f = s->f;
     struct dfd_vortex_sink sink = {.arg = s, .write = slow_write};
     uint8_t *chunk = malloc(64 * 1024);
-    s->r = dfd_vortex_fetch_to(f->ctls, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id, 0,
-                               f->pieces[0].offset, f->pieces[0].length, &sink, chunk, 64 * 1024,
+    s->r = dfd_vortex_fetch_to(f->ctls, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
+                               0, f->pieces[0].offset, f->pieces[0].length, &sink, chunk, 64 * 1024,
                                TIMEOUT, NULL, &s->err);
     free(chunk);
     return NULL;
@@ -526,6 +526,29 @@ static void test_bad_files(void **state) {
     assert_int_equal(dfc_tls_ctx_new(DFC_TLS_OFF, &files, true, 0, &c, &err), -EINVAL);
 }
 
+/* upload.rateLimit under TLS (records from a buffer, not sendfile): 8 MiB/s with a burst of
+ * 1 MiB cannot deliver the content, 8 MiB and 12345 bytes, in less than 875 ms. */
+static void test_rate_limit_over_tls(void **state) {
+    struct fx *f = *state;
+    f->stls = ctx("server", DFC_TLS_MUTUAL, true);
+    f->ctls = ctx("client", DFC_TLS_MUTUAL, false);
+    struct dfd_vortex_server_opts o = {.ip = "127.0.0.1",
+                                       .max_conns = 16,
+                                       .request_timeout_ns = 5 * SEC,
+                                       .answer_timeout_ns = TIMEOUT,
+                                       .parent_id = "host-1",
+                                       .tls = f->stls,
+                                       .rate_limit = 8 * MiB};
+    struct dfc_error err = {0};
+    assert_int_equal(dfd_vortex_server_start(f->s, &o, &f->v, &err), 0);
+    int64_t t0 = dfc_mono_ns();
+    fetch_all(f, f->ctls);
+    int64_t took = dfc_mono_ns() - t0;
+    if (took < 875 * (SEC / 1000)) {
+        fail_msg("8 MiB at 8 MiB/s over TLS took %lld ms", (long long)(took / (SEC / 1000)));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_mutual_serves_every_piece, setup, teardown),
@@ -539,6 +562,7 @@ int main(void) {
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_handshake_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rotation_mid_transfer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_limit_over_tls, setup, teardown),
         cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
