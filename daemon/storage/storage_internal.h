@@ -100,10 +100,6 @@ struct dfd_recovery;
  * rows whose directory is missing or incomplete rebuilt, or dropped when a task is gone. */
 int dfd__pins_recover(struct dfd_storage *s, struct dfd_recovery *rec, struct dfc_error *err);
 
-/* The registry's lock, condition and list (sharing.c), at open and close. */
-void dfd__share_init(struct dfd_storage *s);
-void dfd__share_destroy(struct dfd_storage *s);
-
 /* 1 when a pin holds task id, 0 when none, or negative. */
 int dfd__task_pinned(struct dfd_storage *s, const char *id, struct dfc_error *err);
 
