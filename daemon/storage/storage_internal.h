@@ -34,7 +34,8 @@ struct dfd_storage {
     /* The registry of shared replicas (sharing.c): a list through dfd_replica.share_next and a
      * generation bumped, with share_cv broadcast, whenever one of them wrote a piece, was
      * shared or left (committed or aborted). All under share_mu, which is taken before a
-     * replica's own mu and never while holding commit_mu's callers' locks in reverse. */
+     * replica's own mu, with no other storage lock taken inside it (a commit leaves the
+     * registry after it released commit_mu). */
     pthread_mutex_t share_mu;
     pthread_cond_t share_cv; /* CLOCK_MONOTONIC */
     uint64_t share_gen;
