@@ -26,20 +26,6 @@
 #include "storage.h"
 #include "storage_internal.h"
 
-void dfd__share_init(struct dfd_storage *s) {
-    pthread_mutex_init(&s->share_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->share_cv, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
-void dfd__share_destroy(struct dfd_storage *s) {
-    pthread_cond_destroy(&s->share_cv);
-    pthread_mutex_destroy(&s->share_mu);
-}
-
 /* With share_mu held: something a waiter may care about changed. */
 static void bump_locked(struct dfd_storage *s) {
     s->share_gen++;
@@ -135,7 +121,7 @@ static int open_committed(struct dfd_storage *s, const char *id, uint32_t number
                           struct dfd_piece_meta *ret_pm, struct dfc_error *err) {
     struct dfd_piece_meta *pieces = NULL;
     size_t n = 0;
-    int r = dfd_storage_pieces(s, id, &pieces, &n, err);
+    int r = dfd_metadata_pieces(s->md, id, &pieces, &n, err);
     if (r < 0) {
         return r;
     }
@@ -199,7 +185,7 @@ int dfd_storage_piece_state(struct dfd_storage *s, const char *id, struct dfd_pi
         return 0;
     }
     struct dfd_task_meta t;
-    int r = dfd_storage_get(s, id, &t, err);
+    int r = dfd_metadata_get(s->md, id, &t, err);
     if (r == -ENOENT) {
         return 0;
     }

@@ -55,6 +55,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dfc/cleanup.h"
@@ -363,6 +364,16 @@ static void release_reserve(struct dfd_storage *s) {
     pthread_mutex_unlock(&s->reserve_mu);
 }
 
+/* The registry of shared replicas (sharing.c): its lock and its CLOCK_MONOTONIC condition. */
+static void share_init(struct dfd_storage *s) {
+    pthread_mutex_init(&s->share_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->share_cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **ret,
                      struct dfd_recovery *ret_recovery, struct dfc_error *err) {
     struct dfd_recovery rec = {0};
@@ -381,7 +392,7 @@ int dfd_storage_open(const struct dfd_storage_opts *opts, struct dfd_storage **r
     pthread_mutex_init(&s->commit_mu, NULL);
     pthread_mutex_init(&s->reserve_mu, NULL);
     pthread_mutex_init(&s->pin_mu, NULL);
-    dfd__share_init(s);
+    share_init(s);
     s->unsafe_shared_inode_imports = opts->unsafe_shared_inode_imports;
     s->max_tasks = opts->max_tasks != 0 ? opts->max_tasks : DFD_STORAGE_MAX_TASKS_DEFAULT;
     (void)dfd__pathf(s->content_dir, sizeof(s->content_dir), "%s/" CONTENT_SUBDIR, s->dir);
@@ -441,7 +452,8 @@ void dfd_storage_close(struct dfd_storage *s) {
     pthread_mutex_destroy(&s->commit_mu);
     pthread_mutex_destroy(&s->reserve_mu);
     pthread_mutex_destroy(&s->pin_mu);
-    dfd__share_destroy(s);
+    pthread_cond_destroy(&s->share_cv);
+    pthread_mutex_destroy(&s->share_mu);
     free(s->dir);
     free(s);
 }

@@ -34,7 +34,8 @@ struct dfd_storage {
     /* The registry of shared replicas (sharing.c): a list through dfd_replica.share_next and a
      * generation bumped, with share_cv broadcast, whenever one of them wrote a piece, was
      * shared or left (committed or aborted). All under share_mu, which is taken before a
-     * replica's own mu and never while holding commit_mu's callers' locks in reverse. */
+     * replica's own mu, with no other storage lock taken inside it (a commit leaves the
+     * registry after it released commit_mu). */
     pthread_mutex_t share_mu;
     pthread_cond_t share_cv; /* CLOCK_MONOTONIC */
     uint64_t share_gen;
@@ -99,10 +100,6 @@ struct dfd_recovery;
 /* The pins' recovery at open (pins.c): volumes/ made; its directories without a row removed;
  * rows whose directory is missing or incomplete rebuilt, or dropped when a task is gone. */
 int dfd__pins_recover(struct dfd_storage *s, struct dfd_recovery *rec, struct dfc_error *err);
-
-/* The registry's lock, condition and list (sharing.c), at open and close. */
-void dfd__share_init(struct dfd_storage *s);
-void dfd__share_destroy(struct dfd_storage *s);
 
 /* 1 when a pin holds task id, 0 when none, or negative. */
 int dfd__task_pinned(struct dfd_storage *s, const char *id, struct dfc_error *err);

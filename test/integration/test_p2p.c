@@ -9,7 +9,8 @@
  * commit), dfcache stat answered from the scheduler on a node without a copy, a parent with
  * corrupted content, the TCP DfdaemonUpload's refusals (a destructive call from an address that is
  * not the scheduler's, pieces of an absent task), a node restarted with its store joining its
- * copy to the task again, a parent killed in the middle of a download, and content verified
+ * copy to the task again, a parent killed in the middle of a download, a node killed in the
+ * middle of one serving nothing of it once restarted, and content verified
  * end to end (a lying parent with forged CRCs; a pre-claimed id and an honest importer).
  */
 #include <setjmp.h>
@@ -40,6 +41,7 @@
 #include "dragonfly/dfdaemon.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "google/protobuf/empty.pb-c.h"
+#include "p2p/vortex_client.h"
 #include "p2p_harness.h"
 #include "redis_harness.h"
 #include "scheduler_harness.h"
@@ -957,6 +959,87 @@ static void test_concurrent_exports_share_one_download(void **state) {
     assert_true(harness_same_file(src, path));
 }
 
+/* SyncPersistentCachePieces for piece 0 of id on n's TCP port: the gRPC code of its end (OK
+ * after the pieces n holds), the message in err. */
+static int sync_piece0(const struct p2p_node *n, const char *id, struct dfc_error *err) {
+    struct dfc_rpc_client *c = tcp_client(n);
+    uint32_t nums[] = {0};
+    Dfdaemon__V2__SyncPersistentCachePiecesRequest req =
+        DFDAEMON__V2__SYNC_PERSISTENT_CACHE_PIECES_REQUEST__INIT;
+    req.host_id = "test";
+    req.task_id = (char *)id;
+    req.interested_piece_numbers = nums;
+    req.n_interested_piece_numbers = 1;
+    struct dfc_rpc_stream *st = NULL;
+    assert_int_equal(dfc_rpc_stream_open(c, &sync_pieces_m, TIMEOUT_MS, &st, err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, err), 0);
+    ProtobufCMessage *m = NULL;
+    int r;
+    while ((r = dfc_rpc_stream_recv(st, sync_pieces_m.resp, &m, err)) == 1) {
+        dfc_rpc_msg_free(m);
+    }
+    dfc_rpc_stream_free(st);
+    dfc_rpc_client_free(c);
+    return dfc_error_to_grpc(r);
+}
+
+static bool announced(void *arg) {
+    const struct p2p_node *n = arg;
+    return p2p_host_announced(&cl.redis, n->host_id);
+}
+
+/* A node SIGKILLed mid-download (a piece written, its only parent then stopped): restarted, it
+ * has no spool left and answers NOT_FOUND for the task's pieces, over Vortex and
+ * SyncPersistentCachePieces: nothing of a half-written replica is served after a restart. */
+static void test_killed_mid_download_serves_nothing_after_restart(void **state) {
+    REQUIRE_CLUSTER();
+    char src[512], id[65], tmpdir[600];
+    size_t len = 256 * MiB; /* 64 pieces */
+    import_on(A, len, 808, 1, src, sizeof(src), id);
+    struct dfc_rpc_client *c = harness_client(&C->h);
+    Dfdaemon__V2__DownloadPersistentCacheTaskRequest req =
+        DFDAEMON__V2__DOWNLOAD_PERSISTENT_CACHE_TASK_REQUEST__INIT;
+    req.task_id = id;
+    req.need_piece_content = true;
+    struct dfc_error err;
+    struct dfc_rpc_stream *st = NULL;
+    assert_int_equal(dfc_rpc_stream_open(c, &hm.download, TIMEOUT_MS, &st, &err), 0);
+    assert_int_equal(dfc_rpc_stream_send(st, &req.base, &err), 0);
+    assert_int_equal(dfc_rpc_stream_close_send(st, &err), 0);
+    ProtobufCMessage *m = NULL;
+    bool piece = false;
+    while (!piece && dfc_rpc_stream_recv(st, hm.download.resp, &m, &err) == 1) {
+        piece = ((const Dfdaemon__V2__DownloadPersistentCacheTaskResponse *)m)->response_case ==
+                PIECE_FINISHED;
+        dfc_rpc_msg_free(m);
+    }
+    assert_true(piece);
+    assert_int_equal(kill(A->h.pid, SIGSTOP), 0); /* C's download stalls mid-way */
+    snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", C->h.store);
+    assert_int_equal(harness_count(tmpdir), 1); /* the spool, pieces in it */
+    harness_stop(&C->h, SIGKILL);
+    assert_int_equal(kill(A->h.pid, SIGCONT), 0);
+    dfc_rpc_stream_free(st);
+    dfc_rpc_client_free(c);
+    assert_int_equal(harness_count(tmpdir), 1); /* left by the killed daemon */
+
+    harness_restart(&C->h);
+    assert_int_equal(harness_count(tmpdir), 0);
+    assert_int_equal(stat_local(C, id, NULL), DFC_GRPC_NOT_FOUND);
+    assert_int_equal(sync_piece0(C, id, &err), DFC_GRPC_NOT_FOUND);
+    char want[128];
+    snprintf(want, sizeof(want), "persistent cache task %s not found", id);
+    assert_non_null(strstr(err.msg, want));
+    uint8_t *buf = malloc(4 * MiB);
+    assert_int_equal(dfd_vortex_fetch(NULL, C->ip, (uint16_t)C->vortex_port, id, 0, 0, 4 * MiB, buf,
+                                      TIMEOUT_MS * (int64_t)1000000, NULL, &err),
+                     -ENOENT);
+    free(buf);
+    assert_int_equal(sync_piece0(A, id, &err), DFC_GRPC_OK); /* the parent serves it on */
+    assert_true(test_wait_for(announced, C, REPLICA_BOUND_MS));
+}
+
 /* A parent killed (SIGKILL) while a download from it runs: the download finishes from the
  * other parent, or fails cleanly, leaving no task and nothing in tmp/. Runs last: A stays
  * dead. */
@@ -1046,6 +1129,7 @@ int main(void) {
         cmocka_unit_test(test_tcp_delete_only_from_the_scheduler),
         cmocka_unit_test(test_concurrent_exports_share_one_download),
         cmocka_unit_test(test_content_volume_fetched_from_a_peer),
+        cmocka_unit_test(test_killed_mid_download_serves_nothing_after_restart),
         cmocka_unit_test(test_parent_killed_mid_download),
     };
     int status = test_run_group(tests, cluster_up, cluster_down);

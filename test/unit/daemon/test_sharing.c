@@ -279,13 +279,13 @@ static void test_waiters_wake_on_write_commit_and_abort(void **state) {
 struct racer {
     struct fx *f;
     const char *buf;
-    volatile int stop;
+    int stop;
     unsigned served;
 };
 
 static void *reader_main(void *arg) {
     struct racer *rc = arg;
-    while (!rc->stop) {
+    while (!__atomic_load_n(&rc->stop, __ATOMIC_RELAXED)) {
         for (uint32_t i = 0; i < 3; i++) {
             int fd = -1;
             struct dfd_piece_meta pm;
