@@ -402,7 +402,7 @@ static void test_shared_replica_in_progress(void **state) {
     uint16_t port = dfd_vortex_server_port(f->v);
     uint8_t *buf = malloc(4 * MiB);
     /* Not shared: nothing. */
-    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 2, pm->offset,
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, f->task.id, 2, pm->offset,
                                       pm->length, buf, TIMEOUT, NULL, &err),
                      -ENOENT);
     dfd_replica_share(rep);
