@@ -407,8 +407,8 @@ static void test_shared_replica_in_progress(void **state) {
                      -ENOENT);
     dfd_replica_share(rep);
     struct dfd_vortex_fetched got = {0};
-    int r = dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 2, pm->offset, pm->length, buf,
-                             TIMEOUT, &got, &err);
+    int r = dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, f->task.id, 2, pm->offset, pm->length,
+                             buf, TIMEOUT, &got, &err);
     if (r != 0) {
         fail_msg("piece 2: %s", err.msg);
     }
@@ -416,14 +416,14 @@ static void test_shared_replica_in_progress(void **state) {
     char d[DFC_CRC32_DIGEST_MAX];
     dfc_crc32_format(got.crc32, d);
     assert_string_equal(d, pm->digest);
-    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 0, 0, 4 * MiB, buf,
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, f->task.id, 0, 0, 4 * MiB, buf,
                                       TIMEOUT, NULL, &err),
                      -ENOENT);
     char want[128];
     snprintf(want, sizeof(want), "piece %s-0 not found", f->task.id);
     assert_non_null(strstr(err.msg, want));
     dfd_replica_abort(rep);
-    assert_int_equal(dfd_vortex_fetch(NULL, "127.0.0.1", port, f->task.id, 2, pm->offset,
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, f->task.id, 2, pm->offset,
                                       pm->length, buf, TIMEOUT, NULL, &err),
                      -ENOENT);
     free(buf);
