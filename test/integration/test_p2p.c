@@ -1032,8 +1032,8 @@ static void test_killed_mid_download_serves_nothing_after_restart(void **state) 
     snprintf(want, sizeof(want), "persistent cache task %s not found", id);
     assert_non_null(strstr(err.msg, want));
     uint8_t *buf = malloc(4 * MiB);
-    assert_int_equal(dfd_vortex_fetch(NULL, C->ip, (uint16_t)C->vortex_port, id, 0, 0, 4 * MiB, buf,
-                                      TIMEOUT_MS * (int64_t)1000000, NULL, &err),
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, C->ip, (uint16_t)C->vortex_port, id, 0, 0,
+                                      4 * MiB, buf, TIMEOUT_MS * (int64_t)1000000, NULL, &err),
                      -ENOENT);
     free(buf);
     assert_int_equal(sync_piece0(A, id, &err), DFC_GRPC_OK); /* the parent serves it on */
