@@ -26,8 +26,12 @@ int p2p_free_port(const char *ip) {
 static void write_config(FILE *f, const struct harness *h, void *arg) {
     const struct p2p_node *n = arg;
     const char *d = n->tls_dir;
+    fprintf(f, "download:\n");
+    if (n->download_rate[0] != '\0') {
+        fprintf(f, "  rateLimit: %s\n", n->download_rate);
+    }
     fprintf(f,
-            "download:\n  server:\n    socketPath: %s\n"
+            "  server:\n    socketPath: %s\n"
             "storage:\n  dir: %s\n  server:\n    ip: %s\n    tcpPort: %d\n"
             "log:\n  level: info\n"
             "gc:\n  interval: 1h\n"
@@ -60,10 +64,27 @@ void p2p_node_start(struct p2p_node *n, const char *ip, const char *name, const 
     p2p_node_start_tls(n, ip, name, sched_addr, redis, NULL, NULL);
 }
 
+static void start(struct p2p_node *n, const char *ip, const char *name, const char *sched_addr,
+                  const struct redis_server *redis, const char *tls_dir, const char *server_name,
+                  const char *rate);
+
 void p2p_node_start_tls(struct p2p_node *n, const char *ip, const char *name,
                         const char *sched_addr, const struct redis_server *redis,
                         const char *tls_dir, const char *server_name) {
+    start(n, ip, name, sched_addr, redis, tls_dir, server_name, NULL);
+}
+
+void p2p_node_start_limited(struct p2p_node *n, const char *ip, const char *name,
+                            const char *sched_addr, const struct redis_server *redis,
+                            const char *rate) {
+    start(n, ip, name, sched_addr, redis, NULL, NULL, rate);
+}
+
+static void start(struct p2p_node *n, const char *ip, const char *name, const char *sched_addr,
+                  const struct redis_server *redis, const char *tls_dir, const char *server_name,
+                  const char *rate) {
     memset(n, 0, sizeof(*n));
+    snprintf(n->download_rate, sizeof(n->download_rate), "%s", rate != NULL ? rate : "");
     snprintf(n->tls_dir, sizeof(n->tls_dir), "%s", tls_dir != NULL ? tls_dir : "");
     snprintf(n->server_name, sizeof(n->server_name), "%s", server_name != NULL ? server_name : "");
     snprintf(n->ip, sizeof(n->ip), "%s", ip);

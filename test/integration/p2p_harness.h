@@ -32,6 +32,7 @@ struct p2p_node {
     char upload_target[64]; /* "<ip>:<upload port>": DfdaemonUpload on TCP */
     char tls_dir[256];      /* "" or the node's ca.crt, tls.crt, tls.key (p2p_node_start_tls) */
     char server_name[64];   /* "" or upload.client.serverName (p2p_node_start_tls) */
+    char download_rate[32]; /* "" or download.rateLimit (p2p_node_start_limited) */
 };
 
 /* A free TCP port on ip (test_free_port_on; the daemon binds it right after). */
@@ -50,6 +51,12 @@ void p2p_node_start(struct p2p_node *n, const char *ip, const char *name, const 
 void p2p_node_start_tls(struct p2p_node *n, const char *ip, const char *name,
                         const char *sched_addr, const struct redis_server *redis,
                         const char *tls_dir, const char *server_name);
+
+/* p2p_node_start() with download.rateLimit set to rate (e.g. "8MiB"): a node whose downloads
+ * take long enough for others to fetch from it meanwhile. */
+void p2p_node_start_limited(struct p2p_node *n, const char *ip, const char *name,
+                            const char *sched_addr, const struct redis_server *redis,
+                            const char *rate);
 
 /* Stops the daemon (SIGTERM) and removes its directory; returns its exit code. */
 int p2p_node_destroy(struct p2p_node *n);

@@ -72,7 +72,7 @@ static struct {
     bool up;
     struct redis_server redis;
     struct sched_harness sched;
-    struct p2p_node node[4]; /* A .11, B .12, C .13; D .14 (started by one test) */
+    struct p2p_node node[5]; /* A .11, B .12, C .13; D .14, E .15 (started by one test each) */
     char dir[256];           /* the test's files */
 } cl;
 
@@ -104,7 +104,7 @@ static int cluster_down(void **state) {
         return 0;
     }
     int bad = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (cl.node[i].h.pid > 0) {
             bad += p2p_node_destroy(&cl.node[i]) != 0;
         } else if (cl.node[i].h.dir[0] != '\0') {
@@ -1040,6 +1040,69 @@ static void test_killed_mid_download_serves_nothing_after_restart(void **state) 
     assert_true(test_wait_for(announced, C, REPLICA_BOUND_MS));
 }
 
+struct bg_export {
+    struct p2p_node *n;
+    const char *id, *out;
+    int r;
+    int done; /* atomic: the export returned */
+};
+
+static void *bg_export_main(void *arg) {
+    struct bg_export *b = arg;
+    b->r = export_on(b->n, b->id, b->out, false);
+    __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The pieces C's download of id took from ip, from its p2p.download_done line (-1: none). */
+static int pieces_from(struct p2p_node *n, const char *id, const char *ip) {
+    FILE *f = fopen(n->h.log, "r");
+    assert_non_null(f);
+    char line[4096], want[96];
+    snprintf(want, sizeof(want), "%s:", ip);
+    int k = -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *by = strstr(line, "pieces_by_parent=");
+        if (strstr(line, "event=p2p.download_done") == NULL || strstr(line, id) == NULL ||
+            by == NULL) {
+            continue;
+        }
+        const char *at = strstr(by, want);
+        k = at != NULL ? atoi(at + strlen(want)) : 0;
+    }
+    fclose(f);
+    return k;
+}
+
+/* A parent still downloading serves the pieces it holds (docs/swarm.md): E fetches a 64 MiB
+ * task from A at 8 MiB/s (download.rateLimit), and C, exporting it while E is part-way, is
+ * offered E (a Running peer) and takes pieces from it while E's own download still runs. */
+static void test_downloading_parent_serves_its_pieces(void **state) {
+    REQUIRE_CLUSTER();
+    struct p2p_node *E = &cl.node[4]; /* stopped by cluster_down */
+    p2p_node_start_limited(E, "127.0.0.15", "node-e", cl.sched.target, &cl.redis, "8MiB");
+    char src[512], id[65], out_e[600], out_c[600];
+    size_t len = 64 * MiB; /* 16 pieces: 8 s for E */
+    import_on(A, len, 909, 1, src, sizeof(src), id);
+    snprintf(out_e, sizeof(out_e), "%s/out-e-909", cl.dir);
+    snprintf(out_c, sizeof(out_c), "%s/out-c-909", cl.dir);
+    struct bg_export b = {.n = E, .id = id, .out = out_e};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, bg_export_main, &b), 0);
+    sleep(3); /* E holds a few pieces (at most 24 MiB) */
+    assert_int_equal(export_on(C, id, out_c, false), 0);
+    bool e_running = __atomic_load_n(&b.done, __ATOMIC_ACQUIRE) == 0;
+    assert_true(harness_same_file(src, out_c));
+    int from_e = pieces_from(C, id, E->ip);
+    printf("# C took %d of 16 pieces from E while E was %s\n", from_e,
+           e_running ? "still downloading" : "done");
+    assert_true(e_running); /* 64 MiB at 8 MiB/s: E cannot be done yet */
+    assert_true(from_e > 0);
+    pthread_join(th, NULL);
+    assert_int_equal(b.r, 0);
+    assert_true(harness_same_file(src, out_e));
+}
+
 /* A parent killed (SIGKILL) while a download from it runs: the download finishes from the
  * other parent, or fails cleanly, leaving no task and nothing in tmp/. Runs last: A stays
  * dead. */
@@ -1129,6 +1192,7 @@ int main(void) {
         cmocka_unit_test(test_tcp_delete_only_from_the_scheduler),
         cmocka_unit_test(test_concurrent_exports_share_one_download),
         cmocka_unit_test(test_content_volume_fetched_from_a_peer),
+        cmocka_unit_test(test_downloading_parent_serves_its_pieces),
         cmocka_unit_test(test_killed_mid_download_serves_nothing_after_restart),
         cmocka_unit_test(test_parent_killed_mid_download),
     };
