@@ -1083,9 +1083,9 @@ static void test_downloading_parent_serves_its_pieces(void **state) {
     p2p_node_start_limited(E, "127.0.0.15", "node-e", cl.sched.target, &cl.redis, "8MiB");
     char src[512], id[65], out_e[600], out_c[600];
     size_t len = 64 * MiB; /* 16 pieces: 8 s for E */
-    import_on(A, len, 909, 1, src, sizeof(src), id);
-    snprintf(out_e, sizeof(out_e), "%s/out-e-909", cl.dir);
-    snprintf(out_c, sizeof(out_c), "%s/out-c-909", cl.dir);
+    import_on(A, len, 939, 1, src, sizeof(src), id);
+    snprintf(out_e, sizeof(out_e), "%s/out-e-939", cl.dir);
+    snprintf(out_c, sizeof(out_c), "%s/out-c-939", cl.dir);
     struct bg_export b = {.n = E, .id = id, .out = out_e};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, bg_export_main, &b), 0);
