@@ -22,10 +22,11 @@
 #   0. the crowd alone, nothing broken (the baseline the others are read against)
 #   1. the seed (node 1) SIGKILLed once another node has its copy, while node 5 (its link
 #      shaped to 20 mbit) is still downloading: some receiver loses a piece (or the piece list)
-#      it asked node 1 for. Node 1 is started again afterwards. Its namespace's TCP send
-#      buffers are capped at 256 KiB from the start (before the Vortex connections, which are
-#      pooled, exist): with Linux's default 4 MiB ceiling, the 8 connections a receiver opens
-#      hold a whole 32 MiB task, which the kernel still delivers after the process died
+#      it asked node 1 for. Node 1 is started again afterwards. The kill is followed by
+#      `ss -K` in node 1's namespace, so its orphaned sockets die with it as on a crashed host:
+#      a Vortex server socket's buffer holds a whole 4 MiB piece (SO_SNDBUF, daemon/p2p/
+#      vortex.h), so 8 of them hold a 32 MiB task, which the kernel would otherwise still
+#      deliver after the process died
 #   2. node 3 partitioned (its link down) for 20 s mid-swarm, then up: it completes
 #   3. the scheduler SIGKILLed mid-swarm and started again
 #   4. a Sentinel failover of Redis mid-swarm
@@ -318,8 +319,6 @@ fi
 # shellcheck disable=SC1091
 . "$CLUSTER_DIR/cluster.env"
 for i in $(seq $N); do alive[$i]=1; done
-# For scenario 1, see the header (a per-namespace sysctl: nothing outside the cluster changes).
-cluster exec 1 sysctl -qw net.ipv4.tcp_wmem="4096 16384 262144"
 log "cluster up"
 
 # ---- 0. the crowd alone ----
@@ -340,6 +339,7 @@ if import_src; then
     if wait_for $((BOUND + HANG)) any_done; then
         check "node 5 finished before node 1 was killed: not mid-swarm" running 5
         cluster kill 1 >/dev/null
+        cluster exec 1 ss -K -tn >/dev/null # its sockets too (see the header)
         alive[1]=0
         heal # node 1 stays away until the crowd is done: the others must do without it
         log "  node 1 killed"
