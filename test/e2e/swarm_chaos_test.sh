@@ -349,7 +349,9 @@ if import_src; then
     crowd_check
     cut_off=""
     for i in 2 3 4 5; do
-        p2p_lines "$i" | grep -E 'p2p\.(piece|sync)_failed' | grep -qF "parent=$(ip_of 1)-" && cut_off+=" $i"
+        # (no grep -q: with pipefail, its early exit would fail the pipeline)
+        [ -z "$(p2p_lines "$i" | grep -E 'p2p\.(piece|sync)_failed' | grep -F "parent=$(ip_of 1)-")" ] ||
+            cut_off+=" $i"
     done
     if [ -n "$cut_off" ]; then
         log "  nodes that lost a piece or a piece list from node 1:$cut_off"
@@ -440,8 +442,8 @@ if import_src --persistent-replica-count 2; then
         crowd_check
         named=""
         for i in "${others[@]}"; do
-            named=$(p2p_lines "$i" | grep 'p2p\.piece_failed' | grep -F "$(ip_of "$bad")" |
-                grep DATA_LOSS | head -n1)
+            named=$(p2p_lines "$i" | grep 'p2p\.piece_failed' | grep -F "parent=$(ip_of "$bad")-" |
+                grep DATA_LOSS | head -n1) || true
             [ -z "$named" ] || break
         done
         if [ -n "$named" ]; then
