@@ -9,8 +9,9 @@
 #                             the bytes it served (its Prometheus counters
 #                             dragonfly_dfdaemon_vortex_pieces_served_total,
 #                             _vortex_pieces_fetched_total and _upload_traffic)
+#   busiest uplink            the share of RATE x last that the node serving most sent
 #   the CPU                   busy and steal share of the machine during the exports and the
-#                             load average after them: every node shares this machine's cores,
+#                             load average before and after: every node shares this machine's cores,
 #                             so a busy or stolen CPU, not a link, can be what limits the crowd
 # Every exported file is compared with the source (cmp); a failed or differing export fails
 # the run. The cluster is brought down at the end (BENCH_KEEP=1 keeps it and the files).
@@ -160,6 +161,7 @@ last=$(tail -n1 <<<"$sorted")
 mean=$(awk '{s += $1} END {printf "%.3f", s / NR}' <<<"$sorted")
 printf '  %d exports at once: first %.2f s, last %.2f s, mean %.2f s\n' $((n - 1)) "$first" "$last" "$mean"
 printf '  last / bound                         %7.2fx\n' "$(echo "$last / $bound" | bc -l)"
+top_bytes=0 top_node=0
 printf '  %-6s %10s %14s %14s %12s\n' node export_s pieces_served pieces_fetched served_MiB
 for i in $(seq "$n"); do
     sv=$(($(metric "$i" vortex_pieces_served_total) - ${served0[$i]}))
@@ -168,7 +170,13 @@ for i in $(seq "$n"); do
     t=import
     [ "$i" -eq 1 ] || t=$(printf '%.2f' "${took[$i]}")
     printf '  %-6s %10s %14d %14d %12.1f\n' "node$i" "$t" "$sv" "$fe" "$(echo "$by / 1048576" | bc -l)"
+    if [ "$by" -gt "$top_bytes" ]; then
+        top_bytes=$by top_node=$i
+    fi
 done
+# The busiest uplink's use of its link over the whole crowd (~100%: that uplink was the limit).
+[ "$top_node" -eq 0 ] || printf '  busiest uplink: node%d sent %.0f%% of RATE x last\n' "$top_node" \
+    "$(echo "100 * $top_bytes * 8 / ($rate_bps * $last)" | bc -l)"
 printf '  CPU during the exports: %.0f%% busy (%d cores), %s%% steal; load average %s before, %s after\n' \
     "$(echo "100 * ($busy1 - $busy0) / ($all1 - $all0)" | bc -l)" "$(nproc)" "$(steal_pct crowd)" \
     "$load0" "$load1"
