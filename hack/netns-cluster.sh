@@ -323,19 +323,35 @@ EOF
 # have gets the fragment's lines at its end; the others are appended).
 merge_yaml() {
     awk -v frag="$2" '
-        function flush() { if (cur != "" && (cur in body)) { printf "%s", body[cur]; done[cur] = 1 } }
+        function flush() {
+            if (cur != "" && (cur in body)) {
+                printf "%s", body[cur]
+                done[cur] = 1
+            }
+        }
         BEGIN {
             n = split(frag, fl, "\n")
             for (i = 1; i <= n; i++) {
-                if (fl[i] ~ /^[A-Za-z_][^ ]*:/) { sec = fl[i]; sub(/:.*/, "", sec); order[++ns] = sec; head[sec] = fl[i]; continue }
-                if (sec != "" && fl[i] != "") body[sec] = body[sec] fl[i] "\n"
+                if (fl[i] ~ /^[A-Za-z_][^ ]*:/) {
+                    sec = fl[i]
+                    sub(/:.*/, "", sec)
+                    order[++ns] = sec
+                    head[sec] = fl[i]
+                } else if (sec != "" && fl[i] != "") {
+                    body[sec] = body[sec] fl[i] "\n"
+                }
             }
         }
         /^[A-Za-z_][^ ]*:/ { flush(); cur = $0; sub(/:.*/, "", cur) }
         { print }
         END {
             flush()
-            for (i = 1; i <= ns; i++) if (!(order[i] in done)) { print head[order[i]]; printf "%s", body[order[i]] }
+            for (i = 1; i <= ns; i++) {
+                if (!(order[i] in done)) {
+                    print head[order[i]]
+                    printf "%s", body[order[i]]
+                }
+            }
         }' "$1"
 }
 
@@ -609,7 +625,8 @@ on_up_exit() {
     local rc=$?
     [ $rc -ne 0 ] || return 0
     if [ "${CLUSTER_KEEP_ON_FAIL:-0}" = 1 ]; then
-        say "up failed; CLUSTER_KEEP_ON_FAIL=1 leaves $dir and the namespaces (hack/netns-cluster.sh down)" >&2
+        say "up failed; CLUSTER_KEEP_ON_FAIL=1 leaves $dir and the namespaces" \
+            "(hack/netns-cluster.sh down removes them)" >&2
         return 0
     fi
     say "up failed; removing what it made" >&2
@@ -849,7 +866,8 @@ cmd_status() {
         t=$(host_updated "$i")
         local seen="not in Redis"
         [ -z "$t" ] || seen="announced $(($(date +%s) - t))s ago"
-        state=$(ip -n "$ns_br" -o link show "v$i" 2>/dev/null | grep -q 'state UP' && echo up || echo down)
+        state=down
+        ! ip -n "$ns_br" -o link show "v$i" 2>/dev/null | grep -q 'state UP' || state=up
         if pid=$(live_pid "$nd/dfdaemon.pid" "$nd/dfdaemon.yaml"); then
             say "node$i  $(node_ip "$i")  pid $pid  link $state  $seen"
         else
