@@ -30,6 +30,7 @@ test_pkgs=(
     golang-github-xeipuuv-gojsonschema-dev
     python3-prometheus-client
     jq python3 # dfcache --json: read by the e2e and bench scripts (jq) and the tests (python3)
+    iproute2   # ip netns, veth, tc and ss: the netns testbed (test/e2e/swarm_chaos_test.sh)
 )
 image_pkgs=(podman runc debootstrap)
 e2e_pkgs=(dpkg-dev xz-utils jq iproute2 debian-archive-keyring libc6-dev gzip)

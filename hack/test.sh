@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check on a fresh Debian 12 machine: installs the dependencies, checks formatting,
 # runs hack/lint.sh (banned calls, layering, clang-tidy), builds with -Werror, runs all tests and
-# the end-to-end test on a local P2P cluster (in the background), then runs ctest again under
-# ASan+UBSan and under TSan (test/tsan.supp silences only Debian's uninstrumented gRPC and absl
-# libraries), and replays the fuzz targets' seed corpus.
+# the end-to-end tests (in the background: a local P2P cluster, then chaos on a netns testbed),
+# then runs ctest again under ASan+UBSan and under TSan (test/tsan.supp silences only Debian's
+# uninstrumented gRPC and absl libraries), and replays the fuzz targets' seed corpus.
 #   hack/test.sh           everything
 #   hack/test.sh --quick   skip the sanitizer passes
 #   DFC_IMAGE_TEST=1 hack/test.sh   also build the container image (hack/image/build.sh, about
@@ -39,11 +39,12 @@ run_suite() {
 echo "== build and test (RelWithDebInfo) =="
 run_suite build
 
-# The end-to-end test on a real local cluster (redis, the scheduler, 4 dfdaemons on
-# 127.0.0.11..14) runs once, on the plain build; it skips with a message when not root. It takes
-# a little over 5 minutes, nearly all of it waiting for a 5-minute TTL (the shortest the API
-# allows) to expire, so a full run starts it in the background beside the sanitizer passes.
-e2e_log=build/e2e.log
+# The end-to-end tests run once, on the plain build, one after the other in one background job
+# beside the sanitizer passes; each skips with a message when not root. First the local cluster
+# (redis, the scheduler, 4 dfdaemons on 127.0.0.11..14): a little over 5 minutes, nearly all of
+# it waiting for a 5-minute TTL (the shortest the API allows) to expire. Then chaos in a flash
+# crowd on the network-namespace testbed (5 nodes behind shaped links, about 3 minutes).
+e2e_tests=(local_cluster_test swarm_chaos_test)
 e2e_pid=""
 stop_e2e() {
     if [ -n "$e2e_pid" ]; then
@@ -51,24 +52,43 @@ stop_e2e() {
         wait "$e2e_pid" 2>/dev/null || true
     fi
 }
+# Runs each test into build/<name>.log and its exit status into build/<name>.rc; a TERM stops
+# the running test (its trap takes its cluster down) and the job.
+run_e2e() {
+    local t pid="" rc
+    trap '[ -z "$pid" ] || { kill -TERM "$pid" 2>/dev/null; wait "$pid"; }; exit 143' TERM
+    for t in "${e2e_tests[@]}"; do
+        rm -f "build/$t.rc"
+        bash "test/e2e/$t.sh" build >"build/$t.log" 2>&1 &
+        pid=$!
+        rc=0
+        wait "$pid" || rc=$?
+        pid=""
+        echo "$rc" >"build/$t.rc"
+    done
+}
 finish_e2e() {
-    local rc=0
-    wait "$e2e_pid" || rc=$?
+    wait "$e2e_pid" || true
     e2e_pid=""
-    cat "$e2e_log"
-    if [ $rc -ne 0 ]; then
-        echo "test: test/e2e/local_cluster_test.sh failed (exit $rc; log above, $e2e_log)" >&2
-        exit 1
-    fi
-    local n k
-    n=$(sed -n 's/^local_cluster_test: \([0-9]*\) passed, 0 failed.*/\1/p' "$e2e_log")
-    k=$(sed -n 's/^local_cluster_test: [0-9]* passed, 0 failed, \([0-9]*\) skipped$/\1/p' "$e2e_log")
-    passed=$((passed + ${n:-0}))
-    skipped=$((skipped + ${k:-0}))
+    local t rc n k failed=0
+    for t in "${e2e_tests[@]}"; do
+        cat "build/$t.log" 2>/dev/null || true
+        rc=$(cat "build/$t.rc" 2>/dev/null || echo "none")
+        if [ "$rc" != 0 ]; then
+            echo "test: test/e2e/$t.sh failed (exit $rc; log above, build/$t.log)" >&2
+            failed=1
+            continue
+        fi
+        n=$(sed -n "s/^$t: \([0-9]*\) passed, 0 failed.*/\1/p" "build/$t.log")
+        k=$(sed -n "s/^$t: [0-9]* passed, 0 failed, \([0-9]*\) skipped$/\1/p" "build/$t.log")
+        passed=$((passed + ${n:-0}))
+        skipped=$((skipped + ${k:-0}))
+    done
+    [ $failed = 0 ] || exit 1
 }
 trap stop_e2e EXIT
-echo "== end-to-end: P2P on a local cluster (test/e2e/local_cluster_test.sh, log $e2e_log) =="
-bash test/e2e/local_cluster_test.sh build >"$e2e_log" 2>&1 &
+echo "== end-to-end: P2P on a local cluster, then chaos on a netns testbed (test/e2e/local_cluster_test.sh, swarm_chaos_test.sh; logs build/<name>.log) =="
+run_e2e &
 e2e_pid=$!
 
 if [ "${1:-}" != "--quick" ]; then
