@@ -1,5 +1,5 @@
 /*
- * piece_writer.c - one writer thread per download round over a pool of chunk buffers (see
+ * piece_writer.c - one writer thread per download over a pool of chunk buffers (see
  * piece_writer.h).
  *
  * DESIGN: the dfc_thread's mutex guards everything below. The pool is one anonymous mapping
@@ -104,10 +104,10 @@ int dfd_piece_writer_new(struct dfd_replica *rep, size_t n_bufs, size_t buf_len,
     w->rep = rep;
     w->n_bufs = n_bufs;
     w->buf_len = buf_len;
-    /* Populated at once: every buffer is written within the round's first chunks anyway, and
+    /* Populated at once: every buffer is written within the download's first chunks anyway, and
      * one batch costs the kernel less than a fault per page (16 MiB on the 2-core VM: 31-35 ms
      * of CPU time instead of 56-77 ms; a VM that hands freed pages back to its host pays
-     * that on every round). */
+     * that on every download). */
     void *mem = mmap(NULL, n_bufs * buf_len, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     w->mem = mem != MAP_FAILED ? mem : NULL;
