@@ -478,7 +478,13 @@ static int lead(struct dfd_p2p *p, struct active *a, const struct dfd_p2p_reques
     rd->prog = prog;
     rd->a = a;
     pthread_mutex_init(&rd->mu, NULL);
-    pthread_cond_init(&rd->synced, NULL);
+    /* The swarm's waits take monotonic deadlines (dfc_deadline_after). */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rd->synced, &ca);
+    pthread_cond_init(&rd->watch, &ca);
+    pthread_condattr_destroy(&ca);
     Dfc__Scheduler__V1__GetPersistentCacheTaskDigestsResponse *digests = NULL;
     int r = dfc_peer_id(p->o.host_ip, p->o.hostname, rd->peer_id, sizeof(rd->peer_id));
     if (r < 0) {
@@ -525,6 +531,7 @@ static int lead(struct dfd_p2p *p, struct active *a, const struct dfd_p2p_reques
                 req->task_id, dfc_error_name(r), dfc_error_msg(err));
     }
     pthread_cond_destroy(&rd->synced);
+    pthread_cond_destroy(&rd->watch);
     pthread_mutex_destroy(&rd->mu);
     free(rd);
     return r;

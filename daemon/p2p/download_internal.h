@@ -154,8 +154,10 @@ struct run {
     uint32_t *have;    /* per piece: a bit per parent that reported it */
     uint32_t *missing; /* scratch for dfd_replica_missing (the leader's) */
     uint32_t n_written, n_inflight;
-    pthread_cond_t synced; /* broadcast when a parent reports a piece, a piece ends, a sync
-                              ends or parents are added */
+    pthread_cond_t synced; /* the idle workers': signalled when a parent reports a piece (one
+                              worker can take it), broadcast when a sync ends, parents are
+                              added or the swarm is over */
+    pthread_cond_t watch;  /* the leader's: broadcast when the swarm is over */
     bool over;             /* every piece written, a fatal error, or the swarm gave up */
     int fatal;             /* a fatal error (storage, caller gone), with fatal_err */
     struct dfc_error fatal_err;

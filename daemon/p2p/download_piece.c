@@ -102,6 +102,7 @@ void dfd__set_fatal(struct run *rd, int r, const struct dfc_error *err) {
     }
     rd->over = true;
     pthread_cond_broadcast(&rd->synced);
+    pthread_cond_broadcast(&rd->watch);
 }
 
 /* The sink of a streamed piece: each chunk is received into a buffer of the round's writer

@@ -245,7 +245,7 @@ static void sync_parent(struct run *rd, size_t k) {
             rd->have[m->number] |= bit;
             pa->n_have++;
             rd->progress_ns = dfc_mono_ns();
-            pthread_cond_broadcast(&rd->synced);
+            pthread_cond_signal(&rd->synced); /* one idle worker may take it */
         }
         pthread_mutex_unlock(&rd->mu);
         dfc_rpc_msg_free(msg);
@@ -465,7 +465,10 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
             dfd__report_piece_failed(rd, number, pa->id, true);
         }
     }
-    pthread_cond_broadcast(&rd->synced);
+    if (rd->over) { /* else this worker takes the next piece itself */
+        pthread_cond_broadcast(&rd->synced);
+        pthread_cond_broadcast(&rd->watch);
+    }
     pthread_mutex_unlock(&rd->mu);
     if (r == 0 && rd->ph != NULL) {
         dfd_prefix_hash_piece(rd->ph, number); /* written: the prefix may read it */
@@ -689,7 +692,7 @@ static void watch(struct run *rd) {
         enum watch w = watch_state(rd, now, last_ask, fruitless);
         if (w == WATCH_WAIT) {
             struct timespec dl = dfc_deadline_after(WATCH_TICK_NS);
-            pthread_cond_timedwait(&rd->synced, &rd->mu, &dl);
+            pthread_cond_timedwait(&rd->watch, &rd->mu, &dl);
             continue;
         }
         struct dfc_error err;
