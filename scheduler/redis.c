@@ -24,7 +24,9 @@
  *
  *   With a master name, the address list is the Sentinels. The master address is cached; an
  *   I/O error, a connect failure or a -READONLY reply marks it stale, and the next connect
- *   asks the Sentinels again (starting with the one that answered last). A -READONLY reply is
+ *   asks the Sentinels again (starting with the one that answered last); and at most once a
+ *   second a command asks them anyway (recheck_master: the old master of a failover takes
+ *   writes until it is demoted, and loses them then). A -READONLY reply is
  *   retried (at most twice) on a connection to the newly named master: the server refused the
  *   write, so sending it again cannot apply it twice.
  *
@@ -61,6 +63,10 @@
 #define DEFAULT_BACKOFF_MIN 100
 #define DEFAULT_BACKOFF_MAX 5000
 #define SENTINEL_MIN_MS     50 /* the least time one Sentinel gets when several are listed */
+/* With Sentinels, how often the master is asked for again while nothing failed: a failover
+ * promotes a replica while the old master may keep taking writes for seconds until the
+ * Sentinels demote it (then flushes them), so waiting for -READONLY loses those writes. */
+#define MASTER_CHECK_MS 1000
 
 int64_t sched_redis_deadline(int64_t timeout_ms) {
     return dfc_mono_ms() + timeout_ms;
@@ -492,6 +498,7 @@ static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_
                 r->gen++;
             }
             r->master_stale = false;
+            r->master_checked_ms = dfc_mono_ms();
             gen = r->gen;
             pthread_mutex_unlock(&r->mu);
         }
@@ -526,9 +533,42 @@ static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_
     return 0;
 }
 
+/* With Sentinels, at most every MASTER_CHECK_MS and by one command at a time: asks them for
+ * the master again; a new address bumps the generation, so every slot reconnects to it before
+ * its next command. A Sentinel that does not answer in time changes nothing. */
+static void recheck_master(struct sched_redis *r, int64_t deadline_ms) {
+    if (r->master_name == NULL) {
+        return;
+    }
+    int64_t now = dfc_mono_ms();
+    pthread_mutex_lock(&r->mu);
+    bool due = r->master_known && !r->master_stale && !r->checking &&
+               now - r->master_checked_ms >= MASTER_CHECK_MS;
+    r->checking = r->checking || due;
+    pthread_mutex_unlock(&r->mu);
+    if (!due) {
+        return;
+    }
+    struct dfc_hostport hp;
+    struct dfc_error e;
+    int64_t until = now + MASTER_CHECK_MS < deadline_ms ? now + MASTER_CHECK_MS : deadline_ms;
+    int rc = resolve_master(r, until, &hp, &e);
+    pthread_mutex_lock(&r->mu);
+    r->checking = false;
+    r->master_checked_ms = dfc_mono_ms();
+    if (rc == 0 && (strcmp(r->master.host, hp.host) != 0 || r->master.port != hp.port)) {
+        DFC_LOG(DFC_LOG_WARN, "redis.master_moved", "from=%s:%u to=%s:%u", r->master.host,
+                (unsigned)r->master.port, hp.host, (unsigned)hp.port);
+        r->master = hp;
+        r->gen++;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* Makes sure s holds a usable connection (dropping a stale or dead one first). */
 int sched__redis_ready_slot(struct sched_redis *r, struct slot *s, int64_t deadline_ms,
                             struct dfc_error *err) {
+    recheck_master(r, deadline_ms);
     if (s->c != NULL) {
         pthread_mutex_lock(&r->mu);
         bool current = s->gen == r->gen;

@@ -53,6 +53,8 @@ struct sched_redis {
     bool master_known;
     bool master_stale;
     uint64_t gen;          /* bumped whenever master changes */
+    int64_t master_checked_ms; /* when the Sentinels last named the master (monotonic) */
+    bool checking;             /* a command is asking the Sentinels on its way */
     size_t sentinel_first; /* the Sentinel that answered last */
     unsigned fails;        /* connect failures in a row */
     int64_t retry_at_ms;   /* no connect before this */

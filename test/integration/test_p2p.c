@@ -1068,7 +1068,7 @@ static int pieces_from(struct p2p_node *n, const char *id, const char *ip) {
             continue;
         }
         const char *at = strstr(by, want);
-        k = at != NULL ? atoi(at + strlen(want)) : 0;
+        k = at != NULL ? (int)strtol(at + strlen(want), NULL, 10) : 0;
     }
     fclose(f);
     return k;
