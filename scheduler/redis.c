@@ -66,7 +66,7 @@
 /* With Sentinels, how often the master is asked for again while nothing failed: a failover
  * promotes a replica while the old master may keep taking writes for seconds until the
  * Sentinels demote it (then flushes them), so waiting for -READONLY loses those writes. */
-#define MASTER_CHECK_MS 1000
+#define DEFAULT_MASTER_CHECK_MS 1000
 
 int64_t sched_redis_deadline(int64_t timeout_ms) {
     return dfc_mono_ms() + timeout_ms;
@@ -154,6 +154,8 @@ int sched_redis_new(const struct sched_redis_opts *opts, struct sched_redis **re
     r->pool_size = opts->pool_size ? opts->pool_size : DEFAULT_POOL_SIZE;
     r->backoff_min_ms = opts->backoff_min_ms ? opts->backoff_min_ms : DEFAULT_BACKOFF_MIN;
     r->backoff_max_ms = opts->backoff_max_ms ? opts->backoff_max_ms : DEFAULT_BACKOFF_MAX;
+    r->master_check_ms =
+        opts->master_check_ms > 0 ? opts->master_check_ms : DEFAULT_MASTER_CHECK_MS;
     r->latency = opts->latency;
     r->errors = opts->errors;
     if (r->backoff_max_ms < r->backoff_min_ms) {
@@ -533,7 +535,7 @@ static int connect_slot(struct sched_redis *r, struct slot *s, int64_t deadline_
     return 0;
 }
 
-/* With Sentinels, at most every MASTER_CHECK_MS and by one command at a time: asks them for
+/* With Sentinels, at most every master_check_ms and by one command at a time: asks them for
  * the master again; a new address bumps the generation, so every slot reconnects to it before
  * its next command. A Sentinel that does not answer in time changes nothing. */
 static void recheck_master(struct sched_redis *r, int64_t deadline_ms) {
@@ -543,7 +545,7 @@ static void recheck_master(struct sched_redis *r, int64_t deadline_ms) {
     int64_t now = dfc_mono_ms();
     pthread_mutex_lock(&r->mu);
     bool due = r->master_known && !r->master_stale && !r->checking &&
-               now - r->master_checked_ms >= MASTER_CHECK_MS;
+               now - r->master_checked_ms >= r->master_check_ms;
     r->checking = r->checking || due;
     pthread_mutex_unlock(&r->mu);
     if (!due) {
@@ -551,7 +553,8 @@ static void recheck_master(struct sched_redis *r, int64_t deadline_ms) {
     }
     struct dfc_hostport hp;
     struct dfc_error e;
-    int64_t until = now + MASTER_CHECK_MS < deadline_ms ? now + MASTER_CHECK_MS : deadline_ms;
+    int64_t until =
+        now + DEFAULT_MASTER_CHECK_MS < deadline_ms ? now + DEFAULT_MASTER_CHECK_MS : deadline_ms;
     int rc = resolve_master(r, until, &hp, &e);
     pthread_mutex_lock(&r->mu);
     r->checking = false;

@@ -57,6 +57,7 @@ struct sched_redis_opts {
     unsigned pool_size;            /* connections kept open; 0 = 20, as upstream */
     int64_t backoff_min_ms;        /* first reconnect delay; 0 = 100 ms */
     int64_t backoff_max_ms;        /* cap; 0 = 5 s */
+    int64_t master_check_ms;       /* with Sentinels: ask them again this often; 0 = 1 s */
     /* Optional metrics (borrowed, outlive the pool; NULL: not counted), series by kind:
      * 0 a command (sched_redis_argv), 1 a script (sched_redis_eval), 2 a pipeline. latency
      * observes seconds from the call to its reply (a wait for a free connection included);

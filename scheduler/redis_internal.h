@@ -40,6 +40,7 @@ struct sched_redis {
     unsigned pool_size;
     int64_t backoff_min_ms;
     int64_t backoff_max_ms;
+    int64_t master_check_ms;
     struct dfc_metric *latency, *errors; /* borrowed; NULL: not counted */
 
     pthread_mutex_t mu;
@@ -52,12 +53,12 @@ struct sched_redis {
     struct dfc_hostport master; /* the direct address, or the last master the Sentinels named */
     bool master_known;
     bool master_stale;
-    uint64_t gen;          /* bumped whenever master changes */
+    uint64_t gen;              /* bumped whenever master changes */
     int64_t master_checked_ms; /* when the Sentinels last named the master (monotonic) */
     bool checking;             /* a command is asking the Sentinels on its way */
-    size_t sentinel_first; /* the Sentinel that answered last */
-    unsigned fails;        /* connect failures in a row */
-    int64_t retry_at_ms;   /* no connect before this */
+    size_t sentinel_first;     /* the Sentinel that answered last */
+    unsigned fails;            /* connect failures in a row */
+    int64_t retry_at_ms;       /* no connect before this */
     struct dfc_error last_fail;
     char current[DFC_ADDR_STR_MAX]; /* last address connected to, "" before */
 };

@@ -587,14 +587,16 @@ static void test_sentinel_failover(void **state) {
     assert_non_null(strstr(err.msg, "127.0.0.1:2"));
     sched_redis_free(r);
 
-    /* A dead Sentinel first in the list, then the real one. */
+    /* A dead Sentinel first in the list, then the real one. The periodic question to the
+     * Sentinels is put off for the test: the -READONLY path alone must find the new master. */
     const char *addrs[] = {"127.0.0.1:1", t.sentinel.addr};
     struct sched_redis_opts o = {.addrs = addrs,
                                  .n_addrs = 2,
                                  .master_name = "mymaster",
                                  .pool_size = 3,
                                  .backoff_min_ms = 20,
-                                 .backoff_max_ms = 200};
+                                 .backoff_max_ms = 200,
+                                 .master_check_ms = 3600 * 1000};
     assert_int_equal(sched_redis_new(&o, &r, &err), 0);
     for (int i = 0; i < 6; i++) { /* fill more than one pooled connection */
         assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "before", "1"), 0);
@@ -631,6 +633,36 @@ static void test_sentinel_failover(void **state) {
     if (strstr(rep->str, "errorstat_READONLY:count=") == NULL) {
         fail_msg("the old master never answered READONLY: %s", rep->str);
     }
+    freeReplyObject(rep);
+    sched_redis_free(r);
+    redis_sentinel_destroy(&t);
+}
+
+/* With the periodic question to the Sentinels (master_check_ms): after a failover the client
+ * moves to the new master before its next command, without a single write reaching the old
+ * one (which, before the Sentinels demote it, would take the write and later flush it). */
+static void test_sentinel_master_rechecked(void **state) {
+    REDIS_HARNESS_REQUIRE();
+    struct redis_sentinel_setup t;
+    redis_sentinel_start(&t, "mymaster");
+    struct dfc_error err = {0};
+    struct sched_redis *r = NULL;
+    const char *addrs[] = {t.sentinel.addr};
+    struct sched_redis_opts o = {
+        .addrs = addrs, .n_addrs = 1, .master_name = "mymaster", .master_check_ms = 100};
+    assert_int_equal(sched_redis_new(&o, &r, &err), 0);
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "before", "1"), 0);
+    assert_stored(&t.node[0], "before", "1");
+    assert_int_equal(redis_sentinel_failover(&t), 1);
+    freeReplyObject(redis_server_command(&t.node[0], "CONFIG RESETSTAT"));
+    usleep(300 * 1000); /* past master_check_ms */
+    assert_int_equal(cmd(r, 5000, NULL, &err, 3, "SET", "after", "1"), 0);
+    assert_stored(&t.node[1], "after", "1");
+    char buf[64];
+    assert_string_equal(sched_redis_current_addr(r, buf, sizeof(buf)), t.node[1].addr);
+    redisReply *rep = redis_server_command(&t.node[0], "INFO errorstats");
+    assert_int_equal(rep->type, REDIS_REPLY_STRING);
+    assert_null(strstr(rep->str, "errorstat_READONLY:count="));
     freeReplyObject(rep);
     sched_redis_free(r);
     redis_sentinel_destroy(&t);
@@ -946,6 +978,7 @@ int main(void) {
         cmocka_unit_test(test_backoff_spaces_failed_connects),
         cmocka_unit_test(test_closed_connection_costs_no_failed_command),
         cmocka_unit_test(test_sentinel_failover),
+        cmocka_unit_test(test_sentinel_master_rechecked),
         cmocka_unit_test(test_sentinel_must_authenticate),
         cmocka_unit_test(test_eight_threads),
         cmocka_unit_test(test_pool_exhausted_waits_until_deadline),
