@@ -1,8 +1,9 @@
 /*
  * download_internal.h - what download.c (the table of downloads in progress and one download's
  * course: stat, replica, register, the swarm, commit) and download_round.c (the swarm: the
- * parents' piece lists, the piece workers, each piece's choice, fetch, check, write and report,
- * and the scheduler asked for more parents) share. Private to daemon/p2p.
+ * parents' piece lists, the piece workers, each piece's choice), download_piece.c (one piece's
+ * fetch, check, write and report) and download_watch.c (the leader's watch: the scheduler
+ * asked for more parents) share. Private to daemon/p2p.
  *
  * Ownership
  *   struct dfd_p2p: dfd_p2p_new's, freed by dfd_p2p_free. struct active: made by the caller
@@ -244,6 +245,18 @@ int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number, st
  * with a valid IP and port, not ourselves, not excluded, not already a parent, at most
  * DFD_P2P_MAX_PARENTS in all); rd->mu held once the swarm runs. Returns how many were added. */
 size_t dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n);
+
+/* download_round.c. Whether parent pa is given up for this download (it lied, or its piece
+ * list failed SYNC_TRIES times in a row); rd->mu held. */
+bool dfd__given_up(const struct parent *pa);
+
+/* download_round.c. Starts parent k's sync on a thread (joining its last one first); rd->mu
+ * held. */
+void dfd__start_sync(struct run *rd, size_t k);
+
+/* download_watch.c. The leader's watch until the swarm is over (rd->over): more parents,
+ * stuck swarms, resyncs. Takes rd->mu itself. */
+void dfd__watch(struct run *rd);
 
 /* The swarm of one download attempt, on the leader, from the parents of the first answer
  * until every piece is written: the parents' piece lists (long-lived syncs), the workers, and

@@ -1,8 +1,8 @@
 /*
  * download_round.c - the swarm of one P2P download (download_internal.h): the parents' piece
  * lists, the piece workers, each piece's choice, fetch, check and write, its report to the
- * caller and the scheduler, and the scheduler asked for more parents. The table of downloads
- * and a download's course are download.c's.
+ * caller and the scheduler. The leader's watch (more parents, stuck swarms) is
+ * download_watch.c's; the table of downloads and a download's course are download.c's.
  *
  * DESIGN
  *   Parents come from the scheduler's answers and stay for the whole download (at most
@@ -32,8 +32,8 @@
  *   the piece counts as written (verify.h, docs/integrity.md); only then may this node serve it
  *   (dfd_replica_share). Without one, a written piece is handed to the running content hash.
  *
- *   The leader watches: it asks the scheduler for more parents (Reschedule, blocking only
- *   parents that failed for good) while fewer than GROW_TARGET are usable, every
+ *   The leader watches (download_watch.c): it asks the scheduler for more parents (Reschedule,
+ * blocking only parents that failed for good) while fewer than GROW_TARGET are usable, every
  *   GROW_INTERVAL_NS, doubling up to GROW_INTERVAL_MAX_NS while answers bring none (the crowd
  *   grows and nodes finish: a later answer may bring a new copy); and when no parent
  *   can go on (none usable, or nothing in flight, none holding a missing piece and no parent
@@ -72,18 +72,14 @@
 #include "p2p/piece_writer.h"
 #include "p2p/vortex_client.h"
 
-#define OPENING_PIECES       4                    /* chosen at random, before rarest-first */
-#define COOLDOWN_NS          (1 * DFC_NS_PER_SEC) /* after a failure, doubling per failure */
-#define COOLDOWN_MAX_NS      (8 * DFC_NS_PER_SEC)
-#define SYNC_TRIES           5                     /* failed syncs in a row: the parent given up */
-#define REPORT_FAILURES      3                     /* failed pieces in a row: told the scheduler */
-#define GROW_TARGET          12                    /* usable parents wanted */
-#define GROW_INTERVAL_NS     (500 * DFC_NS_PER_MS) /* between two requests for more parents, */
-#define GROW_INTERVAL_MAX_NS (4 * DFC_NS_PER_SEC)  /* doubling while answers bring none */
-#define STUCK_NS             (3 * DFC_NS_PER_SEC)  /* no parent reported a piece: ask */
-#define WATCH_TICK_NS        (100 * DFC_NS_PER_MS)
-#define OPEN_WAIT_NS         (100 * DFC_NS_PER_MS) /* for the first parents' first answers */
-#define RATE_WEIGHT          0.3                   /* of the newest piece in a parent's rate */
+#define OPENING_PIECES  4                    /* chosen at random, before rarest-first */
+#define COOLDOWN_NS     (1 * DFC_NS_PER_SEC) /* after a failure, doubling per failure */
+#define COOLDOWN_MAX_NS (8 * DFC_NS_PER_SEC)
+#define SYNC_TRIES      5 /* failed syncs in a row: the parent given up */
+#define REPORT_FAILURES 3 /* failed pieces in a row: told the scheduler */
+#define WATCH_TICK_NS   (100 * DFC_NS_PER_MS)
+#define OPEN_WAIT_NS    (100 * DFC_NS_PER_MS) /* for the first parents' first answers */
+#define RATE_WEIGHT     0.3                   /* of the newest piece in a parent's rate */
 
 /* Whether the engine stops or the caller went away; called without rd->mu. */
 static bool stopped(struct run *rd) {
@@ -280,7 +276,7 @@ static void *sync_main(void *arg) {
 }
 
 /* rd->mu held: starts parent k's sync on a thread (or here, when none can be made). */
-static void start_sync(struct run *rd, size_t k) {
+void dfd__start_sync(struct run *rd, size_t k) {
     struct parent *pa = &rd->parents[k];
     if (pa->sync_started) {
         pthread_join(pa->sync_th, NULL); /* the last sync ended: it only returns now */
@@ -300,14 +296,14 @@ static void start_sync(struct run *rd, size_t k) {
 /* Whether parent pa is given up for this download: it lied, or it could not be reached for its
  * piece list SYNC_TRIES times in a row (1 + 2 + 4 + 8 + 8 s of cool-downs). A parent whose
  * pieces fail only cools down: a partition or an overloaded parent heals. */
-static bool given_up(const struct parent *pa) {
+bool dfd__given_up(const struct parent *pa) {
     return pa->excluded || pa->sync_failures >= SYNC_TRIES;
 }
 
 /* rd->mu held: whether parent k may be given a piece now (not counting its load). */
 static bool usable(const struct run *rd, size_t k, int64_t now) {
     const struct parent *pa = &rd->parents[k];
-    return !given_up(pa) && now >= pa->cooldown_until && pa->vortex_ip[0] != '\0';
+    return !dfd__given_up(pa) && now >= pa->cooldown_until && pa->vortex_ip[0] != '\0';
 }
 
 /* rd->mu held: the rarest missing piece parent k has (random among equals, or at random
@@ -342,7 +338,7 @@ static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_pie
     double fastest = 0;
     for (size_t k = 0; k < rd->n_parents; k++) {
         const struct parent *pa = &rd->parents[k];
-        if (!given_up(pa)) {
+        if (!dfd__given_up(pa)) {
             live |= UINT32_C(1) << k;
             n_live++;
         }
@@ -577,156 +573,6 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* ---- the scheduler, for more parents ---- */
-
-/* Asks the scheduler for parents (Reschedule, blocking the parents given up on) and takes
- * those of its answer; the leader's, without rd->mu. Returns the count added, or an error of
- * the stream (the scheduler is then lost, and the swarm goes on with what it has). */
-static int ask_parents(struct run *rd, const char *why, struct dfc_error *err) {
-    Common__V2__PersistentCachePeer peers[DFD_P2P_MAX_PARENTS];
-    Common__V2__PersistentCachePeer *list[DFD_P2P_MAX_PARENTS];
-    size_t n = 0;
-    pthread_mutex_lock(&rd->mu);
-    if (rd->sched_lost) {
-        pthread_mutex_unlock(&rd->mu);
-        return dfc_error_set(err, -ENOTCONN, "the scheduler stream is lost");
-    }
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        struct parent *pa = &rd->parents[k];
-        if (given_up(pa)) {
-            common__v2__persistent_cache_peer__init(&peers[n]);
-            peers[n].id = pa->id;
-            list[n] = &peers[n];
-            n++;
-        }
-    }
-    const struct dfd_p2p_sched *sc = &rd->p->o.sched;
-    int r = sc->peer_reschedule(sc->s, rd->st, rd->req->task_id, rd->peer_id, list, n, why, err);
-    if (r < 0) {
-        dfd__sched_lost(rd, err);
-    }
-    pthread_mutex_unlock(&rd->mu);
-    if (r < 0) {
-        return r;
-    }
-    ProtobufCMessage *msg = NULL;
-    r = dfc_rpc_stream_recv(
-        rd->st, &scheduler__v2__announce_persistent_cache_peer_response__descriptor, &msg, err);
-    if (r == 0) {
-        r = dfc_error_set(err, DFC_E_ABORTED, "the scheduler ended the stream");
-    }
-    pthread_mutex_lock(&rd->mu);
-    if (r < 0) {
-        dfd__sched_lost(rd, err);
-        pthread_mutex_unlock(&rd->mu);
-        return r;
-    }
-    const Scheduler__V2__AnnouncePersistentCachePeerResponse *m = (const void *)msg;
-    size_t before = rd->n_parents, added = 0;
-    if (m->response_case ==
-        SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_RESPONSE__RESPONSE_NORMAL_PERSISTENT_CACHE_TASK_RESPONSE) {
-        added = dfd__take_parents(rd, m->normal_persistent_cache_task_response);
-    }
-    for (size_t k = before; k < rd->n_parents; k++) {
-        start_sync(rd, k);
-    }
-    pthread_cond_broadcast(&rd->synced);
-    pthread_mutex_unlock(&rd->mu);
-    dfc_rpc_msg_free(rd->normal);
-    rd->normal = msg;
-    return (int)added;
-}
-
-/* rd->mu held: what the leader should do now. */
-enum watch { WATCH_WAIT, WATCH_GROW, WATCH_STUCK };
-
-static enum watch watch_state(struct run *rd, int64_t now, int64_t last_ask, unsigned fruitless) {
-    size_t n_usable = 0;
-    bool holder = false, syncing = false;
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        const struct parent *pa = &rd->parents[k];
-        if (given_up(pa)) {
-            continue;
-        }
-        n_usable++;
-        syncing = syncing || pa->syncing;
-        for (uint32_t i = 0; !holder && pa->n_have > 0 && i < rd->piece_count; i++) {
-            holder = rd->state[i] == PIECE_MISSING && (rd->have[i] & (UINT32_C(1) << k)) != 0;
-        }
-    }
-    if (n_usable == 0 ||
-        (rd->n_inflight == 0 && !holder && (!syncing || now - rd->progress_ns >= STUCK_NS) &&
-         now - last_ask >= STUCK_NS)) {
-        return WATCH_STUCK;
-    }
-    int64_t interval = GROW_INTERVAL_NS;
-    for (unsigned i = 0; i < fruitless && interval < GROW_INTERVAL_MAX_NS; i++) {
-        interval *= 2;
-    }
-    if (n_usable < GROW_TARGET && now - last_ask >= interval && !rd->sched_lost) {
-        return WATCH_GROW;
-    }
-    return WATCH_WAIT;
-}
-
-/* Resyncs parents whose sync failed, once they cooled down; rd->mu held. */
-static void resync(struct run *rd, int64_t now) {
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        struct parent *pa = &rd->parents[k];
-        if (!pa->syncing && pa->sync_failures > 0 && pa->sync_failures < SYNC_TRIES &&
-            !pa->excluded && now >= pa->cooldown_until && pa->n_have < rd->piece_count) {
-            start_sync(rd, k);
-        }
-    }
-}
-
-/* The leader's watch until the swarm is over: more parents, stuck swarms, resyncs. */
-static void watch(struct run *rd) {
-    uint64_t max = rd->p->o.max_schedule_count;
-    int64_t last_ask = dfc_mono_ns();
-    unsigned fruitless = 0;
-    pthread_mutex_lock(&rd->mu);
-    while (!rd->over) {
-        int64_t now = dfc_mono_ns();
-        resync(rd, now);
-        enum watch w = watch_state(rd, now, last_ask, fruitless);
-        if (w == WATCH_WAIT) {
-            struct timespec dl = dfc_deadline_after(WATCH_TICK_NS);
-            pthread_cond_timedwait(&rd->watch, &rd->mu, &dl);
-            continue;
-        }
-        struct dfc_error err;
-        if (w == WATCH_STUCK && (rd->sched_lost || ++rd->rounds >= max)) {
-            dfc_error_set(&err, DFC_E_ABORTED,
-                          "task %s: max schedule count exceeded (%" PRIu64
-                          " answers; %u of %u pieces missing, no parent has them)",
-                          rd->req->task_id, rd->rounds, rd->piece_count - rd->n_written,
-                          rd->piece_count);
-            if (rd->sched_lost) {
-                dfc_error_set(&err, DFC_E_ABORTED,
-                              "task %s: %u of %u pieces missing, no parent has them and the "
-                              "scheduler is lost",
-                              rd->req->task_id, rd->piece_count - rd->n_written, rd->piece_count);
-            }
-            dfd__set_fatal(rd, DFC_E_ABORTED, &err);
-            break;
-        }
-        char why[128];
-        snprintf(why, sizeof(why), "%s: %u of %u pieces missing, %zu parents",
-                 w == WATCH_STUCK ? "no parent can go on" : "more parents wanted",
-                 rd->piece_count - rd->n_written, rd->piece_count, rd->n_parents);
-        if (w == WATCH_STUCK) {
-            DFC_LOG(DFC_LOG_INFO, "p2p.reschedule", "task_id=%s %s", rd->req->task_id, why);
-        }
-        pthread_mutex_unlock(&rd->mu);
-        int added = ask_parents(rd, why, &err);
-        pthread_mutex_lock(&rd->mu);
-        last_ask = dfc_mono_ns();
-        fruitless = added > 0 ? 0 : fruitless + 1;
-    }
-    pthread_mutex_unlock(&rd->mu);
-}
-
 /* ---- the swarm ---- */
 
 int dfd__swarm(struct run *rd, struct dfc_error *err) {
@@ -773,7 +619,7 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     }
     pthread_mutex_lock(&rd->mu);
     for (size_t k = 0; k < rd->n_parents && !rd->over; k++) {
-        start_sync(rd, k);
+        dfd__start_sync(rd, k);
     }
     pthread_mutex_unlock(&rd->mu);
     size_t started = 0;
@@ -785,7 +631,7 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     if (started == 0 && n > 0) {
         worker_main(&rd->wbs[0]); /* no thread could be made: fetch on this one */
     } else {
-        watch(rd);
+        dfd__watch(rd);
     }
     for (size_t i = 0; i < started; i++) {
         pthread_join(tids[i], NULL);
