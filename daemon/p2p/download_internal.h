@@ -241,16 +241,33 @@ int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number, st
                     struct dfd_vortex_fetched *got, bool *ret_ours, enum piece_verdict *ret_verdict,
                     struct dfc_error *err);
 
-/* Takes the usable parents of a Normal response into rd->parents (appended: an id, a host
- * with a valid IP and port, not ourselves, not excluded, not already a parent, at most
+/* download_parents.c. Takes the usable parents of a Normal response into rd->parents (appended: an
+ * id, a host with a valid IP and port, not ourselves, not excluded, not already a parent, at most
  * DFD_P2P_MAX_PARENTS in all); rd->mu held once the swarm runs. Returns how many were added. */
 size_t dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n);
 
-/* download_round.c. Whether parent pa is given up for this download (it lied, or its piece
- * list failed SYNC_TRIES times in a row); rd->mu held. */
-bool dfd__given_up(const struct parent *pa);
+/* A parent's cool-downs after a failure (1 s, doubling up to 8 s), and the failed syncs in a
+ * row after which it is given up. */
+#define COOLDOWN_NS     (1 * DFC_NS_PER_SEC) /* after a failure, doubling per failure */
+#define COOLDOWN_MAX_NS (8 * DFC_NS_PER_SEC)
+#define SYNC_TRIES      5 /* failed syncs in a row: the parent given up */
 
-/* download_round.c. Starts parent k's sync on a thread (joining its last one first); rd->mu
+/* Whether parent pa is given up for this download: it lied, or it could not be reached for its
+ * piece list SYNC_TRIES times in a row (1 + 2 + 4 + 8 + 8 s of cool-downs). A parent whose
+ * pieces fail only cools down: a partition or an overloaded parent heals. */
+static inline bool dfd__given_up(const struct parent *pa) {
+    return pa->excluded || pa->sync_failures >= SYNC_TRIES;
+}
+
+/* download_parents.c. Whether host_id served bytes that failed verification in this download
+ * (rd->excluded); rd->mu held once the swarm runs. */
+bool dfd__excluded_host(const struct run *rd, const char *host_id);
+
+/* download_parents.c. Parent pa failed for the n-th time in a row: no new piece goes to it
+ * for a while (pa->cooldown_until); rd->mu held. */
+void dfd__cool_down(struct parent *pa, unsigned n, int64_t now);
+
+/* download_parents.c. Starts parent k's sync on a thread (joining its last one first); rd->mu
  * held. */
 void dfd__start_sync(struct run *rd, size_t k);
 
