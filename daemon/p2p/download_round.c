@@ -244,17 +244,18 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
         dfc_metric_inc(rd->p->o.fetched_bytes, 0, dfd__piece_len(rd, number));
         r = dfd__report_piece(rd, number, wb->whole ? wb->buf : NULL, got.crc32, pa, got.cost_ns,
                               &err);
-        if (r == 0 && rd->n_written == rd->piece_count) {
+        if (r < 0) {
+            dfd__set_fatal(rd, r, &err); /* the caller went away: not the parent's failure */
+        } else if (rd->n_written == rd->piece_count) {
             rd->over = true; /* every piece written */
         }
+    } else if (ours) {
+        rd->state[number] = PIECE_MISSING;
+        dfd__set_fatal(rd, r, &err);
+    } else if (given_up) {
+        rd->state[number] = PIECE_MISSING; /* the endgame took it away: not the parent's fault */
     } else {
         rd->state[number] = PIECE_MISSING;
-    }
-    if (r < 0 && ours) {
-        dfd__set_fatal(rd, r, &err);
-    } else if (r < 0 && given_up) {
-        /* the endgame took it away: not the parent's failure */
-    } else if (r < 0) {
         dfd__cool_down(pa, ++pa->failures, now);
         if (verdict == PIECE_LIE) {
             exclude(rd, pa, number);
