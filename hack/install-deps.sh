@@ -31,6 +31,7 @@ test_pkgs=(
     python3-prometheus-client
     jq python3 # dfcache --json: read by the e2e and bench scripts (jq) and the tests (python3)
     iproute2   # ip netns, veth, tc and ss: the netns testbed (test/e2e/swarm_chaos_test.sh)
+    curl       # the netns testbed's `metrics` (hack/netns-cluster.sh checks for it at `up`)
 )
 image_pkgs=(podman runc debootstrap)
 e2e_pkgs=(dpkg-dev xz-utils jq iproute2 debian-archive-keyring libc6-dev gzip)
