@@ -116,7 +116,8 @@ static int send_register(struct run *rd, const char *tag, const char *applicatio
     return rd->p->o.sched.peer_register(rd->p->o.sched.s, rd->st, &g, err);
 }
 
-/* Receives the scheduler's next answer into rd->normal: 1 Normal (parents taken), 0 Empty. */
+/* Receives the scheduler's next answer, the parents of a new attempt: 1 Normal (parents taken,
+ * the answer kept in rd->answers), 0 Empty. */
 static int recv_answer(struct run *rd, struct dfc_error *err) {
     ProtobufCMessage *msg = NULL;
     int r = dfc_rpc_stream_recv(
@@ -128,21 +129,24 @@ static int recv_answer(struct run *rd, struct dfc_error *err) {
     if (r < 0) {
         return dfc_error_prefix(err, "scheduler AnnouncePersistentCachePeer");
     }
-    dfc_rpc_msg_free(rd->normal);
-    rd->normal = msg;
-    rd->n_parents = 0;
+    dfd__drop_answers(rd); /* a new attempt: the parents of this answer only */
     const Scheduler__V2__AnnouncePersistentCachePeerResponse *m = (const void *)msg;
+    size_t added = 0;
     switch (m->response_case) {
     case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_RESPONSE__RESPONSE_EMPTY_PERSISTENT_CACHE_TASK_RESPONSE:
-        return 0;
+        r = 0;
+        break;
     case SCHEDULER__V2__ANNOUNCE_PERSISTENT_CACHE_PEER_RESPONSE__RESPONSE_NORMAL_PERSISTENT_CACHE_TASK_RESPONSE:
-        dfd__take_parents(rd, m->normal_persistent_cache_task_response);
-        return 1;
+        added = dfd__take_parents(rd, m->normal_persistent_cache_task_response);
+        r = 1;
+        break;
     default:
-        return dfc_error_set(err, -EPROTO,
-                             "scheduler AnnouncePersistentCachePeer: an answer "
-                             "that is neither empty nor normal");
+        r = dfc_error_set(err, -EPROTO,
+                          "scheduler AnnouncePersistentCachePeer: an answer "
+                          "that is neither empty nor normal");
     }
+    dfd__keep_answer(rd, msg, added);
+    return r;
 }
 
 /* The first answer, then the swarm until every piece is written; 0 or an error (the caller
@@ -384,8 +388,7 @@ static int download(struct run *rd, struct dfd_task_meta *ret, struct dfc_error 
     dfc_sha256c_done(&rd->tail);
     dfd_replica_abort(rd->rep);
     rd->rep = NULL;
-    dfc_rpc_msg_free(rd->normal);
-    rd->normal = NULL;
+    dfd__drop_answers(rd);
     free(rd->missing);
     free(rd->state);
     free(rd->avoid);

@@ -9,10 +9,10 @@
  *   struct dfd_p2p: dfd_p2p_new's, freed by dfd_p2p_free. struct active: made by the caller
  *   that leads the download (dfd_p2p_fetch), linked in p->active until the download ends,
  *   counted (the leader and the waiters, refs) and freed by the last to let go. struct run: the
- *   leader's, for one download (lead); it owns normal, state, have, missing, rep and st
- *   (download frees them); parents[] are copies (their strings live in the struct); writer is
- *   the swarm's (made and freed within dfd__swarm). a->st is a borrowed copy of rd->st, for
- *   dfd_p2p_free to cancel.
+ *   leader's, for one download (lead); it owns answers, state, have, missing, rep and st
+ *   (download frees them); parents[] are copies (their strings live in the struct; pe points
+ *   into answers); writer is the swarm's (made and freed within dfd__swarm). a->st is a
+ *   borrowed copy of rd->st, for dfd_p2p_free to cancel.
  *
  * Threads
  *   The leader is the thread that called dfd_p2p_fetch; it runs the download and its swarm.
@@ -27,7 +27,7 @@
  *   p->mu guards p->active and every struct active's fields, p->running and p->stopping; p->cv
  *   (on p->mu) is broadcast when a download ends, when a fetch leaves the engine and when the
  *   engine stops.
- *   rd->mu guards, while swarm threads run, struct run's fields from normal on and the
+ *   rd->mu guards, while swarm threads run, struct run's fields from answers on and the
  *   parents' fields from sync_st on; and it is held for every progress callback (should_stop
  *   included) and every send on the scheduler stream while workers run, so they are
  *   serialised as download.h promises. rd->synced (on rd->mu) is broadcast on every change a
@@ -97,6 +97,9 @@ struct parent {
     uint16_t host_port;
     char vortex_ip[IP_MAX]; /* from its SyncPersistentCachePieces answers */
     uint16_t vortex_port;
+    /* As the scheduler sent it (in one of rd->answers): named whole when we ask the scheduler
+     * to block it (a Reschedule's candidate_parents must be whole peers). */
+    Common__V2__PersistentCachePeer *pe;
     struct run *rd; /* the download (sync_main's argument) */
     /* The fields below are under rd->mu once its sync thread runs. */
     struct dfc_rpc_stream *sync_st; /* its SyncPersistentCachePieces stream, for cancelling */
@@ -144,8 +147,11 @@ struct run {
     struct dfc_sha256c tail;    /* with a record (mu): the content hash of the checked last
                                    piece, unfinished: the end check's start */
 
-    pthread_mutex_t mu;       /* progress callbacks, stream sends, the fields below */
-    ProtobufCMessage *normal; /* the scheduler's latest answer (the leader's) */
+    pthread_mutex_t mu; /* progress callbacks, stream sends, the fields below */
+    /* The scheduler's answers that brought parents (each parent's pe points into one; at most
+     * one per parent), the leader's: freed with dfd__drop_answers. */
+    ProtobufCMessage *answers[DFD_P2P_MAX_PARENTS];
+    size_t n_answers;
     struct parent parents[DFD_P2P_MAX_PARENTS];
     size_t n_parents;       /* grows as answers add parents; a parent is never removed */
     uint8_t *state;         /* per piece, enum piece_state */
@@ -245,6 +251,14 @@ int dfd__fetch_from(struct run *rd, const struct parent *pa, uint32_t number, st
  * id, a host with a valid IP and port, not ourselves, not excluded, not already a parent, at most
  * DFD_P2P_MAX_PARENTS in all); rd->mu held once the swarm runs. Returns how many were added. */
 size_t dfd__take_parents(struct run *rd, const Scheduler__V2__NormalPersistentCacheTaskResponse *n);
+
+/* download_parents.c. Keeps msg, an answer of the scheduler, when it brought parents (added > 0:
+ * their pe point into it), else frees it; rd->mu held once the swarm runs. */
+void dfd__keep_answer(struct run *rd, ProtobufCMessage *msg, size_t added);
+
+/* download_parents.c. Forgets every parent and frees the answers they came from (a new attempt,
+ * or the download's end); the leader's, with no swarm thread running. */
+void dfd__drop_answers(struct run *rd);
 
 /* A parent's cool-downs after a failure (1 s, doubling up to 8 s), and the failed syncs in a
  * row after which it is given up. */

@@ -65,10 +65,28 @@ size_t dfd__take_parents(struct run *rd,
         snprintf(pa->host_id, sizeof(pa->host_id), "%s", hid);
         snprintf(pa->host_ip, sizeof(pa->host_ip), "%s", h->ip);
         pa->host_port = (uint16_t)h->port;
+        pa->pe = (Common__V2__PersistentCachePeer *)pe; /* in the answer dfd__keep_answer keeps */
         rd->n_parents++;
         added++;
     }
     return added;
+}
+
+void dfd__keep_answer(struct run *rd, ProtobufCMessage *msg, size_t added) {
+    if (added > 0 && rd->n_answers < DFD_P2P_MAX_PARENTS) {
+        rd->answers[rd->n_answers++] = msg; /* each adds a parent: never more than there are */
+    } else {
+        dfc_rpc_msg_free(msg);
+    }
+}
+
+void dfd__drop_answers(struct run *rd) {
+    rd->n_parents = 0;
+    for (size_t i = 0; i < rd->n_answers; i++) {
+        dfc_rpc_msg_free(rd->answers[i]);
+        rd->answers[i] = NULL;
+    }
+    rd->n_answers = 0;
 }
 
 /* Parent pa failed (a piece, or its sync) for the n-th time in a row: no new piece goes to it

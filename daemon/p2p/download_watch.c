@@ -25,11 +25,11 @@
 #define STUCK_NS             (3 * DFC_NS_PER_SEC)  /* no parent reported a piece: ask */
 #define WATCH_TICK_NS        (100 * DFC_NS_PER_MS)
 
-/* Asks the scheduler for parents (Reschedule, blocking the parents given up on) and takes
+/* Asks the scheduler for parents (Reschedule naming the parents given up on, whole as the
+ * scheduler sent them, which it then blocks for this peer) and takes
  * those of its answer; the leader's, without rd->mu. Returns the count added, or an error of
  * the stream (the scheduler is then lost, and the swarm goes on with what it has). */
 static int ask_parents(struct run *rd, const char *why, struct dfc_error *err) {
-    Common__V2__PersistentCachePeer peers[DFD_P2P_MAX_PARENTS];
     Common__V2__PersistentCachePeer *list[DFD_P2P_MAX_PARENTS];
     size_t n = 0;
     pthread_mutex_lock(&rd->mu);
@@ -40,10 +40,7 @@ static int ask_parents(struct run *rd, const char *why, struct dfc_error *err) {
     for (size_t k = 0; k < rd->n_parents; k++) {
         struct parent *pa = &rd->parents[k];
         if (dfd__given_up(pa)) {
-            common__v2__persistent_cache_peer__init(&peers[n]);
-            peers[n].id = pa->id;
-            list[n] = &peers[n];
-            n++;
+            list[n++] = pa->pe;
         }
     }
     const struct dfd_p2p_sched *sc = &rd->p->o.sched;
@@ -76,10 +73,9 @@ static int ask_parents(struct run *rd, const char *why, struct dfc_error *err) {
     for (size_t k = before; k < rd->n_parents; k++) {
         dfd__start_sync(rd, k);
     }
+    dfd__keep_answer(rd, msg, added);
     pthread_cond_broadcast(&rd->synced);
     pthread_mutex_unlock(&rd->mu);
-    dfc_rpc_msg_free(rd->normal);
-    rd->normal = msg;
     return (int)added;
 }
 

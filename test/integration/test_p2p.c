@@ -1135,6 +1135,38 @@ static void test_downloading_parent_serves_its_pieces(void **state) {
     assert_true(harness_same_file(src, out_e));
 }
 
+/* A lying parent set aside while the download goes on (E at 8 MiB/s: seconds): E excludes A
+ * at its first piece, and every later request for more parents names A, whole as the
+ * scheduler sent it (a Reschedule's candidate_parents must be whole peers). The scheduler
+ * accepts them: E never loses its scheduler stream, and tells it the download finished.
+ * Before, A went by its id alone, the scheduler refused the request INVALID_ARGUMENT
+ * ("candidate_parents[0].cost: required") and E finished without telling it. */
+static void test_lying_parent_named_in_reschedules(void **state) {
+    REQUIRE_CLUSTER();
+    if (system("command -v sqlite3 >/dev/null 2>&1") != 0) {
+        skip(); /* needs the sqlite3 shell to forge the CRCs */
+    }
+    struct p2p_node *E = &cl.node[4]; /* stopped by cluster_down */
+    if (E->h.pid <= 0) {
+        p2p_node_start_limited(E, "127.0.0.15", "node-e", cl.sched.target, &cl.redis, "8MiB");
+    }
+    char src[512], id[65], out[600], path[600];
+    size_t len = 32 * MiB + 5; /* 9 pieces: 4 s for E */
+    import_on(A, len, 949, 1, src, sizeof(src), id);
+    snprintf(out, sizeof(out), "%s/out-b-949", cl.dir);
+    assert_int_equal(export_on(B, id, out, false), 0); /* B holds a good copy */
+    p2p_content_path(A, id, path, sizeof(path));
+    corrupt_pieces(path, len);
+    forge_crcs(A, id, len);
+    snprintf(out, sizeof(out), "%s/out-e-949", cl.dir);
+    assert_int_equal(export_on(E, id, out, false), 0);
+    assert_true(harness_same_file(src, out));
+    assert_true(harness_log_has(&E->h, "its SHA-256 is not the recorded one"));
+    assert_true(excluded_at_scheduler(id, A->host_id));
+    assert_false(harness_log_has(&E->h, "p2p.scheduler_lost"));
+    assert_false(harness_log_has(&E->h, "p2p.finished_not_told"));
+}
+
 /* A parent killed (SIGKILL) while a download from it runs: the download finishes from the
  * other parent, or fails cleanly, leaving no task and nothing in tmp/. Runs last: A stays
  * dead. */
@@ -1225,6 +1257,7 @@ int main(void) {
         cmocka_unit_test(test_concurrent_exports_share_one_download),
         cmocka_unit_test(test_content_volume_fetched_from_a_peer),
         cmocka_unit_test(test_downloading_parent_serves_its_pieces),
+        cmocka_unit_test(test_lying_parent_named_in_reschedules),
         cmocka_unit_test(test_killed_mid_download_serves_nothing_after_restart),
         cmocka_unit_test(test_parent_killed_mid_download),
     };
