@@ -77,7 +77,9 @@ static const struct dfc_metric_label l_task_type[] = {{"task_type", persistent_c
     ROW(M_SERVED_BYTES, "upload_traffic", C, l_task_type, 1,                                       \
         "Content bytes served to other peers over Vortex.")                                        \
     ROW(M_SERVED_PIECES, "vortex_pieces_served_total", C, NULL, 0,                                 \
-        "Pieces served to other peers over Vortex.")
+        "Pieces served to other peers over Vortex.")                                               \
+    ROW(M_BUSY_ANSWERS, "vortex_pieces_busy_total", C, NULL, 0,                                    \
+        "Piece requests answered Busy: the piece was being sent to another peer at the time.")
 
 #define ROW_ENUM(idx, name, type, labels, n, help) idx,
 enum { ROWS(ROW_ENUM) M_N };
@@ -239,6 +241,10 @@ struct dfc_metric *dfd_metrics_crc_failures(struct dfd_metrics *m) {
 
 struct dfc_metric *dfd_metrics_served_pieces(struct dfd_metrics *m) {
     return m != NULL ? m->m[M_SERVED_PIECES] : NULL;
+}
+
+struct dfc_metric *dfd_metrics_busy_answers(struct dfd_metrics *m) {
+    return m != NULL ? m->m[M_BUSY_ANSWERS] : NULL;
 }
 
 struct dfc_metric *dfd_metrics_served_bytes(struct dfd_metrics *m) {

@@ -88,6 +88,7 @@ struct dfc_metric *dfd_metrics_crc_failures(struct dfd_metrics *m);
 /* The Vortex server's counters (vortex_server.h takes them as plain metrics). */
 struct dfc_metric *dfd_metrics_served_pieces(struct dfd_metrics *m);
 struct dfc_metric *dfd_metrics_served_bytes(struct dfd_metrics *m);
+struct dfc_metric *dfd_metrics_busy_answers(struct dfd_metrics *m);
 
 /* The store changed (a commit, a delete, a flag): the refresher reads it again soon. */
 void dfd_metrics_store_changed(struct dfd_metrics *m);

@@ -51,6 +51,9 @@ enum dfd_vortex_error_code {
     DFD_VORTEX_ERR_INVALID_ARGUMENT = 1,
     DFD_VORTEX_ERR_NOT_FOUND = 2,
     DFD_VORTEX_ERR_INTERNAL = 3,
+    /* Ours (upstream reserves 4..255): the piece is being sent to another peer right now; ask
+     * another parent, or this one again later. The connection stays open. */
+    DFD_VORTEX_ERR_BUSY = 4,
 };
 
 struct dfd_vortex_header {

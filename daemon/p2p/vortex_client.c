@@ -168,6 +168,8 @@ static const char *error_code_name(uint8_t code) {
         return "NotFound";
     case DFD_VORTEX_ERR_INTERNAL:
         return "Internal";
+    case DFD_VORTEX_ERR_BUSY:
+        return "Busy";
     default:
         return "Unknown";
     }
@@ -197,6 +199,7 @@ static int read_error(const struct dfd_conn *c, uint32_t length, int64_t deadlin
     int e = code == DFD_VORTEX_ERR_NOT_FOUND          ? -ENOENT
             : code == DFD_VORTEX_ERR_INVALID_ARGUMENT ? -EINVAL
             : code == DFD_VORTEX_ERR_INTERNAL         ? DFC_E_INTERNAL
+            : code == DFD_VORTEX_ERR_BUSY             ? -EBUSY
                                                       : DFC_E_UNKNOWN;
     return dfc_error_set(err, e, "parent answered Error %s (%u): %s", error_code_name(code), code,
                          text);
@@ -378,7 +381,8 @@ static int fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const c
     struct dfd_vortex_fetched f = {0};
     /* A pooled connection first; when it fails before any byte of the answer (the parent
      * closed it meanwhile: an upstream parent answers one request per connection), once more on
-     * a new one. Only a connection whose answer was read whole goes back to the pool. */
+     * a new one. Only a connection whose answer was read whole (a piece, or Busy) goes back to
+     * the pool. */
     for (bool first = true, retry = r == 0; retry; first = false) {
         struct dfd_conn c = {.fd = -1, .tls = NULL};
         uint64_t gen = 0;
@@ -399,7 +403,7 @@ static int fetch(struct dfc_tls_ctx *tls, const char *ip, uint16_t port, const c
             r = exchange(&c, task_id, number, offset, length, d, deadline, &f, &answered, err);
         }
         retry = false;
-        if (r == 0) {
+        if (r == 0 || r == -EBUSY) { /* Busy: the error was read whole, the connection kept */
             dfd_vortex_pool_put(tls, gen, ip, port, &c);
         } else {
             dfd_conn_close(&c);

@@ -31,10 +31,11 @@ struct dfc_tls_ctx;
 
 /* Fetches piece number of task_id (64 hex digits) from ip:port into buf, which holds length
  * bytes (the piece's length from the geometry). Returns 0; -ENOENT when the parent answers
- * Error NotFound; DFC_E_DATA_LOSS when the CRC differs or the digest is empty or malformed;
- * -EPROTO for a malformed or unexpected answer (wrong tag, number, offset or length);
- * -ETIMEDOUT; -ECONNREFUSED and other connect errors as negative errno. err names the parent
- * ("vortex 127.0.0.12:4005 piece <task>-<n>: ..."). Thread-safe.
+ * Error NotFound; -EBUSY when it answers Error Busy (it is sending the piece to another peer:
+ * ask another, or it later; the connection is kept); DFC_E_DATA_LOSS when the CRC differs or the
+ * digest is empty or malformed; -EPROTO for a malformed or unexpected answer (wrong tag, number,
+ * offset or length); -ETIMEDOUT; -ECONNREFUSED and other connect errors as negative errno. err
+ * names the parent ("vortex 127.0.0.12:4005 piece <task>-<n>: ..."). Thread-safe.
  * tls: NULL for plain TCP, else a client context (dfc/tls_ssl.h; borrowed): the parent must
  * prove with a certificate that names ip, and is shown ours under mutual TLS; a failed
  * handshake or a TLS alert is -ECONNABORTED, err giving OpenSSL's reason.

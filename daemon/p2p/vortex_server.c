@@ -26,6 +26,14 @@
  * client, which closes after one answer, ends the loop with its close. After an Error, a
  * failed answer or the idle wait the connection closes, as before.
  *
+ * Busy (beyond upstream): a request for a piece this server is already sending to another
+ * connection, begun less than BUSY_WINDOW_NS ago, is answered Error Busy (code 4, a code
+ * upstream reserves) and the connection stays for the next request. In a flash crowd the
+ * requesters would otherwise share this uplink to receive the same bytes, while the peer
+ * receiving them will serve them as soon as they are verified (docs/swarm.md); this way the
+ * uplink goes to pieces nobody else has. The slots keep what each sent last (under mu), and a
+ * piece counts as being sent while its socket holds bytes the peer has not acknowledged.
+ *
  * TLS (opts.tls set): the same port speaks TLS only. The handshake comes first, within the
  * request's request_timeout (a refused or failed one is logged, rate-limited, naming the peer
  * and OpenSSL's reason, and the connection closed); then the same framing over the session, and
@@ -50,7 +58,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -78,6 +88,10 @@
  * (or request_timeout if shorter), and a connection serves at most this many requests. */
 #define KEEPALIVE_NS ((int64_t)5 * 1000 * 1000 * 1000)
 #define MAX_REQUESTS 1024
+/* A piece already being sent to another peer, for less than this, is answered Error Busy
+ * (beyond upstream): in a crowd the other peer will soon serve it, and this node's uplink goes
+ * to pieces nobody has yet. Past it (a slow receiver) a second copy may go. */
+#define BUSY_WINDOW_NS ((int64_t)10 * 1000 * 1000 * 1000)
 
 enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_DONE };
 
@@ -87,10 +101,14 @@ struct slot {
     int fd;                /* under v->mu: -1 once the handler closed it */
     pthread_t th;
     char ip[INET6_ADDRSTRLEN]; /* the peer's address, counted in v->ips while RUNNING */
+    /* under v->mu: the piece sent last and when its answer began (0: none), for Busy */
+    char task[DFD_VORTEX_TASK_ID_LEN + 1];
+    uint32_t piece;
+    int64_t sending_since;
 };
 
 struct dfd_vortex_server {
-    struct dfc_metric *served_pieces, *served_bytes; /* borrowed; NULL: not counted */
+    struct dfc_metric *served_pieces, *served_bytes, *busy_answers; /* borrowed; NULL: none */
     struct dfd_storage *storage;
     struct dfc_tls_ctx *tls; /* borrowed; NULL: plain TCP */
     const char *parent_id;
@@ -257,37 +275,63 @@ static int upload_begin(struct dfd_vortex_server *v, const struct dfd_conn *c, i
     return r;
 }
 
-/* Serves one request of connection c, read by deadline. True when the piece was sent whole and
- * the connection may take the next request; false when it must close (an Error was sent and
- * drained, the peer closed or stalled, the answer failed). */
-static bool serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t deadline) {
+/* Whether slot o (v->mu held) is still delivering the piece it claimed: begun less than
+ * BUSY_WINDOW_NS ago and its socket still holding bytes the peer has not acknowledged (the
+ * send buffer holds a whole piece, so the send itself ends long before the peer has it). */
+static bool delivering(const struct slot *o, int64_t now) {
+    int unacked = 0;
+    return o->state == SLOT_RUNNING && o->fd >= 0 && o->sending_since != 0 &&
+           now - o->sending_since < BUSY_WINDOW_NS && ioctl(o->fd, SIOCOUTQ, &unacked) == 0 &&
+           unacked > 0;
+}
+
+/* Marks piece number of task id as being sent by slot sl: false (nothing marked) when another
+ * connection is still delivering it (delivering()). */
+static bool claim_piece(struct dfd_vortex_server *v, struct slot *sl, const char *id,
+                        uint32_t number) {
+    int64_t now = dfc_mono_ns();
+    pthread_mutex_lock(&v->mu);
+    for (unsigned i = 0; i < v->nslots; i++) {
+        const struct slot *o = &v->slots[i];
+        if (o != sl && o->piece == number && delivering(o, now) && strcmp(o->task, id) == 0) {
+            pthread_mutex_unlock(&v->mu);
+            return false;
+        }
+    }
+    memcpy(sl->task, id, sizeof(sl->task));
+    sl->piece = number;
+    sl->sending_since = now;
+    pthread_mutex_unlock(&v->mu);
+    return true;
+}
+
+static void release_piece(struct dfd_vortex_server *v, struct slot *sl) {
+    pthread_mutex_lock(&v->mu);
+    sl->sending_since = 0;
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* Answers Error Busy and keeps the connection: true when the whole packet went out. */
+static bool send_busy(struct dfd_vortex_server *v, const struct dfd_conn *c, const char *id,
+                      uint32_t number) {
+    char msg[DFD_VORTEX_TASK_ID_LEN + 96];
+    snprintf(msg, sizeof(msg), "piece %s-%u is being sent to another peer, try later", id, number);
+    uint8_t out[DFD_VORTEX_HEADER_LEN + 1 + sizeof(msg)];
+    size_t len = 0;
+    if (dfd_vortex_error_encode(0, DFD_VORTEX_ERR_BUSY, msg, out, sizeof(out), &len, NULL) < 0) {
+        return false;
+    }
+    dfc_metric_inc(v->busy_answers, 0, 1);
+    return dfd_conn_send_all(c, out, len, dfd_deadline_after(v->request_timeout_ns), NULL) == 0;
+}
+
+/* Answers the request for piece number of task id on c: true when the piece was sent whole
+ * (else an Error was sent and drained, or the answer failed). */
+static bool answer(struct dfd_vortex_server *v, const struct dfd_conn *c, const char *id,
+                   uint32_t number) {
     int fd = c->fd;
-    uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    if (dfd_conn_recv_all(c, hb, sizeof(hb), deadline, NULL, NULL) < 0) {
-        return false; /* closed, stalled or reset before a whole header: nothing to answer */
-    }
-    struct dfd_vortex_header h;
-    dfd_vortex_header_decode(hb, &h);
     char msg[DFC_ERROR_MSG_MAX + 160];
-    if (h.tag != DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE ||
-        h.length != DFD_VORTEX_REQUEST_LEN) {
-        snprintf(msg, sizeof(msg), "unsupported packet: tag %u length %u (want tag %d length %d)",
-                 h.tag, h.length, DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE,
-                 DFD_VORTEX_REQUEST_LEN);
-        send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, msg);
-        return false;
-    }
-    uint8_t value[DFD_VORTEX_REQUEST_LEN];
-    if (dfd_conn_recv_all(c, value, sizeof(value), deadline, NULL, NULL) < 0) {
-        return false;
-    }
-    char id[DFD_VORTEX_TASK_ID_LEN + 1];
-    uint32_t number = 0;
     struct dfc_error err = {0};
-    if (dfd_vortex_request_decode(value, sizeof(value), id, &number, &err) < 0) {
-        send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, err.msg);
-        return false;
-    }
     struct dfd_piece_meta pm;
     int content_fd = -1;
     /* A committed task's piece, or a verified one of a replica downloading (storage.h). */
@@ -355,6 +399,47 @@ static bool serve(struct dfd_vortex_server *v, const struct dfd_conn *c, int64_t
     return r == 0;
 }
 
+/* Serves one request of connection c (slot sl), read by deadline. True when the piece was sent
+ * whole, or answered Busy (claim_piece), and the connection may take the next request; false when
+ * it must close (an Error was sent and drained, the peer closed or stalled, the answer failed). */
+static bool serve(struct dfd_vortex_server *v, struct slot *sl, const struct dfd_conn *c,
+                  int64_t deadline) {
+    uint8_t hb[DFD_VORTEX_HEADER_LEN];
+    if (dfd_conn_recv_all(c, hb, sizeof(hb), deadline, NULL, NULL) < 0) {
+        return false; /* closed, stalled or reset before a whole header: nothing to answer */
+    }
+    struct dfd_vortex_header h;
+    dfd_vortex_header_decode(hb, &h);
+    char msg[DFC_ERROR_MSG_MAX + 160];
+    if (h.tag != DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE ||
+        h.length != DFD_VORTEX_REQUEST_LEN) {
+        snprintf(msg, sizeof(msg), "unsupported packet: tag %u length %u (want tag %d length %d)",
+                 h.tag, h.length, DFD_VORTEX_TAG_DOWNLOAD_PERSISTENT_CACHE_PIECE,
+                 DFD_VORTEX_REQUEST_LEN);
+        send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, msg);
+        return false;
+    }
+    uint8_t value[DFD_VORTEX_REQUEST_LEN];
+    if (dfd_conn_recv_all(c, value, sizeof(value), deadline, NULL, NULL) < 0) {
+        return false;
+    }
+    char id[DFD_VORTEX_TASK_ID_LEN + 1];
+    uint32_t number = 0;
+    struct dfc_error err = {0};
+    if (dfd_vortex_request_decode(value, sizeof(value), id, &number, &err) < 0) {
+        send_error(v, c, DFD_VORTEX_ERR_INVALID_ARGUMENT, err.msg);
+        return false;
+    }
+    if (!claim_piece(v, sl, id, number)) {
+        return send_busy(v, c, id, number);
+    }
+    bool sent = answer(v, c, id, number);
+    if (!sent) {
+        release_piece(v, sl); /* else claimed while the peer takes the bytes (delivering()) */
+    }
+    return sent;
+}
+
 /* Logs a refused handshake, at most once per WARN_INTERVAL_NS with the count of the others. */
 static void tls_refused(struct dfd_vortex_server *v, const struct dfc_error *err) {
     int64_t now = dfc_mono_ns();
@@ -409,7 +494,7 @@ static void *conn_main(void *arg) {
      * certificate at their next connection. */
     uint64_t gen = v->tls != NULL ? dfc_tls_ctx_generation(v->tls) : 0;
     if (v->tls == NULL || (c.tls = tls_accept(v, fd, deadline)) != NULL) {
-        for (unsigned n = 0; n < MAX_REQUESTS && serve(v, &c, deadline) &&
+        for (unsigned n = 0; n < MAX_REQUESTS && serve(v, sl, &c, deadline) &&
                              (v->tls == NULL || dfc_tls_ctx_refresh(v->tls) == gen);
              n++) {
             deadline = dfd_deadline_after(v->keepalive_ns);
@@ -590,6 +675,7 @@ int dfd_vortex_server_start(struct dfd_storage *storage, const struct dfd_vortex
     v->tls = o->tls;
     v->parent_id = parent_id;
     v->served_pieces = o->served_pieces;
+    v->busy_answers = o->busy_answers;
     v->served_bytes = o->served_bytes;
     v->request_timeout_ns = o->request_timeout_ns;
     v->answer_timeout_ns = o->answer_timeout_ns;

@@ -10,9 +10,10 @@
  * from one peer address (more are closed at accept, with a rate-limited warning). Ours too: the
  * piece bytes sent may be limited in rate (upload.rateLimit, upstream's key) and in pieces at
  * once (storage.server.maxConcurrentUploads), so that a node serving the swarm keeps bandwidth
- * for its own pods. The request
- * deadline runs from the accept: a connection that sends nothing, or trickles its 74 bytes, is
- * closed after request_timeout.
+ * for its own pods. And a piece still being delivered to one connection is answered Error Busy
+ * (4, ours) to another, whose connection stays open (docs/dragonfly-compat.md, "Busy"). The
+ * request deadline runs from the accept: a connection that sends nothing, or trickles its 74
+ * bytes, is closed after request_timeout.
  *
  * It serves only committed tasks, through the storage facade (dfd_storage_pieces,
  * dfd_storage_open_content): the piece row's offset, length and stored digest go in the
@@ -45,6 +46,8 @@ struct dfd_vortex_server_opts {
      * counted; borrowed, outlive the server). */
     struct dfc_metric *served_pieces;
     struct dfc_metric *served_bytes;
+    /* Counted for each request answered Error Busy (NULL: not counted; borrowed). */
+    struct dfc_metric *busy_answers;
     /* TLS on the port (dfc/tls_ssl.h, a server context): every connection must complete a
      * handshake, within request_timeout, before its request is read. NULL: plain TCP. Borrowed,
      * outlives the server. */

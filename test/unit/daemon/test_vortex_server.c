@@ -4,8 +4,9 @@
  * (vortex_client.c) and with raw sockets that send what a hostile peer could: every piece
  * byte-identical, NotFound, hostile headers answered with an Error frame, a stalled request
  * closed after request_timeout, a peer that reads too slowly reset after answer_timeout,
- * connections over max_conns closed at once, stop with connections open, parallel clients; the
- * verified pieces of a shared replica still downloading.
+ * connections over max_conns closed at once, stop with connections open, parallel clients; a
+ * piece being delivered answered Busy to another peer; the verified pieces of a shared replica
+ * still downloading.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,6 +278,7 @@ static void test_every_piece_through_a_sink(void **state) {
 struct fetcher {
     struct fx *f;
     int failures;
+    int busy;
 };
 
 static void *fetcher_main(void *arg) {
@@ -287,10 +289,15 @@ static void *fetcher_main(void *arg) {
         for (size_t i = 0; i < f->npieces; i++) {
             const struct dfd_piece_meta *pm = &f->pieces[i];
             struct dfc_error err = {0};
-            if (dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v), f->task.id,
-                                 pm->number, pm->offset, pm->length, buf, TIMEOUT, NULL,
-                                 &err) != 0 ||
-                memcmp(buf, f->content + pm->offset, pm->length) != 0) {
+            int r;
+            /* Busy: another fetcher is being sent this piece; a downloader asks again later. */
+            while ((r = dfd_vortex_fetch(NULL, NULL, "127.0.0.1", dfd_vortex_server_port(f->v),
+                                         f->task.id, pm->number, pm->offset, pm->length, buf,
+                                         TIMEOUT, NULL, &err)) == -EBUSY) {
+                w->busy++;
+                usleep(1000);
+            }
+            if (r != 0 || memcmp(buf, f->content + pm->offset, pm->length) != 0) {
                 w->failures++;
             }
         }
@@ -299,7 +306,8 @@ static void *fetcher_main(void *arg) {
     return NULL;
 }
 
-/* Parallel clients, fewer than max_conns: every piece arrives intact every time. */
+/* Parallel clients, fewer than max_conns: every piece arrives intact every time (asked again
+ * while the server answers Busy). */
 static void test_concurrent_fetches(void **state) {
     struct fx *f = *state;
     enum { T = 6 };
@@ -314,6 +322,87 @@ static void test_concurrent_fetches(void **state) {
         assert_int_equal(pthread_join(th[i], NULL), 0);
         assert_int_equal(w[i].failures, 0);
     }
+}
+
+/* Reads an answer's header and its value (at most size bytes) from fd. */
+static void recv_packet(int fd, struct dfd_vortex_header *h, uint8_t *value, size_t size) {
+    uint8_t hb[DFD_VORTEX_HEADER_LEN];
+    assert_int_equal(recv_upto(fd, hb, sizeof(hb)), sizeof(hb));
+    dfd_vortex_header_decode(hb, h);
+    assert_true(h->length <= size);
+    assert_int_equal(recv_upto(fd, value, h->length), h->length);
+}
+
+/* Beyond upstream: a piece being delivered to one peer (its bytes not yet acknowledged) is
+ * answered Error Busy to another, whose connection stays for its next request; once the first
+ * peer has the piece, it is served to others again. */
+static void test_busy_while_delivering(void **state) {
+    struct fx *f = *state;
+    start(f, 4, 5 * SEC);
+    const struct dfd_piece_meta *p0 = &f->pieces[0], *p1 = &f->pieces[1];
+    struct dfc_error err = {0};
+    uint8_t req0[DFD_VORTEX_REQUEST_PACKET_LEN], req1[DFD_VORTEX_REQUEST_PACKET_LEN];
+    assert_int_equal(dfd_vortex_request_encode(1, f->task.id, 0, req0, &err), 0);
+    assert_int_equal(dfd_vortex_request_encode(2, f->task.id, 1, req1, &err), 0);
+
+    /* a: asks for piece 0 and reads only the answer's header (a window of 4 KiB). */
+    int a = dial_rcvbuf(f, 4096);
+    send_bytes(a, req0, sizeof(req0));
+    uint8_t hb[DFD_VORTEX_HEADER_LEN];
+    assert_int_equal(recv_upto(a, hb, sizeof(hb)), sizeof(hb));
+    struct dfd_vortex_header ha;
+    dfd_vortex_header_decode(hb, &ha);
+    assert_int_equal(ha.tag, DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT);
+
+    /* b: piece 0 is Busy; piece 1 on the same connection is served whole. */
+    int b = dial(f);
+    send_bytes(b, req0, sizeof(req0));
+    uint8_t value[4 + DFD_VORTEX_METADATA_MAX];
+    struct dfd_vortex_header h;
+    recv_packet(b, &h, value, sizeof(value));
+    assert_int_equal(h.tag, DFD_VORTEX_TAG_ERROR);
+    uint8_t code;
+    const char *m;
+    size_t mlen;
+    assert_int_equal(dfd_vortex_error_decode(value, h.length, &code, &m, &mlen, &err), 0);
+    assert_int_equal(code, DFD_VORTEX_ERR_BUSY);
+    char msg[DFD_VORTEX_ERROR_MAX + 1];
+    memcpy(msg, m, mlen);
+    msg[mlen] = '\0';
+    assert_non_null(strstr(msg, "being sent to another peer"));
+    send_bytes(b, req1, sizeof(req1));
+    recv_packet(b, &h, value, sizeof(value));
+    assert_int_equal(h.tag, DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT);
+    uint8_t *buf = malloc(4 * MiB);
+    assert_non_null(buf);
+    assert_int_equal(recv_upto(b, buf, p1->length), p1->length);
+    assert_memory_equal(buf, f->content + p1->offset, p1->length);
+
+    /* The client: -EBUSY naming the answer. */
+    uint16_t port = dfd_vortex_server_port(f->v);
+    assert_int_equal(dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, f->task.id, 0, p0->offset,
+                                      p0->length, buf, TIMEOUT, NULL, &err),
+                     -EBUSY);
+    assert_non_null(strstr(err.msg, "Busy"));
+
+    /* a takes its piece whole: then piece 0 is served again (asked until its last bytes are
+     * acknowledged, at most 2 s). */
+    assert_int_equal(recv_upto(a, value, ha.length), ha.length);
+    assert_int_equal(recv_upto(a, buf, p0->length), p0->length);
+    assert_memory_equal(buf, f->content + p0->offset, p0->length);
+    int r = -EBUSY;
+    for (int i = 0; i < 200 && r == -EBUSY; i++) {
+        memset(buf, 0, p0->length);
+        if ((r = dfd_vortex_fetch(NULL, NULL, "127.0.0.1", port, f->task.id, 0, p0->offset,
+                                  p0->length, buf, TIMEOUT, NULL, &err)) == -EBUSY) {
+            usleep(10 * 1000);
+        }
+    }
+    assert_int_equal(r, 0);
+    assert_memory_equal(buf, f->content + p0->offset, p0->length);
+    free(buf);
+    close(a);
+    close(b);
 }
 
 static void test_metadata_on_the_wire(void **state) {
@@ -721,6 +810,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_every_piece, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_piece_through_a_sink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_fetches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_busy_while_delivering, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metadata_on_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_replica_in_progress, setup, teardown),
