@@ -119,6 +119,14 @@ struct parent {
 /* A piece's state in the download (rd->state, under rd->mu). */
 enum piece_state { PIECE_MISSING, PIECE_INFLIGHT, PIECE_WRITTEN };
 
+/* A parent a missing piece is not asked from (rd->avoid, under rd->mu): the one the endgame
+ * took it from, until the piece is taken again; or one that answered Busy for it, until
+ * until_ns. */
+struct avoid {
+    uint8_t parent;   /* 1 + its index in rd->parents; 0: none */
+    int64_t until_ns; /* monotonic; 0: until the piece is taken again */
+};
+
 struct run {
     struct dfd_p2p *p;
     const struct dfd_p2p_request *req;
@@ -155,7 +163,7 @@ struct run {
     struct parent parents[DFD_P2P_MAX_PARENTS];
     size_t n_parents;       /* grows as answers add parents; a parent is never removed */
     uint8_t *state;         /* per piece, enum piece_state */
-    uint8_t *avoid;         /* per piece: 1 + the parent the endgame took it from, or 0 */
+    struct avoid *avoid;    /* per piece: a parent not to ask it from */
     struct worker_buf *wbs; /* the workers' (n_wbs), for the endgame */
     size_t n_wbs;
     uint32_t *have;    /* per piece: a bit per parent that reported it */

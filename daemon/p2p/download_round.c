@@ -12,12 +12,20 @@
  *   lands and is verified (docs/swarm.md), so the lists grow while we download
  *   (download_parents.c).
  *
- *   concurrent_piece_count workers each take the next (parent, piece): the parent with the best
- *   measured throughput per piece in flight from it (an unmeasured one first: it may be fast),
- *   at most max(2, concurrent_piece_count / parents) pieces in flight from one parent so that a
- *   slow or shared parent cannot hold every worker; and from it the rarest missing piece it has
- *   (the fewest of our parents hold it), random among equals, fully random for the first
- *   OPENING_PIECES so that a crowd starting together asks a seed for different pieces. A piece
+ *   concurrent_piece_count workers each take the next (piece, parent): the rarest missing piece
+ *   (the fewest of our parents hold it) that a parent with room holds, random among equals,
+ *   fully random for the first OPENING_PIECES so that a crowd starting together asks a seed for
+ *   different pieces; a parent has room with fewer than max(2, concurrent_piece_count /
+ *   parents) pieces in flight from it, so that a slow or shared parent cannot hold every
+ *   worker. The piece goes to the holder with the fewest pieces only it holds, then the best
+ *   measured throughput per piece in flight (an unmeasured one first: it may be fast); and a
+ *   parent with pieces only it holds is not asked for one another holder has while that other
+ *   has none of its own (the piece waits for room there): in a flash crowd the seed is such a
+ *   parent, its uplink the scarcest, and it is kept for the pieces nobody else has yet.
+ *
+ *   A parent already sending a piece to another peer answers Busy (vortex_server.c): the piece
+ *   is not asked of it again for BUSY_NS, other pieces are taken meanwhile, and by then the
+ *   peer that received it may serve it. Not a failure: no cool-down, nothing reported. A piece
  *   whose parent fails (connect, a stall of PARENT_IDLE_NS, a timeout, a CRC) goes back to the
  *   missing ones and the parent cools down (1 s, doubling up to 8 s), reported
  *   DownloadPieceFailed{temporary = true} at its third failure in a row; a parent whose bytes
@@ -78,6 +86,8 @@
 #define WATCH_TICK_NS   (100 * DFC_NS_PER_MS)
 #define OPEN_WAIT_NS    (100 * DFC_NS_PER_MS) /* for the first parents' first answers */
 #define RATE_WEIGHT     0.3                   /* of the newest piece in a parent's rate */
+/* A parent that answered Busy for a piece is not asked for it again before this. */
+#define BUSY_NS (250 * DFC_NS_PER_MS)
 
 /* Whether the engine stops or the caller went away; called without rd->mu. */
 static bool stopped(struct run *rd) {
@@ -109,45 +119,87 @@ static bool usable(const struct run *rd, size_t k, int64_t now) {
     return !dfd__given_up(pa) && now >= pa->cooldown_until && pa->vortex_ip[0] != '\0';
 }
 
-/* rd->mu held: the rarest missing piece parent k has (random among equals, or at random
- * among all it has while the download opens); false when it has none. */
-static bool rarest_of(struct run *rd, size_t k, uint32_t live, uint32_t *ret) {
-    uint32_t bit = UINT32_C(1) << k;
-    bool opening = rd->n_written < OPENING_PIECES;
-    int best = 64;
-    uint64_t ties = 0;
-    for (uint32_t i = 0; i < rd->piece_count; i++) {
-        if (rd->state[i] != PIECE_MISSING || (rd->have[i] & bit) == 0 || rd->avoid[i] == k + 1) {
-            continue;
-        }
-        int a = opening ? 0 : __builtin_popcount(rd->have[i] & live);
-        if (a < best) {
-            best = a;
-            ties = 0;
-        }
-        if (a == best && rnd(rd) % ++ties == 0) {
-            *ret = i; /* reservoir sampling: each of the ties with chance 1/ties */
-        }
-    }
-    return ties > 0;
+/* rd->mu held: the parent (as a bit) piece i is not to be asked from now, or 0. */
+static uint32_t avoided(const struct run *rd, uint32_t i, int64_t now) {
+    const struct avoid *a = &rd->avoid[i];
+    bool on = a->parent != 0 && (a->until_ns == 0 || now < a->until_ns);
+    return on ? UINT32_C(1) << (a->parent - 1) : 0;
 }
 
-/* rd->mu held: the next (parent, piece) for a worker: parents by measured throughput per
- * piece in flight (an unmeasured one as fast as the fastest), each with at most cap pieces in
- * flight; from the best one with a missing piece, its rarest. False: nothing to take now. */
-static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_piece) {
-    uint32_t live = 0;
-    size_t n_live = 0;
-    double fastest = 0;
+/* rd->mu held: the live parents with room for one more piece now: usable, holding something,
+ * with fewer than max(2, concurrent_piece_count / live parents) pieces in flight from them. */
+static uint32_t with_room(const struct run *rd, uint32_t live, int64_t now) {
+    unsigned n_live = (unsigned)__builtin_popcount(live);
+    size_t conc = rd->p->o.concurrent_piece_count;
+    unsigned cap = (unsigned)((conc + n_live - 1) / n_live);
+    cap = cap < 2 ? 2 : cap;
+    uint32_t room = 0;
     for (size_t k = 0; k < rd->n_parents; k++) {
         const struct parent *pa = &rd->parents[k];
-        if (!dfd__given_up(pa)) {
-            live |= UINT32_C(1) << k;
-            n_live++;
+        if ((live & (UINT32_C(1) << k)) != 0 && usable(rd, k, now) && pa->inflight < cap &&
+            pa->n_have > 0) {
+            room |= UINT32_C(1) << k;
         }
-        fastest = pa->rate > fastest ? pa->rate : fastest;
     }
-    if (n_live == 0) {
+    return room;
+}
+
+/* rd->mu held: per live parent, the pieces we still need (in flight too) that only it holds
+ * (unique[k]); returns the live parents with none. */
+static uint32_t without_unique(const struct run *rd, uint32_t live,
+                               unsigned unique[DFD_P2P_MAX_PARENTS]) {
+    memset(unique, 0, DFD_P2P_MAX_PARENTS * sizeof(*unique));
+    for (uint32_t i = 0; i < rd->piece_count; i++) {
+        uint32_t held = rd->have[i] & live;
+        if (rd->state[i] != PIECE_WRITTEN && __builtin_popcount(held) == 1) {
+            unique[__builtin_ctz(held)]++;
+        }
+    }
+    uint32_t none = 0;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        none |= unique[k] == 0 ? UINT32_C(1) << k : 0;
+    }
+    return none & live;
+}
+
+/* rd->mu held: of the parents in from, the one with the fewest unique pieces, then the best
+ * measured throughput per piece in flight (an unmeasured one as fast as the fastest). */
+static size_t best_parent(struct run *rd, uint32_t from, const unsigned *unique) {
+    double fastest = 0;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        fastest = rd->parents[k].rate > fastest ? rd->parents[k].rate : fastest;
+    }
+    size_t pick = SIZE_MAX;
+    double pick_score = 0;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        if ((from & (UINT32_C(1) << k)) == 0) {
+            continue;
+        }
+        const struct parent *pa = &rd->parents[k];
+        double rate = pa->rate > 0 ? pa->rate : (fastest > 0 ? fastest : 1);
+        /* A little noise: equal parents take turns. */
+        double score = rate / (pa->inflight + 1) * (1 + (double)(rnd(rd) % 64) / 1024);
+        if (pick == SIZE_MAX || unique[k] < unique[pick] ||
+            (unique[k] == unique[pick] && score > pick_score)) {
+            pick = k;
+            pick_score = score;
+        }
+    }
+    return pick;
+}
+
+/* rd->mu held: the next (piece, parent) for a worker. The piece is the rarest missing one (held
+ * by the fewest of our parents) that a parent with room holds, random among equals (all equal
+ * while the download opens, so a crowd starting together asks a seed for different pieces).
+ * A piece is not asked from a parent holding unique pieces while another holder has none (it
+ * waits for room there): a seed's uplink, the crowd's scarcest, is kept for the pieces nobody
+ * else has. The parent is best_parent's among the holders left. False: nothing to take now. */
+static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_piece) {
+    uint32_t live = 0;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        live |= dfd__given_up(&rd->parents[k]) ? 0 : UINT32_C(1) << k;
+    }
+    if (live == 0) {
         return false;
     }
     /* The first OPEN_WAIT_NS: every parent's first answer is awaited (as upstream collects
@@ -157,34 +209,42 @@ static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_pie
             return false;
         }
     }
-    size_t conc = rd->p->o.concurrent_piece_count;
-    unsigned cap = (unsigned)((conc + n_live - 1) / n_live);
-    cap = cap < 2 ? 2 : cap;
-    double score[DFD_P2P_MAX_PARENTS];
-    bool tried[DFD_P2P_MAX_PARENTS] = {false};
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        const struct parent *pa = &rd->parents[k];
-        double rate = pa->rate > 0 ? pa->rate : (fastest > 0 ? fastest : 1);
-        /* A little noise: equal parents take turns. */
-        score[k] = rate / (pa->inflight + 1) * (1 + (double)(rnd(rd) % 64) / 1024);
-        tried[k] = !usable(rd, k, now) || pa->inflight >= cap || pa->n_have == 0;
+    uint32_t room = with_room(rd, live, now);
+    if (room == 0) {
+        return false;
     }
-    for (;;) {
-        size_t best = SIZE_MAX;
-        for (size_t k = 0; k < rd->n_parents; k++) {
-            if (!tried[k] && (best == SIZE_MAX || score[k] > score[best])) {
-                best = k;
-            }
+    unsigned unique[DFD_P2P_MAX_PARENTS];
+    uint32_t common = without_unique(rd, live, unique);
+    bool opening = rd->n_written < OPENING_PIECES;
+    int best = 64;
+    uint64_t ties = 0;
+    uint32_t piece = 0, piece_from = 0;
+    for (uint32_t i = 0; i < rd->piece_count; i++) {
+        if (rd->state[i] != PIECE_MISSING) {
+            continue;
         }
-        if (best == SIZE_MAX) {
-            return false;
+        uint32_t held = rd->have[i] & live;
+        uint32_t from = held & room & ~avoided(rd, i, now);
+        from &= (held & common) != 0 ? common : ~UINT32_C(0);
+        if (from == 0) {
+            continue;
         }
-        if (rarest_of(rd, best, live, ret_piece)) {
-            *ret_k = best;
-            return true;
+        int a = opening ? 0 : __builtin_popcount(held);
+        if (a < best) {
+            best = a;
+            ties = 0;
         }
-        tried[best] = true;
+        if (a == best && rnd(rd) % ++ties == 0) {
+            piece = i; /* reservoir sampling: each of the ties with chance 1/ties */
+            piece_from = from;
+        }
     }
+    if (ties == 0) {
+        return false;
+    }
+    *ret_k = best_parent(rd, piece_from, unique);
+    *ret_piece = piece;
+    return true;
 }
 
 /* ---- fetching ---- */
@@ -221,7 +281,8 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
         dfc_metric_inc(rd->p->o.crc_failures, 0, 1);
     }
     bool given_up = r < 0 && __atomic_load_n(&wb->cancel, __ATOMIC_RELAXED);
-    if (r < 0 && !ours && !given_up) {
+    bool busy = r == -EBUSY && !ours; /* the parent is sending it to another peer right now */
+    if (r < 0 && !ours && !given_up && !busy) {
         DFC_LOG(DFC_LOG_WARN, "p2p.piece_failed",
                 "task_id=%s piece=%u parent=%s code=%s error=\"%s\", trying another parent",
                 rd->req->task_id, (unsigned)number, pa->id, dfc_error_name(r), dfc_error_msg(&err));
@@ -254,6 +315,10 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
         dfd__set_fatal(rd, r, &err);
     } else if (given_up) {
         rd->state[number] = PIECE_MISSING; /* the endgame took it away: not the parent's fault */
+    } else if (busy) {
+        /* Not a failure: the peer receiving it will have it soon; until then other pieces. */
+        rd->state[number] = PIECE_MISSING;
+        rd->avoid[number] = (struct avoid){.parent = (uint8_t)(k + 1), .until_ns = now + BUSY_NS};
     } else {
         rd->state[number] = PIECE_MISSING;
         dfd__cool_down(pa, ++pa->failures, now);
@@ -324,7 +389,7 @@ static bool endgame(struct run *rd, const struct worker_buf *wb, int64_t now) {
         return false;
     }
     __atomic_store_n(&victim->cancel, 1, __ATOMIC_RELAXED);
-    rd->avoid[victim->number] = (uint8_t)(victim->k + 1);
+    rd->avoid[victim->number] = (struct avoid){.parent = (uint8_t)(victim->k + 1), .until_ns = 0};
     DFC_LOG(DFC_LOG_DEBUG, "p2p.endgame", "task_id=%s piece=%u parent=%s, asking a faster one",
             rd->req->task_id, (unsigned)victim->number, rd->parents[victim->k].id);
     return true;
@@ -356,7 +421,8 @@ static void *worker_main(void *arg) {
             continue;
         }
         rd->state[number] = PIECE_INFLIGHT;
-        rd->avoid[number] = 0; /* should this attempt fail, its old parent is fine again */
+        /* should this attempt fail, its old parent is fine again */
+        rd->avoid[number] = (struct avoid){0};
         rd->parents[k].inflight++;
         rd->n_inflight++;
         wb->busy = true;
@@ -409,7 +475,7 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     for (size_t i = 0; i < n; i++) {
         rd->wbs[i].rd = rd;
     }
-    memset(rd->avoid, 0, count);
+    memset(rd->avoid, 0, count * sizeof(*rd->avoid));
     int r = 0;
     if (n > 0 && !whole_pieces(rd)) {
         r = dfd_piece_writer_new(rd->rep, n * WRITER_BUFS_PER_WORKER, STREAM_CHUNK, &rd->writer,
