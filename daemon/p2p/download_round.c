@@ -20,8 +20,8 @@
  *   worker. The piece goes to the holder with the fewest pieces only it holds, then the best
  *   measured throughput per piece in flight (an unmeasured one first: it may be fast); and a
  *   parent with pieces only it holds is not asked for one another holder has while that other
- *   has none of its own (the piece waits for room there): in a flash crowd the seed is such a
- *   parent, its uplink the scarcest, and it is kept for the pieces nobody else has yet.
+ *   has none of its own and is not slow (the piece waits for room there): in a flash crowd the seed
+ * is such a parent, its uplink the scarcest, and it is kept for the pieces nobody else has yet.
  *
  *   A parent already sending a piece to another peer answers Busy (vortex_server.c): the piece
  *   is not asked of it again for BUSY_NS, other pieces are taken meanwhile, and by then the
@@ -145,7 +145,9 @@ static uint32_t with_room(const struct run *rd, uint32_t live, int64_t now) {
 }
 
 /* rd->mu held: per live parent, the pieces we still need (in flight too) that only it holds
- * (unique[k]); returns the live parents with none. */
+ * (unique[k]); returns the live parents with none that are not slow (measured at less than
+ * half the fastest parent's throughput: a piece such a parent holds is not kept waiting for
+ * it). */
 static uint32_t without_unique(const struct run *rd, uint32_t live,
                                unsigned unique[DFD_P2P_MAX_PARENTS]) {
     memset(unique, 0, DFD_P2P_MAX_PARENTS * sizeof(*unique));
@@ -155,9 +157,14 @@ static uint32_t without_unique(const struct run *rd, uint32_t live,
             unique[__builtin_ctz(held)]++;
         }
     }
+    double fastest = 0;
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        fastest = rd->parents[k].rate > fastest ? rd->parents[k].rate : fastest;
+    }
     uint32_t none = 0;
     for (size_t k = 0; k < rd->n_parents; k++) {
-        none |= unique[k] == 0 ? UINT32_C(1) << k : 0;
+        double rate = rd->parents[k].rate > 0 ? rd->parents[k].rate : fastest;
+        none |= unique[k] == 0 && rate >= fastest / 2 ? UINT32_C(1) << k : 0;
     }
     return none & live;
 }
