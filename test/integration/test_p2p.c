@@ -731,6 +731,18 @@ static bool excluded_at_scheduler(const char *id, const char *host_id) {
     return yes;
 }
 
+/* A task of len bytes imported on A (seed), copied whole to B; then A's copy rewritten on disk
+ * and its CRCs re-forged to match: A lies consistently, B is honest. */
+static void lying_a_honest_b(size_t len, unsigned seed, char *src, size_t src_size, char id[65]) {
+    char out[600], path[600];
+    import_on(A, len, seed, 1, src, src_size, id);
+    snprintf(out, sizeof(out), "%s/out-b-%u", cl.dir, seed);
+    assert_int_equal(export_on(B, id, out, false), 0); /* B holds a good copy */
+    p2p_content_path(A, id, path, sizeof(path));
+    corrupt_pieces(path, len);
+    forge_crcs(A, id, len);
+}
+
 /* A lying parent (docs/integrity.md): A's copy is rewritten on disk and its CRCs re-forged to
  * match, so its pieces pass every CRC. C checks each piece's SHA-256 against the digests A
  * recorded at its import: A's pieces are refused before they count, A is reported
@@ -743,12 +755,7 @@ static void test_lying_parent_with_forged_crcs(void **state) {
     }
     char src[512], id[65], out[600], path[600];
     size_t len = 12 * MiB + 5; /* 4 pieces: both parents come first for some of them */
-    import_on(A, len, 808, 1, src, sizeof(src), id);
-    snprintf(out, sizeof(out), "%s/out-b-808", cl.dir);
-    assert_int_equal(export_on(B, id, out, false), 0); /* B holds a good copy */
-    p2p_content_path(A, id, path, sizeof(path));
-    corrupt_pieces(path, len);
-    forge_crcs(A, id, len);
+    lying_a_honest_b(len, 808, src, sizeof(src), id);
     snprintf(out, sizeof(out), "%s/out-c-808", cl.dir);
     assert_int_equal(export_on(C, id, out, false), 0);
     assert_true(harness_same_file(src, out));
@@ -1150,14 +1157,9 @@ static void test_lying_parent_named_in_reschedules(void **state) {
     if (E->h.pid <= 0) {
         p2p_node_start_limited(E, "127.0.0.15", "node-e", cl.sched.target, &cl.redis, "8MiB");
     }
-    char src[512], id[65], out[600], path[600];
+    char src[512], id[65], out[600];
     size_t len = 32 * MiB + 5; /* 9 pieces: 4 s for E */
-    import_on(A, len, 949, 1, src, sizeof(src), id);
-    snprintf(out, sizeof(out), "%s/out-b-949", cl.dir);
-    assert_int_equal(export_on(B, id, out, false), 0); /* B holds a good copy */
-    p2p_content_path(A, id, path, sizeof(path));
-    corrupt_pieces(path, len);
-    forge_crcs(A, id, len);
+    lying_a_honest_b(len, 949, src, sizeof(src), id);
     snprintf(out, sizeof(out), "%s/out-e-949", cl.dir);
     assert_int_equal(export_on(E, id, out, false), 0);
     assert_true(harness_same_file(src, out));

@@ -160,6 +160,13 @@ static size_t recv_upto(int fd, void *buf, size_t n) {
     return got;
 }
 
+/* Reads a whole header from fd into h. */
+static void recv_header(int fd, struct dfd_vortex_header *h) {
+    uint8_t hb[DFD_VORTEX_HEADER_LEN];
+    assert_int_equal(recv_upto(fd, hb, sizeof(hb)), sizeof(hb));
+    dfd_vortex_header_decode(hb, h);
+}
+
 /* Reads an Error frame and then EOF; returns its code, the message into msg. */
 static uint8_t recv_error(int fd, char *msg, size_t size) {
     uint8_t b[DFD_VORTEX_HEADER_LEN + 1 + DFD_VORTEX_ERROR_MAX + 1];
@@ -326,9 +333,7 @@ static void test_concurrent_fetches(void **state) {
 
 /* Reads an answer's header and its value (at most size bytes) from fd. */
 static void recv_packet(int fd, struct dfd_vortex_header *h, uint8_t *value, size_t size) {
-    uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    assert_int_equal(recv_upto(fd, hb, sizeof(hb)), sizeof(hb));
-    dfd_vortex_header_decode(hb, h);
+    recv_header(fd, h);
     assert_true(h->length <= size);
     assert_int_equal(recv_upto(fd, value, h->length), h->length);
 }
@@ -348,10 +353,8 @@ static void test_busy_while_delivering(void **state) {
     /* a: asks for piece 0 and reads only the answer's header (a window of 4 KiB). */
     int a = dial_rcvbuf(f, 4096);
     send_bytes(a, req0, sizeof(req0));
-    uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    assert_int_equal(recv_upto(a, hb, sizeof(hb)), sizeof(hb));
     struct dfd_vortex_header ha;
-    dfd_vortex_header_decode(hb, &ha);
+    recv_header(a, &ha);
     assert_int_equal(ha.tag, DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT);
 
     /* b: piece 0 is Busy; piece 1 on the same connection is served whole. */
@@ -413,10 +416,8 @@ static void test_metadata_on_the_wire(void **state) {
     struct dfc_error err;
     assert_int_equal(dfd_vortex_request_encode(9, f->task.id, 2, req, &err), 0);
     send_bytes(fd, req, sizeof(req));
-    uint8_t hb[DFD_VORTEX_HEADER_LEN];
-    assert_int_equal(recv_upto(fd, hb, sizeof(hb)), sizeof(hb));
     struct dfd_vortex_header h;
-    dfd_vortex_header_decode(hb, &h);
+    recv_header(fd, &h);
     assert_int_equal(h.tag, DFD_VORTEX_TAG_PERSISTENT_CACHE_PIECE_CONTENT);
     assert_true(h.length <= 4 + DFD_VORTEX_METADATA_MAX);
     uint8_t value[4 + DFD_VORTEX_METADATA_MAX];
