@@ -54,6 +54,7 @@
 #include "dragonfly/common.pb-c.h"
 #include "dragonfly/scheduler.pb-c.h"
 #include "p2p/download.h"
+#include "p2p/piece_choice.h"
 #include "p2p/verify.h"
 #include "p2p/vortex_client.h"
 #include "storage/storage.h"
@@ -61,6 +62,7 @@
 /* Parents one download uses at most (each answer of the scheduler adds up to
  * scheduler.candidateParentLimit, 3 by default). */
 #define DFD_P2P_MAX_PARENTS 16
+_Static_assert(DFD_P2P_MAX_PARENTS <= DFD_CHOICE_MAX_PARENTS, "a bit per parent in rd->have");
 /* Parents one download sets aside for bytes that failed verification. */
 #define DFD_P2P_MAX_EXCLUDED 16
 #define IP_MAX               64
@@ -116,17 +118,6 @@ struct parent {
     double rate;            /* bytes per second of its pieces (EWMA); 0: none fetched yet */
 };
 
-/* A piece's state in the download (rd->state, under rd->mu). */
-enum piece_state { PIECE_MISSING, PIECE_INFLIGHT, PIECE_WRITTEN };
-
-/* A parent a missing piece is not asked from (rd->avoid, under rd->mu): the one the endgame
- * took it from, until the piece is taken again; or one that answered Busy for it, until
- * until_ns. */
-struct avoid {
-    uint8_t parent;   /* 1 + its index in rd->parents; 0: none */
-    int64_t until_ns; /* monotonic; 0: until the piece is taken again */
-};
-
 struct run {
     struct dfd_p2p *p;
     const struct dfd_p2p_request *req;
@@ -162,8 +153,8 @@ struct run {
     size_t n_answers;
     struct parent parents[DFD_P2P_MAX_PARENTS];
     size_t n_parents;       /* grows as answers add parents; a parent is never removed */
-    uint8_t *state;         /* per piece, enum piece_state */
-    struct avoid *avoid;    /* per piece: a parent not to ask it from */
+    uint8_t *state;         /* per piece, enum piece_state (piece_choice.h) */
+    struct avoid *avoid;    /* per piece: a parent not to ask it from (piece_choice.h) */
     struct worker_buf *wbs; /* the workers' (n_wbs), for the endgame */
     size_t n_wbs;
     uint32_t *have;    /* per piece: a bit per parent that reported it */

@@ -12,16 +12,10 @@
  *   lands and is verified (docs/swarm.md), so the lists grow while we download
  *   (download_parents.c).
  *
- *   concurrent_piece_count workers each take the next (piece, parent): the rarest missing piece
- *   (the fewest of our parents hold it) that a parent with room holds, random among equals,
- *   fully random for the first OPENING_PIECES so that a crowd starting together asks a seed for
- *   different pieces; a parent has room with fewer than max(2, concurrent_piece_count /
- *   parents) pieces in flight from it, so that a slow or shared parent cannot hold every
- *   worker. The piece goes to the holder with the fewest pieces only it holds, then the best
- *   measured throughput per piece in flight (an unmeasured one first: it may be fast); and a
- *   parent with pieces only it holds is not asked for one another holder has while that other
- *   has none of its own and is not slow (the piece waits for room there): in a flash crowd the seed
- * is such a parent, its uplink the scarcest, and it is kept for the pieces nobody else has yet.
+ *   concurrent_piece_count workers each take the next (piece, parent) by piece_choice.h's
+ *   rules: the rarest missing piece a parent with room holds (at random for the first
+ *   OPENING_PIECES), from the holder with the fewest pieces only it holds, then the fastest;
+ *   a parent with pieces only it holds (in a flash crowd, the seed) is kept for them.
  *
  *   A parent already sending a piece to another peer answers Busy (vortex_server.c): the piece
  *   is not asked of it again for BUSY_NS, other pieces are taken meanwhile, and by then the
@@ -102,15 +96,6 @@ static bool stopped(struct run *rd) {
     return s;
 }
 
-static uint64_t rnd(struct run *rd) {
-    uint64_t x = rd->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rd->rng = x;
-    return x;
-}
-
 /* ---- choosing ---- */
 
 /* rd->mu held: whether parent k may be given a piece now (not counting its load). */
@@ -119,139 +104,36 @@ static bool usable(const struct run *rd, size_t k, int64_t now) {
     return !dfd__given_up(pa) && now >= pa->cooldown_until && pa->vortex_ip[0] != '\0';
 }
 
-/* rd->mu held: the parent (as a bit) piece i is not to be asked from now, or 0. */
-static uint32_t avoided(const struct run *rd, uint32_t i, int64_t now) {
-    const struct avoid *a = &rd->avoid[i];
-    bool on = a->parent != 0 && (a->until_ns == 0 || now < a->until_ns);
-    return on ? UINT32_C(1) << (a->parent - 1) : 0;
-}
-
-/* rd->mu held: the live parents with room for one more piece now: usable, holding something,
- * with fewer than max(2, concurrent_piece_count / live parents) pieces in flight from them. */
-static uint32_t with_room(const struct run *rd, uint32_t live, int64_t now) {
-    unsigned n_live = (unsigned)__builtin_popcount(live);
-    size_t conc = rd->p->o.concurrent_piece_count;
-    unsigned cap = (unsigned)((conc + n_live - 1) / n_live);
-    cap = cap < 2 ? 2 : cap;
-    uint32_t room = 0;
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        const struct parent *pa = &rd->parents[k];
-        if ((live & (UINT32_C(1) << k)) != 0 && usable(rd, k, now) && pa->inflight < cap &&
-            pa->n_have > 0) {
-            room |= UINT32_C(1) << k;
-        }
-    }
-    return room;
-}
-
-/* rd->mu held: per live parent, the pieces we still need (in flight too) that only it holds
- * (unique[k]); returns the live parents with none that are not slow (measured at less than
- * half the fastest parent's throughput: a piece such a parent holds is not kept waiting for
- * it). */
-static uint32_t without_unique(const struct run *rd, uint32_t live,
-                               unsigned unique[DFD_P2P_MAX_PARENTS]) {
-    memset(unique, 0, DFD_P2P_MAX_PARENTS * sizeof(*unique));
-    for (uint32_t i = 0; i < rd->piece_count; i++) {
-        uint32_t held = rd->have[i] & live;
-        if (rd->state[i] != PIECE_WRITTEN && __builtin_popcount(held) == 1) {
-            unique[__builtin_ctz(held)]++;
-        }
-    }
-    double fastest = 0;
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        fastest = rd->parents[k].rate > fastest ? rd->parents[k].rate : fastest;
-    }
-    uint32_t none = 0;
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        double rate = rd->parents[k].rate > 0 ? rd->parents[k].rate : fastest;
-        none |= unique[k] == 0 && rate >= fastest / 2 ? UINT32_C(1) << k : 0;
-    }
-    return none & live;
-}
-
-/* rd->mu held: of the parents in from, the one with the fewest unique pieces, then the best
- * measured throughput per piece in flight (an unmeasured one as fast as the fastest). */
-static size_t best_parent(struct run *rd, uint32_t from, const unsigned *unique) {
-    double fastest = 0;
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        fastest = rd->parents[k].rate > fastest ? rd->parents[k].rate : fastest;
-    }
-    size_t pick = SIZE_MAX;
-    double pick_score = 0;
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        if ((from & (UINT32_C(1) << k)) == 0) {
-            continue;
-        }
-        const struct parent *pa = &rd->parents[k];
-        double rate = pa->rate > 0 ? pa->rate : (fastest > 0 ? fastest : 1);
-        /* A little noise: equal parents take turns. */
-        double score = rate / (pa->inflight + 1) * (1 + (double)(rnd(rd) % 64) / 1024);
-        if (pick == SIZE_MAX || unique[k] < unique[pick] ||
-            (unique[k] == unique[pick] && score > pick_score)) {
-            pick = k;
-            pick_score = score;
-        }
-    }
-    return pick;
-}
-
-/* rd->mu held: the next (piece, parent) for a worker. The piece is the rarest missing one (held
- * by the fewest of our parents) that a parent with room holds, random among equals (all equal
- * while the download opens, so a crowd starting together asks a seed for different pieces).
- * A piece is not asked from a parent holding unique pieces while another holder has none (it
- * waits for room there): a seed's uplink, the crowd's scarcest, is kept for the pieces nobody
- * else has. The parent is best_parent's among the holders left. False: nothing to take now. */
+/* rd->mu held: the next (piece, parent) for a worker (piece_choice.h); none during the first
+ * OPEN_WAIT_NS while a parent's first answer is awaited (as upstream collects for 100 ms), so
+ * the first pieces spread over the parents and rarest-first sees them. False: nothing to take
+ * now. */
 static bool choose(struct run *rd, int64_t now, size_t *ret_k, uint32_t *ret_piece) {
-    uint32_t live = 0;
-    for (size_t k = 0; k < rd->n_parents; k++) {
-        live |= dfd__given_up(&rd->parents[k]) ? 0 : UINT32_C(1) << k;
-    }
-    if (live == 0) {
-        return false;
-    }
-    /* The first OPEN_WAIT_NS: every parent's first answer is awaited (as upstream collects
-     * for 100 ms), so the first pieces spread over the parents and rarest-first sees them. */
     for (size_t k = 0; now - rd->opened_ns < OPEN_WAIT_NS && k < rd->n_parents; k++) {
         if (rd->parents[k].syncing && rd->parents[k].n_have == 0) {
             return false;
         }
     }
-    uint32_t room = with_room(rd, live, now);
-    if (room == 0) {
-        return false;
+    struct dfd_choice_parent cp[DFD_P2P_MAX_PARENTS];
+    for (size_t k = 0; k < rd->n_parents; k++) {
+        const struct parent *pa = &rd->parents[k];
+        cp[k] = (struct dfd_choice_parent){.live = !dfd__given_up(pa),
+                                           .usable = usable(rd, k, now),
+                                           .inflight = pa->inflight,
+                                           .n_have = pa->n_have,
+                                           .rate = pa->rate};
     }
-    unsigned unique[DFD_P2P_MAX_PARENTS];
-    uint32_t common = without_unique(rd, live, unique);
-    bool opening = rd->n_written < OPENING_PIECES;
-    int best = 64;
-    uint64_t ties = 0;
-    uint32_t piece = 0, piece_from = 0;
-    for (uint32_t i = 0; i < rd->piece_count; i++) {
-        if (rd->state[i] != PIECE_MISSING) {
-            continue;
-        }
-        uint32_t held = rd->have[i] & live;
-        uint32_t from = held & room & ~avoided(rd, i, now);
-        from &= (held & common) != 0 ? common : ~UINT32_C(0);
-        if (from == 0) {
-            continue;
-        }
-        int a = opening ? 0 : __builtin_popcount(held);
-        if (a < best) {
-            best = a;
-            ties = 0;
-        }
-        if (a == best && rnd(rd) % ++ties == 0) {
-            piece = i; /* reservoir sampling: each of the ties with chance 1/ties */
-            piece_from = from;
-        }
-    }
-    if (ties == 0) {
-        return false;
-    }
-    *ret_k = best_parent(rd, piece_from, unique);
-    *ret_piece = piece;
-    return true;
+    struct dfd_choice c = {.parents = cp,
+                           .n_parents = rd->n_parents,
+                           .state = rd->state,
+                           .have = rd->have,
+                           .avoid = rd->avoid,
+                           .piece_count = rd->piece_count,
+                           .concurrent_piece_count = rd->p->o.concurrent_piece_count,
+                           .opening = rd->n_written < OPENING_PIECES,
+                           .now = now,
+                           .rng = &rd->rng};
+    return dfd_choose_piece(&c, ret_k, ret_piece);
 }
 
 /* ---- fetching ---- */
