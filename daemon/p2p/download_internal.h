@@ -284,6 +284,10 @@ void dfd__cool_down(struct parent *pa, unsigned n, int64_t now);
  * held. */
 void dfd__start_sync(struct run *rd, size_t k);
 
+/* download_piece.c. Whether the engine stops or the caller went away; called without rd->mu
+ * (it takes p->mu, then rd->mu). */
+bool dfd__stopped(struct run *rd);
+
 /* download_watch.c. The leader's watch until the swarm is over (rd->over): more parents,
  * stuck swarms, resyncs. Takes rd->mu itself. */
 void dfd__watch(struct run *rd);

@@ -93,6 +93,18 @@ void dfd__report_piece_failed(struct run *rd, uint32_t number, const char *paren
     }
 }
 
+bool dfd__stopped(struct run *rd) {
+    pthread_mutex_lock(&rd->p->mu);
+    bool s = rd->p->stopping;
+    pthread_mutex_unlock(&rd->p->mu);
+    if (!s && rd->prog != NULL && rd->prog->should_stop != NULL) {
+        pthread_mutex_lock(&rd->mu);
+        s = rd->prog->should_stop(rd->prog->arg);
+        pthread_mutex_unlock(&rd->mu);
+    }
+    return s;
+}
+
 /* rd->mu held: records a fatal error (the first one wins) and ends the round. */
 void dfd__set_fatal(struct run *rd, int r, const struct dfc_error *err) {
     if (rd->fatal == 0) {

@@ -83,19 +83,6 @@
 /* A parent that answered Busy for a piece is not asked for it again before this. */
 #define BUSY_NS (250 * DFC_NS_PER_MS)
 
-/* Whether the engine stops or the caller went away; called without rd->mu. */
-static bool stopped(struct run *rd) {
-    pthread_mutex_lock(&rd->p->mu);
-    bool s = rd->p->stopping;
-    pthread_mutex_unlock(&rd->p->mu);
-    if (!s && rd->prog != NULL && rd->prog->should_stop != NULL) {
-        pthread_mutex_lock(&rd->mu);
-        s = rd->prog->should_stop(rd->prog->arg);
-        pthread_mutex_unlock(&rd->mu);
-    }
-    return s;
-}
-
 /* ---- choosing ---- */
 
 /* rd->mu held: whether parent k may be given a piece now (not counting its load). */
@@ -161,7 +148,7 @@ static void fetch_piece(struct run *rd, size_t k, uint32_t number, struct worker
     bool ours = true;
     enum piece_verdict verdict = PIECE_OK;
     struct dfd_vortex_fetched got = {0};
-    if (stopped(rd)) {
+    if (dfd__stopped(rd)) {
         r = dfc_error_set(&err, -ECANCELED, "the download was cancelled");
     } else {
         r = dfd__fetch_from(rd, pa, number, wb, &got, &ours, &verdict, &err);
@@ -347,7 +334,7 @@ int dfd__swarm(struct run *rd, struct dfc_error *err) {
     rd->over = n_missing == 0;
     rd->progress_ns = rd->opened_ns = dfc_mono_ns();
     rd->rng = (uint64_t)rd->progress_ns | 1;
-    if (stopped(rd)) {
+    if (dfd__stopped(rd)) {
         return dfc_error_set(err, -ECANCELED, "the download was cancelled");
     }
     size_t n = rd->p->o.concurrent_piece_count;

@@ -139,6 +139,22 @@ void dfd__watch(struct run *rd) {
             pthread_cond_broadcast(&rd->synced);
             break;
         }
+        /* The engine stops (dfdaemon exits) or the caller went away: the swarm ends now, not
+         * when its parents fail (a parent that accepts and never answers holds a piece list
+         * for its whole timeout, and a replica pull has no caller to go away). */
+        pthread_mutex_unlock(&rd->mu);
+        bool stop = dfd__stopped(rd);
+        pthread_mutex_lock(&rd->mu);
+        if (rd->over) {
+            break;
+        }
+        if (stop) {
+            struct dfc_error err;
+            dfc_error_set(&err, -ECANCELED, "task %s: the download was cancelled",
+                          rd->req->task_id);
+            dfd__set_fatal(rd, -ECANCELED, &err);
+            break;
+        }
         int64_t now = dfc_mono_ns();
         resync(rd, now);
         enum watch w = watch_state(rd, now, last_ask, fruitless);
